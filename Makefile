@@ -1,0 +1,85 @@
+# kvlm build. `make` builds build/kvlm and build/libkvlm.a; `make test` runs
+# the test suite; `make test SANITIZE=1` runs it under ASan and UBSan;
+# `make bench` runs the benchmarks; `make fixtures` regenerates the reference
+# fixtures with PyTorch (needs `scripts/setup.sh --dev`).
+
+CC      ?= cc
+SANITIZE ?= 0
+OPT     ?= -O3
+
+ifeq ($(SANITIZE),1)
+BUILD   := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS)
+else
+BUILD   := build
+SANFLAGS :=
+endif
+
+CFLAGS  := -std=c17 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
+LDFLAGS := -fopenmp $(SANFLAGS)
+LDLIBS  := -ljansson -lpcre2-8 -lm
+
+# SIMD kernels are compiled per file for their ISA and chosen at run time.
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test bench run fixtures clean setup
+.SECONDARY:
+all: $(BUILD)/kvlm
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libkvlm.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@
+
+test: $(BUILD)/kvlm $(TESTS)
+	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
+
+bench: $(BUILD)/kvlm
+	./bench/run.sh $(BUILD)/kvlm
+
+RUN_PROMPT ?= The future of artificial intelligence in software engineering is
+run:
+	./scripts/setup.sh
+	$(MAKE) $(BUILD)/kvlm
+	$(BUILD)/kvlm run --synthetic gpt2-124m --tokenizer models/gpt2-tokenizer -p "$(RUN_PROMPT)" -n 48 --stats
+
+setup:
+	./scripts/setup.sh
+
+fixtures:
+	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)

@@ -1,0 +1,212 @@
+/*
+ * kvlm public API.
+ *
+ * Everything a program needs to load a decoder-only language model, run it
+ * over a paged KV cache and read back what it cost. All handles are opaque;
+ * the layout of models, caches and engines may change without notice.
+ *
+ * Errors: every function that can fail takes a kvlm_error*, returns NULL or a
+ * negative value on failure and fills the error with a message that names the
+ * file, field or parameter at fault. Library code never exits the process.
+ */
+#ifndef KVLM_H
+#define KVLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+enum kvlm_status {
+    KVLM_OK = 0,
+    KVLM_ERR_IO = -1,      /* a file could not be opened, mapped or read */
+    KVLM_ERR_FORMAT = -2,  /* a file is malformed, truncated or inconsistent */
+    KVLM_ERR_ARG = -3,     /* a caller-supplied value is out of range */
+    KVLM_ERR_NOMEM = -4,   /* an allocation failed or the KV pool is full */
+    KVLM_ERR_UNSUPPORTED = -5,
+};
+
+#define KVLM_ERROR_MAX 512
+typedef struct kvlm_error {
+    int code;                  /* one of enum kvlm_status */
+    char msg[KVLM_ERROR_MAX];  /* human-readable, names what is wrong */
+} kvlm_error;
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum kvlm_dtype {
+    KVLM_F32 = 0,
+    KVLM_F16 = 1,
+    KVLM_BF16 = 2,
+} kvlm_dtype;
+
+const char *kvlm_dtype_name(kvlm_dtype t);
+size_t kvlm_dtype_size(kvlm_dtype t);
+/* Parses "f32", "f16", "bf16" (case-insensitive). Returns 0 or -1. */
+int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
+
+/* ----------------------------------------------------------------- model */
+
+typedef struct kvlm_model kvlm_model;
+
+typedef struct kvlm_config {
+    char arch[32];        /* "gpt2" */
+    int n_layer;
+    int n_head;           /* query heads */
+    int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
+    int n_embd;
+    int head_dim;
+    int n_ff;             /* MLP hidden size */
+    int n_ctx;            /* maximum positions */
+    int vocab_size;       /* real vocabulary (logits have this many entries) */
+    int eos_id;           /* end-of-sequence token, -1 if unknown */
+    float norm_eps;
+    kvlm_dtype weight_dtype;
+} kvlm_config;
+
+/* Loads a model from a directory (Hugging Face layout) or a single file
+ * (llm.c checkpoint, or a .safetensors file with config.json beside it).
+ * Weights are memory-mapped and used in their stored dtype. */
+kvlm_model *kvlm_model_load(const char *path, kvlm_error *err);
+
+/* Builds a model with random weights and the exact shapes of a known
+ * checkpoint ("gpt2-124m", "gpt2-tiny"), for speed and memory figures. */
+kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype,
+                                 uint64_t seed, kvlm_error *err);
+
+void kvlm_model_free(kvlm_model *m);
+const kvlm_config *kvlm_model_config(const kvlm_model *m);
+/* Directory the model was loaded from ("" for synthetic models). */
+const char *kvlm_model_dir(const kvlm_model *m);
+/* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
+const char *kvlm_model_source(const kvlm_model *m);
+/* Bytes of weights read by one decode step (every matrix once, plus one
+ * embedding row); the numerator of the bandwidth roofline. */
+size_t kvlm_model_decode_bytes(const kvlm_model *m);
+size_t kvlm_model_param_count(const kvlm_model *m);
+
+/* -------------------------------------------------------------- KV cache */
+
+typedef struct kvlm_kv kvlm_kv;
+
+typedef enum kvlm_alloc_policy {
+    KVLM_ALLOC_PAGED = 0,      /* blocks allocated on demand */
+    KVLM_ALLOC_RESERVE_MAX = 1 /* n_ctx worth of blocks reserved per sequence */
+} kvlm_alloc_policy;
+
+typedef struct kvlm_kv_options {
+    kvlm_dtype dtype;          /* KVLM_F32 or KVLM_F16 */
+    int block_size;            /* tokens per block; 0 means 16 */
+    size_t n_blocks;           /* pool size; 0 means max_seqs * ceil(n_ctx / block_size) */
+    int max_seqs;              /* 0 means 1 */
+    kvlm_alloc_policy policy;
+} kvlm_kv_options;
+
+typedef struct kvlm_kv_stats {
+    size_t bytes_per_token;    /* 2 x layers x kv heads x head dim x dtype size */
+    size_t block_bytes;        /* bytes_per_token x block_size */
+    size_t blocks_total;
+    size_t blocks_used;
+    size_t tokens;             /* token states held, over all sequences */
+    size_t bytes_pool;         /* blocks_total x block_bytes */
+    size_t bytes_reserved;     /* blocks_used x block_bytes */
+    size_t bytes_live;         /* tokens x bytes_per_token */
+    int seqs;                  /* live sequences */
+} kvlm_kv_stats;
+
+kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
+                        kvlm_error *err);
+void kvlm_kv_free(kvlm_kv *kv);
+/* Returns a new empty sequence id (>= 0), or -1 with err set. */
+int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err);
+void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
+/* Number of token positions cached for the sequence. */
+int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);
+void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
+
+/* ---------------------------------------------------------------- engine */
+
+typedef struct kvlm_engine kvlm_engine;
+
+typedef enum kvlm_isa {
+    KVLM_ISA_AUTO = 0,   /* best the CPU supports (cpuid) */
+    KVLM_ISA_SCALAR,     /* plain C, the reference path */
+    KVLM_ISA_AVX2,
+    KVLM_ISA_AVX512,
+} kvlm_isa;
+
+const char *kvlm_isa_name(kvlm_isa isa);
+/* The ISA AUTO resolves to on this CPU. */
+kvlm_isa kvlm_isa_best(void);
+
+typedef struct kvlm_engine_options {
+    int threads;       /* 0 means all cores */
+    kvlm_isa isa;
+    int no_cache;      /* 1: recompute the whole context at every step */
+} kvlm_engine_options;
+
+/* One sequence's share of a step: n_tokens new tokens appended at the end of
+ * the sequence (a prefill chunk or one decode token). */
+typedef struct kvlm_batch_item {
+    int seq;
+    const int32_t *tokens;
+    int n_tokens;
+    int logits_all;    /* 1: logits for every new token; 0: only the last */
+} kvlm_batch_item;
+
+kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv,
+                                const kvlm_engine_options *opt, kvlm_error *err);
+void kvlm_engine_free(kvlm_engine *e);
+/* Runs one forward step over a batch. logits receives, item after item,
+ * n_tokens x vocab (logits_all) or 1 x vocab floats. On error nothing is
+ * appended to any sequence. */
+int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items,
+                     float *logits, kvlm_error *err);
+/* Number of floats kvlm_engine_step writes for this batch. */
+size_t kvlm_engine_logits_size(const kvlm_engine *e,
+                               const kvlm_batch_item *items, int n_items);
+kvlm_isa kvlm_engine_isa(const kvlm_engine *e);
+int kvlm_engine_threads(const kvlm_engine *e);
+
+/* --------------------------------------------------------------- sampler */
+
+typedef struct kvlm_sampler kvlm_sampler;
+
+typedef struct kvlm_sampler_options {
+    float temperature;  /* 0 means greedy */
+    int top_k;          /* 0 means off */
+    float top_p;        /* 1 means off */
+    uint64_t seed;
+} kvlm_sampler_options;
+
+kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab,
+                                  kvlm_error *err);
+void kvlm_sampler_free(kvlm_sampler *s);
+/* Picks the next token from logits (not modified). */
+int32_t kvlm_sampler_next(kvlm_sampler *s, const float *logits);
+
+/* Writes the k most likely tokens of log_softmax(logits) in descending order.
+ * Returns the number written (min(k, vocab)). */
+int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
+                      float *logprobs);
+
+/* ----------------------------------------------------------------- misc */
+
+/* Monotonic clock in seconds. */
+double kvlm_now(void);
+
+/* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
+ * `bytes` (make it much larger than the last-level cache). */
+double kvlm_measure_read_bandwidth(size_t bytes, int passes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "kvlm_tokenizer.h"
+
+#endif /* KVLM_H */

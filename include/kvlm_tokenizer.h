@@ -1,0 +1,89 @@
+/*
+ * kvlm tokenizer API: byte-level BPE (GPT-2) loaded from the files a
+ * checkpoint ships with, exact encode/decode and a streaming UTF-8 assembler
+ * that never emits half a character. Included by kvlm.h.
+ *
+ * Supported files: tokenizer.json (Hugging Face: BPE model, ByteLevel
+ * pre-tokenizer, merges as "a b" or ["a", "b"], added_tokens),
+ * vocab.json + merges.txt, encoder.json + vocab.bpe. Text is pre-tokenised
+ * with GPT-2's pattern; bytes that are not valid UTF-8 are encoded like any
+ * other bytes (each one a non-letter, non-number character) and decode back
+ * to themselves. See docs/tokenizer.md.
+ *
+ * A tokenizer may be used by several threads at once (encode, decode,
+ * piece); kvlm_tokenizer_set_cache and kvlm_tokenizer_free may not run
+ * concurrently with anything else on the same tokenizer.
+ */
+#ifndef KVLM_TOKENIZER_H
+#define KVLM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvlm_error;
+typedef struct kvlm_tokenizer kvlm_tokenizer;
+
+/* path: a model directory holding any supported tokenizer files, or one of
+ * those files (tokenizer.json, vocab.json, encoder.json). A directory is
+ * searched for tokenizer.json, then vocab.json + merges.txt, then
+ * encoder.json + vocab.bpe. */
+kvlm_tokenizer *kvlm_tokenizer_load(const char *path, struct kvlm_error *err);
+void kvlm_tokenizer_free(kvlm_tokenizer *t);
+/* Largest token id + 1 (50257 for GPT-2). */
+int kvlm_tokenizer_vocab_size(const kvlm_tokenizer *t);
+
+/* Encodes len bytes of text. Special tokens (<|endoftext|>) are matched only
+ * when allow_special is non-zero; otherwise they are encoded as plain text.
+ * Added tokens that are not special are always matched. *ids is malloc'ed;
+ * the caller frees it. Returns 0, or a negative kvlm_status with err set. */
+int kvlm_tokenizer_encode(const kvlm_tokenizer *t, const char *text, size_t len,
+                          int allow_special, int32_t **ids, size_t *n_ids,
+                          struct kvlm_error *err);
+
+/* Concatenates the bytes of n tokens into a malloc'ed buffer (NUL added
+ * after *len bytes; the text itself may contain NULs). Fails with
+ * KVLM_ERR_ARG on an id that is not a token. */
+int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
+                          char **text, size_t *len, struct kvlm_error *err);
+
+/* The raw bytes of one token (not NUL-terminated); NULL if id is out of range. */
+const char *kvlm_tokenizer_piece(const kvlm_tokenizer *t, int32_t id, size_t *len);
+/* The id of the token whose bytes are exactly piece[0..len), or -1. */
+int32_t kvlm_tokenizer_token_id(const kvlm_tokenizer *t, const char *piece, size_t len);
+/* Id of <|endoftext|>, or -1 if the vocabulary has none. */
+int32_t kvlm_tokenizer_eos_id(const kvlm_tokenizer *t);
+/* 1 if id is a special token (matched in text only when allowed). */
+int kvlm_tokenizer_is_special(const kvlm_tokenizer *t, int32_t id);
+/* The file(s) the tokenizer was loaded from, for messages. */
+const char *kvlm_tokenizer_source(const kvlm_tokenizer *t);
+/* Number of merges (50000 for GPT-2). */
+size_t kvlm_tokenizer_n_merges(const kvlm_tokenizer *t);
+
+/* Replaces the cache of merged words with an empty one holding up to
+ * max_words words (0 turns it off; the default is 65536). The cache only
+ * changes speed, never ids. For benchmarks: cold vs warm vs no cache. */
+int kvlm_tokenizer_set_cache(kvlm_tokenizer *t, size_t max_words, struct kvlm_error *err);
+
+/* Streaming UTF-8 assembler: bytes of an incomplete sequence are held until
+ * it completes; kvlm_utf8_flush emits whatever is left as-is. Bytes that
+ * cannot be part of a well-formed sequence are emitted as they arrive.
+ * Zero-initialise before use. */
+typedef struct kvlm_utf8_stream {
+    unsigned char pending[4];
+    int n_pending;
+} kvlm_utf8_stream;
+
+/* Appends n bytes; writes the printable prefix to out (capacity n + 4 is
+ * always enough) and returns the number of bytes written. */
+size_t kvlm_utf8_push(kvlm_utf8_stream *s, const char *bytes, size_t n, char *out);
+size_t kvlm_utf8_flush(kvlm_utf8_stream *s, char *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVLM_TOKENIZER_H */

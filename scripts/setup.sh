@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs the Debian packages kvlm needs, if they are missing.
+#   scripts/setup.sh          build and test dependencies
+#   scripts/setup.sh --dev    also PyTorch and NumPy, to regenerate fixtures
+# Runs apt-get directly as root, through sudo otherwise.
+set -eu
+
+pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev"
+if [ "${1:-}" = "--dev" ]; then
+    pkgs="$pkgs python3 python3-torch python3-numpy"
+fi
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -z "$missing" ]; then
+    echo "setup: all packages present"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    run=""
+elif command -v sudo >/dev/null 2>&1; then
+    run="sudo"
+else
+    echo "setup: missing Debian packages:$missing" >&2
+    echo "setup: run as root or install sudo, then: apt-get install$missing" >&2
+    exit 1
+fi
+echo "setup: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$run apt-get update -qq || echo "setup: apt-get update failed; trying the install with the current package lists" >&2
+# shellcheck disable=SC2086
+$run apt-get install -y -qq --no-install-recommends $missing

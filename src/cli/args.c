@@ -1,0 +1,100 @@
+/* Command-line parsing helpers shared by the subcommands (see args.h). */
+#include "cli/args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int arg_int(const char *flag, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno) {
+        fprintf(stderr, "kvlm: %s: '%s' is not an integer\n", flag, s);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "kvlm: %s: %ld is outside [%ld, %ld]\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int arg_u64(const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-') {
+        fprintf(stderr, "kvlm: %s: '%s' is not a non-negative integer\n", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int arg_float(const char *flag, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v)) {
+        fprintf(stderr, "kvlm: %s: '%s' is not a number\n", flag, s);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "kvlm: %s: %g is outside [%g, %g]\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    const char *p = s;
+    while (v) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && !strchr(" ,\t\n", *end))) {
+            fprintf(stderr, "kvlm: %s: '%s' is not a list of non-negative token ids\n", flag, s);
+            free(v);
+            return -1;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    if (!v || k == 0) {
+        fprintf(stderr, "kvlm: %s: no token ids given\n", flag);
+        free(v);
+        return -1;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+const char *arg_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "kvlm: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype) {
+    kvlm_error err;
+    kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);
+    if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
+    return m;
+}

@@ -1,0 +1,13 @@
+/*
+ * The kvlm subcommands. Each takes the arguments after its name and returns
+ * the process exit status: 0 success, 1 runtime error, 2 usage error.
+ */
+#ifndef KVLM_CLI_COMMANDS_H
+#define KVLM_CLI_COMMANDS_H
+
+int cli_run(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
+int cli_detokenize(int argc, char **argv);
+
+#endif

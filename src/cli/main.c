@@ -1,0 +1,44 @@
+/*
+ * The kvlm command-line tool: dispatches to one subcommand per concept.
+ * Exit status: 0 success, 1 runtime error, 2 usage error.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"run", cli_run, "generate text from a prompt; --stats for timings and KV figures"},
+    {"bench", cli_bench, "prefill/decode throughput, decode roofline, cache on vs off"},
+    {"tokenize", cli_tokenize, "print the token ids of a text"},
+    {"detokenize", cli_detokenize, "print the text of token ids"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kvlm COMMAND [options]   (kvlm COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "kvlm: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,81 @@
+/*
+ * Run-time choice of kernel set from cpuid, and the threaded matmul driver
+ * that splits output features across OpenMP threads.
+ */
+#include <math.h>
+#include <omp.h>
+
+#include "kernels/kernels.h"
+
+int kern_cpu_supports(kvlm_isa isa) {
+    __builtin_cpu_init();
+    switch (isa) {
+    case KVLM_ISA_SCALAR: return 1;
+    case KVLM_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case KVLM_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    default: return 0;
+    }
+}
+
+kvlm_isa kvlm_isa_best(void) {
+    if (kern_cpu_supports(KVLM_ISA_AVX512)) return KVLM_ISA_AVX512;
+    if (kern_cpu_supports(KVLM_ISA_AVX2)) return KVLM_ISA_AVX2;
+    return KVLM_ISA_SCALAR;
+}
+
+const char *kvlm_isa_name(kvlm_isa isa) {
+    switch (isa) {
+    case KVLM_ISA_AUTO: return "auto";
+    case KVLM_ISA_SCALAR: return "scalar";
+    case KVLM_ISA_AVX2: return "avx2";
+    case KVLM_ISA_AVX512: return "avx512";
+    }
+    return "?";
+}
+
+const kern_ops *kern_select(kvlm_isa isa) {
+    if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
+    if (!kern_cpu_supports(isa)) return NULL;
+    switch (isa) {
+    case KVLM_ISA_SCALAR: return &kern_ops_scalar;
+    case KVLM_ISA_AVX2: return &kern_ops_avx2;
+    case KVLM_ISA_AVX512: return &kern_ops_avx512;
+    default: return NULL;
+    }
+}
+
+/* Output features are split into chunks that are a multiple of the SIMD
+ * tile so every thread streams whole weight rows; small matrices stay on one
+ * thread to avoid fork/join costs larger than the work. */
+void kern_matmul(const kern_ops *ops, const float *x, int M, const kern_matrix *w,
+                 const float *bias, float *y, int ldy) {
+    const int N = w->rows;
+    double work = (double)M * N * w->cols;
+    int nt = omp_get_max_threads();
+    if (nt <= 1 || work < 65536.0) {
+        ops->matmul_rows(x, M, w, 0, N, bias, y, ldy);
+        return;
+    }
+    int chunks = nt * 8;
+    int step = (N + chunks - 1) / chunks;
+    step = (step + 15) & ~15;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int n0 = 0; n0 < N; n0 += step) {
+        int n1 = n0 + step < N ? n0 + step : N;
+        ops->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
+    }
+}
+
+void kern_softmax(float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}

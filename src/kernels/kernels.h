@@ -1,0 +1,64 @@
+/*
+ * Compute kernels: matrix multiplication against weights in their stored
+ * dtype, attention over a block table, LayerNorm, GELU, softmax.
+ *
+ * Every kernel has a plain C version (the reference the tests compare
+ * against) and SIMD versions (AVX2, AVX-512) compiled in their own files with
+ * their own target flags; kern_select() picks one set at run time from
+ * cpuid. The kernels know nothing about models or requests: weights arrive as
+ * a kern_matrix, KV as per-block pointers.
+ *
+ * Weight layout is always [rows = out features][cols = in features], row
+ * major (PyTorch Linear); loaders transpose other layouts once at load time.
+ */
+#ifndef KVLM_KERNELS_H
+#define KVLM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+
+typedef struct kern_matrix {
+    kvlm_dtype dtype;
+    const void *data;
+    int rows;   /* N: output features */
+    int cols;   /* K: input features */
+} kern_matrix;
+
+/* One ISA's implementation of the inner loops. */
+typedef struct kern_ops {
+    kvlm_isa isa;
+    /* y[m*ldy + n] = bias[n] + sum_k x[m*K + k] * W[n, k] for m < M and
+     * n0 <= n < n1 (one thread's share; bias may be NULL). */
+    void (*matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                        const float *bias, float *y, int ldy);
+    /* scores[j] = scale * dot(q, k_j) for j < n, k_j = k + j * d in kv dtype. */
+    void (*attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,
+                        float scale, float *scores);
+    /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d. */
+    void (*attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d, float *out);
+    /* In place: x = gelu_tanh(x). */
+    void (*gelu)(float *x, size_t n);
+    /* out = (x - mean) / sqrt(var + eps) * w + b over one row of n. */
+    void (*layernorm)(const float *x, const float *w, const float *b, int n, float eps, float *out);
+    /* Writes x[i] in dst dtype (KV cache stores). */
+    void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);
+} kern_ops;
+
+extern const kern_ops kern_ops_scalar;
+extern const kern_ops kern_ops_avx2;
+extern const kern_ops kern_ops_avx512;
+
+/* The ops for isa (AUTO resolves with cpuid); NULL if the CPU lacks it. */
+const kern_ops *kern_select(kvlm_isa isa);
+int kern_cpu_supports(kvlm_isa isa);
+
+/* y = x W^T + bias for M rows, split across the OpenMP threads. */
+void kern_matmul(const kern_ops *ops, const float *x, int M, const kern_matrix *w,
+                 const float *bias, float *y, int ldy);
+
+/* Softmax in place over n scores; returns nothing, keeps max-subtraction. */
+void kern_softmax(float *x, int n);
+
+#endif

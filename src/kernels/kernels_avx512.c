@@ -1,0 +1,59 @@
+/*
+ * AVX-512 kernel set (16-lane zmm). Compiled with AVX-512 target flags and
+ * only called after kern_cpu_supports(KVLM_ISA_AVX512); bodies live in
+ * simd_template.h, shared with the AVX2 set.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static inline __m512 exp_avx512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 load_bf16_avx512(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+#define VW 16
+#define vf __m512
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(s) _mm512_set1_ps(s)
+#define V_LOADU(p) _mm512_loadu_ps(p)
+#define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
+#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_ADD(a, b) _mm512_add_ps((a), (b))
+#define V_SUB(a, b) _mm512_sub_ps((a), (b))
+#define V_MUL(a, b) _mm512_mul_ps((a), (b))
+#define V_DIV(a, b) _mm512_div_ps((a), (b))
+#define V_MAX(a, b) _mm512_max_ps((a), (b))
+#define V_MIN(a, b) _mm512_min_ps((a), (b))
+#define V_REDUCE(v) _mm512_reduce_add_ps(v)
+#define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_LOAD_BF16(p) load_bf16_avx512(p)
+#define V_STORE_F16(p, v) \
+    _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define V_EXP(v) exp_avx512(v)
+#define MR_MAX 4
+#define NR_MAX 6
+#define NR1 8
+#define KERNEL_NAME(n) n##_avx512
+#define KERNEL_ISA KVLM_ISA_AVX512
+
+#include "kernels/simd_template.h"

@@ -1,0 +1,192 @@
+/*
+ * SIMD kernel bodies written once against a small vector vocabulary (V_*)
+ * and instantiated twice: by avx2.c with 8-lane ymm vectors and by avx512.c
+ * with 16-lane zmm vectors. Include only from those files, after defining:
+ *
+ *   VW             lanes per vector
+ *   vf             vector of VW floats
+ *   V_ZERO() V_SET1(s) V_LOADU(p) V_STOREU(p, v) V_FMA(a, b, c) (a*b+c)
+ *   V_ADD V_SUB V_MUL V_DIV V_MAX V_MIN V_REDUCE(v) (horizontal sum)
+ *   V_LOAD_F16(p) V_LOAD_BF16(p) (VW halves widened to floats)
+ *   V_STORE_F16(p, v)
+ *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
+ *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W)
+ *   KERNEL_NAME(n) name mangling: n ## _avx512
+ *   KERNEL_ISA     the kvlm_isa value
+ *
+ * Matmul tiles accumulate MR x NR dot products over K in registers, reading
+ * weights in their stored dtype and widening on the fly; K tails (K not a
+ * multiple of VW) finish in scalar code.
+ */
+#include "tensor.h"
+
+#define AI static inline __attribute__((always_inline))
+
+AI vf load_w(const void *w, kvlm_dtype t, size_t off) {
+    if (t == KVLM_F16) return V_LOAD_F16((const uint16_t *)w + off);
+    if (t == KVLM_BF16) return V_LOAD_BF16((const uint16_t *)w + off);
+    return V_LOADU((const float *)w + off);
+}
+
+/* One MR x NR tile: y[m+i][n+j] for i < mr, j < nr (compile-time constants
+ * once inlined into the switch arms below). */
+AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int nr, int m,
+                int n, const float *bias, float *y, int ldy) {
+    vf acc[MR_MAX][NR_MAX];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
+    const float *xr = x + (size_t)m * K;
+    const size_t wr = (size_t)n * K;
+    int k = 0;
+    for (; k + VW <= K; k += VW) {
+        vf xv[MR_MAX];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) xv[i] = V_LOADU(xr + (size_t)i * K + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            vf wv = load_w(w, t, wr + (size_t)j * K + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            float s = V_REDUCE(acc[i][j]);
+            for (int kk = k; kk < K; kk++)
+                s += xr[(size_t)i * K + kk] * dtype_load(t, w, wr + (size_t)j * K + kk);
+            y[(size_t)(m + i) * ldy + n + j] = s + (bias ? bias[n + j] : 0.0f);
+        }
+}
+
+/* Rows [n0, n1) of W against all M rows of x, for one weight dtype. */
+AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                  float *y, int ldy, kvlm_dtype t) {
+    const int K = w->cols;
+    const void *wd = w->data;
+    int m = 0;
+    /* Full-height tiles first; each weight tile is reused for MR_MAX rows. */
+    for (; m + MR_MAX <= M; m += MR_MAX) {
+        int n = n0;
+        for (; n + NR_MAX <= n1; n += NR_MAX) mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+        for (; n < n1; n++) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, bias, y, ldy);
+    }
+    for (; m < M; m++) { /* leftover rows, one at a time with a wide weight tile */
+        int n = n0;
+        for (; n + NR1 <= n1; n += NR1) mm_tile(x, K, wd, t, 1, NR1, m, n, bias, y, ldy);
+        for (; n < n1; n++) mm_tile(x, K, wd, t, 1, 1, m, n, bias, y, ldy);
+    }
+}
+
+static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                     const float *bias, float *y, int ldy) {
+    switch (w->dtype) {
+    case KVLM_F16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); break;
+    case KVLM_BF16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); break;
+    default: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); break;
+    }
+}
+
+AI void scores_t(const float *q, const void *k, kvlm_dtype t, int n, int d, float scale,
+                 float *scores) {
+    for (int j = 0; j < n; j++) {
+        vf acc = V_ZERO();
+        int i = 0;
+        for (; i + VW <= d; i += VW) acc = V_FMA(V_LOADU(q + i), load_w(k, t, (size_t)j * d + i), acc);
+        float s = V_REDUCE(acc);
+        for (; i < d; i++) s += q[i] * dtype_load(t, k, (size_t)j * d + i);
+        scores[j] = s * scale;
+    }
+}
+
+static void KERNEL_NAME(attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,
+                                     float scale, float *scores) {
+    if (kt == KVLM_F16) scores_t(q, k, KVLM_F16, n, d, scale, scores);
+    else scores_t(q, k, KVLM_F32, n, d, scale, scores);
+}
+
+AI void accum_t(const float *p, const void *v, kvlm_dtype t, int n, int d, float *out) {
+    int i = 0;
+    for (; i + VW <= d; i += VW) {
+        vf acc = V_LOADU(out + i);
+        for (int j = 0; j < n; j++) acc = V_FMA(V_SET1(p[j]), load_w(v, t, (size_t)j * d + i), acc);
+        V_STOREU(out + i, acc);
+    }
+    for (; i < d; i++)
+        for (int j = 0; j < n; j++) out[i] += p[j] * dtype_load(t, v, (size_t)j * d + i);
+}
+
+static void KERNEL_NAME(attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d,
+                                    float *out) {
+    if (vt == KVLM_F16) accum_t(p, v, KVLM_F16, n, d, out);
+    else accum_t(p, v, KVLM_F32, n, d, out);
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1). */
+static void KERNEL_NAME(gelu)(float *x, size_t n) {
+    const vf c = V_SET1(0.7978845608028654f), a = V_SET1(0.044715f);
+    const vf one = V_SET1(1.0f), two = V_SET1(2.0f), half = V_SET1(0.5f);
+    const vf lo = V_SET1(-80.0f), hi = V_SET1(80.0f);
+    size_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf v = V_LOADU(x + i);
+        vf u = V_MUL(c, V_FMA(V_MUL(a, V_MUL(v, v)), v, v));
+        vf e = V_EXP(V_MIN(V_MAX(V_MUL(two, u), lo), hi));
+        vf th = V_SUB(one, V_DIV(two, V_ADD(e, one)));
+        V_STOREU(x + i, V_MUL(V_MUL(half, v), V_ADD(one, th)));
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static void KERNEL_NAME(layernorm)(const float *x, const float *w, const float *b, int n, float eps,
+                                   float *out) {
+    vf s = V_ZERO();
+    int i = 0;
+    for (; i + VW <= n; i += VW) s = V_ADD(s, V_LOADU(x + i));
+    float mean = V_REDUCE(s);
+    for (; i < n; i++) mean += x[i];
+    mean /= (float)n;
+    const vf mv = V_SET1(mean);
+    vf q = V_ZERO();
+    for (i = 0; i + VW <= n; i += VW) {
+        vf dlt = V_SUB(V_LOADU(x + i), mv);
+        q = V_FMA(dlt, dlt, q);
+    }
+    float var = V_REDUCE(q);
+    for (; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)n;
+    const float rstd = 1.0f / sqrtf(var + eps);
+    const vf rv = V_SET1(rstd);
+    for (i = 0; i + VW <= n; i += VW) {
+        vf v = V_MUL(V_SUB(V_LOADU(x + i), mv), rv);
+        V_STOREU(out + i, V_FMA(v, V_LOADU(w + i), V_LOADU(b + i)));
+    }
+    for (; i < n; i++) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+static void KERNEL_NAME(store_row)(void *dst, kvlm_dtype t, const float *x, int n) {
+    int i = 0;
+    if (t == KVLM_F32) {
+        memcpy(dst, x, (size_t)n * sizeof(float));
+        return;
+    }
+    if (t == KVLM_F16)
+        for (; i + VW <= n; i += VW) V_STORE_F16((uint16_t *)dst + i, V_LOADU(x + i));
+    for (; i < n; i++) dtype_store(t, dst, (size_t)i, x[i]);
+}
+
+const kern_ops KERNEL_NAME(kern_ops) = {
+    .isa = KERNEL_ISA,
+    .matmul_rows = KERNEL_NAME(matmul_rows),
+    .attn_scores = KERNEL_NAME(attn_scores),
+    .attn_accum = KERNEL_NAME(attn_accum),
+    .gelu = KERNEL_NAME(gelu),
+    .layernorm = KERNEL_NAME(layernorm),
+    .store_row = KERNEL_NAME(store_row),
+};

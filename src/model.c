@@ -1,0 +1,167 @@
+/*
+ * Model loading: recognises the checkpoint format from the path (a Hugging
+ * Face directory, a .safetensors file or index, an llm.c .bin), reads the
+ * config, validates it and binds the weights. Also the accessors of the
+ * public kvlm_model handle.
+ */
+#include "model.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "formats/hf_config.h"
+#include "formats/llmc.h"
+#include "formats/safetensors.h"
+
+int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err) {
+    struct { const char *name; int v, lo, hi; } f[] = {
+        {"n_layer", c->n_layer, 1, 1024},     {"n_head", c->n_head, 1, 1024},
+        {"n_embd", c->n_embd, 1, 1 << 16},    {"n_inner", c->n_ff, 1, 1 << 20},
+        {"n_positions", c->n_ctx, 1, 1 << 20}, {"vocab_size", c->vocab_size, 1, 1 << 22},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin, f[i].name, f[i].v,
+                             f[i].lo, f[i].hi);
+    if (c->n_embd % c->n_head)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: n_embd = %d is not a multiple of n_head = %d", origin, c->n_embd,
+                         c->n_head);
+    if (c->eos_id >= c->vocab_size)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", origin, c->eos_id,
+                         c->vocab_size);
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: layer_norm_epsilon = %g is outside (0, 1)", origin, c->norm_eps);
+    return KVLM_OK;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+/* Hugging Face: config.json beside the weights (one file or an index). */
+static int load_hf(kvlm_model *m, const char *dir, const char *weights, int sharded, kvlm_error *err) {
+    char cfg_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    int rc = hf_config_load(cfg_path, &m->cfg, err);
+    if (rc) return rc;
+    if ((rc = model_check_config(&m->cfg, cfg_path, err))) return rc;
+    m->ts.layout = LAYOUT_IN_OUT;
+    rc = sharded ? safetensors_load_index(&m->ts, weights, err) : safetensors_load(&m->ts, weights, err);
+    if (rc) return rc;
+    snprintf(m->source, sizeof m->source, "safetensors%s: %s", sharded ? " (sharded)" : "", weights);
+    return gpt2_bind(m, weights, err);
+}
+
+static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
+    llmc_header h;
+    int rc = llmc_load(&m->ts, path, &h, err);
+    if (rc) return rc;
+    kvlm_config *c = &m->cfg;
+    strcpy(c->arch, "gpt2");
+    c->n_layer = h.n_layer;
+    c->n_head = c->n_kv_head = h.n_head;
+    c->n_embd = h.channels;
+    c->head_dim = h.channels / h.n_head;
+    c->n_ff = 4 * h.channels;
+    c->n_ctx = h.max_t;
+    c->vocab_size = h.vocab;
+    c->eos_id = h.vocab == 50257 ? 50256 : -1;
+    c->norm_eps = 1e-5f;
+    if ((rc = model_check_config(c, path, err))) return rc;
+    snprintf(m->source, sizeof m->source, "llm.c v%d: %s", h.version, path);
+    return gpt2_bind(m, path, err);
+}
+
+static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
+    char weights[4200];
+    if (is_dir(path)) {
+        snprintf(m->dir, sizeof m->dir, "%s", path);
+        snprintf(weights, sizeof weights, "%s/model.safetensors.index.json", path);
+        if (exists(weights)) return load_hf(m, path, weights, 1, err);
+        snprintf(weights, sizeof weights, "%s/model.safetensors", path);
+        if (exists(weights)) return load_hf(m, path, weights, 0, err);
+        return kvlm_fail(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
+                         path);
+    }
+    if (!exists(path)) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    char *dup = strdup(path);
+    snprintf(m->dir, sizeof m->dir, "%s", dirname(dup));
+    free(dup);
+    if (ends_with(path, ".safetensors")) return load_hf(m, m->dir, path, 0, err);
+    if (ends_with(path, ".index.json")) return load_hf(m, m->dir, path, 1, err);
+    mapped_file f;
+    int rc = mapped_file_open(&f, path, err);
+    if (rc) return rc;
+    int llmc = llmc_sniff(f.data, f.size);
+    mapped_file_close(&f);
+    if (llmc) return load_llmc(m, path, err);
+    return kvlm_fail(err, KVLM_ERR_FORMAT,
+                     "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
+                     "model.safetensors.index.json or an llm.c checkpoint)", path);
+}
+
+kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {
+    kvlm_error local;
+    if (!err) err = &local;
+    kvlm_error_clear(err);
+    kvlm_model *m = calloc(1, sizeof *m);
+    if (!m) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    tensor_set_init(&m->ts);
+    if (!path || !*path) kvlm_fail(err, KVLM_ERR_ARG, "model path is empty");
+    else if (load_path(m, path, err) == KVLM_OK) return m;
+    kvlm_model_free(m);
+    return NULL;
+}
+
+void kvlm_model_free(kvlm_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    tensor_set_free(&m->ts);
+    free(m);
+}
+
+const kvlm_config *kvlm_model_config(const kvlm_model *m) { return &m->cfg; }
+const char *kvlm_model_dir(const kvlm_model *m) { return m->dir; }
+const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
+
+static size_t matrix_bytes(const kern_matrix *w) {
+    return (size_t)w->rows * w->cols * kvlm_dtype_size(w->dtype);
+}
+
+size_t kvlm_model_decode_bytes(const kvlm_model *m) {
+    const kvlm_config *c = &m->cfg;
+    size_t b = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        b += matrix_bytes(&L->attn_qkv) + matrix_bytes(&L->attn_proj) + matrix_bytes(&L->mlp_fc) +
+             matrix_bytes(&L->mlp_proj);
+    }
+    b += (size_t)c->vocab_size * c->n_embd * kvlm_dtype_size(m->lm_head.dtype); /* output head */
+    b += (size_t)c->n_embd * (kvlm_dtype_size(m->wte.dtype) + kvlm_dtype_size(m->wpe.dtype));
+    return b;
+}
+
+size_t kvlm_model_param_count(const kvlm_model *m) {
+    const kvlm_config *c = &m->cfg;
+    size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff;
+    size_t per_layer = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (F * C + F) + (C * F + C);
+    size_t n = (size_t)c->n_layer * per_layer + 2 * C + (size_t)c->vocab_size * C + (size_t)c->n_ctx * C;
+    if (m->lm_head.data != m->wte.data) n += (size_t)c->vocab_size * C;
+    return n;
+}

@@ -1,0 +1,591 @@
+/*
+ * Tokenizer loaders: vocab.json + merges.txt (Hugging Face), encoder.json +
+ * vocab.bpe (OpenAI's originals, same formats under other names) and
+ * tokenizer.json (Hugging Face "fast": model.vocab, model.merges as "a b"
+ * strings or ["a", "b"] pairs, added_tokens).
+ *
+ * Every failure names the file and the field or line at fault and leaves
+ * nothing allocated; nothing is trusted before it is checked (ids in range
+ * and unique, merges naming known tokens, every byte having a token).
+ * Vocabulary strings are in GPT-2's byte-to-unicode alphabet; they are
+ * turned into raw bytes here, once. A character outside that alphabet
+ * (possible only in unusual files) stands for its own UTF-8 bytes.
+ * This file does not encode or decode text.
+ */
+#include "tokenizer.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "tokenizer_pretok.h"
+
+/* --------------------------------------------------------------- helpers */
+
+static int read_file(const char *path, char **buf, size_t *len, kvlm_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap < SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+        if (!nb) { free(b); b = NULL; break; }
+        b = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!b) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory reading the file", path);
+    if (bad) {
+        free(b);
+        return kvlm_fail(err, KVLM_ERR_IO, "%s: read error", path);
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Printable rendering of a token for error messages (truncated). */
+static const char *show(const char *s, size_t n, char *buf, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7F && c != '\\') buf[o++] = (char)c;
+        else o += (size_t)snprintf(buf + o, cap - o, "\\x%02X", c);
+    }
+    if (o + 8 >= cap) { memcpy(buf + o, "...", 3); o += 3; }
+    buf[o] = 0;
+    return buf;
+}
+
+/* GPT-2's byte -> character table, inverted: code point -> byte, or -1.
+ * Printable Latin-1 bytes stand for themselves; the other 68 bytes, in
+ * order, are U+0100 onwards. Every character is below U+0144. */
+#define TOK_UNMAP_SIZE 0x144
+static void build_unmap(int16_t rev[TOK_UNMAP_SIZE]) {
+    for (int i = 0; i < TOK_UNMAP_SIZE; i++) rev[i] = -1;
+    int extra = 0;
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        rev[keep ? b : 0x100 + extra++] = (int16_t)b;
+    }
+}
+
+/* Mapped string -> raw bytes (out has room for n bytes). Returns the raw
+ * length, or -1 if s is not valid UTF-8. */
+static long unmap_string(const int16_t *rev, const char *s, size_t n, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t l = tok_utf8_decode(u + i, n - i, &cp);
+        if (cp < 0) return -1;
+        if (cp < TOK_UNMAP_SIZE && rev[cp] >= 0) out[o++] = (char)rev[cp];
+        else { memcpy(out + o, s + i, l); o += l; }
+        i += l;
+    }
+    return (long)o;
+}
+
+/* ------------------------------------------------------------ the pieces */
+
+kvlm_tokenizer *tok_alloc(void) {
+    kvlm_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->eos_id = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    pthread_mutex_init(&t->cache_lock, NULL);
+    return t;
+}
+
+/* Makes ids 0..n-1 addressable. */
+static int reserve_ids(kvlm_tokenizer *t, int32_t n) {
+    if (n <= t->n_vocab) return 0;
+    uint32_t *off = realloc(t->piece_off, (size_t)n * sizeof *off);
+    if (off) t->piece_off = off;
+    uint32_t *len = realloc(t->piece_len, (size_t)n * sizeof *len);
+    if (len) t->piece_len = len;
+    uint8_t *flags = realloc(t->flags, (size_t)n);
+    if (flags) t->flags = flags;
+    if (!off || !len || !flags) return -1;
+    for (int32_t i = t->n_vocab; i < n; i++) {
+        t->piece_off[i] = 0;
+        t->piece_len[i] = 0;
+        t->flags[i] = 0;
+    }
+    t->n_vocab = n;
+    return 0;
+}
+
+static int set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len) {
+    if (reserve_ids(t, id + 1) != 0) return -1;
+    if (t->arena_len + len > t->arena_cap) {
+        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
+        while (cap < t->arena_len + len) cap *= 2;
+        if (cap > UINT32_MAX) return -1;
+        char *a = realloc(t->arena, cap);
+        if (!a) return -1;
+        t->arena = a;
+        t->arena_cap = cap;
+    }
+    memcpy(t->arena + t->arena_len, raw, len);
+    t->piece_off[id] = (uint32_t)t->arena_len;
+    t->piece_len[id] = (uint32_t)len;
+    t->flags[id] |= TOK_PRESENT;
+    t->arena_len += len;
+    return 0;
+}
+
+/* ------------------------------------------------------------- bytes->id */
+
+static int map_build(kvlm_tokenizer *t) {
+    size_t cap = 64;
+    while (cap < (size_t)t->n_vocab * 2) cap *= 2;
+    free(t->map.slots);
+    free(t->map.hashes);
+    t->map.slots = malloc(cap * sizeof *t->map.slots);
+    t->map.hashes = malloc(cap * sizeof *t->map.hashes);
+    if (!t->map.slots || !t->map.hashes) return -1;
+    t->map.mask = cap - 1;
+    for (size_t i = 0; i < cap; i++) t->map.slots[i] = -1;
+    /* In id order, and an equal piece already present is kept: the lowest
+     * id wins when two ids share bytes. */
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        if (!(t->flags[id] & TOK_PRESENT)) continue;
+        size_t len;
+        const char *p = tok_piece(t, id, &len);
+        if (tok_map_get(t, p, len) >= 0) continue;
+        uint64_t h = tok_hash_bytes(p, len);
+        size_t i = (size_t)h & t->map.mask;
+        while (t->map.slots[i] >= 0) i = (i + 1) & t->map.mask;
+        t->map.slots[i] = id;
+        t->map.hashes[i] = (uint32_t)(h >> 32);
+    }
+    return 0;
+}
+
+int32_t tok_map_get(const kvlm_tokenizer *t, const void *bytes, size_t len) {
+    if (!t->map.slots) return -1;
+    uint64_t h = tok_hash_bytes(bytes, len);
+    for (size_t i = (size_t)h & t->map.mask;; i = (i + 1) & t->map.mask) {
+        int32_t id = t->map.slots[i];
+        if (id < 0) return -1;
+        if (t->map.hashes[i] == (uint32_t)(h >> 32) && t->piece_len[id] == len &&
+            memcmp(t->arena + t->piece_off[id], bytes, len) == 0)
+            return id;
+    }
+}
+
+/* ------------------------------------------------------------ vocabulary */
+
+static json_t *load_json(const char *path, kvlm_error *err) {
+    char *buf;
+    size_t len;
+    if (read_file(path, &buf, &len, err) != 0) return NULL;
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
+    if (!root) {
+        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path,
+                  je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected a JSON object at the top level", path);
+        return NULL;
+    }
+    return root;
+}
+
+/* vocab: object of mapped string -> id. where: "PATH" or "PATH: model.vocab". */
+static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const char *where,
+                      kvlm_error *err) {
+    if (!json_is_object(vocab) || json_object_size(vocab) == 0)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected a non-empty object of token -> id",
+                         where);
+    const char *key;
+    size_t klen;
+    json_t *v;
+    char sbuf[96], sbuf2[96];
+    /* Ids first, so that the piece arrays are allocated once. */
+    json_int_t max_id = -1;
+    json_object_keylen_foreach(vocab, key, klen, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOK_MAX_ID)
+            return kvlm_fail(err, KVLM_ERR_FORMAT,
+                             "%s: token '%s' has id %s, expected an integer in 0..%d", where,
+                             show(key, klen, sbuf, sizeof sbuf),
+                             json_is_integer(v) ? "out of range" : "not an integer", TOK_MAX_ID);
+        if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
+    }
+    if (reserve_ids(t, (int32_t)max_id + 1) != 0)
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+    char *raw = NULL;
+    size_t raw_cap = 0;
+    json_object_keylen_foreach(vocab, key, klen, v) {
+        int32_t id = (int32_t)json_integer_value(v);
+        if (t->flags[id] & TOK_PRESENT) {
+            size_t plen;
+            const char *p = tok_piece(t, id, &plen);
+            free(raw);
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: duplicate id %d (tokens '%s' and '%s')",
+                             where, id, show(p, plen, sbuf, sizeof sbuf),
+                             show(key, klen, sbuf2, sizeof sbuf2));
+        }
+        if (klen > raw_cap) {
+            free(raw);
+            raw_cap = klen * 2 + 16;
+            raw = malloc(raw_cap);
+            if (!raw) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        }
+        long n = unmap_string(rev, key, klen, raw);   /* jansson checked UTF-8 */
+        if (n < 0 || set_piece(t, id, raw, (size_t)n) != 0) {
+            free(raw);
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        }
+    }
+    free(raw);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- merges */
+
+/* Adds the merge (a, b) given as mapped strings. where/at locate it in
+ * messages ("merges.txt:12" or "tokenizer.json: model.merges[11]"). */
+static int add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t alen,
+                     const char *b, size_t blen, const char *where, kvlm_error *err) {
+    char small[512];
+    char *raw = alen + blen <= sizeof small ? small : malloc(alen + blen);
+    char sbuf[96];
+    if (!raw) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+    int rc = 0;
+    long ra = unmap_string(rev, a, alen, raw);
+    long rb = ra < 0 ? -1 : unmap_string(rev, b, blen, raw + ra);
+    if (ra < 0 || rb < 0) {
+        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merge is not valid UTF-8", where);
+        goto out;
+    }
+    int32_t ia = tok_map_get(t, raw, (size_t)ra);
+    int32_t ib = tok_map_get(t, raw + ra, (size_t)rb);
+    int32_t im = tok_map_get(t, raw, (size_t)(ra + rb));
+    if (ia < 0 || ib < 0) {
+        const char *bad = ia < 0 ? a : b;
+        size_t badlen = ia < 0 ? alen : blen;
+        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merge names token '%s', which is not in the "
+                       "vocabulary", where, show(bad, badlen, sbuf, sizeof sbuf));
+        goto out;
+    }
+    if (im < 0) {
+        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merged token '%s' is not in the vocabulary",
+                       where, show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
+        goto out;
+    }
+    if (tok_merges_add(&t->merges, ia, ib, im) != 0)
+        rc = kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+out:
+    if (raw != small) free(raw);
+    return rc;
+}
+
+/* merges.txt / vocab.bpe: an optional "#version" first line, then one merge
+ * per line as two tokens separated by one space. */
+static int load_merges_txt(kvlm_tokenizer *t, const int16_t *rev, const char *path,
+                           kvlm_error *err) {
+    char *buf;
+    size_t len;
+    if (read_file(path, &buf, &len, err) != 0) return -1;
+    int rc = tok_merges_init(&t->merges, len / 8);
+    if (rc != 0) rc = kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    size_t lineno = 0;
+    for (size_t i = 0; rc == 0 && i < len;) {
+        const char *line = buf + i;
+        const char *nl = memchr(line, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - line) : len - i;
+        i += n + (nl ? 1 : 0);
+        lineno++;
+        if (n && line[n - 1] == '\r') n--;
+        if (lineno == 1 && n >= 8 && memcmp(line, "#version", 8) == 0) continue;
+        char where[1100];
+        snprintf(where, sizeof where, "%s:%zu", path, lineno);
+        if (n == 0) {
+            if (i >= len) break;   /* the newline that ends the file */
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: empty line, expected a merge", where);
+            break;
+        }
+        const char *sp = memchr(line, ' ', n);
+        if (!sp || sp == line || sp == line + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1)) {
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT,
+                           "%s: expected two tokens separated by one space", where);
+            break;
+        }
+        rc = add_merge(t, rev, line, (size_t)(sp - line), sp + 1, n - (size_t)(sp - line) - 1,
+                       where, err);
+    }
+    free(buf);
+    return rc;
+}
+
+static int load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
+                            const char *path, kvlm_error *err) {
+    if (!json_is_array(merges))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: model.merges must be an array", path);
+    if (tok_merges_init(&t->merges, json_array_size(merges)) != 0)
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    size_t i;
+    json_t *m;
+    json_array_foreach(merges, i, m) {
+        char where[1100];
+        snprintf(where, sizeof where, "%s: model.merges[%zu]", path, i);
+        const char *a, *b;
+        size_t alen, blen;
+        if (json_is_string(m)) {
+            a = json_string_value(m);
+            size_t n = json_string_length(m);
+            const char *sp = memchr(a, ' ', n);
+            if (!sp || sp == a || sp == a + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - a) - 1))
+                return kvlm_fail(err, KVLM_ERR_FORMAT,
+                                 "%s: expected \"a b\" (two tokens, one space)", where);
+            alen = (size_t)(sp - a);
+            b = sp + 1;
+            blen = n - alen - 1;
+        } else if (json_is_array(m) && json_array_size(m) == 2 &&
+                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
+            a = json_string_value(json_array_get(m, 0));
+            alen = json_string_length(json_array_get(m, 0));
+            b = json_string_value(json_array_get(m, 1));
+            blen = json_string_length(json_array_get(m, 1));
+        } else {
+            return kvlm_fail(err, KVLM_ERR_FORMAT,
+                             "%s: expected a string \"a b\" or a pair [\"a\", \"b\"]", where);
+        }
+        if (add_merge(t, rev, a, alen, b, blen, where, err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------- tokenizer.json */
+
+/* The parts of a tokenizer.json this tokenizer implements exactly: a BPE
+ * model without dropout or subword affixes, no normalizer, and GPT-2's
+ * ByteLevel pre-tokenizer. Anything else is refused rather than
+ * approximated, since it would change ids silently. */
+static int check_pipeline(json_t *root, json_t *model, const char *path, kvlm_error *err) {
+    json_t *type = json_object_get(model, "type");
+    if (type && !(json_is_string(type) && strcmp(json_string_value(type), "BPE") == 0))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.type %s is not supported (only BPE)",
+                         path, json_is_string(type) ? json_string_value(type) : "(not a string)");
+    json_t *v = json_object_get(model, "dropout");
+    if (v && !json_is_null(v))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.dropout is not supported", path);
+    static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int k = 0; k < 2; k++) {
+        v = json_object_get(model, affixes[k]);
+        if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
+            return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.%s is not supported", path,
+                             affixes[k]);
+    }
+    v = json_object_get(model, "byte_fallback");
+    if (v && json_is_true(v))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.byte_fallback is not supported", path);
+    v = json_object_get(root, "normalizer");
+    if (v && !json_is_null(v))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: a normalizer is not supported", path);
+    json_t *pre = json_object_get(root, "pre_tokenizer");
+    json_t *ptype = pre ? json_object_get(pre, "type") : NULL;
+    if (!json_is_string(ptype) || strcmp(json_string_value(ptype), "ByteLevel") != 0)
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
+                         "%s: pre_tokenizer must be ByteLevel (GPT-2's pattern), found %s", path,
+                         json_is_string(ptype) ? json_string_value(ptype) : "none");
+    json_t *aps = json_object_get(pre, "add_prefix_space");
+    if (aps && !json_is_false(aps))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
+                         "%s: pre_tokenizer.add_prefix_space true is not supported", path);
+    json_t *regex = json_object_get(pre, "use_regex");
+    if (regex && json_is_false(regex))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
+                         "%s: pre_tokenizer.use_regex false is not supported", path);
+    return 0;
+}
+
+static int load_added(kvlm_tokenizer *t, json_t *added, const char *path, kvlm_error *err) {
+    if (!added || json_is_null(added)) return 0;
+    if (!json_is_array(added))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens must be an array", path);
+    size_t i;
+    json_t *a;
+    json_array_foreach(added, i, a) {
+        json_t *id = json_object_get(a, "id");
+        json_t *content = json_object_get(a, "content");
+        json_t *special = json_object_get(a, "special");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > TOK_MAX_ID)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens[%zu].id must be an integer "
+                             "in 0..%d", path, i, TOK_MAX_ID);
+        if (!json_is_string(content) || json_string_length(content) == 0)
+            return kvlm_fail(err, KVLM_ERR_FORMAT,
+                             "%s: added_tokens[%zu].content must be a non-empty string", path, i);
+        int32_t tid = (int32_t)json_integer_value(id);
+        if (set_piece(t, tid, json_string_value(content), json_string_length(content)) != 0)
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+        t->flags[tid] |= TOK_ADDED | (json_is_true(special) ? TOK_SPECIAL : 0);
+    }
+    return 0;
+}
+
+static int load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const int16_t *rev,
+                               const char *path, kvlm_error *err) {
+    json_t *model = json_object_get(root, "model");
+    if (!json_is_object(model))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing object 'model'", path);
+    if (check_pipeline(root, model, path, err) != 0) return -1;
+    char where[1100];
+    snprintf(where, sizeof where, "%s: model.vocab", path);
+    if (load_vocab(t, json_object_get(model, "vocab"), rev, where, err) != 0) return -1;
+    if (load_added(t, json_object_get(root, "added_tokens"), path, err) != 0) return -1;
+    if (map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    json_t *merges = json_object_get(model, "merges");
+    if (!merges) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing model.merges", path);
+    if (load_merges_json(t, rev, merges, path, err) != 0) return -1;
+    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    return 0;
+}
+
+/* ---------------------------------------------------------- finishing up */
+
+static int cmp_added(const void *pa, const void *pb, void *ctx) {
+    const kvlm_tokenizer *t = ctx;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    if (t->piece_len[a] != t->piece_len[b]) return t->piece_len[a] > t->piece_len[b] ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static int finish(kvlm_tokenizer *t, const char *vocab_path, kvlm_error *err) {
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        t->byte_id[b] = tok_map_get(t, &c, 1);
+        if (t->byte_id[b] < 0)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level BPE "
+                             "needs all 256)", vocab_path, b);
+    }
+    /* Files without added_tokens: GPT-2's end-of-text marker is special. */
+    int32_t eot = tok_map_get(t, "<|endoftext|>", 13);
+    if (eot >= 0) {
+        t->eos_id = eot;
+        if (!(t->flags[eot] & TOK_ADDED)) t->flags[eot] |= TOK_ADDED | TOK_SPECIAL;
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->flags[id] & TOK_ADDED) t->n_added++;
+    if (t->n_added) {
+        t->added = malloc(t->n_added * sizeof *t->added);
+        if (!t->added) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab_path);
+        size_t k = 0;
+        for (int32_t id = 0; id < t->n_vocab; id++) {
+            if (!(t->flags[id] & TOK_ADDED)) continue;
+            t->added[k++] = id;
+            unsigned char first = (unsigned char)t->arena[t->piece_off[id]];
+            t->added_first[first] |= (t->flags[id] & TOK_SPECIAL) ? 1 : 3;
+        }
+        qsort_r(t->added, t->n_added, sizeof *t->added, cmp_added, t);
+    }
+    if (tok_cache_init(&t->cache, TOK_DEFAULT_CACHE) != 0)
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab_path);
+    return 0;
+}
+
+/* ----------------------------------------------------------- entry point */
+
+static int load_pair(kvlm_tokenizer *t, const char *vocab, const char *merges, kvlm_error *err) {
+    int16_t rev[TOK_UNMAP_SIZE];
+    build_unmap(rev);
+    json_t *root = load_json(vocab, err);
+    if (!root) return -1;
+    int rc = load_vocab(t, root, rev, vocab, err);
+    json_decref(root);
+    if (rc != 0) return rc;
+    if (map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
+    if (load_merges_txt(t, rev, merges, err) != 0) return -1;
+    snprintf(t->source, sizeof t->source, "%s + %s", vocab, merges);
+    return finish(t, vocab, err);
+}
+
+static int load_tokjson(kvlm_tokenizer *t, const char *path, json_t *root, kvlm_error *err) {
+    int16_t rev[TOK_UNMAP_SIZE];
+    build_unmap(rev);
+    int rc = load_tokenizer_json(t, root, rev, path, err);
+    if (rc != 0) return rc;
+    snprintf(t->source, sizeof t->source, "%s", path);
+    return finish(t, path, err);
+}
+
+static void join(char *out, size_t cap, const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    snprintf(out, cap, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+}
+
+/* A single file: tokenizer.json (any JSON with a "model" object), a flat
+ * vocabulary (with its merges file beside it), or a merges file. */
+static int load_file(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
+    char dir[1024], other[1100];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    size_t blen = strlen(base);
+    if (strcmp(base, "merges.txt") == 0 || (blen > 4 && strcmp(base + blen - 4, ".bpe") == 0)) {
+        join(other, sizeof other, dir, strcmp(base, "merges.txt") == 0 ? "vocab.json" : "encoder.json");
+        return load_pair(t, other, path, err);
+    }
+    json_t *root = load_json(path, err);
+    if (!root) return -1;
+    int rc;
+    if (json_object_get(root, "model")) {
+        rc = load_tokjson(t, path, root, err);
+        json_decref(root);
+        return rc;
+    }
+    json_decref(root);
+    const char *first = strcmp(base, "encoder.json") == 0 ? "vocab.bpe" : "merges.txt";
+    const char *second = strcmp(base, "encoder.json") == 0 ? "merges.txt" : "vocab.bpe";
+    join(other, sizeof other, dir, first);
+    if (!is_file(other)) join(other, sizeof other, dir, second);
+    if (!is_file(other))
+        return kvlm_fail(err, KVLM_ERR_IO, "%s: no merges file beside it (looked for %s and %s)",
+                         path, first, second);
+    return load_pair(t, path, other, err);
+}
+
+int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
+    struct stat st;
+    if (!path || !*path) return kvlm_fail(err, KVLM_ERR_ARG, "tokenizer: empty path");
+    if (stat(path, &st) != 0)
+        return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return load_file(t, path, err);
+    char a[1100], b[1100];
+    join(a, sizeof a, path, "tokenizer.json");
+    if (is_file(a)) {
+        json_t *root = load_json(a, err);
+        if (!root) return -1;
+        int rc = load_tokjson(t, a, root, err);
+        json_decref(root);
+        return rc;
+    }
+    static const char *const pairs[2][2] = {{"vocab.json", "merges.txt"},
+                                            {"encoder.json", "vocab.bpe"}};
+    for (int k = 0; k < 2; k++) {
+        join(a, sizeof a, path, pairs[k][0]);
+        join(b, sizeof b, path, pairs[k][1]);
+        if (is_file(a) && is_file(b)) return load_pair(t, a, b, err);
+    }
+    return kvlm_fail(err, KVLM_ERR_IO, "%s: no tokenizer found (looked for tokenizer.json, "
+                     "vocab.json + merges.txt, encoder.json + vocab.bpe)", path);
+}

@@ -1,0 +1,28 @@
+/*
+ * Shared helpers for kvlm's cmocka tests: fixture paths relative to the
+ * repository root, whole-file reads, and running the kvlm CLI as a child
+ * process to check exit status and output.
+ */
+#ifndef KVLM_TEST_HELPERS_H
+#define KVLM_TEST_HELPERS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* Reads a whole file; returns malloc'ed bytes (NUL-terminated) or NULL. */
+char *th_read_file(const char *path, size_t *len);
+/* Writes bytes to path; returns 0 on success. */
+int th_write_file(const char *path, const void *data, size_t len);
+/* A fresh scratch directory under $TMPDIR, removed by th_rmtree. */
+char *th_tempdir(void);
+void th_rmtree(const char *dir);
+/* Runs `$KVLM args` through /bin/sh, capturing stdout+stderr into *out
+ * (malloc'ed). Returns the exit status (or -1). */
+int th_run_kvlm(char **out, const char *fmt, ...);
+/* Path of the kvlm binary under test ($KVLM, default build/kvlm). */
+const char *th_kvlm(void);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * The kvlm CLI end to end: `run` on the reference fixtures and on synthetic
+ * GPT-2 124M shapes (exact KV byte counts), JSON output fields, cache on
+ * equals cache off, and bad input (missing model, invalid flags, prompts
+ * beyond the context window), each with its exit status and message.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#define TINY "tests/fixtures/gpt2/hf_f32"
+#define PROMPT8 "199 17 42 103 0 150 88 3"
+
+static json_t *run_json(const char *args) {
+    char *out = NULL;
+    int st = th_run_kvlm(&out, "run %s --json 2>/dev/null", args);
+    if (st != 0) fail_msg("kvlm run %s: exit %d: %s", args, st, out);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("kvlm run %s: output is not JSON: %s\n%s", args, je.text, out);
+    free(out);
+    return j;
+}
+
+static json_int_t stat_int(json_t *j, const char *key) {
+    json_t *v = json_object_get(json_object_get(j, "stats"), key);
+    if (!json_is_integer(v)) fail_msg("stats.%s missing", key);
+    return json_integer_value(v);
+}
+
+/* GPT-2 124M shapes: 8 prompt tokens hold 589,824 bytes of f32 KV
+ * (73,728 per token), 294,912 in f16, K shape (1, 12, 8, 64). */
+static void test_kv_bytes_gpt2_124m(void **state) {
+    (void)state;
+    const char *kvt[2] = {"f32", "f16"};
+    const json_int_t total[2] = {589824, 294912}, per[2] = {73728, 36864};
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--synthetic gpt2-124m --ids '%s' -n 1 --temp 0 --kv-dtype %s", PROMPT8, kvt[i]);
+        json_t *j = run_json(args);
+        assert_int_equal(stat_int(j, "kv_tokens"), 8);
+        assert_int_equal(stat_int(j, "kv_bytes"), total[i]);
+        assert_int_equal(stat_int(j, "kv_bytes_per_token"), per[i]);
+        /* one 16-token block is reserved for the 8 tokens */
+        assert_int_equal(stat_int(j, "kv_bytes_reserved"), 16 * per[i]);
+        json_t *shape = json_object_get(json_object_get(j, "stats"), "kv_k_shape");
+        const json_int_t want[4] = {1, 12, 8, 64};
+        assert_int_equal(json_array_size(shape), 4);
+        for (size_t d = 0; d < 4; d++) assert_int_equal(json_integer_value(json_array_get(shape, d)), want[d]);
+        json_decref(j);
+    }
+}
+
+/* Greedy ids and logprobs; the same with the cache off. */
+static void test_json_and_no_cache(void **state) {
+    (void)state;
+    json_t *a = run_json("-m " TINY " --ids '" PROMPT8 "' -n 10 --temp 0 --ignore-eos --logprobs 3");
+    json_t *b = run_json("-m " TINY " --ids '" PROMPT8 "' -n 10 --temp 0 --ignore-eos --no-cache");
+    json_t *ia = json_object_get(a, "ids"), *ib = json_object_get(b, "ids");
+    assert_int_equal(json_array_size(ia), 10);
+    assert_true(json_equal(ia, ib));
+    assert_int_equal(json_array_size(json_object_get(a, "prompt_ids")), 8);
+    json_t *lp = json_object_get(a, "logprobs");
+    assert_int_equal(json_array_size(lp), 10);
+    for (size_t i = 0; i < 10; i++) {
+        json_t *pos = json_array_get(lp, i), *top = json_object_get(pos, "top");
+        assert_int_equal(json_array_size(top), 3);
+        /* greedy: the chosen id is the most likely one, logprobs descend */
+        assert_int_equal(json_integer_value(json_object_get(pos, "id")), json_integer_value(json_array_get(ia, i)));
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(top, 0), "id")),
+                         json_integer_value(json_array_get(ia, i)));
+        double l0 = json_real_value(json_object_get(json_array_get(top, 0), "logprob"));
+        double l2 = json_real_value(json_object_get(json_array_get(top, 2), "logprob"));
+        assert_true(l0 <= 0 && l2 <= l0);
+    }
+    const char *keys[] = {"prompt_tokens", "ttft_ms", "prefill_ms_per_token", "tpot_ms", "kv_bytes",
+                          "kv_bytes_per_token", "kv_k_shape", "kv_bytes_reserved"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        assert_non_null(json_object_get(json_object_get(a, "stats"), keys[k]));
+    /* tiny model: 2 x 2 layers x 4 heads x 16 x 4 B = 1024 B per token, 17 tokens */
+    assert_int_equal(stat_int(a, "kv_bytes_per_token"), 1024);
+    assert_int_equal(stat_int(a, "kv_bytes"), 17 * 1024);
+    json_decref(a);
+    json_decref(b);
+}
+
+/* The same seed gives the same sampled ids; another seed differs. */
+static void test_seeded_sampling(void **state) {
+    (void)state;
+    json_t *a = run_json("-m " TINY " --ids '" PROMPT8 "' -n 16 --temp 1.0 --top-p 1 --seed 7 --ignore-eos");
+    json_t *b = run_json("-m " TINY " --ids '" PROMPT8 "' -n 16 --temp 1.0 --top-p 1 --seed 7 --ignore-eos");
+    json_t *c = run_json("-m " TINY " --ids '" PROMPT8 "' -n 16 --temp 1.0 --top-p 1 --seed 8 --ignore-eos");
+    assert_true(json_equal(json_object_get(a, "ids"), json_object_get(b, "ids")));
+    assert_false(json_equal(json_object_get(a, "ids"), json_object_get(c, "ids")));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
+typedef struct bad_case {
+    const char *args;
+    int status;
+    const char *needle;
+} bad_case;
+
+static void test_bad_input(void **state) {
+    (void)state;
+    const bad_case cases[] = {
+        {"run -m /nonexistent/model --ids 1", 1, "/nonexistent/model: no such file"},
+        {"run --ids 1", 2, "no model"},
+        {"run -m " TINY, 2, "exactly one of -p"},
+        {"run -m " TINY " --ids 1 --temp -1", 2, "--temp"},
+        {"run -m " TINY " --ids 1 --temp abc", 2, "not a number"},
+        {"run -m " TINY " --ids 1 --top-p 1.5", 2, "--top-p"},
+        {"run -m " TINY " --ids 1 -n x", 2, "not an integer"},
+        {"run -m " TINY " --ids 1 --kv-dtype q4", 2, "--kv-dtype"},
+        {"run -m " TINY " --ids 1 --threads 0", 2, "--threads"},
+        {"run -m " TINY " --ids 1 --isa sse9", 2, "--isa"},
+        {"run -m " TINY " --ids '1 x 3'", 2, "not a list"},
+        {"run -m " TINY " --ids 200", 2, "outside the vocabulary"},
+        {"run -m " TINY " --ids 1 --bogus", 2, "unknown argument"},
+        {"run -m " TINY " --ids '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 "
+         "31 32 33'", 2, "more than the context window of 32"},
+        {"run --synthetic gpt2-999m --ids 1", 1, "unknown synthetic preset"},
+        {"bench -m " TINY " --pp 30 --tg 8", 2, "exceed the context window"},
+        {"frobnicate", 2, "unknown command"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        int st = th_run_kvlm(&out, "%s", cases[i].args);
+        if (st != cases[i].status || !strstr(out, cases[i].needle))
+            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
+                     cases[i].needle);
+        free(out);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_bytes_gpt2_124m),
+        cmocka_unit_test(test_json_and_no_cache),
+        cmocka_unit_test(test_seeded_sampling),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
