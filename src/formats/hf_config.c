@@ -70,7 +70,8 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
         (rc = get_int(root, path, "eos_token_id", 0, -1, &cfg->eos_id, err)))
         goto done;
     cfg->n_ctx = n_pos;
-    if (cfg->n_ff == 0) cfg->n_ff = 4 * cfg->n_embd;
+    /* n_embd is range-checked later; 4 x n_embd must not overflow first. */
+    if (cfg->n_ff == 0 && cfg->n_embd <= (1 << 20)) cfg->n_ff = 4 * cfg->n_embd;
     cfg->n_kv_head = cfg->n_head;
     cfg->head_dim = cfg->n_head > 0 ? cfg->n_embd / cfg->n_head : 0;
     json_t *eps = json_object_get(root, "layer_norm_epsilon");

@@ -73,12 +73,18 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
     return KVLM_OK;
 }
 
+/* Empty tensors overlap nothing; every other span is compared with the
+ * furthest-reaching span before it, not only its neighbour. */
 static int check_overlaps(const char *path, st_span *spans, size_t n, kvlm_error *err) {
     qsort(spans, n, sizeof *spans, span_cmp);
-    for (size_t i = 1; i < n; i++)
-        if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", path, spans[i - 1].name,
+    const st_span *reach = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (spans[i].end == spans[i].begin) continue;
+        if (reach && spans[i].begin < reach->end)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", path, reach->name,
                              spans[i].name);
+        if (!reach || spans[i].end > reach->end) reach = &spans[i];
+    }
     return KVLM_OK;
 }
 
@@ -102,6 +108,10 @@ static int parse_header(tensor_set *ts, int fi, kvlm_error *err) {
         goto done;
     }
     spans = calloc(json_object_size(root) + 1, sizeof *spans);
+    if (!spans) {
+        rc = kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", f->path);
+        goto done;
+    }
     size_t n_spans = 0;
     const char *name;
     json_t *e;
@@ -142,6 +152,13 @@ int safetensors_load(tensor_set *ts, const char *path, kvlm_error *err) {
     return parse_header(ts, fi, err);
 }
 
+/* 1 if the shard at path holds a tensor called name. */
+static int shard_has(const tensor_set *ts, const char *path, const char *name) {
+    for (int i = 0; i < ts->n_items; i++)
+        if (!strcmp(ts->items[i].name, name) && !strcmp(ts->items[i].file, path)) return 1;
+    return 0;
+}
+
 int safetensors_load_index(tensor_set *ts, const char *index_path, kvlm_error *err) {
     json_error_t je;
     json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &je);
@@ -170,7 +187,9 @@ int safetensors_load_index(tensor_set *ts, const char *index_path, kvlm_error *e
         if (!seen && (rc = safetensors_load(ts, shard, err))) goto done;
     }
     json_object_foreach(wm, name, v) {
-        if (!tensor_set_find(ts, name, NULL)) {
+        char shard[4096];
+        snprintf(shard, sizeof shard, "%s/%s", dir, json_string_value(v));
+        if (!shard_has(ts, shard, name)) {
             rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tensor '%s' is listed in weight_map but missing from %s",
                            index_path, name, json_string_value(v));
             goto done;

@@ -11,6 +11,7 @@
  *   V_STORE_F16(p, v)
  *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
  *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W)
+ *   NR1            rows of W per tile when x has a single row (decode)
  *   KERNEL_NAME(n) name mangling: n ## _avx512
  *   KERNEL_ISA     the kvlm_isa value
  *
@@ -30,9 +31,11 @@ AI vf load_w(const void *w, kvlm_dtype t, size_t off) {
 
 /* One MR x NR tile: y[m+i][n+j] for i < mr, j < nr (compile-time constants
  * once inlined into the switch arms below). */
+#define NR_ALL (NR1 > NR_MAX ? NR1 : NR_MAX)
+
 AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int nr, int m,
                 int n, const float *bias, float *y, int ldy) {
-    vf acc[MR_MAX][NR_MAX];
+    vf acc[MR_MAX][NR_ALL];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
