@@ -1,7 +1,7 @@
 /*
  * The kvlm CLI end to end: `run` on the reference fixtures and on synthetic
  * GPT-2 124M shapes (exact KV byte counts), JSON output fields, cache on
- * equals cache off, and bad input (missing model, invalid flags, prompts
+ * equals cache off, bench --json, and bad input (missing model, invalid flags, prompts
  * beyond the context window), each with its exit status and message.
  */
 #include <jansson.h>
@@ -100,6 +100,27 @@ static void test_seeded_sampling(void **state) {
     json_decref(c);
 }
 
+/* bench --json carries every section with positive figures. */
+static void test_bench_json(void **state) {
+    (void)state;
+    char *out = NULL;
+    int st = th_run_kvlm(&out, "bench --synthetic gpt2-tiny --pp 8 --tg 8 --repeats 2 --bw-mib 16 --json 2>/dev/null");
+    assert_int_equal(st, 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("bench output is not JSON: %s\n%s", je.text, out);
+    const char *paths[][2] = {{"pp", "mean_tok_s"}, {"pp", "sd_tok_s"}, {"tg", "median_tok_s"},
+                              {"roofline", "ratio"}, {"cache", "speedup"}};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        json_t *v = json_object_get(json_object_get(j, paths[i][0]), paths[i][1]);
+        if (!json_is_number(v) || json_number_value(v) < 0) fail_msg("%s.%s missing", paths[i][0], paths[i][1]);
+    }
+    assert_true(json_number_value(json_object_get(j, "bandwidth_gbs")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "params")), 114944);
+    json_decref(j);
+    free(out);
+}
+
 typedef struct bad_case {
     const char *args;
     int status;
@@ -143,6 +164,7 @@ int main(void) {
         cmocka_unit_test(test_kv_bytes_gpt2_124m),
         cmocka_unit_test(test_json_and_no_cache),
         cmocka_unit_test(test_seeded_sampling),
+        cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

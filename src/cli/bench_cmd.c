@@ -35,17 +35,36 @@ typedef struct bench_opts {
     int pp, tg, repeats, threads, skip_cache, json, bw_mib;
 } bench_opts;
 
+/* Per-repeat samples: mean and sd as requested, the median as the robust
+ * figure the roofline uses (a shared machine produces outliers). */
+#define MAX_REPEATS 1000
 typedef struct stat_acc {
-    double sum, sumsq;
+    double v[MAX_REPEATS];
     int n;
 } stat_acc;
 
-static void acc_add(stat_acc *a, double v) { a->sum += v, a->sumsq += v * v, a->n++; }
-static double acc_mean(const stat_acc *a) { return a->n ? a->sum / a->n : 0; }
+static void acc_add(stat_acc *a, double v) { if (a->n < MAX_REPEATS) a->v[a->n++] = v; }
+static double acc_mean(const stat_acc *a) {
+    double s = 0;
+    for (int i = 0; i < a->n; i++) s += a->v[i];
+    return a->n ? s / a->n : 0;
+}
 static double acc_sd(const stat_acc *a) {
     if (a->n < 2) return 0;
-    double m = acc_mean(a), v = (a->sumsq - a->n * m * m) / (a->n - 1);
-    return v > 0 ? sqrt(v) : 0;
+    double m = acc_mean(a), q = 0;
+    for (int i = 0; i < a->n; i++) q += (a->v[i] - m) * (a->v[i] - m);
+    return sqrt(q / (a->n - 1));
+}
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+static double acc_median(const stat_acc *a) {
+    if (!a->n) return 0;
+    double t[MAX_REPEATS];
+    memcpy(t, a->v, (size_t)a->n * sizeof(double));
+    qsort(t, (size_t)a->n, sizeof(double), cmp_double);
+    return a->n % 2 ? t[a->n / 2] : 0.5 * (t[a->n / 2 - 1] + t[a->n / 2]);
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
@@ -60,7 +79,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->kv_dtype) || o->kv_dtype == KVLM_BF16) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
         else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->pp)) return -1; }
         else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->tg)) return -1; }
-        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, 1000, &o->repeats)) return -1; }
+        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, MAX_REPEATS, &o->repeats)) return -1; }
         else if (!strcmp(a, "--threads")) { VAL(); if (arg_int(a, v, 1, 1024, &o->threads)) return -1; }
         else if (!strcmp(a, "--bw-mib")) { VAL(); if (arg_int(a, v, 16, 1 << 16, &o->bw_mib)) return -1; }
         else if (!strcmp(a, "--skip-cache-test")) o->skip_cache = 1;
@@ -130,20 +149,22 @@ static int run_tests(bench_ctx *b, const bench_opts *o, bench_result *r) {
 static void report_text(const bench_ctx *b, const bench_opts *o, const bench_result *r) {
     const kvlm_config *c = b->c;
     double wb = (double)kvlm_model_decode_bytes(b->m);
-    double tpot = acc_mean(&r->tg_ms) * 1e-3, roof_ms = wb / r->bw * 1e3;
+    double tpot = acc_median(&r->tg_ms) * 1e-3, roof_ms = wb / r->bw * 1e3;
     printf("model        %s\n", kvlm_model_source(b->m));
     printf("shape        %d layers, %d heads, %d embd, vocab %d, %.1fM params, %s weights\n", c->n_layer, c->n_head,
            c->n_embd, c->vocab_size, kvlm_model_param_count(b->m) / 1e6, kvlm_dtype_name(c->weight_dtype));
     printf("engine       %d threads, %s kernels, KV %s\n", kvlm_engine_threads(b->e),
            kvlm_isa_name(kvlm_engine_isa(b->e)), kvlm_dtype_name(o->kv_dtype));
     printf("bandwidth    %.1f GB/s read (measured, %d MiB, best of 5)\n\n", r->bw / 1e9, o->bw_mib);
-    printf("%-10s %14s %10s %12s\n", "test", "tokens/s", "sd", "ms/token");
-    printf("pp%-8d %14.1f %10.1f %12.3f\n", o->pp, acc_mean(&r->pp_tok_s), acc_sd(&r->pp_tok_s),
-           1e3 / acc_mean(&r->pp_tok_s));
-    printf("tg%-8d %14.2f %10.2f %12.3f\n\n", o->tg, acc_mean(&r->tg_tok_s), acc_sd(&r->tg_tok_s), tpot * 1e3);
+    printf("%-10s %12s %10s %12s %12s   (%d repeats)\n", "test", "mean tok/s", "sd", "median tok/s", "ms/token",
+           o->repeats);
+    printf("pp%-8d %12.1f %10.1f %12.1f %12.3f\n", o->pp, acc_mean(&r->pp_tok_s), acc_sd(&r->pp_tok_s),
+           acc_median(&r->pp_tok_s), 1e3 / acc_median(&r->pp_tok_s));
+    printf("tg%-8d %12.2f %10.2f %12.2f %12.3f\n\n", o->tg, acc_mean(&r->tg_tok_s), acc_sd(&r->tg_tok_s),
+           acc_median(&r->tg_tok_s), tpot * 1e3);
     printf("decode roofline: %.1f MB of weights per token / %.1f GB/s = %.2f ms/token;\n", wb / 1e6, r->bw / 1e9,
            roof_ms);
-    printf("  measured %.2f ms/token = %.1f%% of the roofline (%.1f GB/s effective)\n", tpot * 1e3,
+    printf("  median decode %.2f ms/token = %.1f%% of the roofline (%.1f GB/s effective)\n", tpot * 1e3,
            100.0 * roof_ms / (tpot * 1e3), wb / tpot / 1e9);
     if (!o->skip_cache)
         printf("\ncache on vs off (%d-token prompt, %d new tokens): on %.3f s, off %.3f s, speed-up %.2fx\n", o->pp,
@@ -152,16 +173,17 @@ static void report_text(const bench_ctx *b, const bench_opts *o, const bench_res
 
 static void report_json(const bench_ctx *b, const bench_opts *o, const bench_result *r) {
     const kvlm_config *c = b->c;
-    double wb = (double)kvlm_model_decode_bytes(b->m), tpot = acc_mean(&r->tg_ms) * 1e-3;
+    double wb = (double)kvlm_model_decode_bytes(b->m), tpot = acc_median(&r->tg_ms) * 1e-3;
     json_t *root = json_pack(
-        "{s:s,s:s,s:I,s:I,s:i,s:s,s:s,s:f,"
-        "s:{s:i,s:f,s:f},s:{s:i,s:f,s:f,s:f},s:{s:f,s:f,s:f}}",
+        "{s:s,s:s,s:I,s:I,s:i,s:s,s:s,s:f,s:i,"
+        "s:{s:i,s:f,s:f,s:f},s:{s:i,s:f,s:f,s:f,s:f},s:{s:f,s:f,s:f}}",
         "model", kvlm_model_source(b->m), "weight_dtype", kvlm_dtype_name(c->weight_dtype), "params",
         (json_int_t)kvlm_model_param_count(b->m), "decode_bytes_per_token", (json_int_t)wb, "threads",
         kvlm_engine_threads(b->e), "isa", kvlm_isa_name(kvlm_engine_isa(b->e)), "kv_dtype",
-        kvlm_dtype_name(o->kv_dtype), "bandwidth_gbs", r->bw / 1e9, "pp", "tokens", o->pp, "mean_tok_s",
-        acc_mean(&r->pp_tok_s), "sd_tok_s", acc_sd(&r->pp_tok_s), "tg", "tokens", o->tg, "mean_tok_s",
-        acc_mean(&r->tg_tok_s), "sd_tok_s", acc_sd(&r->tg_tok_s), "ms_per_token", tpot * 1e3, "roofline",
+        kvlm_dtype_name(o->kv_dtype), "bandwidth_gbs", r->bw / 1e9, "repeats", o->repeats, "pp", "tokens", o->pp,
+        "mean_tok_s", acc_mean(&r->pp_tok_s), "sd_tok_s", acc_sd(&r->pp_tok_s), "median_tok_s",
+        acc_median(&r->pp_tok_s), "tg", "tokens", o->tg, "mean_tok_s", acc_mean(&r->tg_tok_s), "sd_tok_s",
+        acc_sd(&r->tg_tok_s), "median_tok_s", acc_median(&r->tg_tok_s), "median_ms_per_token", tpot * 1e3, "roofline",
         "ms_per_token", wb / r->bw * 1e3, "ratio", wb / r->bw / tpot, "effective_gbs", wb / tpot / 1e9);
     if (!o->skip_cache)
         json_object_set_new(root, "cache", json_pack("{s:i,s:i,s:f,s:f,s:f}", "prompt_tokens", o->pp, "new_tokens",

@@ -1,0 +1,143 @@
+/*
+ * Every SIMD kernel against the plain C reference, on sizes that exercise
+ * full tiles, edge tiles and K tails (K not a multiple of the vector width),
+ * for every weight dtype. Tolerance: 1e-5 relative to the size of the
+ * result (summation order differs), 2e-6 absolute for GELU's polynomial exp.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "kernels/kernels.h"
+#include "tensor.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void *make_weights(kvlm_dtype t, int n, int k, unsigned *seed) {
+    void *w = malloc((size_t)n * k * 4);
+    for (size_t i = 0; i < (size_t)n * k; i++) dtype_store(t, w, i, frand(seed));
+    return w;
+}
+
+static const kvlm_isa simd[] = {KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+
+static void test_matmul(void **state) {
+    (void)state;
+    const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 5, 8, 13, 37}, Ks[] = {1, 7, 16, 33, 64, 100};
+    const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
+    unsigned seed = 1;
+    int checked = 0;
+    for (size_t d = 0; d < 3; d++)
+        for (size_t a = 0; a < 7; a++)
+            for (size_t b = 0; b < 5; b++)
+                for (size_t c = 0; c < 6; c++) {
+                    int M = Ms[a], N = Ns[b], K = Ks[c];
+                    void *w = make_weights(dts[d], N, K, &seed);
+                    float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
+                    float *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
+                    for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
+                    for (int i = 0; i < N; i++) bias[i] = frand(&seed);
+                    kern_matrix km = {dts[d], w, N, K};
+                    kern_matmul(kern_select(KVLM_ISA_SCALAR), x, M, &km, bias, ref, N);
+                    for (size_t s = 0; s < 2; s++) {
+                        const kern_ops *ops = kern_select(simd[s]);
+                        if (!ops) continue;
+                        kern_matmul(ops, x, M, &km, bias, got, N);
+                        for (int i = 0; i < M * N; i++)
+                            if (fabsf(got[i] - ref[i]) > 1e-5f * (1 + sqrtf((float)K)))
+                                fail_msg("%s matmul %s M=%d N=%d K=%d [%d]: %g vs %g", kvlm_isa_name(simd[s]),
+                                         kvlm_dtype_name(dts[d]), M, N, K, i, got[i], ref[i]);
+                        checked++;
+                    }
+                    free(w), free(x), free(bias), free(ref), free(got);
+                }
+    assert_true(checked > 0 || kvlm_isa_best() == KVLM_ISA_SCALAR);
+}
+
+/* Large enough for the threaded split (several chunks per thread). */
+static void test_matmul_threaded(void **state) {
+    (void)state;
+    unsigned seed = 7;
+    const int M = 6, N = 1000, K = 96;
+    void *w = make_weights(KVLM_F16, N, K, &seed);
+    float *x = malloc(M * K * 4), *ref = malloc(M * N * 4), *got = malloc(M * N * 4);
+    for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
+    kern_matrix km = {KVLM_F16, w, N, K};
+    const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
+    sc->matmul_rows(x, M, &km, 0, N, NULL, ref, N);
+    kern_matmul(kern_select(KVLM_ISA_AUTO), x, M, &km, NULL, got, N);
+    for (int i = 0; i < M * N; i++) assert_true(fabsf(got[i] - ref[i]) < 1e-4f);
+    free(w), free(x), free(ref), free(got);
+}
+
+static void test_attention_and_norms(void **state) {
+    (void)state;
+    unsigned seed = 3;
+    const int ds[] = {16, 64, 24, 7}, ns[] = {1, 5, 16};
+    for (size_t s = 0; s < 2; s++) {
+        const kern_ops *ops = kern_select(simd[s]), *sc = kern_select(KVLM_ISA_SCALAR);
+        if (!ops) continue;
+        for (size_t a = 0; a < 4; a++)
+            for (size_t b = 0; b < 3; b++)
+                for (int kt = 0; kt < 2; kt++) {
+                    int d = ds[a], n = ns[b];
+                    kvlm_dtype t = kt ? KVLM_F16 : KVLM_F32;
+                    float q[64], p[16], sr[16], sg[16], oref[64] = {0}, ogot[64] = {0};
+                    void *kv = make_weights(t, n, d, &seed);
+                    for (int i = 0; i < d; i++) q[i] = frand(&seed);
+                    for (int i = 0; i < n; i++) p[i] = frand(&seed);
+                    sc->attn_scores(q, kv, t, n, d, 0.125f, sr);
+                    ops->attn_scores(q, kv, t, n, d, 0.125f, sg);
+                    for (int i = 0; i < n; i++) assert_true(fabsf(sr[i] - sg[i]) < 1e-5f);
+                    sc->attn_accum(p, kv, t, n, d, oref);
+                    ops->attn_accum(p, kv, t, n, d, ogot);
+                    for (int i = 0; i < d; i++) assert_true(fabsf(oref[i] - ogot[i]) < 1e-5f);
+                    free(kv);
+                }
+        /* LayerNorm, GELU and f16 stores over lengths with tails */
+        for (int n = 1; n < 80; n += 13) {
+            float x[80], w[80], bb[80], r[80], g[80];
+            for (int i = 0; i < n; i++) x[i] = 3 * frand(&seed), w[i] = frand(&seed), bb[i] = frand(&seed);
+            sc->layernorm(x, w, bb, n, 1e-5f, r);
+            ops->layernorm(x, w, bb, n, 1e-5f, g);
+            for (int i = 0; i < n; i++) assert_true(fabsf(r[i] - g[i]) < 1e-5f);
+            for (int i = 0; i < n; i++) r[i] = g[i] = 8 * frand(&seed);
+            sc->gelu(r, (size_t)n);
+            ops->gelu(g, (size_t)n);
+            for (int i = 0; i < n; i++) assert_true(fabsf(r[i] - g[i]) < 2e-6f * (1 + fabsf(r[i])));
+            uint16_t hr[80], hg[80];
+            sc->store_row(hr, KVLM_F16, x, n);
+            ops->store_row(hg, KVLM_F16, x, n);
+            assert_memory_equal(hr, hg, (size_t)n * 2);
+        }
+    }
+}
+
+/* The scalar conversions round to nearest even and keep specials. */
+static void test_half_conversions(void **state) {
+    (void)state;
+    assert_int_equal(f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(f32_to_f16(1e6f), 0x7c00);               /* overflow to inf */
+    assert_int_equal(f32_to_f16(5.960464477539063e-8f), 0x0001); /* smallest subnormal */
+    assert_int_equal(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  /* tie to even */
+    assert_true(f16_to_f32(0x0001) == 5.960464477539063e-8f);
+    assert_true(isnan(f16_to_f32(f32_to_f16(NAN))));
+    assert_int_equal(f32_to_bf16(1.0f), 0x3f80);
+    assert_true(bf16_to_f32(0x3f80) == 1.0f);
+    for (uint32_t h = 0; h < 0x7c00; h++) assert_int_equal(f32_to_f16(f16_to_f32((uint16_t)h)), h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_threaded),
+        cmocka_unit_test(test_attention_and_norms),
+        cmocka_unit_test(test_half_conversions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
