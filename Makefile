@@ -83,3 +83,22 @@ clean:
 	rm -rf build build-san
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+
+# ---------------------------------------------------------------------------
+# Tokenizer benchmark (bench/tokenizer_bench.c): encode MB/s on one thread,
+# word cache off / cold / warm. `make bench-tokenizer`; never part of `make test`.
+.PHONY: bench-tokenizer
+$(BUILD)/bench/tokenizer_bench: bench/tokenizer_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-tokenizer: $(BUILD)/bench/tokenizer_bench
+	./$(BUILD)/bench/tokenizer_bench
+
+# Regenerates the tokenizer fixture and the Unicode class table from the
+# Python reference (standard library only; deterministic).
+.PHONY: tokenizer-fixtures
+tokenizer-fixtures:
+	/usr/bin/python3 tools/tokenizer_reference.py selftest
+	/usr/bin/python3 tools/tokenizer_reference.py fixture tests/fixtures/tokenizer/gpt2_cases.json
+	/usr/bin/python3 tools/tokenizer_reference.py unicode-table src/tokenizer_unicode.c

@@ -58,13 +58,13 @@ static int is_file(const char *path) {
 
 /* Printable rendering of a token for error messages (truncated). */
 static const char *show(const char *s, size_t n, char *buf, size_t cap) {
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 8 < cap; i++) {
+    size_t o = 0, i = 0;
+    for (; i < n && o + 8 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c < 0x7F && c != '\\') buf[o++] = (char)c;
         else o += (size_t)snprintf(buf + o, cap - o, "\\x%02X", c);
     }
-    if (o + 8 >= cap) { memcpy(buf + o, "...", 3); o += 3; }
+    if (i < n) { memcpy(buf + o, "...", 3); o += 3; }   /* o + 8 >= cap: room left */
     buf[o] = 0;
     return buf;
 }
@@ -249,8 +249,13 @@ static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, cons
             raw = malloc(raw_cap);
             if (!raw) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         }
-        long n = unmap_string(rev, key, klen, raw);   /* jansson checked UTF-8 */
-        if (n < 0 || set_piece(t, id, raw, (size_t)n) != 0) {
+        long n = unmap_string(rev, key, klen, raw);
+        if (n < 0) {   /* jansson has checked the UTF-8 already */
+            free(raw);
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: token '%s' is not valid UTF-8", where,
+                             show(key, klen, sbuf, sizeof sbuf));
+        }
+        if (set_piece(t, id, raw, (size_t)n) != 0) {
             free(raw);
             return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         }
@@ -548,7 +553,7 @@ static int load_file(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     json_t *root = load_json(path, err);
     if (!root) return -1;
     int rc;
-    if (json_object_get(root, "model")) {
+    if (json_is_object(json_object_get(root, "model"))) {
         rc = load_tokjson(t, path, root, err);
         json_decref(root);
         return rc;
