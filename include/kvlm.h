@@ -54,7 +54,7 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
 typedef struct kvlm_model kvlm_model;
 
 typedef struct kvlm_config {
-    char arch[32];        /* "gpt2" */
+    char arch[32];        /* "gpt2", "llama", "mistral", "qwen2" */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
@@ -88,6 +88,14 @@ const char *kvlm_model_source(const kvlm_model *m);
  * embedding row); the numerator of the bandwidth roofline. */
 size_t kvlm_model_decode_bytes(const kvlm_model *m);
 size_t kvlm_model_param_count(const kvlm_model *m);
+
+/* Reads only the configuration of a model, without mapping its weights:
+ * path is a model directory, a config.json (any *.json but an index), a
+ * .safetensors file or model.safetensors.index.json with config.json
+ * beside it, or an llm.c .bin (its header). Knows every architecture
+ * config.json may name that kvlm can describe (gpt2, llama, mistral,
+ * qwen2), including ones kvlm_model_load cannot run yet. Returns 0. */
+int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
 /* -------------------------------------------------------------- KV cache */
 
@@ -176,23 +184,103 @@ int kvlm_engine_threads(const kvlm_engine *e);
 
 typedef struct kvlm_sampler kvlm_sampler;
 
+typedef struct kvlm_logit_bias {
+    int32_t id;
+    float bias;        /* added to the logit; -100 or less bans the token */
+} kvlm_logit_bias;
+
+/* Logits processors, applied in `order` (see kvlm_sampler_options_default):
+ *   penalties    repetition (multiplicative: positive logits divided by it,
+ *                negative ones multiplied), frequency (logit -= f x count)
+ *                and presence (logit -= p if count > 0), over the last
+ *                penalty_window tokens of the history (0: all of it)
+ *   bias         logit_bias added
+ *   temperature  logits divided by T (T = 0: greedy, the argmax after
+ *                penalties and bias; the filters cannot change it)
+ *   top_k        the k most likely tokens kept (0: off)
+ *   top_p        the smallest set of most likely tokens whose mass reaches
+ *                p kept, at least one (1: off)
+ *   min_p        tokens with probability below min_p x the top probability
+ *                dropped (0: off)
+ * then one token is drawn from the softmax of what is left. */
 typedef struct kvlm_sampler_options {
-    float temperature;  /* 0 means greedy */
-    int top_k;          /* 0 means off */
-    float top_p;        /* 1 means off */
+    float temperature;
+    int top_k;
+    float top_p;
+    float min_p;
+    float repetition_penalty;  /* 1: off */
+    float frequency_penalty;   /* 0: off; may be negative */
+    float presence_penalty;    /* 0: off; may be negative */
+    int penalty_window;        /* last N history tokens; 0: all */
+    const kvlm_logit_bias *logit_bias;
+    int n_logit_bias;
+    /* Comma-separated processor names; NULL means the default
+     * "penalties,bias,temperature,top_k,top_p,min_p" (Hugging Face and
+     * vLLM order). "penalties,bias,top_k,top_p,min_p,temperature" is
+     * llama.cpp's: the filters then see the untempered distribution. */
+    const char *order;
     uint64_t seed;
 } kvlm_sampler_options;
+
+/* Greedy off, temperature 1, every filter and penalty off, default order. */
+kvlm_sampler_options kvlm_sampler_options_default(void);
 
 kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab,
                                   kvlm_error *err);
 void kvlm_sampler_free(kvlm_sampler *s);
-/* Picks the next token from logits (not modified). */
+/* Appends tokens to the history the penalties look at (prompt and output). */
+void kvlm_sampler_accept(kvlm_sampler *s, const int32_t *ids, int n);
+/* Clears the history (a new request with the same sampler). */
+void kvlm_sampler_reset(kvlm_sampler *s);
+/* Picks the next token from logits (not modified). Does not accept it. */
 int32_t kvlm_sampler_next(kvlm_sampler *s, const float *logits);
+/* The candidates the chain keeps for these logits and their renormalised
+ * probabilities, most likely first; returns how many (ids/probs hold vocab
+ * entries). With temperature 0: the argmax alone, probability 1. */
+int kvlm_sampler_candidates(kvlm_sampler *s, const float *logits, int32_t *ids,
+                            float *probs);
 
-/* Writes the k most likely tokens of log_softmax(logits) in descending order.
- * Returns the number written (min(k, vocab)). */
+/* Writes the k most likely tokens of log_softmax(logits) in descending order
+ * (ties: lower id first). Returns the number written (min(k, vocab)). */
 int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
                       float *logprobs);
+
+/* ------------------------------------------------------------ statistics */
+
+typedef struct kvlm_dist_stats {
+    double entropy;    /* nats */
+    double top1;       /* probability of the most likely token */
+    double top5;       /* mass of the 5 most likely tokens */
+    int n90;           /* tokens needed to cover 90% of the mass */
+    int support;       /* tokens with non-zero probability */
+} kvlm_dist_stats;
+
+/* Statistics of softmax(logits / temperature) (temperature > 0), or of the
+ * distribution the sampler chain keeps when `chain` is non-NULL. */
+int kvlm_dist_stats_compute(const float *logits, int vocab, float temperature,
+                            kvlm_sampler *chain, kvlm_dist_stats *out,
+                            kvlm_error *err);
+/* Distinct ids / ids (0 for an empty sequence). */
+double kvlm_distinct_ratio(const int32_t *ids, int n);
+/* Share of the n - order + 1 order-grams of ids that already occurred
+ * earlier in the same sequence (0 when there are none). */
+double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
+
+/* ---------------------------------------------------------- stop strings */
+
+typedef struct kvlm_stop kvlm_stop;
+
+/* Watches generated text for any of n stop strings (empty strings are
+ * ignored). Text that might be the start of a stop string is held back. */
+kvlm_stop *kvlm_stop_create(const char *const *stops, int n, kvlm_error *err);
+void kvlm_stop_free(kvlm_stop *st);
+/* Appends n bytes of generated text. out and out_len receive the bytes now
+ * safe to show (valid until the next call). Returns 1 when a stop string
+ * has completed: the text before it has been given out, the stop string and
+ * anything after it never are. */
+int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len);
+/* Gives out the held-back bytes at the end of a generation without a stop. */
+void kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len);
 
 /* ----------------------------------------------------------------- misc */
 

@@ -159,7 +159,11 @@ static void attend(kvlm_engine *e, int l, int T) {
     const int group = c->n_head / c->n_kv_head, bs = e->kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
     const kvlm_kv *kv = e->kv;
-    #pragma omp parallel for schedule(dynamic, 1) if (T * H > 1)
+    /* Fork only when the work outweighs waking the threads (tiny models,
+     * short contexts). */
+    long work = 0;
+    for (int t = 0; t < T; t++) work += (long)(e->rows[t].pos + 1) * H * hd;
+    #pragma omp parallel for schedule(dynamic, 1) if (work > 65536)
     for (int th = 0; th < T * H; th++) {
         const int t = th / H, h = th % H, kh = h / group;
         const eng_row *r = &e->rows[t];

@@ -58,6 +58,12 @@ static int load_hf(kvlm_model *m, const char *dir, const char *weights, int shar
     char cfg_path[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     int rc = hf_config_load(cfg_path, &m->cfg, err);
+    /* The architecture is reported first: a config kvlm can size (kvlm kv)
+     * but not run is refused here whatever its other fields say. */
+    if (m->cfg.arch[0] && strcmp(m->cfg.arch, "gpt2"))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
+                         "%s: model_type '%s' is not supported yet for running (gpt2); "
+                         "kvlm kv can still size its KV cache", cfg_path, m->cfg.arch);
     if (rc) return rc;
     if ((rc = model_check_config(&m->cfg, cfg_path, err))) return rc;
     m->ts.layout = LAYOUT_IN_OUT;
@@ -71,18 +77,8 @@ static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
     llmc_header h;
     int rc = llmc_load(&m->ts, path, &h, err);
     if (rc) return rc;
-    kvlm_config *c = &m->cfg;
-    strcpy(c->arch, "gpt2");
-    c->n_layer = h.n_layer;
-    c->n_head = c->n_kv_head = h.n_head;
-    c->n_embd = h.channels;
-    c->head_dim = h.channels / h.n_head;
-    c->n_ff = 4 * h.channels;
-    c->n_ctx = h.max_t;
-    c->vocab_size = h.vocab;
-    c->eos_id = h.vocab == 50257 ? 50256 : -1;
-    c->norm_eps = 1e-5f;
-    if ((rc = model_check_config(c, path, err))) return rc;
+    llmc_header_config(&h, &m->cfg);
+    if ((rc = model_check_config(&m->cfg, path, err))) return rc;
     snprintf(m->source, sizeof m->source, "llm.c v%d: %s", h.version, path);
     return gpt2_bind(m, path, err);
 }

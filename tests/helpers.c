@@ -52,7 +52,8 @@ int th_run_kvlm(char **out, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", th_kvlm(), args);
+    /* stderr joins stdout first, so an argument may still redirect it */
+    snprintf(cmd, sizeof cmd, "%s 2>&1 %s", th_kvlm(), args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t cap = 4096, n = 0;

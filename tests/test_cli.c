@@ -121,6 +121,39 @@ static void test_bench_json(void **state) {
     free(out);
 }
 
+/* sample-stats and gen-stats JSON on the reference model. */
+static void test_measurement_commands(void **state) {
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "sample-stats -m " TINY " --ids '" PROMPT8 "' --temps 0.5,1 --top-p 0.9 --json"), 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("sample-stats: %s\n%s", je.text, out);
+    json_t *temps = json_object_get(j, "temperatures");
+    assert_int_equal(json_array_size(temps), 2);
+    json_t *s0 = json_object_get(json_array_get(temps, 0), "stats"), *s1 = json_object_get(json_array_get(temps, 1), "stats");
+    /* a colder distribution has less entropy and a larger top-1 */
+    assert_true(json_real_value(json_object_get(s0, "entropy")) < json_real_value(json_object_get(s1, "entropy")));
+    assert_true(json_real_value(json_object_get(s0, "top1")) > json_real_value(json_object_get(s1, "top1")));
+    assert_int_equal(json_integer_value(json_object_get(s1, "support")), 200);
+    assert_non_null(json_object_get(json_array_get(temps, 0), "filtered"));
+    json_decref(j);
+    free(out);
+    assert_int_equal(th_run_kvlm(&out, "gen-stats -m " TINY " --ids '" PROMPT8 "' -n 12 --json 2>/dev/null"), 0);
+    j = json_loads(out, 0, &je);
+    if (!j) fail_msg("gen-stats: %s\n%s", je.text, out);
+    json_t *settings = json_object_get(j, "settings");
+    assert_int_equal(json_array_size(settings), 7);
+    for (size_t i = 0; i < 7; i++) {
+        json_t *r = json_array_get(settings, i);
+        assert_int_equal(json_integer_value(json_object_get(r, "tokens")), 12);
+        double d = json_real_value(json_object_get(r, "distinct_ratio"));
+        assert_true(d > 0 && d <= 1);
+    }
+    json_decref(j);
+    free(out);
+}
+
 typedef struct bad_case {
     const char *args;
     int status;
@@ -148,6 +181,11 @@ static void test_bad_input(void **state) {
         {"run --synthetic gpt2-999m --ids 1", 1, "unknown synthetic preset"},
         {"bench -m " TINY " --pp 30 --tg 8", 2, "exceed the context window"},
         {"frobnicate", 2, "unknown command"},
+        {"run -m " TINY " --ids 1 --sampler-order top_k", 2, "exactly once"},
+        {"run -m " TINY " --ids 1 --logit-bias 5", 2, "--logit-bias"},
+        {"run -m " TINY " --ids 1 --logit-bias 999:1", 2, "outside the vocabulary"},
+        {"sample-stats -m " TINY " --ids 1 --temps 0", 2, "--temps"},
+        {"gen-stats -m " TINY, 2, "exactly one of -p"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL;
@@ -165,6 +203,7 @@ int main(void) {
         cmocka_unit_test(test_json_and_no_cache),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_measurement_commands),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

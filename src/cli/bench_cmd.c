@@ -210,7 +210,8 @@ int cli_bench(int argc, char **argv) {
     }
     kvlm_kv_options ko = {.dtype = o.kv_dtype, .max_seqs = 1};
     kvlm_engine_options eo = {.threads = o.threads}, eo_nc = {.threads = o.threads, .no_cache = 1};
-    kvlm_sampler_options so = {.temperature = 0, .top_p = 1};
+    kvlm_sampler_options so = kvlm_sampler_options_default();
+    so.temperature = 0;
     b.prompt = malloc((size_t)o.pp * sizeof(int32_t));
     if (!b.prompt || !(b.kv = kvlm_kv_create(b.m, &ko, &err)) || !(b.e = kvlm_engine_create(b.m, b.kv, &eo, &err)) ||
         !(b.e_nocache = kvlm_engine_create(b.m, b.kv, &eo_nc, &err)) ||

@@ -9,5 +9,9 @@ int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
+int cli_perplexity(int argc, char **argv);
+int cli_kv(int argc, char **argv);
+int cli_sample_stats(int argc, char **argv);
+int cli_gen_stats(int argc, char **argv);
 
 #endif

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void record(const gen_request *rq, gen_result *r, const float *logits, int vocab, int32_t id) {
+/* Returns non-zero when the callback asks to stop. */
+static int record(const gen_request *rq, gen_result *r, kvlm_sampler *smp, const float *logits, int vocab,
+                  int32_t id) {
     r->ids[r->n_ids] = id;
     if (rq->logprobs_k > 0) {
         int32_t best;
@@ -16,7 +18,8 @@ static void record(const gen_request *rq, gen_result *r, const float *logits, in
         r->chosen_lp[r->n_ids] = lp - (logits[best] - logits[id]);
     }
     r->n_ids++;
-    if (rq->on_token) rq->on_token(id, rq->ctx);
+    kvlm_sampler_accept(smp, &id, 1);
+    return rq->on_token && (r->stopped_callback = rq->on_token(id, rq->ctx));
 }
 
 int gen_run(kvlm_engine *e, int seq, kvlm_sampler *smp, int vocab, int eos_id,
@@ -41,19 +44,20 @@ int gen_run(kvlm_engine *e, int seq, kvlm_sampler *smp, int vocab, int eos_id,
     kvlm_batch_item it = {.seq = seq, .tokens = rq->prompt, .n_tokens = rq->n_prompt};
     if ((rc = kvlm_engine_step(e, &it, 1, logits, err))) goto done;
     r->prefill_s = kvlm_now() - t0;
+    kvlm_sampler_accept(smp, rq->prompt, rq->n_prompt);
     if (rq->max_new <= 0) {
         r->ttft_s = r->prefill_s;
         goto done;
     }
     int32_t tok = kvlm_sampler_next(smp, logits);
-    record(rq, r, logits, vocab, tok);
+    int stop = record(rq, r, smp, logits, vocab, tok);
     r->ttft_s = kvlm_now() - t0;
     double t1 = kvlm_now();
-    while (r->n_ids < rq->max_new && !(rq->stop_at_eos && tok == eos_id)) {
+    while (!stop && r->n_ids < rq->max_new && !(rq->stop_at_eos && tok == eos_id)) {
         it = (kvlm_batch_item){.seq = seq, .tokens = &tok, .n_tokens = 1};
         if ((rc = kvlm_engine_step(e, &it, 1, logits, err))) goto done;
         tok = kvlm_sampler_next(smp, logits);
-        record(rq, r, logits, vocab, tok);
+        stop = record(rq, r, smp, logits, vocab, tok);
         r->decode_steps++;
     }
     r->decode_s = kvlm_now() - t1;

@@ -3,6 +3,7 @@
  * step, then decode one token per step until n tokens or end-of-sequence.
  * Times both phases separately (the figures `run --stats` and `bench`
  * report) and optionally records the top-K log-probabilities per position.
+ * The sampler's penalty history receives the prompt and every token drawn.
  */
 #ifndef KVLM_CLI_GENERATE_H
 #define KVLM_CLI_GENERATE_H
@@ -18,8 +19,9 @@ typedef struct gen_request {
     int max_new;        /* tokens to generate */
     int stop_at_eos;    /* stop after sampling the model's eos id */
     int logprobs_k;     /* 0: none */
-    /* Called after each sampled token; may be NULL. */
-    void (*on_token)(int32_t id, void *ctx);
+    /* Called after each sampled token; may be NULL. Returning non-zero
+     * ends the generation (a stop string completed). */
+    int (*on_token)(int32_t id, void *ctx);
     void *ctx;
 } gen_request;
 
@@ -33,7 +35,8 @@ typedef struct gen_result {
     double ttft_s;          /* prefill + first sample */
     double decode_s;        /* all decode steps (forward + sample) */
     int decode_steps;
-    int stopped_eos;
+    int stopped_eos;        /* the end-of-sequence token was sampled */
+    int stopped_callback;   /* on_token asked to stop */
 } gen_result;
 
 /* Returns 0 or a kvlm_status with err set. seq must be empty. */

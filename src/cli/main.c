@@ -19,6 +19,10 @@ static const command commands[] = {
     {"bench", cli_bench, "prefill/decode throughput, decode roofline, cache on vs off"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
+    {"perplexity", cli_perplexity, "sliding-window perplexity of a text file"},
+    {"kv", cli_kv, "KV cache bytes per token, per context and capacity planning"},
+    {"sample-stats", cli_sample_stats, "entropy, top-1/top-5 mass, tokens for 90% of the next token per temperature"},
+    {"gen-stats", cli_gen_stats, "distinct-token ratio and repeated 4-gram rate of generations per setting"},
 };
 
 static void usage(FILE *f) {

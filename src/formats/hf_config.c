@@ -1,7 +1,14 @@
-/* Hugging Face config.json reader (see hf_config.h). */
+/*
+ * Hugging Face config.json reader (see hf_config.h). Two field dialects:
+ * GPT-2 (n_layer, n_head, n_embd, ...) and the Llama family (llama,
+ * mistral, qwen2: num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, ...). Llama-family configs are range-checked here
+ * under their own field names, because model_check_config speaks GPT-2's.
+ */
 #include "formats/hf_config.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -20,55 +27,75 @@ static int get_int(json_t *root, const char *path, const char *key, int required
     return KVLM_OK;
 }
 
-static int is_gpt2(json_t *root) {
+/* eos_token_id: an integer, or a list of them (Llama 3 lists several end
+ * tokens; the first is kept as the one kvlm stops on by default). */
+static int get_eos(json_t *root, const char *path, int *out, kvlm_error *err) {
+    json_t *v = json_object_get(root, "eos_token_id");
+    if (json_is_array(v)) {
+        if (json_array_size(v) == 0) {
+            *out = -1;
+            return KVLM_OK;
+        }
+        json_t *first = json_array_get(v, 0);
+        if (!json_is_integer(first) || json_integer_value(first) < 0 || json_integer_value(first) > (1 << 30))
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: field 'eos_token_id' must list integers in range", path);
+        *out = (int)json_integer_value(first);
+        return KVLM_OK;
+    }
+    return get_int(root, path, "eos_token_id", 0, -1, out, err);
+}
+
+/* Architectures this reader understands, by model_type and, when that is
+ * absent, by the prefix of an entry in "architectures". */
+static const struct hf_arch {
+    const char *model_type, *class_prefix;
+} hf_archs[] = {
+    {"gpt2", "GPT2"}, {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+};
+#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2"
+
+static const char *find_arch(json_t *root) {
     json_t *mt = json_object_get(root, "model_type");
-    if (json_is_string(mt)) return !strcmp(json_string_value(mt), "gpt2");
+    if (json_is_string(mt)) {
+        for (size_t k = 0; k < sizeof hf_archs / sizeof hf_archs[0]; k++)
+            if (!strcmp(json_string_value(mt), hf_archs[k].model_type)) return hf_archs[k].model_type;
+        return NULL;
+    }
     json_t *arch = json_object_get(root, "architectures");
     size_t i;
     json_t *a;
     json_array_foreach(arch, i, a) {
-        if (json_is_string(a) && !strncmp(json_string_value(a), "GPT2", 4)) return 1;
+        if (!json_is_string(a)) continue;
+        for (size_t k = 0; k < sizeof hf_archs / sizeof hf_archs[0]; k++) {
+            const char *p = hf_archs[k].class_prefix, *s = json_string_value(a);
+            /* "Qwen2ForCausalLM" but not "Qwen2MoeForCausalLM" */
+            if (!strncmp(s, p, strlen(p)) && !strncmp(s + strlen(p), "For", 3)) return hf_archs[k].model_type;
+            if (k == 0 && !strncmp(s, p, strlen(p))) return hf_archs[k].model_type;
+        }
     }
-    return 0;
+    return NULL;
 }
 
-int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        if (je.line < 0 || strstr(je.text, "unable to open"))
-            return kvlm_fail(err, KVLM_ERR_IO, "%s: %s", path, je.text);
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
-    }
-    int rc = KVLM_OK;
-    memset(cfg, 0, sizeof *cfg);
-    if (!json_is_object(root)) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", path);
-        goto done;
-    }
-    if (!is_gpt2(root)) {
-        json_t *mt = json_object_get(root, "model_type");
-        rc = kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (gpt2)", path,
-                       json_is_string(mt) ? json_string_value(mt) : "(missing)");
-        goto done;
-    }
+static void get_torch_dtype(json_t *root, kvlm_config *cfg) {
+    json_t *td = json_object_get(root, "torch_dtype");
+    kvlm_dtype dt;
+    cfg->weight_dtype = json_is_string(td) && !kvlm_dtype_parse(json_string_value(td), &dt) ? dt : KVLM_F32;
+}
+
+static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     json_t *act = json_object_get(root, "activation_function");
     if (json_is_string(act) && strcmp(json_string_value(act), "gelu_new") &&
-        strcmp(json_string_value(act), "gelu_pytorch_tanh")) {
-        rc = kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported (gelu_new)", path,
-                       json_string_value(act));
-        goto done;
-    }
-    strcpy(cfg->arch, "gpt2");
-    int n_pos = 0;
+        strcmp(json_string_value(act), "gelu_pytorch_tanh"))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported (gelu_new)", path,
+                         json_string_value(act));
+    int rc, n_pos = 0;
     if ((rc = get_int(root, path, "n_layer", 1, 0, &cfg->n_layer, err)) ||
         (rc = get_int(root, path, "n_head", 1, 0, &cfg->n_head, err)) ||
         (rc = get_int(root, path, "n_embd", 1, 0, &cfg->n_embd, err)) ||
         (rc = get_int(root, path, "vocab_size", 1, 0, &cfg->vocab_size, err)) ||
         (rc = get_int(root, path, "n_positions", 0, 1024, &n_pos, err)) ||
-        (rc = get_int(root, path, "n_inner", 0, 0, &cfg->n_ff, err)) ||
-        (rc = get_int(root, path, "eos_token_id", 0, -1, &cfg->eos_id, err)))
-        goto done;
+        (rc = get_int(root, path, "n_inner", 0, 0, &cfg->n_ff, err)) || (rc = get_eos(root, path, &cfg->eos_id, err)))
+        return rc;
     cfg->n_ctx = n_pos;
     /* n_embd is range-checked later; 4 x n_embd must not overflow first. */
     if (cfg->n_ff == 0 && cfg->n_embd <= (1 << 20)) cfg->n_ff = 4 * cfg->n_embd;
@@ -76,6 +103,82 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     cfg->head_dim = cfg->n_head > 0 ? cfg->n_embd / cfg->n_head : 0;
     json_t *eps = json_object_get(root, "layer_norm_epsilon");
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-5f;
+    return KVLM_OK;
+}
+
+static int check_range(const char *path, const char *field, int v, int lo, int hi, kvlm_error *err) {
+    if (v < lo || v > hi)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", path, field, v, lo, hi);
+    return KVLM_OK;
+}
+
+/* Llama, Mistral and Qwen2 share these field names and defaults. */
+static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+    int rc;
+    if ((rc = get_int(root, path, "num_hidden_layers", 1, 0, &cfg->n_layer, err)) ||
+        (rc = get_int(root, path, "num_attention_heads", 1, 0, &cfg->n_head, err)) ||
+        (rc = get_int(root, path, "num_key_value_heads", 0, cfg->n_head, &cfg->n_kv_head, err)) ||
+        (rc = get_int(root, path, "hidden_size", 1, 0, &cfg->n_embd, err)) ||
+        (rc = get_int(root, path, "intermediate_size", 1, 0, &cfg->n_ff, err)) ||
+        (rc = get_int(root, path, "max_position_embeddings", 1, 0, &cfg->n_ctx, err)) ||
+        (rc = get_int(root, path, "vocab_size", 1, 0, &cfg->vocab_size, err)) ||
+        (rc = get_eos(root, path, &cfg->eos_id, err)))
+        return rc;
+    if ((rc = check_range(path, "num_hidden_layers", cfg->n_layer, 1, 1024, err)) ||
+        (rc = check_range(path, "num_attention_heads", cfg->n_head, 1, 1024, err)) ||
+        (rc = check_range(path, "num_key_value_heads", cfg->n_kv_head, 1, cfg->n_head, err)) ||
+        (rc = check_range(path, "hidden_size", cfg->n_embd, 1, 1 << 17, err)) ||
+        (rc = check_range(path, "intermediate_size", cfg->n_ff, 1, 1 << 20, err)) ||
+        (rc = check_range(path, "max_position_embeddings", cfg->n_ctx, 1, 1 << 24, err)) ||
+        (rc = check_range(path, "vocab_size", cfg->vocab_size, 1, 1 << 22, err)))
+        return rc;
+    if (cfg->n_head % cfg->n_kv_head)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: num_attention_heads = %d is not a multiple of num_key_value_heads = %d",
+                         path, cfg->n_head, cfg->n_kv_head);
+    /* head_dim may be set explicitly (and differ from hidden_size / heads). */
+    if ((rc = get_int(root, path, "head_dim", 0, 0, &cfg->head_dim, err))) return rc;
+    if (cfg->head_dim == 0) {
+        if (cfg->n_embd % cfg->n_head)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: hidden_size = %d is not a multiple of num_attention_heads = %d",
+                             path, cfg->n_embd, cfg->n_head);
+        cfg->head_dim = cfg->n_embd / cfg->n_head;
+    }
+    if ((rc = check_range(path, "head_dim", cfg->head_dim, 1, 1 << 12, err))) return rc;
+    if (cfg->eos_id >= cfg->vocab_size)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path, cfg->eos_id,
+                         cfg->vocab_size);
+    json_t *eps = json_object_get(root, "rms_norm_eps");
+    cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rms_norm_eps = %g is outside (0, 1)", path, cfg->norm_eps);
+    return KVLM_OK;
+}
+
+int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
+    json_error_t je;
+    memset(cfg, 0, sizeof *cfg);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        if (je.line < 0 || strstr(je.text, "unable to open"))
+            return kvlm_fail(err, KVLM_ERR_IO, "%s: %s", path, je.text);
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+    }
+    int rc = KVLM_OK;
+    if (!json_is_object(root)) {
+        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", path);
+        goto done;
+    }
+    const char *arch = find_arch(root);
+    if (!arch) {
+        json_t *mt = json_object_get(root, "model_type");
+        rc = kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (" HF_ARCH_NAMES ")", path,
+                       json_is_string(mt) ? json_string_value(mt) : "(missing)");
+        goto done;
+    }
+    /* Set before the fields are read: see hf_config.h. */
+    snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
+    get_torch_dtype(root, cfg);
+    rc = strcmp(arch, "gpt2") ? load_llama(root, path, cfg, err) : load_gpt2(root, path, cfg, err);
 done:
     json_decref(root);
     return rc;

@@ -1,8 +1,19 @@
 /*
  * Hugging Face config.json reader: fills a kvlm_config from the fields a
  * GPT-2 checkpoint uses (n_layer, n_head, n_embd, n_positions, vocab_size,
- * n_inner, layer_norm_epsilon, eos_token_id). Unknown architectures and
- * missing or out-of-range fields are errors naming the file and field.
+ * n_inner, layer_norm_epsilon, eos_token_id) or a Llama-family one (model_type
+ * llama, mistral or qwen2: num_hidden_layers, num_attention_heads,
+ * num_key_value_heads (default: num_attention_heads), hidden_size,
+ * intermediate_size, max_position_embeddings, vocab_size, rms_norm_eps,
+ * head_dim (default: hidden_size / num_attention_heads), eos_token_id (an
+ * integer or a list, the first is kept)). torch_dtype, when present, gives
+ * weight_dtype (f32 otherwise). Unknown architectures and missing or
+ * out-of-range fields are errors naming the file and field.
+ *
+ * Reading a config says nothing about whether kvlm can run the model: the
+ * model loader decides that from cfg->arch. cfg->arch is filled as soon as
+ * the architecture is recognised, so it is set even when a later field is
+ * at fault, and the loader can report the architecture first.
  */
 #ifndef KVLM_HF_CONFIG_H
 #define KVLM_HF_CONFIG_H

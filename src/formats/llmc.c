@@ -1,6 +1,7 @@
 /* llm.c GPT-2 checkpoint reader (see llmc.h). */
 #include "formats/llmc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,13 +23,12 @@ static int check_field(const char *path, const char *field, int v, int lo, int h
     return KVLM_OK;
 }
 
-static int parse_header(const mapped_file *f, llmc_header *h, kvlm_error *err) {
-    if (f->size < LLMC_HEADER_INTS * 4)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: file is shorter than the %d-byte llm.c header", f->path,
+int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llmc_header *h, kvlm_error *err) {
+    if (size < LLMC_HEADER_INTS * 4)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: file is shorter than the %d-byte llm.c header", path,
                          LLMC_HEADER_INTS * 4);
-    const unsigned char *d = f->data;
     if (rd32(d) != LLMC_MAGIC)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field magic = %d, expected %d", f->path, rd32(d), LLMC_MAGIC);
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field magic = %d, expected %d", path, rd32(d), LLMC_MAGIC);
     h->version = rd32(d + 4);
     h->max_t = rd32(d + 8);
     h->vocab = rd32(d + 12);
@@ -37,20 +37,46 @@ static int parse_header(const mapped_file *f, llmc_header *h, kvlm_error *err) {
     h->channels = rd32(d + 24);
     h->padded_vocab = rd32(d + 28);
     if (h->version != 3 && h->version != 5)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field version = %d, expected 3 (fp32) or 5 (bf16)", f->path,
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field version = %d, expected 3 (fp32) or 5 (bf16)", path,
                          h->version);
     int rc;
-    if ((rc = check_field(f->path, "max_seq_len", h->max_t, 1, 1 << 20, err)) ||
-        (rc = check_field(f->path, "vocab_size", h->vocab, 1, 1 << 22, err)) ||
-        (rc = check_field(f->path, "num_layers", h->n_layer, 1, 1024, err)) ||
-        (rc = check_field(f->path, "num_heads", h->n_head, 1, 1024, err)) ||
-        (rc = check_field(f->path, "channels", h->channels, 1, 1 << 16, err)) ||
-        (rc = check_field(f->path, "padded_vocab_size", h->padded_vocab, h->vocab, 1 << 22, err)))
+    if ((rc = check_field(path, "max_seq_len", h->max_t, 1, 1 << 20, err)) ||
+        (rc = check_field(path, "vocab_size", h->vocab, 1, 1 << 22, err)) ||
+        (rc = check_field(path, "num_layers", h->n_layer, 1, 1024, err)) ||
+        (rc = check_field(path, "num_heads", h->n_head, 1, 1024, err)) ||
+        (rc = check_field(path, "channels", h->channels, 1, 1 << 16, err)) ||
+        (rc = check_field(path, "padded_vocab_size", h->padded_vocab, h->vocab, 1 << 22, err)))
         return rc;
     if (h->channels % h->n_head)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: channels = %d is not a multiple of num_heads = %d", f->path,
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: channels = %d is not a multiple of num_heads = %d", path,
                          h->channels, h->n_head);
     return KVLM_OK;
+}
+
+int llmc_read_header(const char *path, llmc_header *h, kvlm_error *err) {
+    unsigned char d[LLMC_HEADER_INTS * 4];
+    FILE *f = fopen(path, "rb");
+    if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t n = fread(d, 1, sizeof d, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return kvlm_fail(err, KVLM_ERR_IO, "%s: read error", path);
+    return llmc_parse_header(path, d, n, h, err);
+}
+
+void llmc_header_config(const llmc_header *h, kvlm_config *c) {
+    memset(c, 0, sizeof *c);
+    strcpy(c->arch, "gpt2");
+    c->n_layer = h->n_layer;
+    c->n_head = c->n_kv_head = h->n_head;
+    c->n_embd = h->channels;
+    c->head_dim = h->channels / h->n_head;
+    c->n_ff = 4 * h->channels;
+    c->n_ctx = h->max_t;
+    c->vocab_size = h->vocab;
+    c->eos_id = h->vocab == 50257 ? 50256 : -1;
+    c->norm_eps = 1e-5f;
+    c->weight_dtype = h->version == 5 ? KVLM_BF16 : KVLM_F32;
 }
 
 typedef struct llmc_param {
@@ -63,7 +89,7 @@ int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err)
     mapped_file f;
     int rc = mapped_file_open(&f, path, err);
     if (rc) return rc;
-    if ((rc = parse_header(&f, h, err))) {
+    if ((rc = llmc_parse_header(path, f.data, f.size, h, err))) {
         mapped_file_close(&f);
         return rc;
     }

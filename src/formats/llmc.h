@@ -21,5 +21,12 @@ typedef struct llmc_header {
 /* 1 if the file starts with the llm.c magic number. */
 int llmc_sniff(const unsigned char *data, size_t size);
 int llmc_load(tensor_set *ts, const char *path, llmc_header *hdr, kvlm_error *err);
+/* Checks the header at d (size bytes available; path names it in errors). */
+int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llmc_header *h, kvlm_error *err);
+/* Reads and checks only the header of path; the weights are not touched. */
+int llmc_read_header(const char *path, llmc_header *h, kvlm_error *err);
+/* The GPT-2 configuration a checked header describes (weight_dtype from the
+ * version: 3 = f32, 5 = bf16). */
+void llmc_header_config(const llmc_header *h, kvlm_config *c);
 
 #endif

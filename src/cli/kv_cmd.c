@@ -1,0 +1,503 @@
+/*
+ * `kvlm kv`: KV cache bytes per token and per context for the built-in
+ * presets or one model (-m, read with kvlm_config_load, so models kvlm
+ * cannot run yet are sized too), the grouped-query saving against a
+ * multi-head twin, and capacity planning: how many requests fit in a
+ * memory budget with contiguous max-length reservation vs paged blocks.
+ * All arithmetic is in kv_sizing.c; this file parses flags and prints.
+ * Exit status: 0 ok, 1 model not readable, 2 bad flag or impossible plan.
+ */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "kv_sizing.h"
+
+static const char *usage =
+    "usage: kvlm kv [-m MODEL | --preset NAME] [options]\n"
+    "KV cache size: bytes per token = 2 x layers x KV heads x head dim x bytes per number.\n"
+    "With no model, prints every preset.\n"
+    "  -m, --model PATH     model directory, config.json, .safetensors or llm.c .bin\n"
+    "                       (only the configuration is read)\n"
+    "  --preset NAME        gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b,\n"
+    "                       llama-2-70b, llama-2-7b\n"
+    "  --kv-dtype T         f32, f16 (default), bf16, q8 (1 byte per number; no\n"
+    "                       per-block scales counted: kvlm has no 8-bit KV format yet)\n"
+    "  --ctx N[,N...]       context lengths to total (default 4096,131072)\n"
+    "  --json               one JSON document with exact byte counts\n"
+    "capacity planning (needs --memory):\n"
+    "  --memory SIZE        memory for weights + KV: bytes or with a unit, e.g. 24GiB,\n"
+    "                       80GB (B, KB, MB, GB, TB = powers of 1000; KiB, MiB, GiB,\n"
+    "                       TiB = powers of 1024)\n"
+    "  --weights-bytes SIZE weights' bytes (default: params x --weight-dtype for a\n"
+    "                       preset; for -m, the tensors in the model's weight files)\n"
+    "  --weight-dtype T     f32, f16 (default for presets), bf16, q8; with -m, counts\n"
+    "                       the model's parameters at this dtype instead of as stored\n"
+    "  --ctx-len L          tokens reserved per request (default: the model's max context)\n"
+    "  --mean-len M         mean tokens per request (default L/4)\n"
+    "  --block-size B       tokens per paged block (default 16)\n"
+    "  contiguous requests = floor((memory - weights) / (L x bytes per token))\n"
+    "  paged requests      = floor((memory - weights) / (ceil(M / B) x B x bytes per token))\n"
+    "  utilisation         = tokens held / tokens reserved: M / L contiguous,\n"
+    "                        M / (ceil(M / B) x B) paged\n";
+
+#define MAX_CTX 16
+#define MAX_ROWS 8
+
+typedef struct kv_opts {
+    const char *model, *preset;
+    kvs_dtype kv_dtype, weight_dtype;
+    uint64_t ctx[MAX_CTX];
+    int n_ctx, json, have_memory, have_weights, have_weight_dtype;
+    uint64_t memory, weights, ctx_len, mean_len, block_size; /* 0: default */
+} kv_opts;
+
+typedef struct kv_row {
+    kvs_model m;
+    uint64_t bpt, mha_bpt, totals[MAX_CTX], mha_first, max_ctx_bytes;
+    int have_weights;
+    uint64_t weights;
+    char weights_from[32];    /* "params x f16", "weight files", "--weights-bytes" */
+    int have_plan;
+    kvs_plan_in in;
+    kvs_plan plan;
+} kv_row;
+
+/* A positive integer, digits only, at most hi. */
+static int parse_count(const char *flag, const char *s, uint64_t hi, uint64_t *out) {
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (kvs_mul(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v)) break;
+    if (p == s || *p || v == 0 || v > hi) {
+        fprintf(stderr, "kvlm kv: %s: '%s' must be an integer in [1, %llu]\n", flag, s, (unsigned long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_ctx_list(const char *s, kv_opts *o) {
+    char buf[512];
+    if (strlen(s) >= sizeof buf) {
+        fprintf(stderr, "kvlm kv: --ctx: list too long\n");
+        return -1;
+    }
+    strcpy(buf, s);
+    o->n_ctx = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_ctx == MAX_CTX) {
+            fprintf(stderr, "kvlm kv: --ctx: at most %d lengths\n", MAX_CTX);
+            return -1;
+        }
+        if (parse_count("--ctx", t, 1ull << 40, &o->ctx[o->n_ctx++])) return -1;
+    }
+    if (!o->n_ctx || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,")) {
+        fprintf(stderr, "kvlm kv: --ctx: '%s' is not a comma-separated list of positive integers\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_dtype(const char *flag, const char *s, kvs_dtype *out) {
+    if (!kvs_dtype_parse(s, out)) return 0;
+    fprintf(stderr, "kvlm kv: %s: '%s' is not one of f32, f16, bf16, q8\n", flag, s);
+    return -1;
+}
+
+static int parse_size(const char *flag, const char *s, uint64_t *out) {
+    if (!kvs_parse_size(s, out)) return 0;
+    fprintf(stderr, "kvlm kv: %s: '%s' is not a size (a non-negative number of bytes, optionally with a unit "
+                    "B, KB, KiB, MB, MiB, GB, GiB, TB or TiB, e.g. 24GiB)\n", flag, s);
+    return -1;
+}
+
+static int parse(int argc, char **argv, kv_opts *o) {
+    *o = (kv_opts){.kv_dtype = KVS_F16, .weight_dtype = KVS_F16, .ctx = {4096, 131072}, .n_ctx = 2};
+    int plan_flag = 0;
+    const char *plan_name = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--preset")) { VAL(); o->preset = v; }
+        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (parse_dtype(a, v, &o->kv_dtype)) return -1; }
+        else if (!strcmp(a, "--weight-dtype")) { VAL(); if (parse_dtype(a, v, &o->weight_dtype)) return -1; o->have_weight_dtype = plan_flag = 1; plan_name = a; }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (parse_ctx_list(v, o)) return -1; }
+        else if (!strcmp(a, "--memory")) { VAL(); if (parse_size(a, v, &o->memory)) return -1; o->have_memory = 1; }
+        else if (!strcmp(a, "--weights-bytes")) { VAL(); if (parse_size(a, v, &o->weights)) return -1; o->have_weights = 1; plan_flag = 1; plan_name = a; }
+        else if (!strcmp(a, "--ctx-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->ctx_len)) return -1; plan_flag = 1; plan_name = a; }
+        else if (!strcmp(a, "--mean-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->mean_len)) return -1; plan_flag = 1; plan_name = a; }
+        else if (!strcmp(a, "--block-size")) { VAL(); if (parse_count(a, v, 1u << 20, &o->block_size)) return -1; plan_flag = 1; plan_name = a; }
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else { fprintf(stderr, "kvlm kv: unknown argument '%s' (see kvlm kv --help)\n", a); return -1; }
+#undef VAL
+    }
+    if (o->model && o->preset) {
+        fprintf(stderr, "kvlm kv: -m and --preset: give at most one\n");
+        return -1;
+    }
+    if (o->preset && !kvs_preset_find(o->preset)) {
+        fprintf(stderr, "kvlm kv: --preset: unknown preset '%s' (known: %s)\n", o->preset, kvs_preset_names());
+        return -1;
+    }
+    if (plan_flag && !o->have_memory) {
+        fprintf(stderr, "kvlm kv: %s: capacity planning flags need --memory\n", plan_name);
+        return -1;
+    }
+    if (o->have_weights && !o->model && !o->preset) {
+        fprintf(stderr, "kvlm kv: --weights-bytes: applies to one model; give -m or --preset\n");
+        return -1;
+    }
+    if (o->mean_len && o->ctx_len && o->mean_len > o->ctx_len) {
+        fprintf(stderr, "kvlm kv: --mean-len %llu exceeds --ctx-len %llu\n", (unsigned long long)o->mean_len,
+                (unsigned long long)o->ctx_len);
+        return -1;
+    }
+    return 0;
+}
+
+/* Weights for capacity planning: the flag, the preset's params, or the
+ * model's weight files. Returns 0, or 2 when planning needs them and no
+ * source works. */
+static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
+    if (o->have_weights) {
+        r->have_weights = 1;
+        r->weights = o->weights;
+        snprintf(r->weights_from, sizeof r->weights_from, "--weights-bytes");
+        return 0;
+    }
+    if (is_preset) {
+        if (kvs_mul(r->m.params, kvs_dtype_bytes(o->weight_dtype), &r->weights)) return 2;
+        snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
+        r->have_weights = 1;
+        return 0;
+    }
+    kvlm_error err;
+    if (!kvs_weight_bytes(o->model, &r->weights, &r->m.params, &err)) {
+        r->have_weights = 1;
+        snprintf(r->weights_from, sizeof r->weights_from, "weight files");
+        /* --weight-dtype: the same parameters stored another way */
+        if (o->have_weight_dtype) {
+            if (kvs_mul(r->m.params, kvs_dtype_bytes(o->weight_dtype), &r->weights)) return 2;
+            snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
+        }
+        return 0;
+    }
+    if (!o->have_memory) return 0;
+    fprintf(stderr, "kvlm kv: --weights-bytes is required: the weights of %s cannot be measured (%s)\n", o->model,
+            err.msg);
+    return 2;
+}
+
+static int row_plan(kv_row *r, const kv_opts *o, int single) {
+    char a[32], b[32];
+    uint64_t L = o->ctx_len ? o->ctx_len : (uint64_t)r->m.max_ctx;
+    uint64_t M = o->mean_len ? o->mean_len : (L / 4 ? L / 4 : 1);
+    if (M > L) {
+        fprintf(stderr, "kvlm kv: --mean-len %llu exceeds the context length %llu of %s (give --ctx-len)\n",
+                (unsigned long long)M, (unsigned long long)L, r->m.label);
+        return 2;
+    }
+    r->in = (kvs_plan_in){.memory = o->memory, .weights = r->weights, .bytes_per_token = r->bpt, .ctx_len = L,
+                          .mean_len = M, .block_size = o->block_size ? o->block_size : 16};
+    kvlm_error err;
+    if (kvs_plan_compute(&r->in, &r->plan, &err)) {
+        fprintf(stderr, "kvlm kv: %s: %s\n", r->m.label, err.msg);
+        return 2;
+    }
+    r->have_plan = 1;
+    if (single && !r->plan.weights_fit) {
+        fprintf(stderr, "kvlm kv: --memory %s is smaller than the weights of %s (%s, %s)\n",
+                kvs_human_bytes(o->memory, a, sizeof a), r->m.label, kvs_human_bytes(r->weights, b, sizeof b),
+                r->weights_from);
+        return 2;
+    }
+    return 0;
+}
+
+static int build_row(kv_row *r, const kv_opts *o, int is_preset, int single) {
+    if (kvs_bytes_per_token(&r->m, o->kv_dtype, &r->bpt) || kvs_mha_bytes_per_token(&r->m, o->kv_dtype, &r->mha_bpt) ||
+        kvs_mul(r->mha_bpt, o->ctx[0], &r->mha_first) || kvs_mul(r->bpt, (uint64_t)r->m.max_ctx, &r->max_ctx_bytes)) {
+        fprintf(stderr, "kvlm kv: %s: KV bytes do not fit in 64 bits\n", r->m.label);
+        return 2;
+    }
+    for (int i = 0; i < o->n_ctx; i++)
+        if (kvs_mul(r->bpt, o->ctx[i], &r->totals[i])) {
+            fprintf(stderr, "kvlm kv: --ctx %llu: KV bytes of %s do not fit in 64 bits\n",
+                    (unsigned long long)o->ctx[i], r->m.label);
+            return 2;
+        }
+    int rc = row_weights(r, o, is_preset);
+    if (rc) return rc;
+    return o->have_memory ? row_plan(r, o, single) : 0;
+}
+
+/* ------------------------------------------------------------ human text */
+
+typedef struct table {
+    int rows, cols;
+    char cell[MAX_ROWS + 1][12][48];
+} table;
+
+static void t_set(table *t, int r, int c, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void t_set(table *t, int r, int c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->cell[r][c], sizeof t->cell[r][c], fmt, ap);
+    va_end(ap);
+    if (r >= t->rows) t->rows = r + 1;
+    if (c >= t->cols) t->cols = c + 1;
+}
+
+/* First column left-aligned, the others right-aligned, two spaces apart. */
+static void t_print(const table *t) {
+    int w[12] = {0};
+    for (int r = 0; r < t->rows; r++)
+        for (int c = 0; c < t->cols; c++) {
+            int n = (int)strlen(t->cell[r][c]);
+            if (n > w[c]) w[c] = n;
+        }
+    for (int r = 0; r < t->rows; r++) {
+        for (int c = 0; c < t->cols; c++)
+            printf(c ? "  %*s" : "%-*s", w[c], t->cell[r][c]);
+        putchar('\n');
+    }
+}
+
+/* Formatted numbers from a ring of buffers, so that one printf can show
+ * several (each call is a separate, sequenced function call). */
+static char *ring_buf(void) {
+    static char ring[16][48];
+    static int next;
+    return ring[next++ % 16];
+}
+static const char *HB(uint64_t v) { return kvs_human_bytes(v, ring_buf(), 48); }
+static const char *TH(uint64_t v) { return kvs_thousands(v, ring_buf(), 48); }
+
+static const char *pct(double x, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.1f", 100 * x);
+    size_t n = strlen(buf);
+    if (n > 2 && !strcmp(buf + n - 2, ".0")) buf[n - 2] = 0;
+    strncat(buf, "%", cap - strlen(buf) - 1);
+    return buf;
+}
+
+static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
+    unsigned nbytes = kvs_dtype_bytes(o->kv_dtype);
+    printf("KV cache in %s (%u byte%s per number)\n", kvs_dtype_name(o->kv_dtype), nbytes, nbytes > 1 ? "s" : "");
+    printf("  bytes per token = 2 (K and V) x layers x KV heads x head dim x %u\n", nbytes);
+    printf("  total           = bytes per token x tokens\n");
+    if (o->kv_dtype == KVS_Q8)
+        printf("  q8 counts 1 byte per number and no per-block scales (kvlm's 8-bit KV format is not implemented "
+               "yet)\n");
+    putchar('\n');
+    table t = {0};
+    const char *head[] = {"model", "layers", "KV heads", "head dim", "bytes/token"};
+    for (int c = 0; c < 5; c++) t_set(&t, 0, c, "%s", head[c]);
+    for (int i = 0; i < o->n_ctx; i++) t_set(&t, 0, 5 + i, "%s token%s", TH(o->ctx[i]), o->ctx[i] == 1 ? "" : "s");
+    for (int r = 0; r < n; r++) {
+        const kv_row *w = &rows[r];
+        t_set(&t, r + 1, 0, "%s", w->m.label);
+        t_set(&t, r + 1, 1, "%d", w->m.n_layer);
+        t_set(&t, r + 1, 2, "%d", w->m.n_kv_head);
+        t_set(&t, r + 1, 3, "%d", w->m.head_dim);
+        t_set(&t, r + 1, 4, "%s", HB(w->bpt));
+        for (int i = 0; i < o->n_ctx; i++) t_set(&t, r + 1, 5 + i, "%s", HB(w->totals[i]));
+    }
+    t_print(&t);
+
+    printf("\ngrouped-query saving: query heads / KV heads, against a multi-head (MHA) twin with\n"
+           "one KV head per query head\n\n");
+    table g = {0};
+    const char *ghead[] = {"model", "query heads", "KV heads", "saving", "MHA twin/token", ""};
+    for (int c = 0; c < 6; c++) t_set(&g, 0, c, "%s", ghead[c]);
+    t_set(&g, 0, 5, "MHA twin at %s", TH(o->ctx[0]));
+    for (int r = 0; r < n; r++) {
+        const kv_row *w = &rows[r];
+        t_set(&g, r + 1, 0, "%s", w->m.label);
+        t_set(&g, r + 1, 1, "%d", w->m.n_head);
+        t_set(&g, r + 1, 2, "%d", w->m.n_kv_head);
+        t_set(&g, r + 1, 3, "%gx%s", (double)w->m.n_head / w->m.n_kv_head,
+              w->m.n_head == w->m.n_kv_head ? " (MHA)" : "");
+        t_set(&g, r + 1, 4, "%s", HB(w->mha_bpt));
+        t_set(&g, r + 1, 5, "%s", HB(w->mha_first));
+    }
+    t_print(&g);
+
+    printf("\ncapacity planning inputs\n\n");
+    table c = {0};
+    const char *chead[] = {"model", "params", "weights", "weights from", "max context", "KV at max context"};
+    for (int k = 0; k < 6; k++) t_set(&c, 0, k, "%s", chead[k]);
+    for (int r = 0; r < n; r++) {
+        const kv_row *w = &rows[r];
+        t_set(&c, r + 1, 0, "%s", w->m.label);
+        t_set(&c, r + 1, 1, "%s", w->m.params ? TH(w->m.params) : "-");
+        t_set(&c, r + 1, 2, "%s", w->have_weights ? HB(w->weights) : "-");
+        t_set(&c, r + 1, 3, "%s", w->have_weights ? w->weights_from : "-");
+        t_set(&c, r + 1, 4, "%s", TH((uint64_t)w->m.max_ctx));
+        t_set(&c, r + 1, 5, "%s", HB(w->max_ctx_bytes));
+    }
+    t_print(&c);
+}
+
+static void print_plan_worked(const kv_row *w) {
+    char p1[16];
+    const kvs_plan_in *in = &w->in;
+    const kvs_plan *p = &w->plan;
+    printf("\n%s:\n", w->m.label);
+    printf("  KV memory  = %s - %s = %s (%s B)\n", HB(in->memory), HB(in->weights), HB(p->kv_memory),
+           TH(p->kv_memory));
+    printf("  contiguous = floor(%s / (%s x %s = %s)) = %llu requests", HB(p->kv_memory), TH(in->ctx_len),
+           HB(in->bytes_per_token), HB(p->contig_bytes), (unsigned long long)p->contig_requests);
+    printf(", utilisation %s / %s = %s\n", TH(in->mean_len), TH(in->ctx_len), pct(p->contig_util, p1, sizeof p1));
+    printf("  paged      = floor(%s / (%s block%s x %llu x %s = %s)) = %llu requests", HB(p->kv_memory),
+           TH(p->paged_blocks), p->paged_blocks == 1 ? "" : "s", (unsigned long long)in->block_size,
+           HB(in->bytes_per_token), HB(p->paged_bytes),
+           (unsigned long long)p->paged_requests);
+    printf(", utilisation %s / %s = %s\n", TH(in->mean_len), TH(p->paged_blocks * in->block_size),
+           pct(p->paged_util, p1, sizeof p1));
+}
+
+static void print_plan(const kv_row *rows, int n, const kv_opts *o) {
+    char p1[16], p2[16];
+    printf("\ncapacity plan: %s (%s B) of memory, KV %s, block size %llu\n", HB(o->memory), TH(o->memory),
+           kvs_dtype_name(o->kv_dtype), (unsigned long long)(o->block_size ? o->block_size : 16));
+    printf("  KV memory   = memory - weights\n");
+    printf("  contiguous  = floor(KV memory / (ctx-len x bytes per token)): each request reserves its\n"
+           "                maximum length up front\n");
+    printf("  paged       = floor(KV memory / (ceil(mean-len / block) x block x bytes per token)):\n"
+           "                blocks on demand, only the last block of a request is partly empty\n");
+    printf("  utilisation = tokens held / tokens reserved: mean-len / ctx-len (contiguous),\n"
+           "                mean-len / (ceil(mean-len / block) x block) (paged)\n\n");
+    table t = {0};
+    const char *head[] = {"model", "weights", "KV memory", "ctx-len", "mean-len", "contiguous", "util", "paged", "util"};
+    for (int c = 0; c < 9; c++) t_set(&t, 0, c, "%s", head[c]);
+    for (int r = 0; r < n; r++) {
+        const kv_row *w = &rows[r];
+        t_set(&t, r + 1, 0, "%s", w->m.label);
+        t_set(&t, r + 1, 1, "%s", HB(w->weights));
+        t_set(&t, r + 1, 3, "%s", TH(w->in.ctx_len));
+        t_set(&t, r + 1, 4, "%s", TH(w->in.mean_len));
+        t_set(&t, r + 1, 6, "%s", pct(w->plan.contig_util, p1, sizeof p1));
+        t_set(&t, r + 1, 8, "%s", pct(w->plan.paged_util, p2, sizeof p2));
+        if (!w->plan.weights_fit) {
+            t_set(&t, r + 1, 2, "weights > memory");
+            t_set(&t, r + 1, 5, "0");
+            t_set(&t, r + 1, 7, "0");
+            continue;
+        }
+        t_set(&t, r + 1, 2, "%s", HB(w->plan.kv_memory));
+        t_set(&t, r + 1, 5, "%llu", (unsigned long long)w->plan.contig_requests);
+        t_set(&t, r + 1, 7, "%llu", (unsigned long long)w->plan.paged_requests);
+    }
+    t_print(&t);
+    for (int r = 0; r < n; r++)
+        if (rows[r].plan.weights_fit && n == 1) print_plan_worked(&rows[r]);
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static json_t *j_u64(uint64_t v) { return json_integer((json_int_t)v); }
+
+static json_t *j_bytes(uint64_t v) {
+    char b[48];
+    return json_pack("{s:o,s:s}", "bytes", j_u64(v), "human", kvs_human_bytes(v, b, sizeof b));
+}
+
+static json_t *plan_json(const kv_row *w) {
+    const kvs_plan *p = &w->plan;
+    json_t *j = json_pack("{s:o,s:o,s:b,s:o,s:o,s:o}", "memory_bytes", j_u64(w->in.memory), "weight_bytes",
+                          j_u64(w->in.weights), "weights_fit", p->weights_fit, "ctx_len", j_u64(w->in.ctx_len),
+                          "mean_len", j_u64(w->in.mean_len), "block_size", j_u64(w->in.block_size));
+    json_object_set_new(j, "kv_memory_bytes", p->weights_fit ? j_u64(p->kv_memory) : json_null());
+    json_object_set_new(j, "contiguous",
+                        json_pack("{s:o,s:o,s:f}", "bytes_per_request", j_u64(p->contig_bytes), "requests",
+                                  j_u64(p->contig_requests), "utilization", p->contig_util));
+    json_object_set_new(j, "paged",
+                        json_pack("{s:o,s:o,s:o,s:f}", "blocks_per_request", j_u64(p->paged_blocks),
+                                  "bytes_per_request", j_u64(p->paged_bytes), "requests", j_u64(p->paged_requests),
+                                  "utilization", p->paged_util));
+    return j;
+}
+
+static void print_json(const kv_row *rows, int n, const kv_opts *o, int from_model) {
+    json_t *ctx = json_array(), *models = json_array();
+    for (int i = 0; i < o->n_ctx; i++) json_array_append_new(ctx, j_u64(o->ctx[i]));
+    for (int r = 0; r < n; r++) {
+        const kv_row *w = &rows[r];
+        char b[48];
+        json_t *totals = json_array();
+        for (int i = 0; i < o->n_ctx; i++) {
+            json_t *t = j_bytes(w->totals[i]);
+            json_object_set_new(t, "tokens", j_u64(o->ctx[i]));
+            json_array_append_new(totals, t);
+        }
+        json_t *m = json_pack(
+            "{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:o,s:s,s:o,s:f,s:o,s:i,s:o}", "name", w->m.name, "label", w->m.label,
+            "source", from_model ? "model" : "preset", "arch", w->m.arch, "layers", w->m.n_layer, "query_heads",
+            w->m.n_head, "kv_heads", w->m.n_kv_head, "head_dim", w->m.head_dim, "bytes_per_token", j_u64(w->bpt),
+            "bytes_per_token_human", kvs_human_bytes(w->bpt, b, sizeof b), "totals", totals, "gqa_ratio",
+            (double)w->m.n_head / w->m.n_kv_head, "mha_bytes_per_token", j_u64(w->mha_bpt), "max_context",
+            w->m.max_ctx, "max_context_bytes", j_u64(w->max_ctx_bytes));
+        json_object_set_new(m, "params", w->m.params ? j_u64(w->m.params) : json_null());
+        json_object_set_new(m, "weight_bytes", w->have_weights ? j_u64(w->weights) : json_null());
+        json_object_set_new(m, "weight_bytes_from", w->have_weights ? json_string(w->weights_from) : json_null());
+        if (w->have_plan) json_object_set_new(m, "plan", plan_json(w));
+        json_array_append_new(models, m);
+    }
+    json_t *root = json_pack("{s:s,s:i,s:s,s:o,s:o}", "kv_dtype", kvs_dtype_name(o->kv_dtype), "bytes_per_number",
+                             (int)kvs_dtype_bytes(o->kv_dtype), "formula",
+                             "bytes per token = 2 x layers x KV heads x head dim x bytes per number", "contexts", ctx,
+                             "models", models);
+    if (o->kv_dtype == KVS_Q8)
+        json_object_set_new(root, "note", json_string("q8: 1 byte per number, per-block scales not counted"));
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    puts(s);
+    free(s);
+    json_decref(root);
+}
+
+int cli_kv(int argc, char **argv) {
+    kv_opts o;
+    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    kv_row rows[MAX_ROWS];
+    memset(rows, 0, sizeof rows);
+    int n = 0, rc = 0;
+    if (o.model) {
+        kvlm_config cfg;
+        kvlm_error err;
+        if (kvlm_config_load(o.model, &cfg, &err)) {
+            fprintf(stderr, "kvlm kv: %s\n", err.msg);
+            return 1;
+        }
+        kvs_model_from_config(&rows[0].m, &cfg, o.model);
+        n = 1;
+        rc = build_row(&rows[0], &o, 0, 1);
+    } else if (o.preset) {
+        rows[0].m = *kvs_preset_find(o.preset);
+        n = 1;
+        rc = build_row(&rows[0], &o, 1, 1);
+    } else {
+        size_t np;
+        const kvs_model *p = kvs_presets(&np);
+        for (size_t i = 0; i < np && i < MAX_ROWS && !rc; i++, n++) {
+            rows[i].m = p[i];
+            rc = build_row(&rows[i], &o, 1, 0);
+        }
+    }
+    if (rc) return rc;
+    if (o.json) {
+        print_json(rows, n, &o, o.model != NULL);
+        return 0;
+    }
+    print_kv_tables(rows, n, &o);
+    if (o.have_memory) print_plan(rows, n, &o);
+    return 0;
+}

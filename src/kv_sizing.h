@@ -1,0 +1,108 @@
+/*
+ * KV cache sizing: the bytes a model's key/value cache costs per token and
+ * per context, the built-in presets of well-known models, and capacity
+ * planning (how many requests fit in a memory budget under contiguous
+ * max-length reservation vs paged allocation). Pure arithmetic on shapes:
+ * no model is run and no weights are read, except kvs_weight_bytes, which
+ * sums the tensor sizes declared by a checkpoint's headers.
+ *
+ * Every product is overflow-checked; a figure that does not fit in 64 bits
+ * is an error, never a wrapped number.
+ */
+#ifndef KVLM_KV_SIZING_H
+#define KVLM_KV_SIZING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+
+/* Storage formats for one cached number (or one weight). q8 counts one
+ * byte per number and no per-block scales: kvlm has no 8-bit KV format
+ * yet, so the figure is the lower bound any 8-bit format approaches. */
+typedef enum kvs_dtype { KVS_F32 = 0, KVS_F16, KVS_BF16, KVS_Q8 } kvs_dtype;
+
+/* "f32", "f16", "bf16", "q8" (case-insensitive). Returns 0 or -1. */
+int kvs_dtype_parse(const char *s, kvs_dtype *out);
+const char *kvs_dtype_name(kvs_dtype t);
+unsigned kvs_dtype_bytes(kvs_dtype t);
+
+/* What sizing needs to know about a model. */
+typedef struct kvs_model {
+    char name[64];        /* preset key or path */
+    char label[64];       /* display name */
+    char arch[32];
+    int n_layer;
+    int n_head;           /* query heads */
+    int n_kv_head;
+    int head_dim;
+    int max_ctx;
+    uint64_t params;      /* 0 if unknown */
+} kvs_model;
+
+/* The built-in presets, in display order. */
+const kvs_model *kvs_presets(size_t *n);
+/* The preset called name (case-insensitive), or NULL. */
+const kvs_model *kvs_preset_find(const char *name);
+/* Comma-separated preset names, for messages. */
+const char *kvs_preset_names(void);
+/* Fills m from a loaded config; name and label are the path. */
+void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path);
+
+/* 2 x layers x KV heads x head dim x bytes per number. 0 or -1 (overflow). */
+int kvs_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
+/* The same for a multi-head twin (one KV head per query head). */
+int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
+/* a x b, 0 or -1 on overflow. */
+int kvs_mul(uint64_t a, uint64_t b, uint64_t *out);
+
+/* Capacity planning for one model in a memory budget. */
+typedef struct kvs_plan_in {
+    uint64_t memory;          /* bytes available for weights + KV */
+    uint64_t weights;         /* bytes of weights */
+    uint64_t bytes_per_token; /* KV bytes per token */
+    uint64_t ctx_len;         /* L: max tokens reserved per request */
+    uint64_t mean_len;        /* M: mean tokens per request, 1..L */
+    uint64_t block_size;      /* B: tokens per paged block */
+} kvs_plan_in;
+
+typedef struct kvs_plan {
+    int weights_fit;            /* 0: weights > memory, nothing else is set */
+    uint64_t kv_memory;         /* memory - weights */
+    uint64_t contig_bytes;      /* L x bytes per token */
+    uint64_t contig_requests;   /* floor(kv_memory / contig_bytes) */
+    double contig_util;         /* M / L */
+    uint64_t paged_blocks;      /* ceil(M / B) */
+    uint64_t paged_bytes;       /* ceil(M / B) x B x bytes per token */
+    uint64_t paged_requests;    /* floor(kv_memory / paged_bytes) */
+    double paged_util;          /* M / (ceil(M / B) x B) */
+} kvs_plan;
+
+/* Returns 0, or KVLM_ERR_ARG naming the bad input (a zero length, M > L,
+ * a product beyond 64 bits). weights > memory is not an error here: the
+ * plan says weights_fit = 0 and the caller decides. */
+int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err);
+
+/* Bytes of weights a checkpoint holds: the sum of its tensors' sizes as
+ * its headers declare them (a model directory, a .safetensors file or
+ * index, a config.json with weights beside it, an llm.c .bin), and the
+ * number of parameters (elements; params may be NULL). Stored buffers that
+ * are not parameters (GPT-2 "attn.bias" causal masks, "inv_freq" rotary
+ * tables) are left out. Files are mapped
+ * to read the headers; the weights themselves are not touched. Returns 0,
+ * or an error naming the file (KVLM_ERR_IO if there is no weight file). */
+int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err);
+
+/* Binary units with at most two decimals, trailing zeros trimmed:
+ * "512 B", "36 KiB", "1.25 GiB", "4.5 GiB". Returns buf. */
+char *kvs_human_bytes(uint64_t bytes, char *buf, size_t cap);
+/* "131,072". Returns buf. */
+char *kvs_thousands(uint64_t v, char *buf, size_t cap);
+/* A byte count with an optional unit: B, KB/MB/GB/TB (powers of 1000) or
+ * KiB/MiB/GiB/TiB (powers of 1024), case-insensitive, no space, e.g.
+ * "24GiB", "1.5TB", "17179869184". A fraction is allowed and the result
+ * rounded down to whole bytes. Returns 0, or -1 for anything else
+ * (signs, spaces, unknown units, overflow). */
+int kvs_parse_size(const char *s, uint64_t *out);
+
+#endif
