@@ -18,7 +18,7 @@ endif
 
 CFLAGS  := -std=c17 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
 LDFLAGS := -fopenmp $(SANFLAGS)
-LDLIBS  := -ljansson -lpcre2-8 -lm
+LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lm
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
