@@ -106,24 +106,44 @@ typedef enum kvlm_alloc_policy {
     KVLM_ALLOC_RESERVE_MAX = 1 /* n_ctx worth of blocks reserved per sequence */
 } kvlm_alloc_policy;
 
+/* Hash of one full block for the prefix index: chained over the parent
+ * block's hash (0 for the first block) and the block's token ids. */
+typedef uint64_t (*kvlm_block_hash_fn)(uint64_t parent, const int32_t *tokens, int n);
+
 typedef struct kvlm_kv_options {
     kvlm_dtype dtype;          /* KVLM_F32 or KVLM_F16 */
     int block_size;            /* tokens per block; 0 means 16 */
     size_t n_blocks;           /* pool size; 0 means max_seqs * ceil(n_ctx / block_size) */
     int max_seqs;              /* 0 means 1 */
     kvlm_alloc_policy policy;
+    int no_prefix_cache;       /* 1: do not index full blocks for reuse (always
+                                  off under RESERVE_MAX) */
+    kvlm_block_hash_fn hash;   /* NULL: XXH3-64 (tests inject colliding ones) */
 } kvlm_kv_options;
 
 typedef struct kvlm_kv_stats {
     size_t bytes_per_token;    /* 2 x layers x kv heads x head dim x dtype size */
     size_t block_bytes;        /* bytes_per_token x block_size */
     size_t blocks_total;
-    size_t blocks_used;
-    size_t tokens;             /* token states held, over all sequences */
+    size_t blocks_used;        /* held by at least one sequence */
+    size_t blocks_cached;      /* held by none, kept for prefix reuse (evictable) */
+    size_t blocks_free;        /* never written or evicted */
+    size_t blocks_shared;      /* held by more than one sequence */
+    size_t tokens;             /* sum of sequence lengths (shared tokens counted per sequence) */
+    size_t tokens_stored;      /* token states held in used blocks, each block once */
     size_t bytes_pool;         /* blocks_total x block_bytes */
     size_t bytes_reserved;     /* blocks_used x block_bytes */
-    size_t bytes_live;         /* tokens x bytes_per_token */
+    size_t bytes_live;         /* tokens_stored x bytes_per_token */
+    size_t bytes_slack;        /* bytes_reserved - bytes_live */
+    double utilisation;        /* bytes_live / bytes_reserved (0 when nothing is reserved) */
     int seqs;                  /* live sequences */
+    /* prefix cache counters since creation */
+    uint64_t prefix_queries;       /* prompts looked up */
+    uint64_t prefix_query_tokens;  /* their tokens */
+    uint64_t prefix_hits;          /* prompts with at least one block reused */
+    uint64_t prefix_hit_tokens;    /* tokens whose KV was reused */
+    uint64_t evictions;            /* cached blocks reclaimed for new data */
+    uint64_t cow_copies;           /* shared partial blocks copied before a write */
 } kvlm_kv_stats;
 
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
@@ -131,9 +151,22 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
 void kvlm_kv_free(kvlm_kv *kv);
 /* Returns a new empty sequence id (>= 0), or -1 with err set. */
 int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err);
+/* A new sequence whose first *n_cached tokens of prompt are served from the
+ * prefix cache (whole blocks; at least one token is always left to
+ * compute). The caller then runs the rest of the prompt. */
+int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached,
+                             kvlm_error *err);
+/* A new sequence sharing all of parent's blocks; a partly filled last
+ * block is copied only when one side writes to it (copy-on-write). */
+int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err);
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
-/* Number of token positions cached for the sequence. */
+/* Number of token positions cached for the sequence (-1: no such sequence). */
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);
+/* Blocks a new allocation can take now (free + evictable cached). */
+size_t kvlm_kv_available_blocks(const kvlm_kv *kv);
+/* Blocks seq needs beyond what it holds to grow to len tokens (including a
+ * copy-on-write of a shared last block). */
+size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len);
 void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
 
 /* ---------------------------------------------------------------- engine */

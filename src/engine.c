@@ -252,10 +252,16 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
     if ((rc = check_items(e, items, n_items, &T, err))) return rc;
     if ((rc = ensure_rows(e, T, err))) return rc;
     kvlm_kv *kv = e->kv;
-    /* Reserve blocks for every item first, so a full pool fails cleanly. */
+    /* Reserve blocks for every item first, so a full pool fails cleanly.
+     * Without a cache every step rewrites the whole context into fresh
+     * blocks (its old ones may be shared or indexed). */
     for (int i = 0; i < n_items; i++) {
+        if (e->no_cache) kv_seq_drop_blocks(kv, items[i].seq);
         if ((rc = kv_seq_reserve(kv, items[i].seq, kv->seqs[items[i].seq].len + items[i].n_tokens, err))) {
-            for (int j = 0; j <= i; j++) kv_seq_truncate(kv, items[j].seq, kv->seqs[items[j].seq].len);
+            for (int j = 0; j <= i; j++) {
+                if (e->no_cache) kv_seq_drop_blocks(kv, items[j].seq);
+                else kv_seq_truncate(kv, items[j].seq, kv->seqs[items[j].seq].len);
+            }
             return rc;
         }
     }
