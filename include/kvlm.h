@@ -28,6 +28,7 @@ enum kvlm_status {
     KVLM_ERR_ARG = -3,     /* a caller-supplied value is out of range */
     KVLM_ERR_NOMEM = -4,   /* an allocation failed or the KV pool is full */
     KVLM_ERR_UNSUPPORTED = -5,
+    KVLM_ERR_BUSY = -6,    /* a bounded queue is full; retry later */
 };
 
 #define KVLM_ERROR_MAX 512
@@ -196,14 +197,15 @@ typedef struct kvlm_batch_item {
     int seq;
     const int32_t *tokens;
     int n_tokens;
-    int logits_all;    /* 1: logits for every new token; 0: only the last */
+    int logits_all;    /* 1: logits for every new token; 0: only the last; -1: none
+                          (a prefill chunk that does not end the prompt) */
 } kvlm_batch_item;
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv,
                                 const kvlm_engine_options *opt, kvlm_error *err);
 void kvlm_engine_free(kvlm_engine *e);
 /* Runs one forward step over a batch. logits receives, item after item,
- * n_tokens x vocab (logits_all) or 1 x vocab floats. On error nothing is
+ * n_tokens x vocab (logits_all 1), 1 x vocab (0) or nothing (-1). On error nothing is
  * appended to any sequence. */
 int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items,
                      float *logits, kvlm_error *err);
@@ -277,6 +279,8 @@ int kvlm_sampler_candidates(kvlm_sampler *s, const float *logits, int32_t *ids,
  * (ties: lower id first). Returns the number written (min(k, vocab)). */
 int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
                       float *logprobs);
+/* log_softmax(logits)[id]. */
+float kvlm_token_logprob(const float *logits, int vocab, int32_t id);
 
 /* ------------------------------------------------------------ statistics */
 
@@ -298,6 +302,76 @@ double kvlm_distinct_ratio(const int32_t *ids, int n);
 /* Share of the n - order + 1 order-grams of ids that already occurred
  * earlier in the same sequence (0 when there are none). */
 double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
+
+/* ------------------------------------------------------------- scheduler */
+
+/* Continuous batching over one engine: requests join and leave the running
+ * batch between steps; prompts are prefilled in chunks under a per-step
+ * token budget; admission waits for free KV blocks; when the pool runs dry
+ * the most recently admitted sequence is preempted and later recomputed
+ * (its sampler state is kept, so its output does not change); n > 1
+ * choices fork the prompt's blocks. Single-threaded: one caller drives
+ * kvlm_sched_step. */
+typedef struct kvlm_sched kvlm_sched;
+
+typedef enum kvlm_finish {
+    KVLM_FINISH_NONE = 0,
+    KVLM_FINISH_STOP,       /* end-of-sequence token or on_token asked to stop */
+    KVLM_FINISH_LENGTH,     /* max_tokens or the context window */
+    KVLM_FINISH_CANCELLED,
+    KVLM_FINISH_TIMEOUT,
+    KVLM_FINISH_ERROR,      /* the request can never fit the KV pool */
+} kvlm_finish;
+
+typedef struct kvlm_token_event {
+    int choice;
+    int32_t id;
+    float logprob;          /* log-softmax of the model's logits at this step */
+    const int32_t *top_ids; /* top_n most likely tokens, when logprobs were asked */
+    const float *top_logprobs;
+    int top_n;
+} kvlm_token_event;
+
+typedef struct kvlm_request_params {
+    const int32_t *prompt;  /* copied at submission */
+    int n_prompt;
+    int max_tokens;
+    int n_choices;          /* 0 means 1 */
+    int stop_at_eos;
+    int logprobs;           /* top log-probabilities per token, 0: none */
+    double deadline;        /* kvlm_now() value after which it times out; 0: none */
+    kvlm_sampler_options sampling; /* choice i uses seed + i */
+    /* Called for each generated token; non-zero ends that choice (STOP). */
+    int (*on_token)(void *user, const kvlm_token_event *ev);
+    /* Called once per choice when it finishes. */
+    void (*on_finish)(void *user, int choice, kvlm_finish reason, int n_generated);
+    void *user;
+} kvlm_request_params;
+
+typedef struct kvlm_sched_options {
+    int max_batch_tokens;   /* tokens per step, prefill chunks included (0: 256) */
+    int max_waiting;        /* queue bound; beyond it submit fails with KVLM_ERR_BUSY (0: 256) */
+} kvlm_sched_options;
+
+typedef struct kvlm_sched_stats {
+    int running, waiting;
+    uint64_t steps, preemptions, prompt_tokens, cached_prompt_tokens, generated_tokens;
+    uint64_t finished, cancelled, timed_out;
+} kvlm_sched_stats;
+
+kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, int eos_id,
+                              const kvlm_sched_options *opt, kvlm_error *err);
+void kvlm_sched_free(kvlm_sched *s);
+/* Queues a request; returns its id (>= 0) or a negative status. */
+int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err);
+/* Finishes every choice of the request with CANCELLED and frees its blocks. */
+void kvlm_sched_cancel(kvlm_sched *s, int64_t id);
+/* One engine step over the running batch (admitting and preempting as
+ * needed). Returns the number of sequences advanced, 0 when idle, or a
+ * negative status on an engine error. */
+int kvlm_sched_step(kvlm_sched *s, kvlm_error *err);
+int kvlm_sched_has_work(const kvlm_sched *s);
+void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st);
 
 /* ---------------------------------------------------------- stop strings */
 

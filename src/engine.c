@@ -210,12 +210,13 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
         ops->layernorm(e->x + (size_t)e->logit_rows[i] * C, m->lnf_w, m->lnf_b, C, c->norm_eps, e->h + (size_t)i * C);
     kern_matrix head = m->lm_head;
     head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
-    kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);
+    if (n_logits > 0) kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);
 }
 
 size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {
     size_t n = 0;
-    for (int i = 0; i < n_items; i++) n += items[i].logits_all ? (size_t)items[i].n_tokens : 1;
+    for (int i = 0; i < n_items; i++)
+        n += items[i].logits_all > 0 ? (size_t)items[i].n_tokens : items[i].logits_all == 0 ? 1 : 0;
     return n * (size_t)e->m->cfg.vocab_size;
 }
 
@@ -273,7 +274,7 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
         for (int j = 0; j < n; j++, t++) {
             int abs = start + j;
             e->rows[t] = (eng_row){it->seq, abs, abs < s->len ? s->tokens[abs] : it->tokens[abs - s->len]};
-            if (it->logits_all ? abs >= s->len : j == n - 1) e->logit_rows[nl++] = t;
+            if (it->logits_all > 0 ? abs >= s->len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
         }
     }
     forward(e, T, nl, logits);

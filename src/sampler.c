@@ -392,3 +392,11 @@ int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids, float
     for (int i = 0; i < n; i++) logprobs[i] = logits[ids[i]] - lse;
     return n;
 }
+
+float kvlm_token_logprob(const float *logits, int vocab, int32_t id) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) mx = fmaxf(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    return (float)((double)logits[id] - mx - log(sum));
+}

@@ -9,13 +9,9 @@ static int record(const gen_request *rq, gen_result *r, kvlm_sampler *smp, const
                   int32_t id) {
     r->ids[r->n_ids] = id;
     if (rq->logprobs_k > 0) {
-        int32_t best;
-        float lp;
         kvlm_top_logprobs(logits, vocab, rq->logprobs_k, r->lp_ids + (size_t)r->n_ids * rq->logprobs_k,
                           r->lp_vals + (size_t)r->n_ids * rq->logprobs_k);
-        /* log-softmax of the chosen id: top-1 logprob minus the logit gap */
-        kvlm_top_logprobs(logits, vocab, 1, &best, &lp);
-        r->chosen_lp[r->n_ids] = lp - (logits[best] - logits[id]);
+        r->chosen_lp[r->n_ids] = kvlm_token_logprob(logits, vocab, id);
     }
     r->n_ids++;
     kvlm_sampler_accept(smp, &id, 1);
