@@ -67,6 +67,14 @@ typedef struct kvlm_config {
     int eos_id;           /* end-of-sequence token, -1 if unknown */
     float norm_eps;
     kvlm_dtype weight_dtype;
+    /* Llama family (zero for GPT-2, which has learned positions) */
+    float rope_theta;           /* rotary base; 0: no rotary embedding */
+    int rope_interleaved;       /* 1: rotate pairs (2i, 2i+1) (GGUF); 0: halves (i, i + d/2) (Hugging Face) */
+    float rope_factor;          /* llama3 rope_scaling factor; 0: none */
+    float rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_ctx;      /* llama3 original_max_position_embeddings */
+    int tie_embeddings;         /* output head is the token embedding */
+    int qkv_bias;               /* q/k/v projections have biases (Qwen2) */
 } kvlm_config;
 
 /* Loads a model from a directory (Hugging Face layout) or a single file

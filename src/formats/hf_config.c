@@ -112,6 +112,41 @@ static int check_range(const char *path, const char *field, int v, int lo, int h
     return KVLM_OK;
 }
 
+static double get_num(json_t *o, const char *key, double def) {
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* rope_theta, rope_scaling (none or type llama3), tied embeddings, q/k/v
+ * biases (Qwen2 has them; attention_bias says so for Llama). */
+static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+    cfg->rope_theta = (float)get_num(root, "rope_theta", 10000.0);
+    if (!(cfg->rope_theta > 1 && cfg->rope_theta < 1e12))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
+    json_t *tie = json_object_get(root, "tie_word_embeddings"), *ab = json_object_get(root, "attention_bias");
+    cfg->tie_embeddings = json_is_true(tie);
+    cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || json_is_true(ab);
+    json_t *sc = json_object_get(root, "rope_scaling");
+    if (!sc || json_is_null(sc)) return KVLM_OK;
+    json_t *type = json_object_get(sc, "rope_type");
+    if (!type) type = json_object_get(sc, "type");
+    if (!json_is_object(sc) || !json_is_string(type) || strcmp(json_string_value(type), "llama3"))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: rope_scaling of type '%s' is not supported (llama3)", path,
+                         json_is_string(type) ? json_string_value(type) : "?");
+    cfg->rope_factor = (float)get_num(sc, "factor", 0);
+    cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
+    cfg->rope_high_freq_factor = (float)get_num(sc, "high_freq_factor", 4);
+    cfg->rope_original_ctx = (int)get_num(sc, "original_max_position_embeddings", 8192);
+    if (!(cfg->rope_factor >= 1 && cfg->rope_factor < 1e4) || !(cfg->rope_low_freq_factor > 0) ||
+        !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || cfg->rope_original_ctx < 1)
+        return kvlm_fail(err, KVLM_ERR_FORMAT,
+                         "%s: rope_scaling: factor %g (>= 1), low_freq_factor %g, high_freq_factor %g (> low), "
+                         "original_max_position_embeddings %d out of range",
+                         path, cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
+                         cfg->rope_original_ctx);
+    return KVLM_OK;
+}
+
 /* Llama, Mistral and Qwen2 share these field names and defaults. */
 static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     int rc;
@@ -151,7 +186,7 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rms_norm_eps = %g is outside (0, 1)", path, cfg->norm_eps);
-    return KVLM_OK;
+    return load_rope(root, path, cfg, err);
 }
 
 int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
