@@ -18,14 +18,14 @@ endif
 
 CFLAGS  := -std=c17 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
 LDFLAGS := -fopenmp $(SANFLAGS)
-LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lm
+LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
 LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -102,3 +102,30 @@ tokenizer-fixtures:
 	/usr/bin/python3 tools/tokenizer_reference.py selftest
 	/usr/bin/python3 tools/tokenizer_reference.py fixture tests/fixtures/tokenizer/gpt2_cases.json
 	/usr/bin/python3 tools/tokenizer_reference.py unicode-table src/tokenizer_unicode.c
+
+# ---------------------------------------------------------------------------
+# Llama-family reference fixtures (tests/fixtures/llama): tiny random Llama,
+# Mistral and Qwen2 models in the Hugging Face layout with float64 expected
+# logits from tools/llama_reference.py. Deterministic; needs python3-torch.
+.PHONY: llama-fixtures
+llama-fixtures:
+	/usr/bin/python3 tools/llama_reference.py selftest
+	/usr/bin/python3 tools/make_llama_fixtures.py tests/fixtures/llama
+
+# ---------------------------------------------------------------------------
+# GGUF and quantised weights. `make bench-quant`: decode (1-row) matmul
+# throughput per weight dtype and ISA against the measured read bandwidth
+# (bench/quant_bench.c; never part of `make test`). `make gguf-fixtures`:
+# converts the Hugging Face test fixtures to GGUF (tools/write_gguf.py) with
+# expected logits from the dequantised weights; needs python3-torch.
+.PHONY: bench-quant gguf-fixtures
+$(BUILD)/bench/quant_bench: bench/quant_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-quant: $(BUILD)/bench/quant_bench
+	./$(BUILD)/bench/quant_bench
+
+gguf-fixtures:
+	/usr/bin/python3 tools/write_gguf.py selftest
+	/usr/bin/python3 tools/make_gguf_fixtures.py tests/fixtures/llama_gguf

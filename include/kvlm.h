@@ -43,11 +43,20 @@ typedef enum kvlm_dtype {
     KVLM_F32 = 0,
     KVLM_F16 = 1,
     KVLM_BF16 = 2,
+    /* Block-quantised weights (GGUF): rows are a whole number of 32-value
+     * blocks. Q8_0 block: f16 scale d, 32 int8 q; value = d * q (34 bytes).
+     * Q4_0 block: f16 scale d, 16 bytes; byte j holds value j in its low
+     * nibble and value j + 16 in its high nibble; value = d * (nibble - 8)
+     * (18 bytes). */
+    KVLM_Q8_0 = 3,
+    KVLM_Q4_0 = 4,
 } kvlm_dtype;
 
 const char *kvlm_dtype_name(kvlm_dtype t);
+/* Bytes per element of f32, f16, bf16; 0 for the block-quantised types,
+ * whose size is only defined per row (see the library's dtype_row_bytes). */
 size_t kvlm_dtype_size(kvlm_dtype t);
-/* Parses "f32", "f16", "bf16" (case-insensitive). Returns 0 or -1. */
+/* Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive). Returns 0 or -1. */
 int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
 
 /* ----------------------------------------------------------------- model */
@@ -353,6 +362,10 @@ typedef struct kvlm_request_params {
     int (*on_token)(void *user, const kvlm_token_event *ev);
     /* Called once per choice when it finishes. */
     void (*on_finish)(void *user, int choice, kvlm_finish reason, int n_generated);
+    /* Called once, when the request first leaves the waiting queue (its
+     * queue time ends), with the prompt tokens served from the prefix
+     * cache. Optional. */
+    void (*on_admit)(void *user, int n_cached);
     void *user;
 } kvlm_request_params;
 
@@ -405,6 +418,38 @@ double kvlm_now(void);
 /* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
  * `bytes` (make it much larger than the last-level cache). */
 double kvlm_measure_read_bandwidth(size_t bytes, int passes);
+
+/* Attention read through a block table against the same context stored
+ * contiguously: two KV pools for the model hold identical K/V for ctx_len
+ * tokens, one as a single block of ctx_len tokens, one in blocks of
+ * block_size (scatter 1: taken in random order from a pool 4x larger). A
+ * pass is one query head over the whole context with the engine's kernels
+ * (scores per block, softmax, weighted sum of V per block); a round sweeps
+ * every layer and query head (or repeats one, hot), and rounds alternate
+ * the two layouts. Runs on
+ * the calling thread only. The two outputs are compared (KVLM_ERR_FORMAT if
+ * they differ). */
+typedef struct kvlm_attn_bench_options {
+    int ctx_len;           /* tokens attended over, 1..n_ctx */
+    int block_size;        /* paged layout; 0 means 16 */
+    int scatter;           /* 1: paged blocks scattered in the pool */
+    int rounds;            /* timed rounds per layout; 0 means 5 */
+    int hot;               /* 1: repeat one layer's one head (context in cache)
+                              instead of sweeping every layer and head */
+    kvlm_isa isa;
+    kvlm_dtype kv_dtype;   /* KVLM_F32 or KVLM_F16 */
+    uint64_t seed;         /* K, V, queries and the scatter */
+} kvlm_attn_bench_options;
+
+typedef struct kvlm_attn_bench_result {
+    double contiguous_s, paged_s;               /* seconds per pass, best round */
+    double contiguous_median_s, paged_median_s; /* seconds per pass, median round */
+    long passes_per_round;
+    double max_abs_diff;                        /* between the two layouts' outputs */
+} kvlm_attn_bench_result;
+
+int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *opt,
+                           kvlm_attn_bench_result *res, kvlm_error *err);
 
 #ifdef __cplusplus
 }

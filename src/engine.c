@@ -34,7 +34,9 @@ struct kvlm_engine {
     int cap_rows;
     eng_row *rows;
     int *logit_rows;      /* indices into rows whose logits are returned */
-    float *x, *h, *qkv, *att, *ff;
+    int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
+    float *x, *h, *qkv, *att, *ff, *act;
+    float *rope;          /* per row: cos then sin of head_dim / 2 angles */
     float *scores;        /* per thread, n_ctx floats */
 };
 
@@ -58,6 +60,10 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     if (!e) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     e->m = m;
     e->kv = kv;
+    e->q_dim = c->n_head * c->head_dim;
+    e->kv_dim = c->n_kv_head * c->head_dim;
+    e->qkv_dim = e->q_dim + 2 * e->kv_dim;
+    e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
     e->ops = ops;
     e->no_cache = o.no_cache;
     e->threads = o.threads ? o.threads : omp_get_num_procs();
@@ -79,6 +85,8 @@ static void free_scratch(kvlm_engine *e) {
     free(e->qkv);
     free(e->att);
     free(e->ff);
+    free(e->act);
+    free(e->rope);
 }
 
 void kvlm_engine_free(kvlm_engine *e) {
@@ -97,17 +105,19 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     int cap = T > 2 * e->cap_rows ? T : 2 * e->cap_rows;
     free_scratch(e);
     e->cap_rows = 0;
-    size_t C = (size_t)c->n_embd;
+    const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
     e->rows = malloc((size_t)cap * sizeof *e->rows);
     e->logit_rows = malloc((size_t)cap * sizeof(int));
-    e->x = aligned_alloc(64, (size_t)cap * C * 4);
-    e->h = aligned_alloc(64, (size_t)cap * C * 4);
-    e->qkv = aligned_alloc(64, (size_t)cap * 3 * C * 4);
-    e->att = aligned_alloc(64, (size_t)cap * C * 4);
-    e->ff = aligned_alloc(64, (size_t)cap * (size_t)c->n_ff * 4);
-    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff) {
+    e->x = aligned_alloc(64, n * C);
+    e->h = aligned_alloc(64, n * C);
+    e->qkv = aligned_alloc(64, n * (size_t)e->qkv_dim);
+    e->att = aligned_alloc(64, n * (size_t)e->q_dim);
+    e->ff = aligned_alloc(64, n * (size_t)e->ff_dim);
+    e->act = aligned_alloc(64, n * (size_t)c->n_ff);
+    e->rope = aligned_alloc(64, n * (size_t)c->head_dim);
+    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
-        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = NULL;
+        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
         return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
     }
     e->cap_rows = cap;
@@ -120,34 +130,73 @@ static void embed(kvlm_engine *e, int T) {
     #pragma omp parallel for if (T > 1)
     for (int t = 0; t < T; t++) {
         float *xr = e->x + (size_t)t * C;
-        size_t to = (size_t)e->rows[t].token * C, po = (size_t)e->rows[t].pos * C;
-        for (int i = 0; i < C; i++)
-            xr[i] = dtype_load(m->wte.dtype, m->wte.data, to + i) + dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+        dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+        if (m->wpe.data) {
+            const size_t po = (size_t)e->rows[t].pos * C;
+            for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+        }
     }
 }
 
-static void layernorm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
+/* LayerNorm when the norm has a bias (GPT-2), RMSNorm otherwise (Llama). */
+static void norm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
     const int C = e->m->cfg.n_embd;
     const float eps = e->m->cfg.norm_eps;
     #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
+    for (int t = 0; t < T; t++) {
+        if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
+        else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+    }
+}
+
+/* cos and sin of pos x inv_freq[i] for each row, once per step. */
+static void rope_tables(kvlm_engine *e, int T) {
+    const int half = e->m->cfg.head_dim / 2;
+    for (int t = 0; t < T; t++) {
+        float *r = e->rope + (size_t)t * 2 * half;
+        for (int i = 0; i < half; i++) {
+            double a = (double)e->rows[t].pos * e->m->rope_inv_freq[i];
+            r[i] = (float)cos(a);
+            r[half + i] = (float)sin(a);
+        }
+    }
+}
+
+/* Rotates the query and key heads of every row (rotate-half pairs
+ * (i, i + d/2), or interleaved pairs (2i, 2i + 1)). */
+static void apply_rope(kvlm_engine *e, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int hd = c->head_dim, half = hd / 2, heads = c->n_head + c->n_kv_head, inter = c->rope_interleaved;
+    for (int t = 0; t < T; t++) {
+        const float *cs = e->rope + (size_t)t * hd, *sn = cs + half;
+        float *row = e->qkv + (size_t)t * e->qkv_dim;
+        for (int h = 0; h < heads; h++) {
+            float *v = row + (size_t)h * hd;
+            for (int i = 0; i < half; i++) {
+                const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + half;
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * cs[i] - x1 * sn[i];
+                v[b] = x1 * cs[i] + x0 * sn[i];
+            }
+        }
+    }
 }
 
 static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Writes this step's K and V (columns C..3C of qkv) into the cache. */
+/* Writes this step's K and V (the columns after the queries) into the cache. */
 static void store_kv(kvlm_engine *e, int l, int T) {
     const kvlm_config *c = &e->m->cfg;
-    const int C = c->n_embd, hd = c->head_dim, kvc = c->n_kv_head * hd;
+    const int hd = c->head_dim, qd = e->q_dim, kvd = e->kv_dim;
     kvlm_kv *kv = e->kv;
     for (int t = 0; t < T; t++) {
         const kv_seq *s = &kv->seqs[e->rows[t].seq];
-        const float *r = e->qkv + (size_t)t * (C + 2 * kvc);
+        const float *r = e->qkv + (size_t)t * e->qkv_dim;
         for (int h = 0; h < c->n_kv_head; h++) {
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 0), kv->dtype, r + C + h * hd, hd);
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 1), kv->dtype, r + C + kvc + h * hd, hd);
+            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 0), kv->dtype, r + qd + h * hd, hd);
+            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 1), kv->dtype, r + qd + kvd + h * hd, hd);
         }
     }
 }
@@ -155,7 +204,7 @@ static void store_kv(kvlm_engine *e, int l, int T) {
 /* Causal attention of each row's query heads over its sequence's cache. */
 static void attend(kvlm_engine *e, int l, int T) {
     const kvlm_config *c = &e->m->cfg;
-    const int C = c->n_embd, hd = c->head_dim, H = c->n_head, kvc = c->n_kv_head * hd;
+    const int hd = c->head_dim, H = c->n_head;
     const int group = c->n_head / c->n_kv_head, bs = e->kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
     const kvlm_kv *kv = e->kv;
@@ -168,7 +217,7 @@ static void attend(kvlm_engine *e, int l, int T) {
         const int t = th / H, h = th % H, kh = h / group;
         const eng_row *r = &e->rows[t];
         const kv_seq *s = &kv->seqs[r->seq];
-        const float *q = e->qkv + (size_t)t * (C + 2 * kvc) + (size_t)h * hd;
+        const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
         float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
         const int n = r->pos + 1;
         for (int b0 = 0; b0 < n; b0 += bs) {
@@ -176,7 +225,7 @@ static void attend(kvlm_engine *e, int l, int T) {
             e->ops->attn_scores(q, kv_head_ptr(kv, s->blocks[b0 / bs], l, kh, 0), kv->dtype, cnt, hd, scale, sc + b0);
         }
         kern_softmax(sc, n);
-        float *out = e->att + (size_t)t * C + (size_t)h * hd;
+        float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
         memset(out, 0, (size_t)hd * sizeof(float));
         for (int b0 = 0; b0 < n; b0 += bs) {
             int cnt = n - b0 < bs ? n - b0 : bs;
@@ -185,29 +234,65 @@ static void attend(kvlm_engine *e, int l, int T) {
     }
 }
 
+/* Q, K and V for every row: one fused matmul (GPT-2) or three writing
+ * side by side into the same rows (Llama), then the rotary embedding. */
+static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
+    const kern_ops *ops = e->ops;
+    if (L->wqkv.data) {
+        kern_matmul(ops, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
+    } else {
+        const float *b = L->bqkv;
+        kern_matmul(ops, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
+        kern_matmul(ops, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
+        kern_matmul(ops, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
+                    e->qkv_dim);
+    }
+    if (e->m->rope_inv_freq) apply_rope(e, T);
+}
+
+/* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama). */
+static void mlp(kvlm_engine *e, const model_layer *L, int T) {
+    const kern_ops *ops = e->ops;
+    const int F = e->m->cfg.n_ff, C = e->m->cfg.n_embd;
+    if (!L->w_gate.data) {
+        kern_matmul(ops, e->h, T, &L->w_up, L->b_up, e->ff, F);
+        ops->gelu(e->ff, (size_t)T * F);
+        kern_matmul(ops, e->ff, T, &L->w_down, L->b_down, e->h, C);
+        return;
+    }
+    kern_matmul(ops, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
+    kern_matmul(ops, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    #pragma omp parallel for if (T > 4)
+    for (int t = 0; t < T; t++)
+        ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
+    kern_matmul(ops, e->act, T, &L->w_down, L->b_down, e->h, C);
+}
+
 static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
     const kvlm_model *m = e->m;
     const kvlm_config *c = &m->cfg;
     const int C = c->n_embd;
     const kern_ops *ops = e->ops;
     embed(e, T);
+    if (m->rope_inv_freq) rope_tables(e, T);
     for (int l = 0; l < c->n_layer; l++) {
-        const gpt2_layer *L = &m->layers[l];
-        layernorm_rows(e, e->x, L->ln1_w, L->ln1_b, e->h, T);
-        kern_matmul(ops, e->h, T, &L->attn_qkv, L->attn_qkv_b, e->qkv, L->attn_qkv.rows);
+        const model_layer *L = &m->layers[l];
+        norm_rows(e, e->x, L->norm1_w, L->norm1_b, e->h, T);
+        project_qkv(e, L, T);
         store_kv(e, l, T);
         attend(e, l, T);
-        kern_matmul(ops, e->att, T, &L->attn_proj, L->attn_proj_b, e->h, C);
+        kern_matmul(ops, e->att, T, &L->wo, L->bo, e->h, C);
         add_rows(e->x, e->h, (size_t)T * C);
-        layernorm_rows(e, e->x, L->ln2_w, L->ln2_b, e->h, T);
-        kern_matmul(ops, e->h, T, &L->mlp_fc, L->mlp_fc_b, e->ff, c->n_ff);
-        ops->gelu(e->ff, (size_t)T * c->n_ff);
-        kern_matmul(ops, e->ff, T, &L->mlp_proj, L->mlp_proj_b, e->h, C);
+        norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
+        mlp(e, L, T);
         add_rows(e->x, e->h, (size_t)T * C);
     }
     /* Final norm and output head only for the rows whose logits are asked for. */
-    for (int i = 0; i < n_logits; i++)
-        ops->layernorm(e->x + (size_t)e->logit_rows[i] * C, m->lnf_w, m->lnf_b, C, c->norm_eps, e->h + (size_t)i * C);
+    for (int i = 0; i < n_logits; i++) {
+        const float *xr = e->x + (size_t)e->logit_rows[i] * C;
+        if (m->normf_b) ops->layernorm(xr, m->normf_w, m->normf_b, C, c->norm_eps, e->h + (size_t)i * C);
+        else ops->rmsnorm(xr, m->normf_w, C, c->norm_eps, e->h + (size_t)i * C);
+    }
     kern_matrix head = m->lm_head;
     head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
     if (n_logits > 0) kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);

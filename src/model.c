@@ -27,9 +27,12 @@ int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
             return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin, f[i].name, f[i].v,
                              f[i].lo, f[i].hi);
-    if (c->n_embd % c->n_head)
+    if (!strcmp(c->arch, "gpt2") && c->n_embd % c->n_head)
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: n_embd = %d is not a multiple of n_head = %d", origin, c->n_embd,
                          c->n_head);
+    if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->head_dim < 1 || c->head_dim > 4096)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %d query heads over %d KV heads of dim %d is not a valid layout",
+                         origin, c->n_head, c->n_kv_head, c->head_dim);
     if (c->eos_id >= c->vocab_size)
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", origin, c->eos_id,
                          c->vocab_size);
@@ -58,19 +61,16 @@ static int load_hf(kvlm_model *m, const char *dir, const char *weights, int shar
     char cfg_path[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     int rc = hf_config_load(cfg_path, &m->cfg, err);
-    /* The architecture is reported first: a config kvlm can size (kvlm kv)
-     * but not run is refused here whatever its other fields say. */
-    if (m->cfg.arch[0] && strcmp(m->cfg.arch, "gpt2"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
-                         "%s: model_type '%s' is not supported yet for running (gpt2); "
-                         "kvlm kv can still size its KV cache", cfg_path, m->cfg.arch);
     if (rc) return rc;
     if ((rc = model_check_config(&m->cfg, cfg_path, err))) return rc;
-    m->ts.layout = LAYOUT_IN_OUT;
+    const int gpt2 = !strcmp(m->cfg.arch, "gpt2");
+    /* GPT-2's Conv1D matrices are [in, out]; the Llama family's are Linear. */
+    m->ts.layout = gpt2 ? LAYOUT_IN_OUT : LAYOUT_OUT_IN;
     rc = sharded ? safetensors_load_index(&m->ts, weights, err) : safetensors_load(&m->ts, weights, err);
     if (rc) return rc;
-    snprintf(m->source, sizeof m->source, "safetensors%s: %s", sharded ? " (sharded)" : "", weights);
-    return gpt2_bind(m, weights, err);
+    snprintf(m->source, sizeof m->source, "safetensors%s (%s): %s", sharded ? " (sharded)" : "", m->cfg.arch,
+             weights);
+    return gpt2 ? gpt2_bind(m, weights, err) : llama_bind(m, weights, err);
 }
 
 static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
@@ -136,28 +136,41 @@ const kvlm_config *kvlm_model_config(const kvlm_model *m) { return &m->cfg; }
 const char *kvlm_model_dir(const kvlm_model *m) { return m->dir; }
 const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
 
-static size_t matrix_bytes(const kern_matrix *w) {
-    return (size_t)w->rows * w->cols * kvlm_dtype_size(w->dtype);
+static size_t matrix_bytes(const kern_matrix *w, int rows) {
+    return w->data ? (size_t)rows * w->cols * kvlm_dtype_size(w->dtype) : 0;
+}
+
+static size_t layer_matrix_bytes(const model_layer *L) {
+    const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    size_t b = 0;
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += matrix_bytes(ws[i], ws[i]->rows);
+    return b;
 }
 
 size_t kvlm_model_decode_bytes(const kvlm_model *m) {
     const kvlm_config *c = &m->cfg;
     size_t b = 0;
-    for (int l = 0; l < c->n_layer; l++) {
-        const gpt2_layer *L = &m->layers[l];
-        b += matrix_bytes(&L->attn_qkv) + matrix_bytes(&L->attn_proj) + matrix_bytes(&L->mlp_fc) +
-             matrix_bytes(&L->mlp_proj);
-    }
-    b += (size_t)c->vocab_size * c->n_embd * kvlm_dtype_size(m->lm_head.dtype); /* output head */
-    b += (size_t)c->n_embd * (kvlm_dtype_size(m->wte.dtype) + kvlm_dtype_size(m->wpe.dtype));
+    for (int l = 0; l < c->n_layer; l++) b += layer_matrix_bytes(&m->layers[l]);
+    b += matrix_bytes(&m->lm_head, c->vocab_size);               /* output head */
+    b += matrix_bytes(&m->wte, 1) + matrix_bytes(&m->wpe, 1);    /* one embedding row each */
     return b;
 }
 
+static size_t matrix_params(const kern_matrix *w, int rows) { return w->data ? (size_t)rows * w->cols : 0; }
+
 size_t kvlm_model_param_count(const kvlm_model *m) {
     const kvlm_config *c = &m->cfg;
-    size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff;
-    size_t per_layer = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (F * C + F) + (C * F + C);
-    size_t n = (size_t)c->n_layer * per_layer + 2 * C + (size_t)c->vocab_size * C + (size_t)c->n_ctx * C;
-    if (m->lm_head.data != m->wte.data) n += (size_t)c->vocab_size * C;
+    const size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff;
+    const size_t qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim;
+    size_t n = matrix_params(&m->wte, c->vocab_size) + matrix_params(&m->wpe, m->wpe.rows);
+    if (m->lm_head.data != m->wte.data) n += matrix_params(&m->lm_head, c->vocab_size);
+    n += C + (m->normf_b ? C : 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
+        n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
+             (L->b_up ? F : 0) + (L->b_down ? C : 0);
+    }
     return n;
 }

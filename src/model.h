@@ -1,8 +1,11 @@
 /*
- * A loaded model: its configuration and weights bound by name for the
- * architecture (GPT-2 today). Matrices are kept in their stored dtype in
- * [out, in] layout (kern_matrix); small vectors (norm weights, biases) are
- * widened to f32 once at load. Knows nothing about the KV cache or sampling.
+ * A loaded model: its configuration and its weights bound by name for one
+ * of two block designs, GPT-2 (LayerNorm with bias, learned positions,
+ * fused QKV, GELU MLP) and Llama (RMSNorm, rotary positions, separate
+ * Q/K/V with grouped-query heads, SwiGLU MLP). Matrices are kept in their
+ * stored dtype in [out, in] layout (kern_matrix); small vectors (norm
+ * weights, biases) are widened to f32 once at load. Knows nothing about
+ * the KV cache or sampling.
  */
 #ifndef KVLM_MODEL_H
 #define KVLM_MODEL_H
@@ -11,37 +14,49 @@
 #include "kernels/kernels.h"
 #include "kvlm.h"
 
-typedef struct gpt2_layer {
-    float *ln1_w, *ln1_b;
-    kern_matrix attn_qkv;  /* [3C, C] */
-    float *attn_qkv_b;
-    kern_matrix attn_proj; /* [C, C] */
-    float *attn_proj_b;
-    float *ln2_w, *ln2_b;
-    kern_matrix mlp_fc;    /* [F, C] */
-    float *mlp_fc_b;
-    kern_matrix mlp_proj;  /* [C, F] */
-    float *mlp_proj_b;
-} gpt2_layer;
+typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
+
+/* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
+ * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down. A NULL bias or norm
+ * bias means none (RMSNorm has no bias). */
+typedef struct model_layer {
+    float *norm1_w, *norm1_b;
+    kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C]; data NULL when split */
+    kern_matrix wq, wk, wv;    /* [q_dim, C], [kv_dim, C], [kv_dim, C] */
+    float *bqkv;               /* [q_dim + 2 kv_dim] or NULL */
+    kern_matrix wo;            /* [C, q_dim] */
+    float *bo;
+    float *norm2_w, *norm2_b;
+    kern_matrix w_gate;        /* [F, C]; data NULL without a gate (GPT-2) */
+    kern_matrix w_up;          /* [F, C] */
+    float *b_up;
+    kern_matrix w_down;        /* [C, F] */
+    float *b_down;
+} model_layer;
 
 struct kvlm_model {
     kvlm_config cfg;
+    model_arch arch;
     char dir[4096];
     char source[4200];
     tensor_set ts;          /* mappings the weights point into */
-    kern_matrix wte;        /* [V(+padding), C], also the tied output head */
-    kern_matrix wpe;        /* [n_ctx, C] */
+    kern_matrix wte;        /* [V(+padding), C] token embedding */
+    kern_matrix wpe;        /* [n_ctx, C] learned positions; data NULL with rotary */
     kern_matrix lm_head;    /* [V(+padding), C]; == wte when tied */
-    float *lnf_w, *lnf_b;
-    gpt2_layer *layers;
+    float *normf_w, *normf_b;
+    float *rope_inv_freq;   /* head_dim / 2 frequencies (after llama3 scaling) */
+    model_layer *layers;
     void **owned;           /* buffers to free: vectors, transposed matrices */
     int n_owned, cap_owned;
 };
 
 /* Validates a config (ranges, divisibility); err names the field. */
 int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err);
-/* Binds the GPT-2 weights of ts to m (m->cfg already filled). */
+/* Binds the weights of m->ts for m->cfg (GPT-2 or Llama names). */
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
+int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);
+/* Frequencies of the rotary embedding for m->cfg (llama3 scaling applied). */
+int rope_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */
 void *model_own(kvlm_model *m, void *p);
 

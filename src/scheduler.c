@@ -274,6 +274,7 @@ static int admit(kvlm_sched *s, sched_choice *c) {
         c->req->counted = 1;
         s->st.prompt_tokens += (uint64_t)c->req->p.n_prompt;
         s->st.cached_prompt_tokens += (uint64_t)(cached < c->req->p.n_prompt ? cached : c->req->p.n_prompt);
+        if (c->req->p.on_admit) c->req->p.on_admit(c->req->p.user, cached < c->req->p.n_prompt ? cached : c->req->p.n_prompt);
     }
     list_remove(s->wait, &s->n_wait, c);
     s->run[s->n_run++] = c;

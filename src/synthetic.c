@@ -15,14 +15,19 @@
 
 typedef struct synth_preset {
     const char *name;
-    int n_layer, n_head, n_embd, n_ctx, vocab;
+    int llama; /* 0: GPT-2 block, 1: Llama block (RMSNorm, rotary, SwiGLU, GQA, tied head) */
+    int n_layer, n_head, n_kv_head, n_embd, n_ff, n_ctx, vocab;
 } synth_preset;
 
 static const synth_preset presets[] = {
-    {"gpt2-124m", 12, 12, 768, 1024, 50257},
-    {"gpt2-355m", 24, 16, 1024, 1024, 50257},
-    {"gpt2-tiny", 2, 4, 64, 32, 200},
+    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257},
+    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257},
+    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200},
+    /* Llama 3.2 1B shapes; the context is capped at 4,096 to keep pools small */
+    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256},
+    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256},
 };
+#define PRESET_NAMES "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny"
 
 static uint64_t splitmix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -54,51 +59,74 @@ static float *const_vector(kvlm_model *m, int n, float v) {
     return p;
 }
 
-static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t seed, kvlm_error *err) {
-    kvlm_config *c = &m->cfg;
-    strcpy(c->arch, "gpt2");
+static void set_config(kvlm_config *c, const synth_preset *p, kvlm_dtype dt) {
+    strcpy(c->arch, p->llama ? "llama" : "gpt2");
     c->n_layer = p->n_layer;
-    c->n_head = c->n_kv_head = p->n_head;
+    c->n_head = p->n_head;
+    c->n_kv_head = p->n_kv_head;
     c->n_embd = p->n_embd;
     c->head_dim = p->n_embd / p->n_head;
-    c->n_ff = 4 * p->n_embd;
+    c->n_ff = p->n_ff;
     c->n_ctx = p->n_ctx;
     c->vocab_size = p->vocab;
     c->eos_id = p->vocab - 1;
     c->norm_eps = 1e-5f;
     c->weight_dtype = dt;
-    const int C = c->n_embd, F = c->n_ff;
+    c->rope_theta = p->llama ? 500000.0f : 0;
+    c->tie_embeddings = 1;
+}
+
+static int build_layer(kvlm_model *m, const synth_preset *p, model_layer *L, kvlm_dtype dt, uint64_t seed,
+                       uint64_t *s, float a, kvlm_error *err) {
+    const kvlm_config *c = &m->cfg;
+    const int C = c->n_embd, F = c->n_ff, qd = c->n_head * c->head_dim, kd = c->n_kv_head * c->head_dim;
+    int rc;
+    if (p->llama) {
+        if ((rc = fill_matrix(m, &L->wq, qd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->wk, kd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->wv, kd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->w_gate, F, C, dt, seed, (*s)++, a, err)))
+            return rc;
+    } else {
+        if ((rc = fill_matrix(m, &L->wqkv, qd + 2 * kd, C, dt, seed, (*s)++, a, err))) return rc;
+        L->norm1_b = const_vector(m, C, 0.0f);
+        L->norm2_b = const_vector(m, C, 0.0f);
+        L->bqkv = const_vector(m, qd + 2 * kd, 0.0f);
+        L->bo = const_vector(m, C, 0.0f);
+        L->b_up = const_vector(m, F, 0.0f);
+        L->b_down = const_vector(m, C, 0.0f);
+        if (!L->norm1_b || !L->norm2_b || !L->bqkv || !L->bo || !L->b_up || !L->b_down)
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    }
+    if ((rc = fill_matrix(m, &L->wo, C, qd, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->w_up, F, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->w_down, C, F, dt, seed, (*s)++, a, err)))
+        return rc;
+    L->norm1_w = const_vector(m, C, 1.0f);
+    L->norm2_w = const_vector(m, C, 1.0f);
+    if (!L->norm1_w || !L->norm2_w) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    return KVLM_OK;
+}
+
+static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t seed, kvlm_error *err) {
+    kvlm_config *c = &m->cfg;
+    set_config(c, p, dt);
+    m->arch = p->llama ? ARCH_LLAMA : ARCH_GPT2;
+    const int C = c->n_embd;
     const float a = 0.02f * sqrtf(3.0f); /* uniform with std 0.02, as GPT-2 initialises */
     uint64_t s = 0;
     int rc;
-    if ((rc = fill_matrix(m, &m->wte, c->vocab_size, C, dt, seed, s++, a, err)) ||
-        (rc = fill_matrix(m, &m->wpe, c->n_ctx, C, dt, seed, s++, a, err)))
-        return rc;
+    if ((rc = fill_matrix(m, &m->wte, c->vocab_size, C, dt, seed, s++, a, err))) return rc;
+    if (!p->llama && (rc = fill_matrix(m, &m->wpe, c->n_ctx, C, dt, seed, s++, a, err))) return rc;
     m->lm_head = m->wte;
     m->layers = model_own(m, calloc((size_t)c->n_layer, sizeof *m->layers));
-    m->lnf_w = const_vector(m, C, 1.0f);
-    m->lnf_b = const_vector(m, C, 0.0f);
-    if (!m->layers || !m->lnf_w || !m->lnf_b) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
-    for (int l = 0; l < c->n_layer; l++) {
-        gpt2_layer *L = &m->layers[l];
-        if ((rc = fill_matrix(m, &L->attn_qkv, 3 * C, C, dt, seed, s++, a, err)) ||
-            (rc = fill_matrix(m, &L->attn_proj, C, C, dt, seed, s++, a, err)) ||
-            (rc = fill_matrix(m, &L->mlp_fc, F, C, dt, seed, s++, a, err)) ||
-            (rc = fill_matrix(m, &L->mlp_proj, C, F, dt, seed, s++, a, err)))
-            return rc;
-        L->ln1_w = const_vector(m, C, 1.0f);
-        L->ln1_b = const_vector(m, C, 0.0f);
-        L->ln2_w = const_vector(m, C, 1.0f);
-        L->ln2_b = const_vector(m, C, 0.0f);
-        L->attn_qkv_b = const_vector(m, 3 * C, 0.0f);
-        L->attn_proj_b = const_vector(m, C, 0.0f);
-        L->mlp_fc_b = const_vector(m, F, 0.0f);
-        L->mlp_proj_b = const_vector(m, C, 0.0f);
-        if (!L->ln1_w || !L->ln1_b || !L->ln2_w || !L->ln2_b || !L->attn_qkv_b || !L->attn_proj_b ||
-            !L->mlp_fc_b || !L->mlp_proj_b)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
-    }
-    return KVLM_OK;
+    m->normf_w = const_vector(m, C, 1.0f);
+    m->normf_b = p->llama ? NULL : const_vector(m, C, 0.0f);
+    if (!m->layers || !m->normf_w || (!p->llama && !m->normf_b))
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    for (int l = 0; l < c->n_layer; l++)
+        if ((rc = build_layer(m, p, &m->layers[l], dt, seed, &s, a, err))) return rc;
+    return rope_init(m, err);
 }
 
 kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, kvlm_error *err) {
@@ -108,8 +136,7 @@ kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t 
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (preset && !strcmp(presets[i].name, preset)) p = &presets[i];
     if (!p) {
-        kvlm_fail(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (gpt2-124m, gpt2-355m, gpt2-tiny)",
-                  preset ? preset : "");
+        kvlm_fail(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
         return NULL;
     }
     kvlm_model *m = calloc(1, sizeof *m);

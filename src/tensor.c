@@ -1,4 +1,4 @@
-/* Tensor view helpers and dtype names (see tensor.h). */
+/* Tensor view helpers, dtype names and byte sizes (see tensor.h). */
 #include "tensor.h"
 
 #include <stdio.h>
@@ -9,17 +9,45 @@ const char *kvlm_dtype_name(kvlm_dtype t) {
     case KVLM_F32: return "f32";
     case KVLM_F16: return "f16";
     case KVLM_BF16: return "bf16";
+    case KVLM_Q8_0: return "q8_0";
+    case KVLM_Q4_0: return "q4_0";
     }
     return "?";
 }
 
-size_t kvlm_dtype_size(kvlm_dtype t) { return t == KVLM_F32 ? 4 : 2; }
+size_t kvlm_dtype_size(kvlm_dtype t) {
+    switch (t) {
+    case KVLM_F32: return 4;
+    case KVLM_F16: case KVLM_BF16: return 2;
+    default: return 0; /* blocked: no per-element size */
+    }
+}
+
+size_t dtype_block_bytes(kvlm_dtype t) {
+    switch (t) {
+    case KVLM_Q8_0: return sizeof(blk_q8_0);
+    case KVLM_Q4_0: return sizeof(blk_q4_0);
+    default: return kvlm_dtype_size(t);
+    }
+}
+
+size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok) {
+    const int64_t bl = dtype_block_len(t);
+    const size_t bb = dtype_block_bytes(t);
+    size_t bytes;
+    int good = n >= 0 && bb > 0 && n % bl == 0 && !__builtin_mul_overflow((uint64_t)(n / bl), bb, &bytes) &&
+               bytes <= (size_t)INT64_MAX;
+    if (ok) *ok = good;
+    return good ? bytes : 0;
+}
 
 int kvlm_dtype_parse(const char *s, kvlm_dtype *out) {
     if (!s) return -1;
     if (!strcasecmp(s, "f32") || !strcasecmp(s, "float32")) *out = KVLM_F32;
     else if (!strcasecmp(s, "f16") || !strcasecmp(s, "float16")) *out = KVLM_F16;
     else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *out = KVLM_BF16;
+    else if (!strcasecmp(s, "q8_0")) *out = KVLM_Q8_0;
+    else if (!strcasecmp(s, "q4_0")) *out = KVLM_Q4_0;
     else return -1;
     return 0;
 }
@@ -30,8 +58,23 @@ int64_t tensor_numel(const tensor *t) {
     return n;
 }
 
+int tensor_nbytes_checked(const tensor *t, size_t *out) {
+    if (t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS) return -1;
+    int ok = 1;
+    /* a 0-d tensor is one value; only meaningful for per-element dtypes */
+    size_t bytes = dtype_row_bytes(t->dtype, t->ndim ? t->shape[t->ndim - 1] : 1, &ok);
+    if (!ok) return -1;
+    for (int i = 0; i + 1 < t->ndim; i++)
+        if (t->shape[i] < 0 || __builtin_mul_overflow(bytes, (size_t)t->shape[i], &bytes) ||
+            bytes > (size_t)INT64_MAX)
+            return -1;
+    *out = bytes;
+    return 0;
+}
+
 size_t tensor_nbytes(const tensor *t) {
-    return (size_t)tensor_numel(t) * kvlm_dtype_size(t->dtype);
+    size_t n;
+    return tensor_nbytes_checked(t, &n) ? 0 : n;
 }
 
 char *tensor_shape_str(const tensor *t, char *buf, size_t cap) {

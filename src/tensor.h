@@ -2,6 +2,11 @@
  * Tensor views: a dtype, a shape and a pointer into memory someone else owns
  * (usually a memory-mapped file). Also the scalar f16/bf16 <-> f32
  * conversions used by the reference paths. Knows nothing about models.
+ *
+ * Block-quantised dtypes (Q8_0, Q4_0) store each row as whole blocks of
+ * QK = 32 values, so they have no per-element size: byte counts come from
+ * dtype_row_bytes / tensor_nbytes, which treat the last dimension of a
+ * shape as the row. Shapes are row-major ([out, in] for matrices).
  */
 #ifndef KVLM_TENSOR_H
 #define KVLM_TENSOR_H
@@ -21,8 +26,41 @@ typedef struct tensor {
     const void *data;
 } tensor;
 
+/* Values per block of the quantised dtypes, and their block layouts (both
+ * only 2-byte aligned: a row of blocks is packed without padding). */
+#define QK 32
+typedef struct blk_q8_0 {
+    uint16_t d;      /* f16 scale */
+    int8_t q[QK];    /* value i = d * q[i] */
+} blk_q8_0;
+typedef struct blk_q4_0 {
+    uint16_t d;          /* f16 scale */
+    uint8_t q[QK / 2];   /* value j = d * ((q[j] & 15) - 8), value j + 16 = d * ((q[j] >> 4) - 8) */
+} blk_q4_0;
+_Static_assert(sizeof(blk_q8_0) == 34, "Q8_0 block is 34 bytes");
+_Static_assert(sizeof(blk_q4_0) == 18, "Q4_0 block is 18 bytes");
+
+/* 1 for Q8_0 and Q4_0. */
+static inline int dtype_is_blocked(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0; }
+/* Bytes of one QK-block (blocked types) or one element (others). */
+size_t dtype_block_bytes(kvlm_dtype t);
+/* Values per storage unit: QK for blocked types, 1 for the others. */
+static inline int dtype_block_len(kvlm_dtype t) { return dtype_is_blocked(t) ? QK : 1; }
+/* Bytes of a row of n values. *ok is 0 (and 0 is returned) when n is
+ * negative, not a multiple of the block length, or the size exceeds INT64_MAX;
+ * otherwise 1. ok may be NULL. */
+size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok);
+/* Minimum alignment in bytes for reading the data in place (4 for f32, 2
+ * for the rest: blocks start with an f16). */
+static inline size_t dtype_align(kvlm_dtype t) { return t == KVLM_F32 ? 4 : 2; }
+
 int64_t tensor_numel(const tensor *t);
+/* Bytes the tensor's data spans; rows are the last dimension. Returns 0 when
+ * the size is not representable (see tensor_nbytes_checked). */
 size_t tensor_nbytes(const tensor *t);
+/* Same, returning -1 on a negative dimension, overflow or a row length that
+ * is not a whole number of blocks; 0 and *out otherwise. */
+int tensor_nbytes_checked(const tensor *t, size_t *out);
 /* "[768, 2304]" into buf; returns buf. */
 char *tensor_shape_str(const tensor *t, char *buf, size_t cap);
 
@@ -85,21 +123,43 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* Element i of a row stored in dtype, widened to f32. */
+/* Element i of a row stored in dtype, widened to f32. For the blocked
+ * types i may run across rows (rows are whole blocks, packed). Slow for
+ * them (one block header per value): fine for embedding lookups and the
+ * reference paths, not for matmuls. */
 static inline float dtype_load(kvlm_dtype t, const void *p, size_t i) {
     switch (t) {
     case KVLM_F16: return f16_to_f32(((const uint16_t *)p)[i]);
     case KVLM_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case KVLM_Q8_0: {
+        const blk_q8_0 *b = (const blk_q8_0 *)p + i / QK;
+        return f16_to_f32(b->d) * (float)b->q[i % QK];
+    }
+    case KVLM_Q4_0: {
+        const blk_q4_0 *b = (const blk_q4_0 *)p + i / QK;
+        size_t j = i % QK;
+        int nib = j < QK / 2 ? (b->q[j] & 15) : (b->q[j - QK / 2] >> 4);
+        return f16_to_f32(b->d) * (float)(nib - 8);
+    }
     default: return ((const float *)p)[i];
     }
 }
 
+/* Blocked types are written a row at a time by quant_quantize_row
+ * (kernels/quant.h); storing one value into them does nothing. */
 static inline void dtype_store(kvlm_dtype t, void *p, size_t i, float v) {
     switch (t) {
+    case KVLM_Q8_0: case KVLM_Q4_0: break;
     case KVLM_F16: ((uint16_t *)p)[i] = f32_to_f16(v); break;
     case KVLM_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
     default: ((float *)p)[i] = v; break;
     }
+}
+
+/* Row `row` of a [rows, cols] matrix stored in dtype, widened to f32. */
+static inline void dtype_row_f32(kvlm_dtype t, const void *base, int64_t row, int cols, float *out) {
+    const size_t off = (size_t)row * (size_t)cols;
+    for (int i = 0; i < cols; i++) out[i] = dtype_load(t, base, off + (size_t)i);
 }
 
 #endif

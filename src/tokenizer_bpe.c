@@ -118,7 +118,7 @@ size_t tok_bpe_scan(const tok_merge_table *m, int32_t *ids, size_t n) {
 
 /* ------------------------------------------------------------- heap path */
 
-static void heap_push(uint64_t *h, size_t *len, uint64_t v) {
+void tok_heap_push(uint64_t *h, size_t *len, uint64_t v) {
     size_t i = (*len)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -129,7 +129,7 @@ static void heap_push(uint64_t *h, size_t *len, uint64_t v) {
     h[i] = v;
 }
 
-static uint64_t heap_pop(uint64_t *h, size_t *len) {
+uint64_t tok_heap_pop(uint64_t *h, size_t *len) {
     uint64_t top = h[0], v = h[--(*len)];
     size_t i = 0, n = *len;
     for (;;) {
@@ -144,7 +144,7 @@ static uint64_t heap_pop(uint64_t *h, size_t *len) {
     return top;
 }
 
-static int scratch_reserve(tok_bpe_scratch *s, size_t n) {
+int tok_bpe_scratch_reserve(tok_bpe_scratch *s, size_t n) {
     if (n <= s->cap) return 0;
     size_t cap = s->cap ? s->cap : 256;
     while (cap < n) cap *= 2;
@@ -179,7 +179,7 @@ static void push_pair(const tok_merge_table *m, tok_bpe_scratch *s, size_t *hlen
     int32_t right = s->next[left];
     if (right < 0) return;
     uint32_t r = tok_merges_rank(m, s->id[left], s->id[right]);
-    if (r != TOK_NO_RANK) heap_push(s->heap, hlen, ((uint64_t)r << 32) | (uint32_t)left);
+    if (r != TOK_NO_RANK) tok_heap_push(s->heap, hlen, ((uint64_t)r << 32) | (uint32_t)left);
 }
 
 /* Is the heap entry (rank r at node left) still an occurrence of merge r? */
@@ -191,7 +191,7 @@ static int entry_valid(const tok_merge_table *m, const tok_bpe_scratch *s, uint3
 
 size_t tok_bpe_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *s) {
     if (n < 2) return n;
-    if (n > INT32_MAX || scratch_reserve(s, n) != 0) return (size_t)-1;
+    if (n > INT32_MAX || tok_bpe_scratch_reserve(s, n) != 0) return (size_t)-1;
     size_t hlen = 0;
     for (size_t k = 0; k < n; k++) {
         s->id[k] = ids[k];
@@ -200,7 +200,7 @@ size_t tok_bpe_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_sc
     }
     for (size_t k = 0; k + 1 < n; k++) push_pair(m, s, &hlen, (int32_t)k);
     while (hlen > 0) {
-        uint64_t e = heap_pop(s->heap, &hlen);
+        uint64_t e = tok_heap_pop(s->heap, &hlen);
         uint32_t r = (uint32_t)(e >> 32);
         if (!entry_valid(m, s, r, (int32_t)(uint32_t)e)) continue;
         /* A round: every valid entry of rank r, in position order (the heap
@@ -217,7 +217,7 @@ size_t tok_bpe_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_sc
                 s->touched[n_touched++] = (uint32_t)left;
             }
             if (hlen == 0 || (uint32_t)(s->heap[0] >> 32) != r) break;
-            e = heap_pop(s->heap, &hlen);
+            e = tok_heap_pop(s->heap, &hlen);
         }
         /* Pairs created by this round enter the heap only now, so none of
          * them can be merged before the round is over. */
@@ -236,4 +236,65 @@ size_t tok_bpe_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_sc
 size_t tok_bpe(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *scratch) {
     if (n <= TOK_BPE_SCAN_MAX) return tok_bpe_scan(m, ids, n);
     return tok_bpe_heap(m, ids, n, scratch);
+}
+
+/* -------------------------------------------------- one pair at a time */
+
+size_t tok_bpe_one_scan(const tok_merge_table *m, int32_t *ids, size_t n) {
+    if (n < 2) return n;
+    uint32_t rk_small[TOK_BPE_SCAN_MAX];
+    uint32_t *rk = rk_small;
+    if (n > TOK_BPE_SCAN_MAX && !(rk = malloc(n * sizeof *rk))) return (size_t)-1;
+    for (size_t k = 0; k + 1 < n; k++) rk[k] = tok_merges_rank(m, ids[k], ids[k + 1]);
+    while (n > 1) {
+        uint32_t best = TOK_NO_RANK;
+        size_t at = 0;
+        for (size_t k = 0; k + 1 < n; k++)
+            if (rk[k] < best) { best = rk[k]; at = k; }   /* strict: the leftmost */
+        if (best == TOK_NO_RANK) break;
+        ids[at] = m->by_rank[best].result;
+        memmove(ids + at + 1, ids + at + 2, (n - at - 2) * sizeof *ids);
+        if (at + 2 < n) memmove(rk + at + 1, rk + at + 2, (n - at - 3) * sizeof *rk);
+        n--;
+        if (at > 0) rk[at - 1] = tok_merges_rank(m, ids[at - 1], ids[at]);
+        if (at + 1 < n) rk[at] = tok_merges_rank(m, ids[at], ids[at + 1]);
+    }
+    if (rk != rk_small) free(rk);
+    return n;
+}
+
+size_t tok_bpe_one_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *s) {
+    if (n < 2) return n;
+    if (n > INT32_MAX || tok_bpe_scratch_reserve(s, n) != 0) return (size_t)-1;
+    size_t hlen = 0;
+    for (size_t k = 0; k < n; k++) {
+        s->id[k] = ids[k];
+        s->prev[k] = (int32_t)k - 1;
+        s->next[k] = k + 1 < n ? (int32_t)k + 1 : -1;
+    }
+    for (size_t k = 0; k + 1 < n; k++) push_pair(m, s, &hlen, (int32_t)k);
+    /* Each merge pushes at most two entries and there are at most n - 1
+     * merges, so 3n entries always suffice. Equal ranks pop in node order,
+     * which is text order: the leftmost occurrence first. */
+    while (hlen > 0) {
+        uint64_t e = tok_heap_pop(s->heap, &hlen);
+        uint32_t r = (uint32_t)(e >> 32);
+        int32_t left = (int32_t)(uint32_t)e;
+        if (!entry_valid(m, s, r, left)) continue;
+        int32_t right = s->next[left];
+        s->id[left] = m->by_rank[r].result;
+        s->id[right] = -1;
+        s->next[left] = s->next[right];
+        if (s->next[right] >= 0) s->prev[s->next[right]] = left;
+        if (s->prev[left] >= 0) push_pair(m, s, &hlen, s->prev[left]);
+        push_pair(m, s, &hlen, left);
+    }
+    size_t w = 0;
+    for (int32_t k = 0; k >= 0; k = s->next[k]) ids[w++] = s->id[k];
+    return w;
+}
+
+size_t tok_bpe_one(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *scratch) {
+    if (n <= TOK_BPE_SCAN_MAX) return tok_bpe_one_scan(m, ids, n);
+    return tok_bpe_one_heap(m, ids, n, scratch);
 }

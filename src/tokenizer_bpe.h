@@ -2,11 +2,17 @@
  * Byte-pair merges: the table of ranked merges (token a, token b) -> merged
  * token, and the merge loop that turns one pre-token's bytes into token ids.
  *
- * Semantics are those of the original GPT-2 encoder: repeatedly take the
- * adjacent pair of lowest rank and merge every occurrence of it, left to
- * right and without overlap, until no adjacent pair has a rank. A pair
- * listed twice keeps its last rank. Token ids stand for the strings of the
- * vocabulary, which is a bijection, so comparing ids is comparing strings.
+ * Two semantics. "Rounds" (tok_bpe) are those of the original GPT-2
+ * encoder: repeatedly take the adjacent pair of lowest rank and merge every
+ * occurrence of it, left to right and without overlap, until no adjacent
+ * pair has a rank. "One at a time" (tok_bpe_one) is Hugging Face's and
+ * llama.cpp's: repeatedly merge the leftmost occurrence of the pair of
+ * lowest rank, so a pair created by a merge can be merged before the other
+ * occurrences of the pair that created it. They differ only for merge lists
+ * where a merge outranks the merge that made one of its parts (never the
+ * case for a trained list). A pair listed twice keeps its last rank. Token
+ * ids stand for the strings of the vocabulary, which is a bijection, so
+ * comparing ids is comparing strings.
  *
  * Two implementations of that loop give identical results (the tests check
  * it): a scan over small arrays for short words, and a linked list with a
@@ -78,6 +84,16 @@ size_t tok_bpe(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch
 /* The two implementations, exposed for the equivalence test. */
 size_t tok_bpe_scan(const tok_merge_table *m, int32_t *ids, size_t n);
 size_t tok_bpe_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *scratch);
+/* The same for one-at-a-time semantics. */
+size_t tok_bpe_one(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *scratch);
+size_t tok_bpe_one_scan(const tok_merge_table *m, int32_t *ids, size_t n);
+size_t tok_bpe_one_heap(const tok_merge_table *m, int32_t *ids, size_t n, tok_bpe_scratch *scratch);
+/* Heap primitives over (key << 32 | position) entries, shared with the
+ * SentencePiece score merge. */
+void tok_heap_push(uint64_t *h, size_t *len, uint64_t v);
+uint64_t tok_heap_pop(uint64_t *h, size_t *len);
+/* Makes room for n symbols (and 3n heap entries) in scratch. */
+int tok_bpe_scratch_reserve(tok_bpe_scratch *s, size_t n);
 void tok_bpe_scratch_free(tok_bpe_scratch *s);
 
 #endif

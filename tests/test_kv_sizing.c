@@ -239,15 +239,14 @@ static void test_config_load(void **state) {
     assert_int_equal(c.eos_id, 7); /* first of the list */
     assert_int_equal(c.weight_dtype, KVLM_BF16);
     assert_float_equal(c.norm_eps, 1e-5, 1e-12);
-    /* The model loader refuses to run it, naming the architecture first
-     * (the weight file is never opened). */
+    /* The model loader reads the same config, then the weights: a one-byte
+     * weight file is refused naming that file. */
     char st[1100];
     snprintf(st, sizeof st, "%s/model.safetensors", dir);
     assert_int_equal(th_write_file(st, "x", 1), 0);
     assert_null(kvlm_model_load(dir, &err));
-    assert_int_equal(err.code, KVLM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "model_type 'llama'"));
-    assert_non_null(strstr(err.msg, "config.json"));
+    assert_int_equal(err.code, KVLM_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "model.safetensors"));
     /* num_key_value_heads absent: one KV head per query head. */
     j = llama_json("qwen2", 0, "");
     dir = put_config(s, "qwen-mha", j);

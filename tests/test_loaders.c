@@ -340,7 +340,7 @@ static const struct config_case {
     {"n_layer", "\"2\"", FORMAT, "config.json", "field 'n_layer'"},
     {"n_layer", "0", FORMAT, "config.json", "n_layer = 0"},
     {"n_layer", "99999999999", FORMAT, "config.json", "field 'n_layer'"},
-    {"model_type", "\"llama\"", UNSUP, "config.json", "model_type 'llama'"},
+    {"model_type", "\"bert\"", UNSUP, "config.json", "model_type 'bert'"},
     {"activation_function", "\"relu\"", UNSUP, "config.json", "activation_function 'relu'"},
     {"n_head", "5", FORMAT, "config.json", "n_embd = 64 is not a multiple of n_head = 5"},
     {"n_embd", "1073741824", FORMAT, "config.json", "n_embd = 1073741824"},

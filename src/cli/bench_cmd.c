@@ -3,6 +3,8 @@
  * mean and standard deviation, the decode roofline against the measured
  * read bandwidth, and generation with the KV cache on vs off, all measured
  * side by side in one process so the ratios hold on a noisy machine.
+ * measure_bench (measure.h) runs the tests and returns the JSON document;
+ * the human report is printed from it.
  */
 #include <jansson.h>
 #include <math.h>
@@ -13,6 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/measure.h"
 
 static const char *usage =
     "usage: kvlm bench (-m MODEL | --synthetic PRESET) [options]\n"
@@ -31,13 +34,14 @@ static const char *usage =
 
 typedef struct bench_opts {
     const char *model, *synthetic;
-    kvlm_dtype dtype, kv_dtype;
-    int pp, tg, repeats, threads, skip_cache, json, bw_mib;
+    kvlm_dtype dtype;
+    bench_params p;
+    int json;
 } bench_opts;
 
 /* Per-repeat samples: mean and sd as requested, the median as the robust
  * figure the roofline uses (a shared machine produces outliers). */
-#define MAX_REPEATS 1000
+#define MAX_REPEATS BENCH_MAX_REPEATS
 typedef struct stat_acc {
     double v[MAX_REPEATS];
     int n;
@@ -68,7 +72,7 @@ static double acc_median(const stat_acc *a) {
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.pp = 120, .tg = 48, .repeats = 5, .bw_mib = 1024};
+    *o = (bench_opts){.p = {.pp = 120, .tg = 48, .repeats = 5, .bw_mib = 1024}};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
@@ -76,14 +80,14 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
         else if (!strcmp(a, "--synthetic")) { VAL(); o->synthetic = v; }
         else if (!strcmp(a, "--dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->dtype)) { fprintf(stderr, "kvlm: --dtype: '%s' is not f32, f16 or bf16\n", v); return -1; } }
-        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->kv_dtype) || o->kv_dtype == KVLM_BF16) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
-        else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->pp)) return -1; }
-        else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->tg)) return -1; }
-        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, MAX_REPEATS, &o->repeats)) return -1; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (arg_int(a, v, 1, 1024, &o->threads)) return -1; }
-        else if (!strcmp(a, "--bw-mib")) { VAL(); if (arg_int(a, v, 16, 1 << 16, &o->bw_mib)) return -1; }
-        else if (!strcmp(a, "--skip-cache-test")) o->skip_cache = 1;
-        else if (!strcmp(a, "--no-cache-test")) o->skip_cache = 0;
+        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->p.kv_dtype) || o->p.kv_dtype == KVLM_BF16) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
+        else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->p.pp)) return -1; }
+        else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->p.tg)) return -1; }
+        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, MAX_REPEATS, &o->p.repeats)) return -1; }
+        else if (!strcmp(a, "--threads")) { VAL(); if (arg_int(a, v, 1, 1024, &o->p.threads)) return -1; }
+        else if (!strcmp(a, "--bw-mib")) { VAL(); if (arg_int(a, v, 16, 1 << 16, &o->p.bw_mib)) return -1; }
+        else if (!strcmp(a, "--skip-cache-test")) o->p.skip_cache = 1;
+        else if (!strcmp(a, "--no-cache-test")) o->p.skip_cache = 0;
         else if (!strcmp(a, "--json")) o->json = 1;
         else { fprintf(stderr, "kvlm bench: unknown argument '%s' (see kvlm bench --help)\n", a); return -1; }
 #undef VAL
@@ -120,7 +124,7 @@ typedef struct bench_result {
     double bw, cache_on_s, cache_off_s;
 } bench_result;
 
-static int run_tests(bench_ctx *b, const bench_opts *o, bench_result *r) {
+static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
     gen_result g;
     /* warm-up: pages in the weights and the KV blocks */
     if (one_gen(b, b->e, o->pp, 2, &g)) return -1;
@@ -146,32 +150,7 @@ static int run_tests(bench_ctx *b, const bench_opts *o, bench_result *r) {
     return 0;
 }
 
-static void report_text(const bench_ctx *b, const bench_opts *o, const bench_result *r) {
-    const kvlm_config *c = b->c;
-    double wb = (double)kvlm_model_decode_bytes(b->m);
-    double tpot = acc_median(&r->tg_ms) * 1e-3, roof_ms = wb / r->bw * 1e3;
-    printf("model        %s\n", kvlm_model_source(b->m));
-    printf("shape        %d layers, %d heads, %d embd, vocab %d, %.1fM params, %s weights\n", c->n_layer, c->n_head,
-           c->n_embd, c->vocab_size, kvlm_model_param_count(b->m) / 1e6, kvlm_dtype_name(c->weight_dtype));
-    printf("engine       %d threads, %s kernels, KV %s\n", kvlm_engine_threads(b->e),
-           kvlm_isa_name(kvlm_engine_isa(b->e)), kvlm_dtype_name(o->kv_dtype));
-    printf("bandwidth    %.1f GB/s read (measured, %d MiB, best of 5)\n\n", r->bw / 1e9, o->bw_mib);
-    printf("%-10s %12s %10s %12s %12s   (%d repeats)\n", "test", "mean tok/s", "sd", "median tok/s", "ms/token",
-           o->repeats);
-    printf("pp%-8d %12.1f %10.1f %12.1f %12.3f\n", o->pp, acc_mean(&r->pp_tok_s), acc_sd(&r->pp_tok_s),
-           acc_median(&r->pp_tok_s), 1e3 / acc_median(&r->pp_tok_s));
-    printf("tg%-8d %12.2f %10.2f %12.2f %12.3f\n\n", o->tg, acc_mean(&r->tg_tok_s), acc_sd(&r->tg_tok_s),
-           acc_median(&r->tg_tok_s), tpot * 1e3);
-    printf("decode roofline: %.1f MB of weights per token / %.1f GB/s = %.2f ms/token;\n", wb / 1e6, r->bw / 1e9,
-           roof_ms);
-    printf("  median decode %.2f ms/token = %.1f%% of the roofline (%.1f GB/s effective)\n", tpot * 1e3,
-           100.0 * roof_ms / (tpot * 1e3), wb / tpot / 1e9);
-    if (!o->skip_cache)
-        printf("\ncache on vs off (%d-token prompt, %d new tokens): on %.3f s, off %.3f s, speed-up %.2fx\n", o->pp,
-               o->tg, r->cache_on_s, r->cache_off_s, r->cache_off_s / r->cache_on_s);
-}
-
-static void report_json(const bench_ctx *b, const bench_opts *o, const bench_result *r) {
+static json_t *result_json(const bench_ctx *b, const bench_params *o, const bench_result *r) {
     const kvlm_config *c = b->c;
     double wb = (double)kvlm_model_decode_bytes(b->m), tpot = acc_median(&r->tg_ms) * 1e-3;
     json_t *root = json_pack(
@@ -189,54 +168,111 @@ static void report_json(const bench_ctx *b, const bench_opts *o, const bench_res
         json_object_set_new(root, "cache", json_pack("{s:i,s:i,s:f,s:f,s:f}", "prompt_tokens", o->pp, "new_tokens",
                                                      o->tg, "on_s", r->cache_on_s, "off_s", r->cache_off_s,
                                                      "speedup", r->cache_off_s / r->cache_on_s));
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-    puts(s);
-    free(s);
-    json_decref(root);
+    return root;
 }
 
-int cli_bench(int argc, char **argv) {
-    bench_opts o;
-    if (parse(argc, argv, &o)) return EXIT_USAGE;
-    bench_ctx b = {0};
-    if (!(b.m = cli_load_model(o.model, o.synthetic, o.dtype))) return 1;
-    b.c = kvlm_model_config(b.m);
-    int rc = 1;
+json_t *measure_bench(kvlm_model *m, const bench_params *p) {
+    bench_ctx b = {.m = m, .c = kvlm_model_config(m)};
     kvlm_error err;
-    if (o.pp + o.tg > b.c->n_ctx) {
-        fprintf(stderr, "kvlm bench: --pp %d + --tg %d exceed the context window of %d\n", o.pp, o.tg, b.c->n_ctx);
-        kvlm_model_free(b.m);
-        return EXIT_USAGE;
+    json_t *doc = NULL;
+    if (p->pp < 1 || p->tg < 2 || p->pp + p->tg > b.c->n_ctx) {
+        fprintf(stderr, "kvlm bench: --pp %d + --tg %d exceed the context window of %d\n", p->pp, p->tg, b.c->n_ctx);
+        return NULL;
     }
-    kvlm_kv_options ko = {.dtype = o.kv_dtype, .max_seqs = 1};
-    kvlm_engine_options eo = {.threads = o.threads}, eo_nc = {.threads = o.threads, .no_cache = 1};
+    if (p->repeats < 1 || p->repeats > MAX_REPEATS || p->bw_mib < 1) {
+        fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
+        return NULL;
+    }
+    kvlm_kv_options ko = {.dtype = p->kv_dtype, .max_seqs = 1};
+    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa},
+                        eo_nc = {.threads = p->threads, .isa = p->isa, .no_cache = 1};
     kvlm_sampler_options so = kvlm_sampler_options_default();
     so.temperature = 0;
-    b.prompt = malloc((size_t)o.pp * sizeof(int32_t));
-    if (!b.prompt || !(b.kv = kvlm_kv_create(b.m, &ko, &err)) || !(b.e = kvlm_engine_create(b.m, b.kv, &eo, &err)) ||
-        !(b.e_nocache = kvlm_engine_create(b.m, b.kv, &eo_nc, &err)) ||
+    b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
+    if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err)) ||
+        !(b.e_nocache = kvlm_engine_create(m, b.kv, &eo_nc, &err)) ||
         !(b.greedy = kvlm_sampler_create(&so, b.c->vocab_size, &err))) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
         goto out;
     }
     uint32_t x = 12345; /* fixed pseudo-random prompt */
-    for (int i = 0; i < o.pp; i++) {
+    for (int i = 0; i < p->pp; i++) {
         x = x * 1664525u + 1013904223u;
         b.prompt[i] = (int32_t)((x >> 8) % (uint32_t)b.c->vocab_size);
     }
-    bench_result r = {0};
-    if (!o.json) fprintf(stderr, "measuring read bandwidth...\n");
-    r.bw = kvlm_measure_read_bandwidth((size_t)o.bw_mib << 20, 5);
-    if (run_tests(&b, &o, &r)) goto out;
-    if (o.json) report_json(&b, &o, &r);
-    else report_text(&b, &o, &r);
-    rc = 0;
+    bench_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "kvlm bench: out of memory\n");
+        goto out;
+    }
+    if (p->progress) fprintf(stderr, "measuring read bandwidth...\n");
+    r->bw = kvlm_measure_read_bandwidth((size_t)p->bw_mib << 20, 5);
+    if (!run_tests(&b, p, r)) doc = result_json(&b, p, r);
+    free(r);
 out:
     free(b.prompt);
     kvlm_sampler_free(b.greedy);
     kvlm_engine_free(b.e);
     kvlm_engine_free(b.e_nocache);
     kvlm_kv_free(b.kv);
-    kvlm_model_free(b.m);
+    return doc;
+}
+
+static double num(const json_t *o, const char *a, const char *b) {
+    return json_number_value(json_object_get(b ? json_object_get(o, a) : o, b ? b : a));
+}
+static const char *str(const json_t *o, const char *key) { return json_string_value(json_object_get(o, key)); }
+
+/* The human report, from the document and the model's shape. */
+static void print_human(const kvlm_model *m, const json_t *d, int bw_mib) {
+    const kvlm_config *c = kvlm_model_config(m);
+    int pp = (int)num(d, "pp", "tokens"), tg = (int)num(d, "tg", "tokens");
+    double wb = num(d, "decode_bytes_per_token", NULL), bw_gbs = num(d, "bandwidth_gbs", NULL);
+    double tpot_ms = num(d, "tg", "median_ms_per_token"), roof_ms = num(d, "roofline", "ms_per_token");
+    double pp_median = num(d, "pp", "median_tok_s");
+    printf("model        %s\n", str(d, "model"));
+    printf("shape        %d layers, %d heads, %d embd, vocab %d, %.1fM params, %s weights\n", c->n_layer, c->n_head,
+           c->n_embd, c->vocab_size, num(d, "params", NULL) / 1e6, str(d, "weight_dtype"));
+    printf("engine       %d threads, %s kernels, KV %s\n", (int)num(d, "threads", NULL), str(d, "isa"),
+           str(d, "kv_dtype"));
+    printf("bandwidth    %.1f GB/s read (measured, %d MiB, best of 5)\n\n", bw_gbs, bw_mib);
+    printf("%-10s %12s %10s %12s %12s   (%d repeats)\n", "test", "mean tok/s", "sd", "median tok/s", "ms/token",
+           (int)num(d, "repeats", NULL));
+    printf("pp%-8d %12.1f %10.1f %12.1f %12.3f\n", pp, num(d, "pp", "mean_tok_s"), num(d, "pp", "sd_tok_s"),
+           pp_median, 1e3 / pp_median);
+    printf("tg%-8d %12.2f %10.2f %12.2f %12.3f\n\n", tg, num(d, "tg", "mean_tok_s"), num(d, "tg", "sd_tok_s"),
+           num(d, "tg", "median_tok_s"), tpot_ms);
+    printf("decode roofline: %.1f MB of weights per token / %.1f GB/s = %.2f ms/token;\n", wb / 1e6, bw_gbs, roof_ms);
+    printf("  median decode %.2f ms/token = %.1f%% of the roofline (%.1f GB/s effective)\n", tpot_ms,
+           100.0 * roof_ms / tpot_ms, num(d, "roofline", "effective_gbs"));
+    const json_t *cache = json_object_get(d, "cache");
+    if (cache)
+        printf("\ncache on vs off (%d-token prompt, %d new tokens): on %.3f s, off %.3f s, speed-up %.2fx\n", pp, tg,
+               num(cache, "on_s", NULL), num(cache, "off_s", NULL), num(cache, "speedup", NULL));
+}
+
+int cli_bench(int argc, char **argv) {
+    bench_opts o;
+    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    kvlm_model *m = cli_load_model(o.model, o.synthetic, o.dtype);
+    if (!m) return 1;
+    const kvlm_config *c = kvlm_model_config(m);
+    if (o.p.pp + o.p.tg > c->n_ctx) {
+        fprintf(stderr, "kvlm bench: --pp %d + --tg %d exceed the context window of %d\n", o.p.pp, o.p.tg, c->n_ctx);
+        kvlm_model_free(m);
+        return EXIT_USAGE;
+    }
+    o.p.progress = !o.json;
+    json_t *doc = measure_bench(m, &o.p);
+    if (doc && o.json) {
+        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        puts(s);
+        free(s);
+    } else if (doc) {
+        print_human(m, doc, o.p.bw_mib);
+    }
+    int rc = doc ? 0 : 1;
+    json_decref(doc);
+    kvlm_model_free(m);
     return rc;
 }

@@ -11,7 +11,9 @@ int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 int cli_perplexity(int argc, char **argv);
 int cli_kv(int argc, char **argv);
+int cli_bench_kv(int argc, char **argv);
 int cli_sample_stats(int argc, char **argv);
 int cli_gen_stats(int argc, char **argv);
+int cli_report(int argc, char **argv);
 
 #endif

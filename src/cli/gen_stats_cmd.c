@@ -3,6 +3,8 @@
  * same number of tokens from the same prompt and seed under each setting
  * (greedy, temperatures 0.2 to 1.5, top-p, top-k) and reports the
  * distinct-token ratio and the repeated 4-gram rate of each output.
+ * measure_gen_stats (measure.h) computes the JSON document; the human
+ * table is printed from it.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/measure.h"
 #include "cli/session.h"
 #include "cli/text_sink.h"
 
@@ -79,46 +82,93 @@ static int parse(int argc, char **argv, gs_opts *o) {
 }
 
 /* One setting: a fresh sequence, a fresh sampler with the shared seed. */
-static int run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, const gs_opts *o, const setting *st,
-                       int max_new, json_t *rows) {
+static json_t *run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, const gen_stats_params *p,
+                           const setting *st, int max_new) {
     kvlm_error err;
     kvlm_sampler_options so = kvlm_sampler_options_default();
-    so.temperature = st->temperature, so.top_p = st->top_p, so.top_k = st->top_k, so.seed = o->seed;
+    so.temperature = st->temperature, so.top_p = st->top_p, so.top_k = st->top_k, so.seed = p->seed;
     kvlm_sampler *smp = kvlm_sampler_create(&so, ss->c->vocab_size, &err);
     int seq = smp ? kvlm_kv_seq_new(kv, &err) : -1;
     text_sink sink;
     sink_init(&sink, ss->tok, NULL, NULL);
     gen_request rq = {.prompt = ss->prompt, .n_prompt = (int)ss->n_prompt, .max_new = max_new,
-                      .stop_at_eos = o->stop_at_eos, .on_token = sink_token, .ctx = &sink};
+                      .stop_at_eos = p->stop_at_eos, .on_token = sink_token, .ctx = &sink};
     gen_result g = {0};
-    int rc = seq < 0 ? -1 : gen_run(e, seq, smp, ss->c->vocab_size, ss->c->eos_id, &rq, &g, &err);
-    if (rc) {
+    json_t *row = NULL;
+    if (seq < 0 || gen_run(e, seq, smp, ss->c->vocab_size, ss->c->eos_id, &rq, &g, &err)) {
         fprintf(stderr, "kvlm: %s\n", err.msg);
     } else {
         sink_finish(&sink);
         double distinct = kvlm_distinct_ratio(g.ids, g.n_ids), rep4 = kvlm_repeated_ngram_rate(g.ids, g.n_ids, 4);
         json_t *ids = json_array();
         for (int i = 0; i < g.n_ids; i++) json_array_append_new(ids, json_integer(g.ids[i]));
-        json_array_append_new(rows, json_pack("{s:s,s:f,s:f,s:i,s:f,s:f,s:i,s:o,s:o}", "setting", st->name,
-                                              "temperature", (double)st->temperature, "top_p", (double)st->top_p,
-                                              "top_k", st->top_k, "distinct_ratio", distinct, "repeated_4gram_rate",
-                                              rep4, "tokens", g.n_ids, "text", sink_json_text(&sink), "ids", ids));
-        if (!o->json) {
-            char shown[90];
-            size_t k = 0;
-            for (size_t i = 0; i < sink.len && k < sizeof shown - 4; i++)
-                shown[k++] = sink.text[i] == '\n' ? '|' : sink.text[i];
-            shown[k] = 0;
-            printf("%-28s %9.2f %11.2f %7d  %s%s\n", st->name, distinct, rep4, g.n_ids, shown,
-                   k < sink.len ? "..." : "");
-        }
+        row = json_pack("{s:s,s:f,s:f,s:i,s:f,s:f,s:i,s:o,s:o}", "setting", st->name, "temperature",
+                        (double)st->temperature, "top_p", (double)st->top_p, "top_k", st->top_k, "distinct_ratio",
+                        distinct, "repeated_4gram_rate", rep4, "tokens", g.n_ids, "text", sink_json_text(&sink), "ids",
+                        ids);
         fprintf(stderr, "gen-stats: %s done\n", st->name);
     }
     sink_free(&sink);
     gen_result_free(&g);
     kvlm_kv_seq_free(kv, seq);
     kvlm_sampler_free(smp);
-    return rc;
+    return row;
+}
+
+json_t *measure_gen_stats(const cli_session *ss, const model_flags *mf, const gen_stats_params *p) {
+    kvlm_error err;
+    int max_new = p->n;
+    if ((long)ss->n_prompt + p->n - 1 > ss->c->n_ctx) {
+        max_new = ss->c->n_ctx - (int)ss->n_prompt + 1;
+        fprintf(stderr, "kvlm gen-stats: -n %d would pass the context window of %d; generating %d\n", p->n,
+                ss->c->n_ctx, max_new);
+    }
+    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 1};
+    kvlm_engine_options eo = session_engine_options(mf, 0);
+    kvlm_kv *kv = kvlm_kv_create(ss->m, &ko, &err);
+    kvlm_engine *e = kv ? kvlm_engine_create(ss->m, kv, &eo, &err) : NULL;
+    json_t *rows = json_array(), *root = NULL;
+    if (!e) fprintf(stderr, "kvlm: %s\n", err.msg);
+    for (int i = 0; e && i < N_SETTINGS; i++) {
+        json_t *row = run_setting(ss, e, kv, p, &settings[i], max_new);
+        if (!row) break;
+        json_array_append_new(rows, row);
+    }
+    if (e && json_array_size(rows) == N_SETTINGS)
+        root = json_pack("{s:I,s:I,s:i,s:O}", "seed", (json_int_t)p->seed, "prompt_tokens", (json_int_t)ss->n_prompt,
+                         "max_tokens", max_new, "settings", rows);
+    json_decref(rows);
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    return root;
+}
+
+static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
+
+/* The human table, from the document. The text column is decoded again
+ * from the ids, so it shows the generated bytes exactly. */
+static void print_human(const cli_session *ss, const json_t *doc) {
+    printf("%d tokens per setting, seed %llu, prompt of %lld tokens\n\n%-28s %9s %11s %7s  %s\n",
+           (int)json_integer_value(json_object_get(doc, "max_tokens")),
+           (unsigned long long)json_integer_value(json_object_get(doc, "seed")),
+           (long long)json_integer_value(json_object_get(doc, "prompt_tokens")), "setting", "distinct", "repeated-4g",
+           "tokens", "text");
+    size_t i, j;
+    const json_t *row, *id;
+    json_array_foreach(json_object_get(doc, "settings"), i, row) {
+        text_sink sink;
+        sink_init(&sink, ss->tok, NULL, NULL);
+        json_array_foreach(json_object_get(row, "ids"), j, id) sink_token((int32_t)json_integer_value(id), &sink);
+        sink_finish(&sink);
+        char shown[90];
+        size_t k = 0;
+        for (size_t b = 0; b < sink.len && k < sizeof shown - 4; b++) shown[k++] = sink.text[b] == '\n' ? '|' : sink.text[b];
+        shown[k] = 0;
+        printf("%-28s %9.2f %11.2f %7d  %s%s\n", json_string_value(json_object_get(row, "setting")),
+               num(row, "distinct_ratio"), num(row, "repeated_4gram_rate"),
+               (int)json_integer_value(json_object_get(row, "tokens")), shown, k < sink.len ? "..." : "");
+        sink_free(&sink);
+    }
 }
 
 int cli_gen_stats(int argc, char **argv) {
@@ -130,39 +180,17 @@ int cli_gen_stats(int argc, char **argv) {
         session_close(&ss);
         return rc;
     }
-    kvlm_error err;
-    int max_new = o.n;
-    if ((long)ss.n_prompt + o.n - 1 > ss.c->n_ctx) {
-        max_new = ss.c->n_ctx - (int)ss.n_prompt + 1;
-        fprintf(stderr, "kvlm gen-stats: -n %d would pass the context window of %d; generating %d\n", o.n,
-                ss.c->n_ctx, max_new);
-    }
-    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
-    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
-    kvlm_kv *kv = kvlm_kv_create(ss.m, &ko, &err);
-    kvlm_engine *e = kv ? kvlm_engine_create(ss.m, kv, &eo, &err) : NULL;
-    json_t *rows = json_array();
-    if (!e) {
-        fprintf(stderr, "kvlm: %s\n", err.msg);
-        rc = 1;
-    } else {
-        if (!o.json)
-            printf("%d tokens per setting, seed %llu, prompt of %zu tokens\n\n%-28s %9s %11s %7s  %s\n", max_new,
-                   (unsigned long long)o.seed, ss.n_prompt, "setting", "distinct", "repeated-4g", "tokens", "text");
-        for (int i = 0; i < N_SETTINGS && !rc; i++) rc = run_setting(&ss, e, kv, &o, &settings[i], max_new, rows) ? 1 : 0;
-    }
-    if (!rc && o.json) {
-        json_t *root = json_pack("{s:I,s:I,s:i,s:o}", "seed", (json_int_t)o.seed, "prompt_tokens",
-                                 (json_int_t)ss.n_prompt, "max_tokens", max_new, "settings", rows);
-        char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    gen_stats_params p = {.n = o.n, .seed = o.seed, .stop_at_eos = o.stop_at_eos};
+    json_t *doc = measure_gen_stats(&ss, &o.mf, &p);
+    if (doc && o.json) {
+        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
         puts(s);
         free(s);
-        json_decref(root);
-    } else {
-        json_decref(rows);
+    } else if (doc) {
+        print_human(&ss, doc);
     }
-    kvlm_engine_free(e);
-    kvlm_kv_free(kv);
+    rc = doc ? 0 : 1;
+    json_decref(doc);
     session_close(&ss);
     return rc;
 }

@@ -5,6 +5,7 @@
  * multi-head twin, and capacity planning: how many requests fit in a
  * memory budget with contiguous max-length reservation vs paged blocks.
  * All arithmetic is in kv_sizing.c; this file parses flags and prints.
+ * measure_kv (measure.h) returns the --json document for `kvlm report`.
  * Exit status: 0 ok, 1 model not readable, 2 bad flag or impossible plan.
  */
 #include <jansson.h>
@@ -15,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/measure.h"
 #include "kv_sizing.h"
 
 static const char *usage =
@@ -45,16 +47,15 @@ static const char *usage =
     "  utilisation         = tokens held / tokens reserved: M / L contiguous,\n"
     "                        M / (ceil(M / B) x B) paged\n";
 
-#define MAX_CTX 16
+#define MAX_CTX KV_MAX_CTX
 #define MAX_ROWS 8
 
-typedef struct kv_opts {
-    const char *model, *preset;
-    kvs_dtype kv_dtype, weight_dtype;
-    uint64_t ctx[MAX_CTX];
-    int n_ctx, json, have_memory, have_weights, have_weight_dtype;
-    uint64_t memory, weights, ctx_len, mean_len, block_size; /* 0: default */
-} kv_opts;
+/* The request (measure.h) is what the flags describe. */
+typedef kv_request kv_opts;
+
+kv_request kv_request_default(void) {
+    return (kv_request){.kv_dtype = KVS_F16, .weight_dtype = KVS_F16, .ctx = {4096, 131072}, .n_ctx = 2};
+}
 
 typedef struct kv_row {
     kvs_model m;
@@ -117,8 +118,9 @@ static int parse_size(const char *flag, const char *s, uint64_t *out) {
     return -1;
 }
 
-static int parse(int argc, char **argv, kv_opts *o) {
-    *o = (kv_opts){.kv_dtype = KVS_F16, .weight_dtype = KVS_F16, .ctx = {4096, 131072}, .n_ctx = 2};
+static int parse(int argc, char **argv, kv_opts *o, int *json) {
+    *o = kv_request_default();
+    *json = 0;
     int plan_flag = 0;
     const char *plan_name = NULL;
     for (int i = 0; i < argc; i++) {
@@ -135,7 +137,7 @@ static int parse(int argc, char **argv, kv_opts *o) {
         else if (!strcmp(a, "--ctx-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->ctx_len)) return -1; plan_flag = 1; plan_name = a; }
         else if (!strcmp(a, "--mean-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->mean_len)) return -1; plan_flag = 1; plan_name = a; }
         else if (!strcmp(a, "--block-size")) { VAL(); if (parse_count(a, v, 1u << 20, &o->block_size)) return -1; plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--json")) *json = 1;
         else { fprintf(stderr, "kvlm kv: unknown argument '%s' (see kvlm kv --help)\n", a); return -1; }
 #undef VAL
     }
@@ -180,6 +182,11 @@ static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
         return 0;
     }
     kvlm_error err;
+    if (!o->model) { /* a configuration without its files: weights only from the flag */
+        if (!o->have_memory) return 0;
+        fprintf(stderr, "kvlm kv: --weights-bytes is required: the weights of %s are not known\n", r->m.label);
+        return 2;
+    }
     if (!kvs_weight_bytes(o->model, &r->weights, &r->m.params, &err)) {
         r->have_weights = 1;
         snprintf(r->weights_from, sizeof r->weights_from, "weight files");
@@ -427,7 +434,7 @@ static json_t *plan_json(const kv_row *w) {
     return j;
 }
 
-static void print_json(const kv_row *rows, int n, const kv_opts *o, int from_model) {
+static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_model) {
     json_t *ctx = json_array(), *models = json_array();
     for (int i = 0; i < o->n_ctx; i++) json_array_append_new(ctx, j_u64(o->ctx[i]));
     for (int r = 0; r < n; r++) {
@@ -458,43 +465,75 @@ static void print_json(const kv_row *rows, int n, const kv_opts *o, int from_mod
                              "models", models);
     if (o->kv_dtype == KVS_Q8)
         json_object_set_new(root, "note", json_string("q8: 1 byte per number, per-block scales not counted"));
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    puts(s);
-    free(s);
-    json_decref(root);
+    return root;
+}
+
+/* The rows the request names; returns 0 or the exit status after a message. */
+static int build_rows(const kv_opts *o, kv_row *rows, int *n) {
+    memset(rows, 0, MAX_ROWS * sizeof *rows);
+    *n = 0;
+    if (o->model || o->config) {
+        kvlm_config cfg;
+        kvlm_error err;
+        if (o->model && kvlm_config_load(o->model, &cfg, &err)) {
+            fprintf(stderr, "kvlm kv: %s\n", err.msg);
+            return 1;
+        }
+        kvs_model_from_config(&rows[0].m, o->model ? &cfg : o->config,
+                              o->model ? o->model : o->label ? o->label : "model");
+        *n = 1;
+        return build_row(&rows[0], o, 0, 1);
+    }
+    if (o->preset) {
+        const kvs_model *p = kvs_preset_find(o->preset);
+        if (!p) {
+            fprintf(stderr, "kvlm kv: --preset: unknown preset '%s' (known: %s)\n", o->preset, kvs_preset_names());
+            return 2;
+        }
+        rows[0].m = *p;
+        *n = 1;
+        return build_row(&rows[0], o, 1, 1);
+    }
+    size_t np;
+    const kvs_model *p = kvs_presets(&np);
+    int rc = 0;
+    for (size_t i = 0; i < np && i < MAX_ROWS && !rc; i++, (*n)++) {
+        rows[i].m = p[i];
+        rc = build_row(&rows[i], o, 1, 0);
+    }
+    return rc;
+}
+
+json_t *measure_kv(const kv_request *rq, int *status) {
+    kv_row rows[MAX_ROWS];
+    int n;
+    if (rq->n_ctx < 1 || rq->n_ctx > MAX_CTX) {
+        fprintf(stderr, "kvlm kv: between 1 and %d context lengths, not %d\n", MAX_CTX, rq->n_ctx);
+        *status = 2;
+        return NULL;
+    }
+    if ((*status = build_rows(rq, rows, &n))) return NULL;
+    json_t *doc = rows_json(rows, n, rq, rq->model || rq->config);
+    if (!doc) {
+        fprintf(stderr, "kvlm kv: out of memory\n");
+        *status = 1;
+    }
+    return doc;
 }
 
 int cli_kv(int argc, char **argv) {
     kv_opts o;
-    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    int json;
+    if (parse(argc, argv, &o, &json)) return EXIT_USAGE;
     kv_row rows[MAX_ROWS];
-    memset(rows, 0, sizeof rows);
-    int n = 0, rc = 0;
-    if (o.model) {
-        kvlm_config cfg;
-        kvlm_error err;
-        if (kvlm_config_load(o.model, &cfg, &err)) {
-            fprintf(stderr, "kvlm kv: %s\n", err.msg);
-            return 1;
-        }
-        kvs_model_from_config(&rows[0].m, &cfg, o.model);
-        n = 1;
-        rc = build_row(&rows[0], &o, 0, 1);
-    } else if (o.preset) {
-        rows[0].m = *kvs_preset_find(o.preset);
-        n = 1;
-        rc = build_row(&rows[0], &o, 1, 1);
-    } else {
-        size_t np;
-        const kvs_model *p = kvs_presets(&np);
-        for (size_t i = 0; i < np && i < MAX_ROWS && !rc; i++, n++) {
-            rows[i].m = p[i];
-            rc = build_row(&rows[i], &o, 1, 0);
-        }
-    }
+    int n, rc = build_rows(&o, rows, &n);
     if (rc) return rc;
-    if (o.json) {
-        print_json(rows, n, &o, o.model != NULL);
+    if (json) {
+        json_t *doc = rows_json(rows, n, &o, o.model != NULL);
+        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        puts(s);
+        free(s);
+        json_decref(doc);
         return 0;
     }
     print_kv_tables(rows, n, &o);

@@ -21,8 +21,10 @@ static const command commands[] = {
     {"detokenize", cli_detokenize, "print the text of token ids"},
     {"perplexity", cli_perplexity, "sliding-window perplexity of a text file"},
     {"kv", cli_kv, "KV cache bytes per token, per context and capacity planning"},
+    {"bench-kv", cli_bench_kv, "paged vs contiguous KV: residency, utilisation, tokens/s; attention kernel; prefix cache"},
     {"sample-stats", cli_sample_stats, "entropy, top-1/top-5 mass, tokens for 90% of the next token per temperature"},
     {"gen-stats", cli_gen_stats, "distinct-token ratio and repeated 4-gram rate of generations per setting"},
+    {"report", cli_report, "run every measurement and write DIR/report.md with SVG charts"},
 };
 
 static void usage(FILE *f) {

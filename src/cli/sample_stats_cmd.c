@@ -3,6 +3,8 @@
  * min-p) does to the next-token distribution after a prompt. One prefill,
  * then for each temperature: entropy in nats, top-1 probability, top-5
  * mass and the number of tokens needed to cover 90% of the mass.
+ * measure_sample_stats (measure.h) computes the JSON document; the human
+ * table is printed from it, so both outputs (and `kvlm report`) agree.
  */
 #include <jansson.h>
 #include <math.h>
@@ -12,7 +14,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/measure.h"
 #include "cli/session.h"
+#include "cli/text_sink.h"
 
 static const char *usage =
     "usage: kvlm sample-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST) [options]\n"
@@ -98,6 +102,7 @@ static json_t *stats_json(const kvlm_dist_stats *s) {
                      "support", s->support);
 }
 
+/* A token's bytes for display: newlines and control bytes escaped. */
 static void piece_text(const cli_session *ss, int32_t id, char *out, size_t cap) {
     size_t len = 0, o = 0;
     const char *p = ss->tok ? kvlm_tokenizer_piece(ss->tok, id, &len) : NULL;
@@ -111,80 +116,119 @@ static void piece_text(const cli_session *ss, int32_t id, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* One temperature's row: the plain distribution and, with filters, the kept one. */
+static json_t *temp_row(const float *lg, int V, float temp, const sample_stats_params *p, int filtered,
+                        kvlm_error *err) {
+    kvlm_dist_stats st, sf = {0};
+    if (kvlm_dist_stats_compute(lg, V, temp, NULL, &st, err)) return NULL;
+    if (filtered) {
+        kvlm_sampler_options so = kvlm_sampler_options_default();
+        so.temperature = temp, so.top_k = p->top_k, so.top_p = p->top_p, so.min_p = p->min_p;
+        kvlm_sampler *smp = kvlm_sampler_create(&so, V, err);
+        int rc = smp ? kvlm_dist_stats_compute(lg, V, temp, smp, &sf, err) : -1;
+        kvlm_sampler_free(smp);
+        if (rc) return NULL;
+    }
+    json_t *row = json_pack("{s:f,s:o}", "temperature", (double)temp, "stats", stats_json(&st));
+    if (filtered) json_object_set_new(row, "filtered", stats_json(&sf));
+    return row;
+}
+
+static json_t *top_tokens(const cli_session *ss, const float *lg, int V, int top_n) {
+    int32_t ids[100];
+    float lp[100];
+    int k = kvlm_top_logprobs(lg, V, top_n < 100 ? top_n : 100, ids, lp);
+    json_t *top = json_array();
+    for (int i = 0; i < k; i++) {
+        char piece[128];
+        piece_text(ss, ids[i], piece, sizeof piece);
+        /* a token may hold part of a UTF-8 character: U+FFFD in JSON */
+        text_sink t = {.text = piece, .len = strlen(piece)};
+        json_array_append_new(top, json_pack("{s:i,s:o,s:f}", "id", ids[i], "piece", sink_json_text(&t), "p",
+                                             exp(lp[i])));
+    }
+    return top;
+}
+
+json_t *measure_sample_stats(const cli_session *ss, const model_flags *mf, const sample_stats_params *p) {
+    float *lg = next_logits(ss, mf);
+    if (!lg) return NULL;
+    const int V = ss->c->vocab_size;
+    const int filtered = p->top_k > 0 || p->top_p < 1 || p->min_p > 0;
+    json_t *rows = json_array();
+    kvlm_error err;
+    for (int t = 0; t < p->n_temps; t++) {
+        json_t *row = temp_row(lg, V, p->temps[t], p, filtered, &err);
+        if (!row) {
+            fprintf(stderr, "kvlm: %s\n", err.msg);
+            json_decref(rows);
+            free(lg);
+            return NULL;
+        }
+        json_array_append_new(rows, row);
+    }
+    json_t *root = json_pack("{s:I,s:i,s:o,s:o}", "prompt_tokens", (json_int_t)ss->n_prompt, "vocab", V,
+                             "temperatures", rows, "top_tokens", top_tokens(ss, lg, V, p->top_n));
+    if (filtered)
+        json_object_set_new(root, "filters", json_pack("{s:i,s:f,s:f}", "top_k", p->top_k, "top_p", (double)p->top_p,
+                                                       "min_p", (double)p->min_p));
+    free(lg);
+    return root;
+}
+
+static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
+static int inum(const json_t *o, const char *key) { return (int)json_integer_value(json_object_get(o, key)); }
+
+/* The human table, from the document (pieces re-read from the tokenizer so
+ * that their raw bytes are shown). */
+static void print_human(const cli_session *ss, const json_t *doc) {
+    const json_t *filters = json_object_get(doc, "filters"), *rows = json_object_get(doc, "temperatures"),
+                 *top = json_object_get(doc, "top_tokens");
+    printf("next-token distribution after %d prompt tokens (vocabulary %d)\n\n", inum(doc, "prompt_tokens"),
+           inum(doc, "vocab"));
+    printf("%-12s %14s %10s %10s %15s", "temperature", "entropy (nats)", "top-1", "top-5", "tokens for 90%");
+    if (filters)
+        printf("   | after top-k %d, top-p %g, min-p %g: %s %s %s", inum(filters, "top_k"), num(filters, "top_p"),
+               num(filters, "min_p"), "kept", "entropy", "top-1");
+    printf("\n");
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row) {
+        const json_t *st = json_object_get(row, "stats"), *sf = json_object_get(row, "filtered");
+        printf("%-12.2f %14.2f %9.1f%% %9.1f%% %15d", num(row, "temperature"), num(st, "entropy"),
+               100 * num(st, "top1"), 100 * num(st, "top5"), inum(st, "n90"));
+        if (sf) printf("   | %d %.2f %.1f%%", inum(sf, "support"), num(sf, "entropy"), 100 * num(sf, "top1"));
+        printf("\n");
+    }
+    if (json_array_size(top)) printf("\nmost likely next tokens at temperature 1:\n");
+    json_array_foreach(top, i, row) {
+        char piece[128];
+        piece_text(ss, inum(row, "id"), piece, sizeof piece);
+        printf("  %6d  %6.2f%%  '%s'\n", inum(row, "id"), 100 * num(row, "p"), piece);
+    }
+}
+
 int cli_sample_stats(int argc, char **argv) {
     ss_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
     cli_session ss;
     int rc = session_open(&ss, &o.mf, 1);
-    float *lg = rc ? NULL : next_logits(&ss, &o.mf);
-    if (rc || !lg) {
-        session_close(&ss);
-        return rc ? rc : 1;
-    }
-    const int V = ss.c->vocab_size;
-    const int filtered = o.top_k > 0 || o.top_p < 1 || o.min_p > 0;
-    json_t *rows = json_array();
-    kvlm_error err;
-    rc = 0;
-    if (!o.json) {
-        printf("next-token distribution after %zu prompt tokens (vocabulary %d)\n\n", ss.n_prompt, V);
-        printf("%-12s %14s %10s %10s %15s", "temperature", "entropy (nats)", "top-1", "top-5", "tokens for 90%");
-        if (filtered) printf("   | after top-k %d, top-p %g, min-p %g: %s %s %s", o.top_k, o.top_p, o.min_p, "kept",
-                             "entropy", "top-1");
-        printf("\n");
-    }
-    for (int t = 0; t < o.n_temps && !rc; t++) {
-        kvlm_dist_stats st, sf = {0};
-        rc = kvlm_dist_stats_compute(lg, V, o.temps[t], NULL, &st, &err);
-        if (!rc && filtered) {
-            kvlm_sampler_options so = kvlm_sampler_options_default();
-            so.temperature = o.temps[t], so.top_k = o.top_k, so.top_p = o.top_p, so.min_p = o.min_p;
-            kvlm_sampler *smp = kvlm_sampler_create(&so, V, &err);
-            rc = smp ? kvlm_dist_stats_compute(lg, V, o.temps[t], smp, &sf, &err) : err.code;
-            kvlm_sampler_free(smp);
-        }
-        if (rc) break;
-        json_t *row = json_pack("{s:f,s:o}", "temperature", (double)o.temps[t], "stats", stats_json(&st));
-        if (filtered) json_object_set_new(row, "filtered", stats_json(&sf));
-        json_array_append_new(rows, row);
-        if (!o.json) {
-            printf("%-12.2f %14.2f %9.1f%% %9.1f%% %15d", o.temps[t], st.entropy, 100 * st.top1, 100 * st.top5, st.n90);
-            if (filtered) printf("   | %d %.2f %.1f%%", sf.support, sf.entropy, 100 * sf.top1);
-            printf("\n");
-        }
-    }
     if (rc) {
-        fprintf(stderr, "kvlm: %s\n", err.msg);
-        rc = 1;
-    } else {
-        int32_t ids[100];
-        float lp[100];
-        int k = kvlm_top_logprobs(lg, V, o.top_n, ids, lp);
-        json_t *top = json_array();
-        if (!o.json && k) printf("\nmost likely next tokens at temperature 1:\n");
-        for (int i = 0; i < k; i++) {
-            char piece[128];
-            piece_text(&ss, ids[i], piece, sizeof piece);
-            json_array_append_new(top, json_pack("{s:i,s:s,s:f}", "id", ids[i], "piece", piece, "p", exp(lp[i])));
-            if (!o.json) printf("  %6d  %6.2f%%  '%s'\n", ids[i], 100 * exp(lp[i]), piece);
-        }
-        if (o.json) {
-            json_t *root = json_pack("{s:I,s:i,s:o,s:o}", "prompt_tokens", (json_int_t)ss.n_prompt, "vocab", V,
-                                     "temperatures", rows, "top_tokens", top);
-            if (filtered)
-                json_object_set_new(root, "filters", json_pack("{s:i,s:f,s:f}", "top_k", o.top_k, "top_p",
-                                                               (double)o.top_p, "min_p", (double)o.min_p));
-            char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-            puts(s);
-            free(s);
-            json_decref(root);
-            rows = NULL;
-        } else {
-            json_decref(top);
-        }
+        session_close(&ss);
+        return rc;
     }
-    json_decref(rows);
-    free(lg);
+    sample_stats_params p = {.temps = o.temps, .n_temps = o.n_temps, .top_k = o.top_k, .top_p = o.top_p,
+                             .min_p = o.min_p, .top_n = o.top_n};
+    json_t *doc = measure_sample_stats(&ss, &o.mf, &p);
+    if (doc && o.json) {
+        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        puts(s);
+        free(s);
+    } else if (doc) {
+        print_human(&ss, doc);
+    }
+    rc = doc ? 0 : 1;
+    json_decref(doc);
     session_close(&ss);
     return rc;
 }

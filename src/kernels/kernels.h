@@ -23,7 +23,7 @@ typedef struct kern_matrix {
     kvlm_dtype dtype;
     const void *data;
     int rows;   /* N: output features */
-    int cols;   /* K: input features */
+    int cols;   /* K: input features (a multiple of 32 for Q8_0 / Q4_0) */
 } kern_matrix;
 
 /* One ISA's implementation of the inner loops. */
@@ -42,9 +42,22 @@ typedef struct kern_ops {
     void (*gelu)(float *x, size_t n);
     /* out = (x - mean) / sqrt(var + eps) * w + b over one row of n. */
     void (*layernorm)(const float *x, const float *w, const float *b, int n, float eps, float *out);
+    /* out = x / sqrt(mean(x^2) + eps) * w over one row of n. */
+    void (*rmsnorm)(const float *x, const float *w, int n, float eps, float *out);
+    /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). */
+    void (*swiglu)(const float *gate, const float *up, float *out, size_t n);
     /* Writes x[i] in dst dtype (KV cache stores). */
     void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);
 } kern_ops;
+
+/* matmul_rows for Q8_0 / Q4_0 weights (kernels/quant.h), one per ISA; the
+ * matmul_rows of each kern_ops calls its own for those dtypes. */
+void quant_matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                              const float *bias, float *y, int ldy);
+void quant_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                            const float *bias, float *y, int ldy);
+void quant_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                              const float *bias, float *y, int ldy);
 
 extern const kern_ops kern_ops_scalar;
 extern const kern_ops kern_ops_avx2;

@@ -9,6 +9,10 @@
 
 static void matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                const float *bias, float *y, int ldy) {
+    switch (w->dtype) {
+    case KVLM_Q8_0: case KVLM_Q4_0: quant_matmul_rows_scalar(x, M, w, n0, n1, bias, y, ldy); return;
+    default: break;
+    }
     const int K = w->cols;
     for (int m = 0; m < M; m++) {
         const float *xr = x + (size_t)m * K;
@@ -56,6 +60,17 @@ static void layernorm_scalar(const float *x, const float *w, const float *b, int
     for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
 }
 
+static void rmsnorm_scalar(const float *x, const float *w, int n, float eps, float *out) {
+    float ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+static void swiglu_scalar(const float *gate, const float *up, float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 static void store_row_scalar(void *dst, kvlm_dtype t, const float *x, int n) {
     for (int i = 0; i < n; i++) dtype_store(t, dst, (size_t)i, x[i]);
 }
@@ -67,5 +82,7 @@ const kern_ops kern_ops_scalar = {
     .attn_accum = attn_accum_scalar,
     .gelu = gelu_scalar,
     .layernorm = layernorm_scalar,
+    .rmsnorm = rmsnorm_scalar,
+    .swiglu = swiglu_scalar,
     .store_row = store_row_scalar,
 };

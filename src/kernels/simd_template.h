@@ -89,6 +89,7 @@ static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w
     switch (w->dtype) {
     case KVLM_F16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); break;
     case KVLM_BF16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); break;
+    case KVLM_Q8_0: case KVLM_Q4_0: KERNEL_NAME(quant_matmul_rows)(x, M, w, n0, n1, bias, y, ldy); break;
     default: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); break;
     }
 }
@@ -173,6 +174,29 @@ static void KERNEL_NAME(layernorm)(const float *x, const float *w, const float *
     for (; i < n; i++) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
 }
 
+static void KERNEL_NAME(rmsnorm)(const float *x, const float *w, int n, float eps, float *out) {
+    vf q = V_ZERO();
+    int i = 0;
+    for (; i + VW <= n; i += VW) q = V_FMA(V_LOADU(x + i), V_LOADU(x + i), q);
+    float ss = V_REDUCE(q);
+    for (; i < n; i++) ss += x[i] * x[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    const vf rv = V_SET1(r);
+    for (i = 0; i + VW <= n; i += VW) V_STOREU(out + i, V_MUL(V_MUL(V_LOADU(x + i), rv), V_LOADU(w + i)));
+    for (; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+static void KERNEL_NAME(swiglu)(const float *gate, const float *up, float *out, size_t n) {
+    const vf one = V_SET1(1.0f), lo = V_SET1(-80.0f), hi = V_SET1(80.0f), zero = V_ZERO();
+    size_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf g = V_LOADU(gate + i);
+        vf e = V_EXP(V_MIN(V_MAX(V_SUB(zero, g), lo), hi));
+        V_STOREU(out + i, V_MUL(V_DIV(g, V_ADD(one, e)), V_LOADU(up + i)));
+    }
+    for (; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 static void KERNEL_NAME(store_row)(void *dst, kvlm_dtype t, const float *x, int n) {
     int i = 0;
     if (t == KVLM_F32) {
@@ -191,5 +215,7 @@ const kern_ops KERNEL_NAME(kern_ops) = {
     .attn_accum = KERNEL_NAME(attn_accum),
     .gelu = KERNEL_NAME(gelu),
     .layernorm = KERNEL_NAME(layernorm),
+    .rmsnorm = KERNEL_NAME(rmsnorm),
+    .swiglu = KERNEL_NAME(swiglu),
     .store_row = KERNEL_NAME(store_row),
 };

@@ -1,0 +1,842 @@
+/*
+ * `kvlm bench-kv`: what paging the KV cache buys, measured side by side in
+ * one process on one model with one set of kernels.
+ *
+ *   serve      N requests with log-normal prompt and output lengths (fixed
+ *              seed, clipped to the context window) served by the
+ *              continuous-batching scheduler in a fixed KV budget, once with
+ *              contiguous max-length reservation and once paged. Every step
+ *              is sampled: requests resident, bytes holding tokens over bytes
+ *              reserved, then tokens/s of the batched generation.
+ *   attention  the engine's attention kernels over L cached tokens read
+ *              through a table of scattered blocks vs one contiguous block
+ *              (kvlm_measure_attention).
+ *   prefix     K requests sharing a long system prompt with short distinct
+ *              suffixes: time to first token on a prefix-cache hit against a
+ *              cold run, and the hit rate from the KV counters.
+ *
+ * Nothing here asserts a time; the tables print ratios measured in the same
+ * run, next to the PagedAttention paper's figures.
+ * Exit status: 0 ok, 1 runtime error, 2 bad flag.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/session.h"
+
+static const char *usage =
+    "usage: kvlm bench-kv (-m MODEL | --synthetic PRESET) [options]\n"
+    "Paged vs contiguous KV cache on one model: residency, KV utilisation and\n"
+    "tokens/s of batched serving, the paged attention kernel's cost, prefix caching.\n"
+    "model:\n"
+    "  -m PATH, --synthetic NAME, --dtype T, --threads N, --isa NAME, --kv-dtype T,\n"
+    "  --block-size N (default 16)\n"
+    "serve (a workload through the scheduler, contiguous then paged):\n"
+    "  -n, --requests N     requests (default 64)\n"
+    "  --seed N             seed of the drawn lengths and prompt ids (default 1)\n"
+    "  --prompt-median N    median prompt length (default n_ctx / 10)\n"
+    "  --prompt-sigma S     sigma of log(prompt length) (default 1.0)\n"
+    "  --output-median N    median output length (default n_ctx / 16)\n"
+    "  --output-sigma S     sigma of log(output length) (default 1.0)\n"
+    "                       lengths ~ round(median x exp(sigma x Z)), Z standard normal;\n"
+    "                       prompt clipped to [1, n_ctx - 1], output to [1, n_ctx - prompt]\n"
+    "  --kv-blocks N        KV budget in blocks (default: 4 requests' contiguous reservation)\n"
+    "  --kv-mib X           KV budget in MiB instead (rounded down to whole blocks)\n"
+    "  --max-seqs N         sequence slots (default: min(requests, 256))\n"
+    "  --batch-tokens N     tokens per engine step, prefill chunks included (default 256)\n"
+    "  --prefix-cache       paged run with automatic prefix caching (default off: like for like)\n"
+    "  --repeats N          serve each policy N times, alternating; median timings (default 1)\n"
+    "attention:\n"
+    "  --attn-lengths LIST  context lengths, comma-separated (default 128,512,1024, clipped to n_ctx)\n"
+    "  --attn-rounds N      timed rounds per layout (default 7)\n"
+    "prefix:\n"
+    "  --prefix-requests K  requests sharing the system prompt (default 4, at least 2)\n"
+    "  --prefix-tokens N    system prompt length (default 1000, clipped to n_ctx - suffix - output)\n"
+    "  --suffix-tokens N    distinct suffix per request (default min(16, n_ctx / 16), at least 1)\n"
+    "  --prefix-output N    tokens generated per request (default 4)\n"
+    "  --sections LIST      serve,attention,prefix (default all three)\n"
+    "  --json               one JSON object\n";
+
+enum { SEC_SERVE = 1, SEC_ATTN = 2, SEC_PREFIX = 4 };
+#define MAX_ATTN_LENS 8
+
+typedef struct bkv_opts {
+    model_flags mf;
+    int requests, max_seqs, batch_tokens, prefix_cache, repeats, json, sections;
+    uint64_t seed;
+    int prompt_median, output_median;  /* 0: from n_ctx */
+    float prompt_sigma, output_sigma;
+    int kv_blocks;                     /* 0: default or from kv_mib */
+    float kv_mib;
+    int attn_lens[MAX_ATTN_LENS], n_attn_lens, attn_rounds;
+    int prefix_requests, prefix_tokens, suffix_tokens, prefix_output; /* suffix 0: from n_ctx */
+} bkv_opts;
+
+static int parse_lengths(const char *flag, const char *s, int *out, int *n) {
+    char buf[256];
+    if (strlen(s) >= sizeof buf) {
+        fprintf(stderr, "kvlm: %s: list too long\n", flag);
+        return -1;
+    }
+    strcpy(buf, s);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_ATTN_LENS) {
+            fprintf(stderr, "kvlm: %s: at most %d lengths\n", flag, MAX_ATTN_LENS);
+            return -1;
+        }
+        if (arg_int(flag, t, 1, 1 << 20, &out[(*n)++])) return -1;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "kvlm: %s: no lengths given\n", flag);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_sections(const char *s, int *out) {
+    char buf[128];
+    *out = 0;
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "serve")) *out |= SEC_SERVE;
+        else if (!strcmp(t, "attention")) *out |= SEC_ATTN;
+        else if (!strcmp(t, "prefix")) *out |= SEC_PREFIX;
+        else {
+            fprintf(stderr, "kvlm: --sections: '%s' is not one of serve, attention, prefix\n", t);
+            return -1;
+        }
+    }
+    if (!*out) fprintf(stderr, "kvlm: --sections: no section given\n");
+    return *out ? 0 : -1;
+}
+
+/* One flag of bench-kv (not a model flag): 0 consumed, -1 error. */
+static int parse_one(bkv_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v = NULL;
+#define VAL() do { if (!(v = arg_value(argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "--json")) o->json = 1;
+    else if (!strcmp(a, "--prefix-cache")) o->prefix_cache = 1;
+    else if (!strcmp(a, "-n") || !strcmp(a, "--requests")) { VAL(); return arg_int(a, v, 1, 4096, &o->requests); }
+    else if (!strcmp(a, "--seed")) { VAL(); return arg_u64(a, v, &o->seed); }
+    else if (!strcmp(a, "--prompt-median")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prompt_median); }
+    else if (!strcmp(a, "--output-median")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->output_median); }
+    else if (!strcmp(a, "--prompt-sigma")) { VAL(); return arg_float(a, v, 0, 4, &o->prompt_sigma); }
+    else if (!strcmp(a, "--output-sigma")) { VAL(); return arg_float(a, v, 0, 4, &o->output_sigma); }
+    else if (!strcmp(a, "--kv-blocks")) { VAL(); return arg_int(a, v, 1, 1 << 24, &o->kv_blocks); }
+    else if (!strcmp(a, "--kv-mib")) { VAL(); return arg_float(a, v, 1e-3, 1 << 20, &o->kv_mib); }
+    else if (!strcmp(a, "--max-seqs")) { VAL(); return arg_int(a, v, 1, 4096, &o->max_seqs); }
+    else if (!strcmp(a, "--batch-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 16, &o->batch_tokens); }
+    else if (!strcmp(a, "--repeats")) { VAL(); return arg_int(a, v, 1, 50, &o->repeats); }
+    else if (!strcmp(a, "--attn-lengths")) { VAL(); return parse_lengths(a, v, o->attn_lens, &o->n_attn_lens); }
+    else if (!strcmp(a, "--attn-rounds")) { VAL(); return arg_int(a, v, 1, 1000, &o->attn_rounds); }
+    else if (!strcmp(a, "--prefix-requests")) { VAL(); return arg_int(a, v, 2, 1000, &o->prefix_requests); }
+    else if (!strcmp(a, "--prefix-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prefix_tokens); }
+    else if (!strcmp(a, "--suffix-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->suffix_tokens); }
+    else if (!strcmp(a, "--prefix-output")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prefix_output); }
+    else if (!strcmp(a, "--sections")) { VAL(); return parse_sections(v, &o->sections); }
+    else {
+        fprintf(stderr, "kvlm bench-kv: unknown argument '%s' (see kvlm bench-kv --help)\n", a);
+        return -1;
+    }
+#undef VAL
+    return 0;
+}
+
+static int parse(int argc, char **argv, bkv_opts *o) {
+    memset(o, 0, sizeof *o);
+    model_flags_init(&o->mf);
+    o->requests = 64;
+    o->seed = 1;
+    o->prompt_sigma = o->output_sigma = 1.0f;
+    o->batch_tokens = 256;
+    o->repeats = 1;
+    o->attn_rounds = 7;
+    o->prefix_requests = 4;
+    o->prefix_tokens = 1000;
+    o->prefix_output = 4;
+    o->sections = SEC_SERVE | SEC_ATTN | SEC_PREFIX;
+    const int defaults[3] = {128, 512, 1024};
+    memcpy(o->attn_lens, defaults, sizeof defaults);
+    o->n_attn_lens = 3;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        int r = model_flags_parse(&o->mf, argc, argv, &i);
+        if (r < 0 || (r == 0 && parse_one(o, argc, argv, &i))) return -1;
+    }
+    if (o->mf.prompt || o->mf.ids || o->mf.tokenizer) {
+        fprintf(stderr, "kvlm bench-kv: -p, --ids and --tokenizer are not used: prompts are drawn from --seed\n");
+        return -1;
+    }
+    if (o->kv_blocks && o->kv_mib > 0) {
+        fprintf(stderr, "kvlm bench-kv: --kv-blocks and --kv-mib: give at most one\n");
+        return -1;
+    }
+    if (!o->mf.model == !o->mf.synthetic) {
+        fprintf(stderr, "kvlm bench-kv: no model: give exactly one of -m PATH or --synthetic PRESET\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ workload */
+
+typedef struct length_stats {
+    double mean;
+    int p50, p99, min, max;
+} length_stats;
+
+typedef struct workload {
+    int n, n_ctx;
+    int *prompt_len, *output_len;
+    int32_t **prompts;
+    double prompt_median, output_median, prompt_sigma, output_sigma;
+    length_stats ps, os;
+} workload;
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static double uniform01(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+/* Box-Muller: one standard normal draw. */
+static double normal(uint64_t *s) {
+    double u = uniform01(s), v = uniform01(s);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static int clip(double x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : (int)lround(x); }
+
+/* The CLI fills errors itself (kvlm_fail is the library's). */
+static int set_err(kvlm_error *err, int code, const char *msg) {
+    err->code = code;
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
+    return code;
+}
+
+static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+
+/* Nearest-rank percentiles of the drawn lengths. */
+static length_stats summarise(const int *v, int n) {
+    int *t = malloc((size_t)n * sizeof(int));
+    length_stats st = {0};
+    if (!t) return st;
+    memcpy(t, v, (size_t)n * sizeof(int));
+    qsort(t, (size_t)n, sizeof(int), cmp_int);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += t[i];
+    st.mean = sum / n;
+    st.p50 = t[(int)ceil(0.50 * n) - 1];
+    st.p99 = t[(int)ceil(0.99 * n) - 1];
+    st.min = t[0];
+    st.max = t[n - 1];
+    free(t);
+    return st;
+}
+
+static void workload_free(workload *w) {
+    for (int i = 0; w->prompts && i < w->n; i++) free(w->prompts[i]);
+    free(w->prompts);
+    free(w->prompt_len);
+    free(w->output_len);
+    memset(w, 0, sizeof *w);
+}
+
+static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
+    memset(w, 0, sizeof *w);
+    w->n = o->requests;
+    w->n_ctx = c->n_ctx;
+    w->prompt_median = o->prompt_median ? o->prompt_median : fmax(1, c->n_ctx / 10);
+    w->output_median = o->output_median ? o->output_median : fmax(1, c->n_ctx / 16);
+    w->prompt_sigma = o->prompt_sigma;
+    w->output_sigma = o->output_sigma;
+    w->prompt_len = malloc((size_t)w->n * sizeof(int));
+    w->output_len = malloc((size_t)w->n * sizeof(int));
+    w->prompts = calloc((size_t)w->n, sizeof *w->prompts);
+    if (!w->prompt_len || !w->output_len || !w->prompts) return -1;
+    uint64_t s = o->seed;
+    for (int i = 0; i < w->n; i++) {
+        int p = clip(w->prompt_median * exp(w->prompt_sigma * normal(&s)), 1, c->n_ctx - 1);
+        int g = clip(w->output_median * exp(w->output_sigma * normal(&s)), 1, c->n_ctx - p);
+        w->prompt_len[i] = p;
+        w->output_len[i] = g;
+        if (!(w->prompts[i] = malloc((size_t)p * sizeof(int32_t)))) return -1;
+        for (int j = 0; j < p; j++) w->prompts[i][j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
+    }
+    w->ps = summarise(w->prompt_len, w->n);
+    w->os = summarise(w->output_len, w->n);
+    return 0;
+}
+
+/* --------------------------------------------------------------- serve */
+
+typedef struct serve_result {
+    double util_mean, util_peak, util_aggregate;  /* fractions */
+    double resident_mean, tokens_per_s, total_s;
+    int resident_peak;
+    uint64_t generated, steps, preemptions, prefix_hit_tokens;
+    size_t peak_bytes_live, peak_bytes_reserved;
+} serve_result;
+
+typedef struct serve_ctx {
+    kvlm_model *m;
+    const kvlm_config *c;
+    const bkv_opts *o;
+    size_t kv_blocks;
+    int max_seqs, failed;
+} serve_ctx;
+
+static void on_finish(void *user, int choice, kvlm_finish why, int n) {
+    (void)choice, (void)n;
+    if (why == KVLM_FINISH_ERROR) ((serve_ctx *)user)->failed++;
+}
+
+typedef struct step_acc {
+    double util_sum, resident_sum, live_sum, reserved_sum;
+    size_t steps;
+} step_acc;
+
+/* After each step: residency and utilisation, and the step with the most
+ * token states stored (the peak). */
+static void sample_step(serve_result *r, step_acc *a, const kvlm_kv *kv, const kvlm_sched *s) {
+    kvlm_kv_stats ks;
+    kvlm_sched_stats ss;
+    kvlm_kv_get_stats(kv, &ks);
+    kvlm_sched_get_stats(s, &ss);
+    if (ks.bytes_reserved == 0) return;
+    a->steps++;
+    a->util_sum += ks.utilisation;
+    a->resident_sum += ss.running;
+    a->live_sum += (double)ks.bytes_live;
+    a->reserved_sum += (double)ks.bytes_reserved;
+    if (ss.running > r->resident_peak) r->resident_peak = ss.running;
+    if (ks.bytes_live > r->peak_bytes_live) {
+        r->peak_bytes_live = ks.bytes_live;
+        r->peak_bytes_reserved = ks.bytes_reserved;
+        r->util_peak = ks.utilisation;
+    }
+}
+
+static kvlm_request_params request(const workload *w, int i, serve_ctx *ctx) {
+    kvlm_request_params p = {.prompt = w->prompts[i], .n_prompt = w->prompt_len[i], .max_tokens = w->output_len[i],
+                             .on_finish = on_finish, .user = ctx};
+    p.sampling = kvlm_sampler_options_default();
+    p.sampling.temperature = 0; /* greedy: the lengths, not the text, are the workload */
+    return p;
+}
+
+/* Serves the first n requests of w under one policy; r may be NULL (warm-up). */
+static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy policy, serve_result *r) {
+    const bkv_opts *o = ctx->o;
+    kvlm_error err;
+    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .n_blocks = ctx->kv_blocks,
+                          .max_seqs = ctx->max_seqs, .policy = policy,
+                          .no_prefix_cache = policy == KVLM_ALLOC_PAGED ? !o->prefix_cache : 1};
+    kvlm_engine_options eo = session_engine_options(&o->mf, 0);
+    kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens, .max_waiting = n};
+    kvlm_kv *kv = kvlm_kv_create(ctx->m, &ko, &err);
+    kvlm_engine *e = kv ? kvlm_engine_create(ctx->m, kv, &eo, &err) : NULL;
+    kvlm_sched *s = e ? kvlm_sched_create(e, kv, ctx->c->vocab_size, ctx->c->eos_id, &so, &err) : NULL;
+    int rc = s ? 0 : -1;
+    serve_result tmp = {0};
+    if (!r) r = &tmp;
+    memset(r, 0, sizeof *r);
+    step_acc a = {0};
+    ctx->failed = 0;
+    double t0 = kvlm_now();
+    for (int i = 0; !rc && i < n; i++) {
+        kvlm_request_params p = request(w, i, ctx);
+        if (kvlm_sched_submit(s, &p, &err) < 0) rc = -1;
+    }
+    for (int idle = 0; !rc && kvlm_sched_has_work(s);) {
+        int k = kvlm_sched_step(s, &err);
+        if (k < 0) rc = -1;
+        else if (k == 0 && ++idle > 1000) rc = set_err(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
+        else sample_step(r, &a, kv, s);
+    }
+    r->total_s = kvlm_now() - t0;
+    if (!rc && ctx->failed) rc = set_err(&err, KVLM_ERR_NOMEM, "a request never fit the KV pool");
+    if (rc) fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+    if (!rc) {
+        kvlm_sched_stats ss;
+        kvlm_kv_stats ks;
+        kvlm_sched_get_stats(s, &ss);
+        kvlm_kv_get_stats(kv, &ks);
+        r->generated = ss.generated_tokens;
+        r->steps = ss.steps;
+        r->preemptions = ss.preemptions;
+        r->prefix_hit_tokens = ks.prefix_hit_tokens;
+        r->tokens_per_s = r->total_s > 0 ? ss.generated_tokens / r->total_s : 0;
+        r->util_mean = a.steps ? a.util_sum / a.steps : 0;
+        r->util_aggregate = a.reserved_sum > 0 ? a.live_sum / a.reserved_sum : 0;
+        r->resident_mean = a.steps ? a.resident_sum / a.steps : 0;
+    }
+    kvlm_sched_free(s);
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Contiguous and paged, alternating over the repeats (C P, P C, ...); the
+ * schedule is deterministic, so only the timings differ between repeats
+ * and their medians are kept. res[0] contiguous, res[1] paged. */
+static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
+    const kvlm_alloc_policy pol[2] = {KVLM_ALLOC_RESERVE_MAX, KVLM_ALLOC_PAGED};
+    const int R = ctx->o->repeats;
+    double tps[2][50], tot[2][50];
+    if (!ctx->o->json) fprintf(stderr, "bench-kv: warming up...\n");
+    if (serve(ctx, w, w->n < 2 ? w->n : 2, KVLM_ALLOC_PAGED, NULL)) return -1;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < 2; k++) {
+            int p = (r + k) % 2;
+            serve_result cur;
+            if (!ctx->o->json) fprintf(stderr, "bench-kv: serving %d requests, %s (%d/%d)...\n", w->n,
+                                       p ? "paged" : "contiguous", r + 1, R);
+            if (serve(ctx, w, w->n, pol[p], &cur)) return -1;
+            if (r == 0) res[p] = cur;
+            tps[p][r] = cur.tokens_per_s;
+            tot[p][r] = cur.total_s;
+        }
+    for (int p = 0; p < 2; p++) {
+        res[p].tokens_per_s = median(tps[p], R);
+        res[p].total_s = median(tot[p], R);
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- attention */
+
+typedef struct attn_row {
+    int len;
+    kvlm_attn_bench_result r;
+} attn_row;
+
+static int attention_rows(const bkv_opts *o, kvlm_model *m, attn_row *rows, int *n_rows) {
+    const kvlm_config *c = kvlm_model_config(m);
+    *n_rows = 0;
+    for (int i = 0; i < o->n_attn_lens; i++) {
+        int L = o->attn_lens[i] < c->n_ctx ? o->attn_lens[i] : c->n_ctx, dup = 0;
+        for (int j = 0; j < *n_rows; j++) dup |= rows[j].len == L;
+        if (dup) continue;
+        if (!o->json) fprintf(stderr, "bench-kv: attention over %d tokens...\n", L);
+        kvlm_attn_bench_options ao = {.ctx_len = L, .block_size = o->mf.block_size, .scatter = 1,
+                                      .rounds = o->attn_rounds, .isa = o->mf.isa, .kv_dtype = o->mf.kv_dtype,
+                                      .seed = o->seed};
+        kvlm_error err;
+        attn_row *row = &rows[(*n_rows)++];
+        row->len = L;
+        if (kvlm_measure_attention(m, &ao, &row->r, &err)) {
+            fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- prefix */
+
+typedef struct prefix_result {
+    int requests, prefix_tokens, suffix_tokens, output_tokens;
+    double ttft_cold_s, ttft_first_s, ttft_hit_s; /* medians */
+    uint64_t queries, query_tokens, hits, hit_tokens;
+} prefix_result;
+
+typedef struct ttft_probe {
+    double t0, first;
+} ttft_probe;
+
+static int on_first_token(void *user, const kvlm_token_event *ev) {
+    ttft_probe *p = user;
+    (void)ev;
+    if (p->first == 0) p->first = kvlm_now() - p->t0;
+    return 0;
+}
+
+typedef struct prefix_rig {
+    kvlm_kv *kv;
+    kvlm_engine *e;
+    kvlm_sched *s;
+} prefix_rig;
+
+static int rig_open(prefix_rig *g, kvlm_model *m, const bkv_opts *o, int prefix_cache, kvlm_error *err) {
+    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .max_seqs = 2,
+                          .policy = KVLM_ALLOC_PAGED, .no_prefix_cache = !prefix_cache};
+    kvlm_engine_options eo = session_engine_options(&o->mf, 0);
+    kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens};
+    const kvlm_config *c = kvlm_model_config(m);
+    memset(g, 0, sizeof *g);
+    return (g->kv = kvlm_kv_create(m, &ko, err)) && (g->e = kvlm_engine_create(m, g->kv, &eo, err)) &&
+                   (g->s = kvlm_sched_create(g->e, g->kv, c->vocab_size, c->eos_id, &so, err))
+               ? 0
+               : -1;
+}
+
+static void rig_close(prefix_rig *g) {
+    kvlm_sched_free(g->s);
+    kvlm_engine_free(g->e);
+    kvlm_kv_free(g->kv);
+}
+
+/* One request alone on a rig; returns its time to first token or < 0. */
+static double timed_request(prefix_rig *g, const int32_t *prompt, int n, int max_tokens, kvlm_error *err) {
+    ttft_probe probe = {0};
+    kvlm_request_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = max_tokens,
+                             .on_token = on_first_token, .user = &probe};
+    p.sampling = kvlm_sampler_options_default();
+    p.sampling.temperature = 0;
+    probe.t0 = kvlm_now();
+    if (kvlm_sched_submit(g->s, &p, err) < 0) return -1;
+    while (kvlm_sched_has_work(g->s))
+        if (kvlm_sched_step(g->s, err) < 0) return -1;
+    return probe.first > 0 ? probe.first : -1;
+}
+
+/* Requests one after another, each on a rig with the prefix cache off
+ * (cold) and then on one with it on; their times interleave so drift on
+ * the machine reaches both. */
+static int prefix_bench(const bkv_opts *o, kvlm_model *m, prefix_result *r) {
+    const kvlm_config *c = kvlm_model_config(m);
+    memset(r, 0, sizeof *r);
+    r->requests = o->prefix_requests;
+    r->output_tokens = o->prefix_output;
+    r->suffix_tokens = o->suffix_tokens ? o->suffix_tokens : (c->n_ctx / 16 < 16 ? (c->n_ctx / 16 ? c->n_ctx / 16 : 1) : 16);
+    r->prefix_tokens = o->prefix_tokens;
+    if (r->prefix_tokens > c->n_ctx - r->suffix_tokens - r->output_tokens)
+        r->prefix_tokens = c->n_ctx - r->suffix_tokens - r->output_tokens;
+    if (r->prefix_tokens < 1) {
+        fprintf(stderr, "kvlm bench-kv: --suffix-tokens %d + --prefix-output %d leave no room for a system prompt "
+                "in the context window of %d\n", r->suffix_tokens, r->output_tokens, c->n_ctx);
+        return 2;
+    }
+    const int K = r->requests, P = r->prefix_tokens, n = P + r->suffix_tokens;
+    int32_t *prompt = malloc((size_t)n * sizeof(int32_t));
+    double *cold = malloc((size_t)K * sizeof(double)), *hit = malloc((size_t)K * sizeof(double));
+    prefix_rig g[2] = {{0}};
+    kvlm_error err = {0};
+    int rc = prompt && cold && hit ? 0 : set_err(&err, KVLM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = rig_open(&g[0], m, o, 0, &err) || rig_open(&g[1], m, o, 1, &err);
+    uint64_t s = o->seed ^ 0x9e3779b97f4a7c15ull;
+    for (int j = 0; !rc && j < P; j++) prompt[j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
+    if (!o->json && !rc) fprintf(stderr, "bench-kv: prefix cache, %d requests of %d + %d tokens...\n", K, P, n - P);
+    for (int i = 0; !rc && i < K; i++) {
+        for (int j = P; j < n; j++) prompt[j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
+        double tc = timed_request(&g[0], prompt, n, r->output_tokens, &err);
+        double th = tc < 0 ? -1 : timed_request(&g[1], prompt, n, r->output_tokens, &err);
+        if (tc < 0 || th < 0) rc = -1;
+        cold[i] = tc;
+        if (i == 0) r->ttft_first_s = th;
+        else hit[i - 1] = th;
+    }
+    if (!rc) {
+        kvlm_kv_stats ks;
+        kvlm_kv_get_stats(g[1].kv, &ks);
+        r->queries = ks.prefix_queries;
+        r->query_tokens = ks.prefix_query_tokens;
+        r->hits = ks.prefix_hits;
+        r->hit_tokens = ks.prefix_hit_tokens;
+        r->ttft_cold_s = median(cold, K);
+        r->ttft_hit_s = median(hit, K - 1);
+    } else {
+        fprintf(stderr, "kvlm bench-kv: prefix benchmark: %s\n", err.msg);
+    }
+    rig_close(&g[0]);
+    rig_close(&g[1]);
+    free(prompt);
+    free(cold);
+    free(hit);
+    return rc ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+/* The PagedAttention paper (Kwon et al., SOSP 2023), as the article cites it. */
+#define REF_UTIL_LO 0.204
+#define REF_UTIL_HI 0.382
+#define REF_UTIL_PAGED 0.963
+#define REF_KERNEL_LO 0.20
+#define REF_KERNEL_HI 0.26
+
+static json_t *lengths_json(const length_stats *st, double median, double sigma, int hi) {
+    return json_pack("{s:s,s:f,s:f,s:i,s:s,s:f,s:i,s:i,s:i,s:i}", "distribution", "lognormal", "median", median,
+                     "sigma", sigma, "clip_min", 1, "clip_max", hi ? "n_ctx - 1" : "n_ctx - prompt", "mean", st->mean,
+                     "p50", st->p50, "p99", st->p99, "min", st->min, "max", st->max);
+}
+
+static json_t *serve_json(const serve_result *r, const char *policy) {
+    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I}", "policy", policy,
+                     "utilisation_mean", r->util_mean, "utilisation_peak", r->util_peak, "utilisation_aggregate",
+                     r->util_aggregate, "resident_mean", r->resident_mean, "resident_peak", r->resident_peak,
+                     "tokens_per_s", r->tokens_per_s, "total_s", r->total_s, "generated_tokens",
+                     (json_int_t)r->generated, "steps", (json_int_t)r->steps, "preemptions",
+                     (json_int_t)r->preemptions, "prefix_hit_tokens", (json_int_t)r->prefix_hit_tokens,
+                     "peak_bytes_live", (json_int_t)r->peak_bytes_live, "peak_bytes_reserved",
+                     (json_int_t)r->peak_bytes_reserved);
+}
+
+static double safe_div(double a, double b) { return b > 0 ? a / b : 0; }
+
+static json_t *workload_json(const workload *w, const bkv_opts *o, size_t blocks, size_t block_bytes, int max_seqs) {
+    const int bs = o->mf.block_size, per_req = (w->n_ctx + bs - 1) / bs;
+    return json_pack("{s:i,s:I,s:o,s:o,s:I,s:i,s:I,s:I,s:I,s:i,s:i,s:b,s:i}", "requests", w->n, "seed",
+                     (json_int_t)o->seed, "prompt", lengths_json(&w->ps, w->prompt_median, w->prompt_sigma, 1),
+                     "output", lengths_json(&w->os, w->output_median, w->output_sigma, 0), "kv_blocks",
+                     (json_int_t)blocks, "block_size", bs, "kv_tokens", (json_int_t)blocks * bs, "kv_bytes",
+                     (json_int_t)(blocks * block_bytes), "contiguous_capacity", (json_int_t)(blocks / per_req),
+                     "max_seqs", max_seqs, "batch_tokens", o->batch_tokens, "prefix_cache", o->prefix_cache,
+                     "repeats", o->repeats);
+}
+
+static json_t *attention_json(const attn_row *rows, int n, const bkv_opts *o) {
+    json_t *arr = json_array();
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        const kvlm_attn_bench_result *r = &rows[i].r;
+        double ratio = safe_div(r->paged_s, r->contiguous_s);
+        if (ratio > worst) worst = ratio;
+        json_array_append_new(
+            arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I}", "ctx_len", rows[i].len, "contiguous_ns_per_token_head",
+                           r->contiguous_s * 1e9 / rows[i].len, "paged_ns_per_token_head",
+                           r->paged_s * 1e9 / rows[i].len, "ratio", ratio, "ratio_median",
+                           safe_div(r->paged_median_s, r->contiguous_median_s), "max_abs_diff", r->max_abs_diff,
+                           "passes_per_round", (json_int_t)r->passes_per_round));
+    }
+    return json_pack("{s:i,s:i,s:b,s:i,s:s,s:o,s:f}", "threads", 1, "block_size", o->mf.block_size, "scatter", 1,
+                     "rounds", o->attn_rounds, "timing", "best round; ratio = paged / contiguous", "lengths", arr,
+                     "worst_ratio", worst);
+}
+
+static json_t *prefix_json(const prefix_result *r) {
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I}", "requests", r->requests,
+                     "prefix_tokens", r->prefix_tokens, "suffix_tokens", r->suffix_tokens, "output_tokens",
+                     r->output_tokens, "ttft_cold_ms", r->ttft_cold_s * 1e3, "ttft_first_ms", r->ttft_first_s * 1e3,
+                     "ttft_hit_ms", r->ttft_hit_s * 1e3, "speedup", safe_div(r->ttft_cold_s, r->ttft_hit_s),
+                     "hit_rate", safe_div((double)r->hit_tokens, (double)r->query_tokens), "hit_tokens",
+                     (json_int_t)r->hit_tokens, "prompt_tokens", (json_int_t)r->query_tokens, "hits",
+                     (json_int_t)r->hits, "queries", (json_int_t)r->queries);
+}
+
+static json_t *reference_json(void) {
+    return json_pack("{s:s,s:[f,f],s:f,s:[f,f],s:[f,f]}", "source",
+                     "Kwon et al., Efficient Memory Management for LLM Serving with PagedAttention, SOSP 2023",
+                     "utilisation_before_paging", REF_UTIL_LO, REF_UTIL_HI, "utilisation_paged", REF_UTIL_PAGED,
+                     "throughput_ratio", 2.0, 4.0, "paged_kernel_slowdown", REF_KERNEL_LO, REF_KERNEL_HI);
+}
+
+/* --------------------------------------------------------------- human */
+
+static void print_workload(const workload *w, size_t blocks, size_t block_bytes, int bs, int max_seqs) {
+    const int per_req = (w->n_ctx + bs - 1) / bs;
+    printf("workload   %d requests, lengths ~ round(median x exp(sigma x Z)), Z ~ N(0,1)\n", w->n);
+    printf("  %-8s %-30s %8s %6s %6s %6s %6s\n", "", "distribution", "mean", "p50", "p99", "min", "max");
+    printf("  %-8s log-normal(median %4.0f, s %.2f)  %8.1f %6d %6d %6d %6d  clip [1, n_ctx-1]\n", "prompt",
+           w->prompt_median, w->prompt_sigma, w->ps.mean, w->ps.p50, w->ps.p99, w->ps.min, w->ps.max);
+    printf("  %-8s log-normal(median %4.0f, s %.2f)  %8.1f %6d %6d %6d %6d  clip [1, n_ctx-prompt]\n", "output",
+           w->output_median, w->output_sigma, w->os.mean, w->os.p50, w->os.p99, w->os.min, w->os.max);
+    printf("KV budget  %zu blocks x %d tokens = %zu tokens, %.1f MiB; contiguous reservation (%d tokens) fits %zu "
+           "requests; %d slots\n\n",
+           blocks, bs, blocks * (size_t)bs, blocks * (double)block_bytes / 1048576.0, per_req * bs,
+           blocks / (size_t)per_req, max_seqs);
+}
+
+static void print_serve(const serve_result r[2], int repeats) {
+    printf("%-24s %12s %12s %12s\n", "serving", "contiguous", "paged", "paged/contig");
+    printf("%-24s %12.2f %12.2f %11.2fx\n", "resident, mean", r[0].resident_mean, r[1].resident_mean,
+           safe_div(r[1].resident_mean, r[0].resident_mean));
+    printf("%-24s %12d %12d %11.2fx\n", "resident, peak", r[0].resident_peak, r[1].resident_peak,
+           safe_div(r[1].resident_peak, r[0].resident_peak));
+    printf("%-24s %11.1f%% %11.1f%%\n", "KV utilisation, mean", 100 * r[0].util_mean, 100 * r[1].util_mean);
+    printf("%-24s %11.1f%% %11.1f%%\n", "KV utilisation, at peak", 100 * r[0].util_peak, 100 * r[1].util_peak);
+    printf("%-24s %12.1f %12.1f %11.2fx\n", "tokens/s", r[0].tokens_per_s, r[1].tokens_per_s,
+           safe_div(r[1].tokens_per_s, r[0].tokens_per_s));
+    printf("%-24s %12.2f %12.2f\n", "total s", r[0].total_s, r[1].total_s);
+    printf("%-24s %12llu %12llu\n", "generated tokens", (unsigned long long)r[0].generated,
+           (unsigned long long)r[1].generated);
+    printf("%-24s %12llu %12llu\n", "engine steps", (unsigned long long)r[0].steps, (unsigned long long)r[1].steps);
+    printf("%-24s %12llu %12llu\n", "preemptions", (unsigned long long)r[0].preemptions,
+           (unsigned long long)r[1].preemptions);
+    printf("(utilisation = bytes holding token states / bytes reserved, sampled after every step; \"at peak\" is\n"
+           " the step storing the most token states; timings are the median of %d run%s per policy)\n\n",
+           repeats, repeats > 1 ? "s" : "");
+}
+
+static void print_attention(const attn_row *rows, int n, const bkv_opts *o) {
+    printf("attention kernel, 1 thread: one query head over L cached tokens, every layer and head per pass;\n"
+           "paged = %d-token blocks scattered in the pool, contiguous = one L-token block (best of %d rounds)\n",
+           o->mf.block_size, o->attn_rounds);
+    printf("%8s %22s %22s %14s\n", "L", "contiguous ns/tok/head", "paged ns/tok/head", "paged/contig");
+    for (int i = 0; i < n; i++) {
+        const kvlm_attn_bench_result *r = &rows[i].r;
+        printf("%8d %22.3f %22.3f %13.3fx\n", rows[i].len, r->contiguous_s * 1e9 / rows[i].len,
+               r->paged_s * 1e9 / rows[i].len, safe_div(r->paged_s, r->contiguous_s));
+    }
+    printf("\n");
+}
+
+static void print_prefix(const prefix_result *r) {
+    printf("prefix cache: %d requests, one after another: a shared %d-token system prompt + %d distinct tokens, "
+           "%d generated\n", r->requests, r->prefix_tokens, r->suffix_tokens, r->output_tokens);
+    printf("  %-44s %10.2f ms\n", "time to first token, cold (cache off, median)", r->ttft_cold_s * 1e3);
+    printf("  %-44s %10.2f ms\n", "time to first token, first request (cache on)", r->ttft_first_s * 1e3);
+    printf("  %-44s %10.2f ms\n", "time to first token on a hit (median)", r->ttft_hit_s * 1e3);
+    printf("  %-44s %10.2fx\n", "speed-up cold / hit", safe_div(r->ttft_cold_s, r->ttft_hit_s));
+    printf("  %-44s %10.1f%%  (%llu of %llu prompt tokens; %llu of %llu prompts hit)\n\n",
+           "hit rate (hit tokens / prompt tokens)", 100 * safe_div((double)r->hit_tokens, (double)r->query_tokens),
+           (unsigned long long)r->hit_tokens, (unsigned long long)r->query_tokens, (unsigned long long)r->hits,
+           (unsigned long long)r->queries);
+}
+
+/* The paper's figures with this run's beside them. */
+static void print_footnote(const json_t *d) {
+    const json_t *c = json_object_get(d, "contiguous"), *p = json_object_get(d, "paged");
+    const json_t *a = json_object_get(d, "attention");
+    printf("reference: PagedAttention (Kwon et al., SOSP 2023)      | kvlm, this run\n");
+    if (c && p) {
+        double uc = json_real_value(json_object_get(c, "utilisation_mean"));
+        double up = json_real_value(json_object_get(p, "utilisation_mean"));
+        double tc = json_real_value(json_object_get(c, "tokens_per_s"));
+        double tp = json_real_value(json_object_get(p, "tokens_per_s"));
+        printf("  KV holding tokens, pre-paging systems  20.4-38.2%%      | contiguous %.1f%%\n", 100 * uc);
+        printf("  KV holding tokens, paged               96.3%%           | paged %.1f%%\n", 100 * up);
+        printf("  throughput, paged vs pre-paging        2-4x            | %.2fx\n", safe_div(tp, tc));
+    }
+    if (a)
+        printf("  paged attention kernel                 20-26%% slower   | %+.1f%% (worst length)\n",
+               100 * (json_real_value(json_object_get(a, "worst_ratio")) - 1));
+}
+
+/* ----------------------------------------------------------------- run */
+
+/* Blocks of the serving budget: --kv-blocks, --kv-mib, or four requests'
+ * contiguous reservation. 0 after printing why the budget is unusable. */
+static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_bytes) {
+    const kvlm_config *c = kvlm_model_config(m);
+    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .n_blocks = 1};
+    kvlm_error err;
+    kvlm_kv *probe = kvlm_kv_create(m, &ko, &err);
+    if (!probe) {
+        fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+        return 0;
+    }
+    kvlm_kv_stats st;
+    kvlm_kv_get_stats(probe, &st);
+    kvlm_kv_free(probe);
+    *block_bytes = st.block_bytes;
+    const size_t per_req = (size_t)(c->n_ctx + o->mf.block_size - 1) / o->mf.block_size;
+    size_t blocks = o->kv_blocks ? (size_t)o->kv_blocks
+                    : o->kv_mib > 0 ? (size_t)(o->kv_mib * 1048576.0 / st.block_bytes)
+                                    : 4 * per_req;
+    if (blocks < per_req) {
+        fprintf(stderr, "kvlm bench-kv: %s: %zu blocks is less than one request's contiguous reservation "
+                "(%zu blocks of %d tokens for n_ctx %d)\n", o->kv_mib > 0 ? "--kv-mib" : "--kv-blocks", blocks,
+                per_req, o->mf.block_size, c->n_ctx);
+        return 0;
+    }
+    return blocks;
+}
+
+static int run_serve(const bkv_opts *o, kvlm_model *m, json_t *doc, workload *w, serve_result res[2]) {
+    const kvlm_config *c = kvlm_model_config(m);
+    size_t block_bytes = 0, blocks = budget_blocks(o, m, &block_bytes);
+    if (!blocks) return 2;
+    if (workload_make(w, o, c)) {
+        fprintf(stderr, "kvlm bench-kv: out of memory\n");
+        return 1;
+    }
+    serve_ctx ctx = {.m = m, .c = c, .o = o, .kv_blocks = blocks,
+                     .max_seqs = o->max_seqs ? o->max_seqs : (o->requests < 256 ? o->requests : 256)};
+    if (!o->json) print_workload(w, blocks, block_bytes, o->mf.block_size, ctx.max_seqs);
+    json_object_set_new(doc, "workload", workload_json(w, o, blocks, block_bytes, ctx.max_seqs));
+    if (serve_both(&ctx, w, res)) return 1;
+    json_object_set_new(doc, "contiguous", serve_json(&res[0], "reserve_max"));
+    json_object_set_new(doc, "paged", serve_json(&res[1], "paged"));
+    json_object_set_new(doc, "ratio", json_pack("{s:f,s:f,s:f}", "tokens_per_s",
+                                                safe_div(res[1].tokens_per_s, res[0].tokens_per_s), "resident_mean",
+                                                safe_div(res[1].resident_mean, res[0].resident_mean), "resident_peak",
+                                                safe_div(res[1].resident_peak, res[0].resident_peak)));
+    if (!o->json) print_serve(res, o->repeats);
+    return 0;
+}
+
+static int run_sections(const bkv_opts *o, kvlm_model *m, json_t *doc) {
+    workload w = {0};
+    serve_result res[2];
+    int rc = 0;
+    if (o->sections & SEC_SERVE) rc = run_serve(o, m, doc, &w, res);
+    workload_free(&w);
+    if (!rc && (o->sections & SEC_ATTN)) {
+        attn_row rows[MAX_ATTN_LENS];
+        int n = 0;
+        rc = attention_rows(o, m, rows, &n) ? 1 : 0;
+        if (!rc) json_object_set_new(doc, "attention", attention_json(rows, n, o));
+        if (!rc && !o->json) print_attention(rows, n, o);
+    }
+    if (!rc && (o->sections & SEC_PREFIX)) {
+        prefix_result pr;
+        rc = prefix_bench(o, m, &pr);
+        if (!rc) json_object_set_new(doc, "prefix", prefix_json(&pr));
+        if (!rc && !o->json) print_prefix(&pr);
+    }
+    return rc;
+}
+
+int cli_bench_kv(int argc, char **argv) {
+    bkv_opts o;
+    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype);
+    if (!m) return 1;
+    const kvlm_config *c = kvlm_model_config(m);
+    kvlm_error err;
+    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
+    kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size}, &err);
+    kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
+    if (!e) {
+        fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+        kvlm_kv_free(kv);
+        kvlm_model_free(m);
+        return 1;
+    }
+    json_t *doc = json_pack("{s:s,s:i,s:i,s:s,s:s,s:i,s:o}", "model", kvlm_model_source(m), "n_ctx", c->n_ctx,
+                            "threads", kvlm_engine_threads(e), "isa", kvlm_isa_name(kvlm_engine_isa(e)), "kv_dtype",
+                            kvlm_dtype_name(o.mf.kv_dtype), "block_size", o.mf.block_size, "reference",
+                            reference_json());
+    if (!o.json)
+        printf("model      %s (%d layers, %d heads, n_ctx %d)\nengine     %d threads, %s kernels, KV %s, %d-token "
+               "blocks\n", kvlm_model_source(m), c->n_layer, c->n_head, c->n_ctx, kvlm_engine_threads(e),
+               kvlm_isa_name(kvlm_engine_isa(e)), kvlm_dtype_name(o.mf.kv_dtype), o.mf.block_size);
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    int rc = run_sections(&o, m, doc);
+    if (!rc && o.json) {
+        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        puts(s);
+        free(s);
+    } else if (!rc) {
+        print_footnote(doc);
+    }
+    json_decref(doc);
+    kvlm_model_free(m);
+    return rc;
+}

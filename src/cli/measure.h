@@ -1,0 +1,91 @@
+/*
+ * The measurements behind `kvlm sample-stats`, `gen-stats`, `bench` and
+ * `kv`, each as a function that runs it and returns the command's JSON
+ * document (exactly what the command prints with --json). The commands
+ * print either that document or a human table made from it; `kvlm report`
+ * runs them all and keeps the documents, so every number in a report is
+ * the number the single command would print.
+ *
+ * Each returns a new reference (the caller owns it) or NULL after printing
+ * the reason on stderr.
+ */
+#ifndef KVLM_CLI_MEASURE_H
+#define KVLM_CLI_MEASURE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "cli/session.h"
+#include "kv_sizing.h"
+#include "kvlm.h"
+
+/* ------------------------------------------------------- sample-stats */
+
+typedef struct sample_stats_params {
+    const float *temps;  /* temperatures, each > 0 */
+    int n_temps;
+    int top_k;           /* the filters: 0, 1 and 0 leave the distribution as is */
+    float top_p, min_p;
+    int top_n;           /* most likely tokens listed at temperature 1 (<= 100) */
+} sample_stats_params;
+
+/* Next-token distribution statistics after the session's prompt. */
+json_t *measure_sample_stats(const cli_session *ss, const model_flags *mf, const sample_stats_params *p);
+
+/* ---------------------------------------------------------- gen-stats */
+
+typedef struct gen_stats_params {
+    int n;               /* tokens per setting (cut to the context window) */
+    uint64_t seed;
+    int stop_at_eos;
+} gen_stats_params;
+
+/* Generates under each decoding setting; "gen-stats: SETTING done" on
+ * stderr after each one. */
+json_t *measure_gen_stats(const cli_session *ss, const model_flags *mf, const gen_stats_params *p);
+
+/* -------------------------------------------------------------- bench */
+
+typedef struct bench_params {
+    int pp, tg, repeats;   /* pp + tg must fit the context window */
+    int threads;           /* 0: all cores */
+    kvlm_isa isa;
+    kvlm_dtype kv_dtype;
+    int skip_cache;        /* no cache on/off comparison */
+    int bw_mib;            /* buffer for the bandwidth measurement */
+    int progress;          /* "measuring read bandwidth..." on stderr */
+} bench_params;
+
+#define BENCH_MAX_REPEATS 1000
+
+/* Prefill and decode throughput, the decode roofline, cache on vs off. */
+json_t *measure_bench(kvlm_model *m, const bench_params *p);
+
+/* ----------------------------------------------------------------- kv */
+
+#define KV_MAX_CTX 16
+
+/* Which models: a path (-m; only its configuration is read), a loaded
+ * configuration shown under label, one preset, or (none of the three)
+ * every preset. Capacity planning when have_memory is set; the other
+ * plan fields at 0 take their defaults. */
+typedef struct kv_request {
+    const char *model;
+    const kvlm_config *config;
+    const char *label;
+    const char *preset;
+    kvs_dtype kv_dtype, weight_dtype;
+    uint64_t ctx[KV_MAX_CTX];
+    int n_ctx;
+    int have_memory, have_weights, have_weight_dtype;
+    uint64_t memory, weights, ctx_len, mean_len, block_size;
+} kv_request;
+
+/* kv_request with the command's defaults: f16, contexts 4,096 and 131,072. */
+kv_request kv_request_default(void);
+
+/* KV bytes per token and per context (and the plan); on NULL, *status is
+ * the exit status (1 model not readable, 2 impossible figures or plan). */
+json_t *measure_kv(const kv_request *rq, int *status);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * AVX2 + FMA + F16C matmul against Q8_0 / Q4_0 weights (8-lane ymm: one
+ * block is four vectors), for CPUs without AVX-512. Body in quant_simd.h.
+ */
+#include <immintrin.h>
+
+#define VW 8
+#define vf __m256
+#define V_ZERO() _mm256_setzero_ps()
+#define V_SET1(s) _mm256_set1_ps(s)
+#define V_LOADU(p) _mm256_loadu_ps(p)
+#define V_MUL(a, b) _mm256_mul_ps((a), (b))
+#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+
+static inline float hsum_q_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#define V_REDUCE(v) hsum_q_avx2(v)
+
+static inline __m256 q8_chunk_avx2(const unsigned char *q, int v) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)(q + 8 * v));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+
+/* Chunks 0, 1: low nibbles of code bytes 0..7, 8..15 (values 0..15);
+ * chunks 2, 3: their high nibbles (values 16..31). */
+static inline __m256 q4_chunk_avx2(const unsigned char *q, int v) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)(q + 8 * (v & 1)));
+    if (v >= 2) b = _mm_srli_epi16(b, 4);
+    b = _mm_and_si128(b, _mm_set1_epi8(15));
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+}
+
+#define Q8_CHUNK(q, v) q8_chunk_avx2((q), (v))
+#define Q4_CHUNK(q, v) q4_chunk_avx2((q), (v))
+#define MR_MAX 2
+#define NR_MAX 3
+#define NR1 4
+#define QNAME(n) n##_avx2
+
+#include "kernels/quant_simd.h"

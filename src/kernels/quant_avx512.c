@@ -1,0 +1,39 @@
+/*
+ * AVX-512 matmul against Q8_0 / Q4_0 weights (16-lane zmm: one block is
+ * two vectors). Compiled with the AVX-512 flags and only called through
+ * kern_ops_avx512, after kern_cpu_supports(KVLM_ISA_AVX512). Body in
+ * quant_simd.h.
+ */
+#include <immintrin.h>
+
+#define VW 16
+#define vf __m512
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(s) _mm512_set1_ps(s)
+#define V_LOADU(p) _mm512_loadu_ps(p)
+#define V_MUL(a, b) _mm512_mul_ps((a), (b))
+#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_REDUCE(v) _mm512_reduce_add_ps(v)
+
+static inline __m512 q8_chunk_avx512(const unsigned char *q, int v) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(q + 16 * v));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+}
+
+/* Chunk 0: low nibbles of the 16 code bytes (values 0..15); chunk 1: high
+ * nibbles (values 16..31). */
+static inline __m512 q4_chunk_avx512(const unsigned char *q, int v) {
+    __m128i b = _mm_loadu_si128((const __m128i *)q);
+    if (v) b = _mm_srli_epi16(b, 4);
+    b = _mm_and_si128(b, _mm_set1_epi8(15));
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
+}
+
+#define Q8_CHUNK(q, v) q8_chunk_avx512((q), (v))
+#define Q4_CHUNK(q, v) q4_chunk_avx512((q), (v))
+#define MR_MAX 4
+#define NR_MAX 4
+#define NR1 8
+#define QNAME(n) n##_avx512
+
+#include "kernels/quant_simd.h"

@@ -1,0 +1,102 @@
+/*
+ * SIMD matmul against block-quantised weights (Q8_0, Q4_0), written once
+ * and instantiated by quant_avx2.c (8 lanes) and quant_avx512.c (16 lanes).
+ * Include only from those files, after defining:
+ *
+ *   VW, vf, V_ZERO(), V_SET1(s), V_LOADU(p), V_MUL(a, b), V_FMA(a, b, c)
+ *   (a*b+c), V_REDUCE(v) (horizontal sum)
+ *   Q8_CHUNK(q, v)   floats of the int8 codes q[v*VW .. v*VW + VW)
+ *   Q4_CHUNK(q, v)   floats of the 4-bit codes of values v*VW .. v*VW + VW
+ *                    of a Q4_0 block whose code bytes start at q (0..15)
+ *   MR_MAX NR_MAX    register tile: rows of x by rows of W
+ *   NR1              rows of W per tile when x has one row (decode)
+ *   QNAME(n)         name mangling: n ## _avx2
+ *
+ * Per 32-value block and weight row the kernel converts the f16 scale d
+ * once, then for each VW-wide chunk widens the codes to floats and forms
+ * the exact weight (Q8_0: code * d; Q4_0: code * d - 8d, one rounding of
+ * an exactly representable value) and multiplies it into every row of x in
+ * the tile. Nothing bigger than one chunk per weight row is ever widened.
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tensor.h"
+
+#define AI static inline __attribute__((always_inline))
+#define QV (QK / VW)
+#define NR_ALL (NR1 > NR_MAX ? NR1 : NR_MAX)
+
+AI float q_scale(const void *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return _cvtsh_ss(h);
+}
+
+/* One mr x nr tile of y over all K; t is a compile-time constant once
+ * inlined, so each instantiation has a single widening path. */
+AI void qtile(const float *x, int K, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr,
+              int m, int n, const float *bias, float *y, int ldy) {
+    const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+    const int nb = K / QK;
+    vf acc[MR_MAX][NR_ALL];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
+    const float *xr = x + (size_t)m * K;
+    const unsigned char *wr = w + (size_t)n * rb;
+    for (int b = 0; b < nb; b++) {
+        vf dv[NR_ALL], ov[NR_ALL];
+        const unsigned char *blk[NR_ALL];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            blk[j] = wr + (size_t)j * rb + (size_t)b * bb;
+            const float d = q_scale(blk[j]);
+            dv[j] = V_SET1(d);
+            if (t == KVLM_Q4_0) ov[j] = V_SET1(-8.0f * d);
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < QV; v++) {
+            vf xv[MR_MAX];
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) xv[i] = V_LOADU(xr + (size_t)i * K + (size_t)b * QK + (size_t)v * VW);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) {
+                vf wv = t == KVLM_Q8_0 ? V_MUL(Q8_CHUNK(blk[j] + 2, v), dv[j])
+                                       : V_FMA(Q4_CHUNK(blk[j] + 2, v), dv[j], ov[j]);
+#pragma GCC unroll 8
+                for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            y[(size_t)(m + i) * ldy + n + j] = V_REDUCE(acc[i][j]) + (bias ? bias[n + j] : 0.0f);
+}
+
+AI void qrows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                int ldy, kvlm_dtype t) {
+    const int K = w->cols;
+    const size_t rb = (size_t)(K / QK) * (t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0));
+    const unsigned char *wd = w->data;
+    int m = 0;
+    for (; m + MR_MAX <= M; m += MR_MAX) {
+        int n = n0;
+        for (; n + NR_MAX <= n1; n += NR_MAX) qtile(x, K, wd, rb, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+        for (; n < n1; n++) qtile(x, K, wd, rb, t, MR_MAX, 1, m, n, bias, y, ldy);
+    }
+    for (; m < M; m++) {
+        int n = n0;
+        for (; n + NR1 <= n1; n += NR1) qtile(x, K, wd, rb, t, 1, NR1, m, n, bias, y, ldy);
+        for (; n < n1; n++) qtile(x, K, wd, rb, t, 1, 1, m, n, bias, y, ldy);
+    }
+}
+
+void QNAME(quant_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                              float *y, int ldy) {
+    if (w->dtype == KVLM_Q8_0) qrows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0);
+    else qrows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0);
+}

@@ -1,0 +1,375 @@
+/*
+ * The engine thread: the only thread that touches the scheduler, the KV
+ * cache and the engine. Each turn of its loop takes the jobs the HTTP
+ * thread queued (submitting each prompt as one scheduler request, or
+ * rejecting the job: 429 when the waiting queue is full), cancels the jobs
+ * whose clients left, runs one batched step, publishes the metrics, and
+ * every 100 ms checks the sockets of connections that wait for it for a
+ * hang-up (libmicrohttpd cannot see one on a suspended connection), so a
+ * client that disconnects gets its KV blocks back within one step.
+ *
+ * The scheduler's callbacks turn tokens into text (stop strings, UTF-8),
+ * into server-sent events for streaming jobs or into the final body
+ * otherwise, and record the latency histograms. A job is finalised when its
+ * last choice ends; it then leaves the live list and drops the engine's
+ * reference. The engine never holds `mu` while calling libmicrohttpd.
+ */
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/openai_response.h"
+#include "server/srv.h"
+
+#define WATCH_INTERVAL 0.1
+
+static void live_add(srv *s, job *j) {
+    j->live_prev = NULL;
+    j->live_next = s->live;
+    if (s->live) s->live->live_prev = j;
+    s->live = j;
+}
+
+static void live_remove(srv *s, job *j) {
+    if (j->live_prev) j->live_prev->live_next = j->live_next;
+    else if (s->live == j) s->live = j->live_next;
+    if (j->live_next) j->live_next->live_prev = j->live_prev;
+    j->live_prev = j->live_next = NULL;
+}
+
+/* Writes what the job produced for its connection and lets it go. */
+static void finalize(job *j) {
+    if (!j->submitted || j->n_finished < j->n_expected) return;
+    srv *s = j->s;
+    live_remove(s, j);
+    if (j->state == JOB_ACCEPTED && j->rq.stream) {
+        sbuf tail = {0};
+        if (j->failed) resp_sse_error(&j->fail, &tail);
+        resp_stream_end(j, &tail);
+        job_send(j, tail.data ? tail.data : "", tail.len, 1);
+        sbuf_free(&tail);
+    } else {
+        char *body = j->failed ? resp_error_body(&j->fail) : resp_final_body(j);
+        pthread_mutex_lock(&s->mu);
+        if (body) sbuf_adds(&j->out, body);
+        j->status = !body ? 500 : j->failed ? j->fail.status : 200;
+        pthread_mutex_unlock(&s->mu);
+        free(body);
+    }
+    pthread_mutex_lock(&s->mu);
+    j->state = JOB_DONE;
+    pthread_mutex_unlock(&s->mu);
+    job_wake(j);
+    job_unref(j);
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static void on_admit(void *user, int n_cached) {
+    prompt_run *pr = user;
+    pr->cached = n_cached;
+    pr->j->cached_tokens += n_cached;
+    metrics_observe_queue(pr->j->s->metrics, kvlm_now() - pr->j->t_arrival);
+}
+
+static int on_token(void *user, const kvlm_token_event *ev) {
+    prompt_run *pr = user;
+    job *j = pr->j;
+    srv *s = j->s;
+    const int ci = pr->index * j->rq.n + ev->choice;
+    choice_state *cs = &j->choices[ci];
+    if (pr->t_first == 0) {
+        pr->t_first = kvlm_now();
+        metrics_observe_ttft(s->metrics, pr->t_first - j->t_arrival);
+    }
+    cs->n_tokens++;
+    size_t len = 0;
+    if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
+    if (ev->id == j->rq.turn_end) return 1; /* the chat template's end of turn */
+    sbuf delta = {0};
+    int stop = ts_push(&cs->ts, ev->id, &delta);
+    if (j->rq.stream) {
+        if (delta.len || j->rq.logprobs) {
+            sbuf out = {0};
+            resp_chunk(j, ci, 0, delta.data, delta.len, ev, NULL, &out);
+            job_send(j, out.data, out.len, 0);
+            sbuf_free(&out);
+        }
+    } else {
+        sbuf_add(&cs->text, delta.data, delta.len);
+        if (j->rq.logprobs) resp_keep_logprobs(cs, ev, j->rq.top_logprobs);
+    }
+    sbuf_free(&delta);
+    return stop;
+}
+
+static void on_finish(void *user, int choice, kvlm_finish why, int n_generated) {
+    prompt_run *pr = user;
+    job *j = pr->j;
+    srv *s = j->s;
+    const int ci = pr->index * j->rq.n + choice;
+    choice_state *cs = &j->choices[ci];
+    const double now = kvlm_now();
+    cs->finish = why;
+    cs->n_generated = n_generated;
+    j->completion_tokens += n_generated;
+    if (n_generated > pr->max_gen) pr->max_gen = n_generated;
+    metrics_count_finish(s->metrics, why);
+    if (why == KVLM_FINISH_ERROR && !j->failed) {
+        j->failed = 1;
+        api_fail(&j->fail, 500, "kv_cache_too_small", NULL, "the request does not fit in the KV cache pool");
+    }
+    if (why != KVLM_FINISH_CANCELLED && why != KVLM_FINISH_ERROR && !j->cancelled) {
+        sbuf tail = {0};
+        ts_finish(&cs->ts, &tail);
+        if (j->rq.stream) {
+            sbuf out = {0};
+            resp_chunk(j, ci, 0, tail.data, tail.len, NULL, resp_finish_name(why), &out);
+            job_send(j, out.data, out.len, 0);
+            sbuf_free(&out);
+        } else {
+            sbuf_add(&cs->text, tail.data, tail.len);
+        }
+        sbuf_free(&tail);
+    }
+    if (++pr->n_done == j->rq.n && pr->t_first > 0 && !j->cancelled)
+        metrics_observe_request(s->metrics, now - j->t_arrival,
+                                pr->max_gen > 1 ? (now - pr->t_first) / (pr->max_gen - 1) : -1.0);
+    j->n_finished++;
+    finalize(j);
+}
+
+/* ------------------------------------------------------------ jobs */
+
+static void cancel_runs(srv *s, job *j) {
+    pthread_mutex_lock(&s->mu);
+    job_ref_locked(j); /* the last cancel may finalise the job */
+    pthread_mutex_unlock(&s->mu);
+    for (int p = 0; p < j->rq.n_prompts; p++)
+        if (j->runs[p].sched_id >= 0) kvlm_sched_cancel(s->sched, j->runs[p].sched_id);
+    job_unref(j);
+}
+
+static void submit(srv *s, job *j) {
+    live_add(s, j);
+    pthread_mutex_lock(&s->mu);
+    int gone = j->cancel_requested;
+    pthread_mutex_unlock(&s->mu);
+    const double deadline = s->cfg.timeout > 0 ? j->t_arrival + s->cfg.timeout : 0;
+    for (int p = 0; !gone && p < j->rq.n_prompts; p++) {
+        kvlm_request_params prm = {.prompt = j->rq.prompts[p], .n_prompt = j->rq.n_prompt[p],
+                                   .max_tokens = j->rq.max_new[p], .n_choices = j->rq.n,
+                                   .stop_at_eos = !j->rq.ignore_eos, .logprobs = j->rq.top_logprobs,
+                                   .deadline = deadline, .sampling = j->rq.sampling, .on_token = on_token,
+                                   .on_finish = on_finish, .on_admit = on_admit, .user = &j->runs[p]};
+        kvlm_error err;
+        int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
+        if (id < 0) {
+            j->failed = 1;
+            if (err.code == KVLM_ERR_BUSY)
+                api_fail(&j->fail, 429, "queue_full", NULL, "the server is busy (%s); retry later", err.msg);
+            else
+                api_fail(&j->fail, err.code == KVLM_ERR_ARG ? 400 : 500, NULL, NULL, "%s", err.msg);
+            break;
+        }
+        j->runs[p].sched_id = id;
+        j->n_expected += j->rq.n;
+    }
+    if (gone) j->cancelled = 1;
+    if (j->failed) {
+        cancel_runs(s, j);
+    } else if (!gone) {
+        pthread_mutex_lock(&s->mu);
+        j->state = JOB_ACCEPTED;
+        pthread_mutex_unlock(&s->mu);
+        if (j->rq.stream && j->rq.chat) {
+            sbuf out = {0};
+            for (int c = 0; c < j->n_choices; c++) resp_chunk(j, c, 1, "", 0, NULL, NULL, &out);
+            job_send(j, out.data, out.len, 0);
+            sbuf_free(&out);
+        } else {
+            job_wake(j);
+        }
+    }
+    j->submitted = 1;
+    finalize(j);
+}
+
+/* Ends a job that never reached the scheduler, or every live job. */
+static void reject(srv *s, job *j, int status, const char *code, const char *msg) {
+    live_add(s, j);
+    j->failed = 1;
+    api_fail(&j->fail, status, code, NULL, "%s", msg);
+    j->submitted = 1;
+    finalize(j);
+}
+
+static void fail_all(srv *s, int status, const char *code, const char *msg) {
+    while (s->live) {
+        job *j = s->live;
+        if (!j->failed) {
+            j->failed = 1;
+            api_fail(&j->fail, status, code, NULL, "%s", msg);
+        }
+        cancel_runs(s, j);
+        if (s->live == j) { /* every run had already ended: finalise it here */
+            j->n_finished = j->n_expected;
+            j->submitted = 1;
+            finalize(j);
+        }
+    }
+}
+
+/* Jobs whose clients left: from the HTTP thread's flag or the watchdog. */
+static void process_cancels(srv *s) {
+    for (;;) {
+        job *hit = NULL;
+        pthread_mutex_lock(&s->mu);
+        for (job *j = s->live; j && !hit; j = j->live_next)
+            if (j->cancel_requested && !j->cancelled) hit = j;
+        pthread_mutex_unlock(&s->mu);
+        if (!hit) return;
+        hit->cancelled = 1;
+        cancel_runs(s, hit);
+    }
+}
+
+/* Suspended connections whose peer hung up: their jobs are cancelled. */
+static void watchdog(srv *s) {
+    enum { MAXW = 256 };
+    struct pollfd fds[MAXW];
+    struct MHD_Connection *conns[MAXW];
+    job *who[MAXW];
+    int n = 0, k = 0;
+    pthread_mutex_lock(&s->mu);
+    for (job *j = s->live; j && n < MAXW; j = j->live_next) {
+        if (!j->suspended || !j->conn || j->cancel_requested) continue;
+        conns[n] = j->conn;
+        who[n++] = j;
+    }
+    pthread_mutex_unlock(&s->mu);
+    /* Suspended connections stay valid: only this thread resumes them, and
+     * live jobs hold the engine's reference. */
+    for (int i = 0; i < n; i++) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conns[i], MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci) continue;
+        fds[k] = (struct pollfd){.fd = ci->connect_fd, .events = POLLRDHUP};
+        who[k++] = who[i];
+    }
+    n = k;
+    if (n == 0 || poll(fds, (nfds_t)n, 0) <= 0) return;
+    for (int i = 0; i < n; i++)
+        if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+            pthread_mutex_lock(&s->mu);
+            who[i]->cancel_requested = 1;
+            pthread_mutex_unlock(&s->mu);
+        }
+    process_cancels(s);
+}
+
+static void publish(srv *s, int inbox) {
+    kvlm_sched_stats st;
+    kvlm_kv_stats kv;
+    kvlm_sched_get_stats(s->sched, &st);
+    kvlm_kv_get_stats(s->kv, &kv);
+    metrics_publish(s->metrics, &st, &kv, inbox);
+}
+
+static void wait_for_work(srv *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(WATCH_INTERVAL * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+}
+
+static void *engine_main(void *arg) {
+    srv *s = arg;
+    double last_watch = kvlm_now();
+    for (;;) {
+        const int busy = kvlm_sched_has_work(s->sched);
+        pthread_mutex_lock(&s->mu);
+        if (!busy && !s->inbox_head && !s->cancel_pending && !s->stopping) wait_for_work(s);
+        job *in = s->inbox_head;
+        s->inbox_head = s->inbox_tail = NULL;
+        s->inbox_len = 0;
+        const int cancels = s->cancel_pending, stopping = s->stopping;
+        s->cancel_pending = 0;
+        pthread_mutex_unlock(&s->mu);
+        if (cancels) process_cancels(s);
+        while (in) {
+            job *next = in->next;
+            in->next = NULL;
+            if (stopping) reject(s, in, 503, "shutting_down", "the server is shutting down");
+            else submit(s, in);
+            in = next;
+        }
+        if (stopping) {
+            fail_all(s, 503, "shutting_down", "the server is shutting down");
+            break;
+        }
+        if (kvlm_sched_has_work(s->sched)) {
+            kvlm_error err;
+            if (kvlm_sched_step(s->sched, &err) < 0) {
+                fprintf(stderr, "kvlm serve: engine step failed: %s\n", err.msg);
+                fail_all(s, 500, "engine_error", err.msg);
+            }
+        }
+        pthread_mutex_lock(&s->mu);
+        const int inbox = s->inbox_len;
+        pthread_mutex_unlock(&s->mu);
+        publish(s, inbox);
+        const double now = kvlm_now();
+        if (now - last_watch >= WATCH_INTERVAL) {
+            watchdog(s);
+            last_watch = now;
+        }
+    }
+    publish(s, 0);
+    return NULL;
+}
+
+int engine_start(srv *s, kvlm_error *err) {
+    if (pthread_create(&s->engine, NULL, engine_main, s)) {
+        snprintf(err->msg, sizeof err->msg, "cannot start the engine thread");
+        err->code = KVLM_ERR_NOMEM;
+        return -1;
+    }
+    s->engine_running = 1;
+    return 0;
+}
+
+void engine_stop(srv *s) {
+    if (!s->engine_running) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->engine, NULL);
+    s->engine_running = 0;
+}
+
+int engine_enqueue_locked(srv *s, job *j) {
+    if (s->stopping) return -1;
+    job_ref_locked(j);
+    j->next = NULL;
+    if (s->inbox_tail) s->inbox_tail->next = j;
+    else s->inbox_head = j;
+    s->inbox_tail = j;
+    s->inbox_len++;
+    pthread_cond_signal(&s->wake);
+    return 0;
+}
+
+void engine_cancel_locked(srv *s, job *j) {
+    if (j->cancel_requested) return;
+    j->cancel_requested = 1;
+    s->cancel_pending = 1;
+    pthread_cond_signal(&s->wake);
+}

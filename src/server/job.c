@@ -1,0 +1,105 @@
+/*
+ * Jobs: creation, reference counting, and handing bytes to a waiting
+ * connection (see srv.h for the threading rules). A job's choices and
+ * prompt runs are allocated up front, so the engine's callbacks never
+ * allocate anything but text.
+ */
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/srv.h"
+
+job *job_new(srv *s, api_request *rq, kvlm_error *err) {
+    job *j = calloc(1, sizeof *j);
+    int nc = rq->n_prompts * rq->n;
+    if (j) {
+        j->runs = calloc((size_t)rq->n_prompts, sizeof *j->runs);
+        j->choices = calloc((size_t)nc, sizeof *j->choices);
+    }
+    if (!j || !j->runs || !j->choices) goto nomem;
+    j->s = s;
+    j->rq = *rq;
+    memset(rq, 0, sizeof *rq);
+    j->n_choices = nc;
+    j->created = (long long)time(NULL);
+    j->t_arrival = kvlm_now();
+    j->refs = 1;
+    for (int p = 0; p < j->rq.n_prompts; p++) {
+        j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
+        j->prompt_tokens += j->rq.n_prompt[p];
+    }
+    for (int c = 0; c < nc; c++)
+        if (ts_init(&j->choices[c].ts, s->tok, j->rq.stops, j->rq.n_stops, err)) {
+            j->refs = 1;
+            job_unref(j);
+            return NULL;
+        }
+    pthread_mutex_lock(&s->mu);
+    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", j->rq.chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->created, (unsigned long long)++s->counter);
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    return j;
+nomem:
+    if (j) {
+        free(j->runs);
+        free(j->choices);
+        free(j);
+    }
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+    err->code = KVLM_ERR_NOMEM;
+    return NULL;
+}
+
+void job_ref_locked(job *j) { j->refs++; }
+
+static void job_free(job *j) {
+    for (int c = 0; c < j->n_choices; c++) {
+        choice_state *cs = &j->choices[c];
+        ts_free(&cs->ts);
+        sbuf_free(&cs->text);
+        free(cs->lp_ids);
+        free(cs->lp_vals);
+        free(cs->lp_top_ids);
+        free(cs->lp_top_vals);
+    }
+    free(j->choices);
+    free(j->runs);
+    sbuf_free(&j->out);
+    api_request_free(&j->rq);
+    free(j);
+}
+
+void job_unref(job *j) {
+    srv *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    int last = --j->refs == 0;
+    int counted = j->id[0] != 0;
+    if (last && counted) s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
+    if (last) job_free(j);
+}
+
+void job_wake(job *j) {
+    struct MHD_Connection *c = NULL;
+    pthread_mutex_lock(&j->s->mu);
+    if (j->suspended && j->conn) {
+        j->suspended = 0;
+        c = j->conn;
+    }
+    pthread_mutex_unlock(&j->s->mu);
+    /* Still suspended in libmicrohttpd (only this thread resumes), so the
+     * connection cannot have been freed. */
+    if (c) MHD_resume_connection(c);
+}
+
+void job_send(job *j, const char *bytes, size_t n, int last) {
+    pthread_mutex_lock(&j->s->mu);
+    if (j->conn && !j->cancel_requested) sbuf_add(&j->out, bytes, n);
+    if (last) j->out_done = 1;
+    pthread_mutex_unlock(&j->s->mu);
+    job_wake(j);
+}

@@ -1,0 +1,565 @@
+/*
+ * Parsing and validating OpenAI-style request bodies (see openai_request.h).
+ *
+ * Order of checks: the body is well-formed UTF-8, then JSON, then an
+ * object; every key is known; the model is ours; each field has its type
+ * and range; prompts are tokenised and must leave room for the completion
+ * in the context window and in the KV pool. The first failure wins.
+ */
+#include "server/openai_request.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sbuf.h"
+#include "server/text_stream.h"
+
+#define MAX_STOPS 16
+#define MAX_STOP_BYTES 1024
+#define MAX_TOP_LOGPROBS 20
+
+int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = status == 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static json_t *parse_body(const char *body, size_t len, api_error *e) {
+    if (len == 0) {
+        api_fail(e, 400, "invalid_json", NULL, "the request body is empty; expected a JSON object");
+        return NULL;
+    }
+    if (!ts_utf8_valid(body, len)) {
+        api_fail(e, 400, "invalid_utf8", NULL, "the request body is not valid UTF-8");
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        api_fail(e, 400, "invalid_json", NULL, "the request body is not valid JSON: %s (line %d, column %d)",
+                 je.text, je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        api_fail(e, 400, "invalid_json", NULL, "the request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static int in_list(const char *key, const char *const *list) {
+    for (; *list; list++)
+        if (!strcmp(key, *list)) return 1;
+    return 0;
+}
+
+/* Every key must be known; the model, when given, must be ours. */
+static int check_keys(json_t *root, const char *const *known, const api_limits *lim, api_error *e) {
+    const char *key;
+    json_t *v;
+    static const char *const unsupported[] = {"tools", "tool_choice", "functions", "function_call",
+                                              "response_format", "parallel_tool_calls", NULL};
+    json_object_foreach(root, key, v) {
+        if (in_list(key, unsupported)) {
+            if (json_is_null(v)) continue;
+            return api_fail(e, 400, "unsupported_parameter", key, "'%s' is not supported by this server", key);
+        }
+        if (!in_list(key, known))
+            return api_fail(e, 400, "unknown_parameter", key, "Unrecognized request argument supplied: %s", key);
+    }
+    json_t *m = json_object_get(root, "model");
+    if (m && !json_is_null(m)) {
+        if (!json_is_string(m)) return api_fail(e, 400, "invalid_type", "model", "'model' must be a string");
+        if (strcmp(json_string_value(m), lim->model_name))
+            return api_fail(e, 404, "model_not_found", "model",
+                            "The model '%s' does not exist; this server serves '%s'", json_string_value(m),
+                            lim->model_name);
+    }
+    return 0;
+}
+
+/* Number, integer and boolean fields: absent or null keeps the default. */
+static int get_num(json_t *root, const char *key, double lo, double hi, float *out, api_error *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return api_fail(e, 400, "invalid_type", key, "'%s' must be a number", key);
+    double x = json_number_value(v);
+    if (x < lo || x > hi)
+        return api_fail(e, 400, "invalid_value", key, "'%s' must be between %g and %g, got %g", key, lo, hi, x);
+    *out = (float)x;
+    return 0;
+}
+
+static int get_int(json_t *root, const char *key, long long lo, long long hi, long long *out, api_error *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v)) return api_fail(e, 400, "invalid_type", key, "'%s' must be an integer", key);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return api_fail(e, 400, "invalid_value", key, "'%s' must be between %lld and %lld, got %lld", key, lo, hi,
+                        x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, int *out, api_error *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return api_fail(e, 400, "invalid_type", key, "'%s' must be a boolean", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- prompts */
+
+static int encode(const api_limits *lim, const char *text, size_t len, int allow_special, const char *param,
+                  int32_t **ids, int *n, api_error *e) {
+    if (!lim->tok)
+        return api_fail(e, 400, "no_tokenizer", param,
+                        "this model has no tokenizer: send the prompt as an array of token ids");
+    size_t n_ids = 0;
+    kvlm_error err;
+    if (kvlm_tokenizer_encode(lim->tok, text, len, allow_special, ids, &n_ids, &err))
+        return api_fail(e, 400, "invalid_prompt", param, "%s", err.msg);
+    if (n_ids == 0) { /* an empty prompt starts a new document, as OpenAI does */
+        int32_t eos = kvlm_tokenizer_eos_id(lim->tok);
+        free(*ids);
+        if (eos < 0 || eos >= lim->vocab || !(*ids = malloc(sizeof **ids)))
+            return api_fail(e, 400, "invalid_prompt", param, "the prompt is empty");
+        (*ids)[0] = eos;
+        n_ids = 1;
+    }
+    for (size_t i = 0; i < n_ids; i++)
+        if ((*ids)[i] >= lim->vocab)
+            return api_fail(e, 400, "invalid_token", param,
+                            "the prompt's token %d is outside the model's vocabulary [0, %d)", (*ids)[i], lim->vocab);
+    if (n_ids > (size_t)INT32_MAX) return api_fail(e, 400, "context_length_exceeded", param, "the prompt is too long");
+    *n = (int)n_ids;
+    return 0;
+}
+
+static int token_array(const api_limits *lim, json_t *arr, const char *param, int32_t **ids, int *n, api_error *e) {
+    size_t k = json_array_size(arr);
+    if (k == 0) return api_fail(e, 400, "invalid_prompt", param, "'%s' is an empty list of tokens", param);
+    if (k >= (size_t)lim->n_ctx)
+        return api_fail(e, 400, "context_length_exceeded", param,
+                        "the prompt has %zu tokens; this model's context window is %d tokens, so a prompt may have "
+                        "at most %d",
+                        k, lim->n_ctx, lim->n_ctx - 1);
+    *ids = malloc(k * sizeof **ids);
+    if (!*ids) return api_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < k; i++) {
+        json_t *t = json_array_get(arr, i);
+        if (!json_is_integer(t))
+            return api_fail(e, 400, "invalid_type", param, "'%s' must be a string, a list of strings, a list of "
+                            "token ids or a list of lists of token ids", param);
+        json_int_t id = json_integer_value(t);
+        if (id < 0 || id >= lim->vocab)
+            return api_fail(e, 400, "invalid_token", param, "token id %lld is outside the vocabulary [0, %d)",
+                            (long long)id, lim->vocab);
+        (*ids)[i] = (int32_t)id;
+    }
+    *n = (int)k;
+    return 0;
+}
+
+static int alloc_prompts(api_request *rq, int n, api_error *e) {
+    rq->prompts = calloc((size_t)n, sizeof *rq->prompts);
+    rq->n_prompt = calloc((size_t)n, sizeof *rq->n_prompt);
+    rq->max_new = calloc((size_t)n, sizeof *rq->max_new);
+    if (!rq->prompts || !rq->n_prompt || !rq->max_new) return api_fail(e, 500, NULL, NULL, "out of memory");
+    rq->n_prompts = n;
+    return 0;
+}
+
+/* "prompt": a string, a list of strings, a list of ids, a list of lists of ids. */
+static int parse_prompt(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    json_t *p = json_object_get(root, "prompt");
+    if (!p || json_is_null(p)) return api_fail(e, 400, "missing_parameter", "prompt", "'prompt' is required");
+    if (json_is_string(p)) {
+        if (alloc_prompts(rq, 1, e)) return -1;
+        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", &rq->prompts[0],
+                      &rq->n_prompt[0], e);
+    }
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return api_fail(e, 400, json_is_array(p) ? "invalid_prompt" : "invalid_type", "prompt",
+                        "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of "
+                        "token ids%s", json_is_array(p) ? " (not an empty list)" : "");
+    json_t *first = json_array_get(p, 0);
+    if (json_is_integer(first)) {
+        if (alloc_prompts(rq, 1, e)) return -1;
+        return token_array(lim, p, "prompt", &rq->prompts[0], &rq->n_prompt[0], e);
+    }
+    size_t k = json_array_size(p);
+    if (k > (size_t)lim->max_prompts)
+        return api_fail(e, 400, "invalid_prompt", "prompt", "%zu prompts in one request; at most %d", k,
+                        lim->max_prompts);
+    if (alloc_prompts(rq, (int)k, e)) return -1;
+    for (size_t i = 0; i < k; i++) {
+        json_t *x = json_array_get(p, i);
+        int rc;
+        if (json_is_string(x) && json_is_string(first))
+            rc = encode(lim, json_string_value(x), json_string_length(x), 1, "prompt", &rq->prompts[i],
+                        &rq->n_prompt[i], e);
+        else if (json_is_array(x) && json_is_array(first))
+            rc = token_array(lim, x, "prompt", &rq->prompts[i], &rq->n_prompt[i], e);
+        else
+            rc = api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string, a list of strings, a list "
+                          "of token ids or a list of lists of token ids (not a mixture)");
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* One message's content: a string, null (an assistant turn), or a list of
+ * {"type": "text", "text": ...} parts, joined with newlines. */
+static int message_content(json_t *c, const char *role, const char *param, sbuf *out, api_error *e) {
+    if (json_is_string(c)) {
+        sbuf_add(out, json_string_value(c), json_string_length(c));
+        return 0;
+    }
+    if (json_is_null(c) && !strcmp(role, "assistant")) return 0;
+    if (!json_is_array(c))
+        return api_fail(e, 400, "invalid_type", param, "'%s' must be a string or a list of text parts", param);
+    size_t i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!type || strcmp(type, "text") || !json_is_string(text))
+            return api_fail(e, 400, "unsupported_content", param,
+                            "'%s[%zu]' must be {\"type\": \"text\", \"text\": string}; other parts are not supported",
+                            param, i);
+        if (i) sbuf_adds(out, "\n");
+        sbuf_add(out, json_string_value(text), json_string_length(text));
+    }
+    return 0;
+}
+
+/* Renders "messages" with the chat template into text. */
+static int render_messages(json_t *msgs, const api_limits *lim, int add_generation_prompt, sbuf *text, api_error *e) {
+    if (!msgs || json_is_null(msgs)) return api_fail(e, 400, "missing_parameter", "messages", "'messages' is required");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a non-empty list of messages");
+    size_t n = json_array_size(msgs);
+    chat_message *cm = calloc(n, sizeof *cm);
+    sbuf *contents = calloc(n, sizeof *contents);
+    static const char *const roles[] = {"system", "user", "assistant", "developer", NULL};
+    static const char *const keys[] = {"role", "content", "name", NULL};
+    int rc = cm && contents ? 0 : api_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        char param[64];
+        json_t *m = json_array_get(msgs, i);
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) {
+            rc = api_fail(e, 400, "invalid_type", param, "'%s' must be an object with 'role' and 'content'", param);
+            break;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(m, key, v) if (!rc && !in_list(key, keys)) {
+            snprintf(param, sizeof param, "messages[%zu].%.32s", i, key);
+            rc = api_fail(e, 400, "unsupported_parameter", param, "'%s' is not supported", param);
+        }
+        if (rc) break;
+        const char *role = json_string_value(json_object_get(m, "role"));
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!role || !in_list(role, roles)) {
+            rc = api_fail(e, 400, "invalid_value", param, "'%s' must be one of system, user, assistant, developer",
+                          param);
+            break;
+        }
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        json_t *c = json_object_get(m, "content");
+        if (!c) {
+            rc = api_fail(e, 400, "missing_parameter", param, "'%s' is required", param);
+            break;
+        }
+        if ((rc = message_content(c, role, param, &contents[i], e))) break;
+        cm[i] = (chat_message){!strcmp(role, "developer") ? "system" : role, contents[i].data ? contents[i].data : "",
+                               contents[i].len};
+    }
+    if (!rc) chat_render(lim->tpl, cm, (int)n, add_generation_prompt, text);
+    for (size_t i = 0; contents && i < n; i++) sbuf_free(&contents[i]);
+    free(contents);
+    free(cm);
+    if (!rc && text->failed) rc = api_fail(e, 500, NULL, NULL, "out of memory");
+    return rc;
+}
+
+static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    sbuf text = {0};
+    int rc = render_messages(json_object_get(root, "messages"), lim, 1, &text, e);
+    if (!rc) rc = alloc_prompts(rq, 1, e);
+    if (!rc)
+        rc = encode(lim, text.data ? text.data : "", text.len, chat_uses_special(lim->tpl), "messages", &rq->prompts[0],
+                    &rq->n_prompt[0], e);
+    sbuf_free(&text);
+    const char *end = chat_turn_end(lim->tpl);
+    rq->turn_end = end && lim->tok ? kvlm_tokenizer_token_id(lim->tok, end, strlen(end)) : -1;
+    return rc;
+}
+
+/* ------------------------------------------------------- other fields */
+
+static int parse_stop(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    json_t *s = json_object_get(root, "stop");
+    if (!s || json_is_null(s)) return 0;
+    size_t n = json_is_string(s) ? 1 : json_array_size(s);
+    if (!json_is_string(s) && !json_is_array(s))
+        return api_fail(e, 400, "invalid_type", "stop", "'stop' must be a string or a list of strings");
+    if (n > MAX_STOPS) return api_fail(e, 400, "invalid_value", "stop", "'stop' has %zu strings; at most %d", n, MAX_STOPS);
+    if (n && !lim->tok) return api_fail(e, 400, "no_tokenizer", "stop", "'stop' needs a model with a tokenizer");
+    rq->stops = calloc(n + 1, sizeof *rq->stops);
+    if (!rq->stops) return api_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_is_string(s) ? s : json_array_get(s, i);
+        if (!json_is_string(x)) return api_fail(e, 400, "invalid_type", "stop", "'stop' must be a string or a list of strings");
+        if (json_string_length(x) > MAX_STOP_BYTES || strlen(json_string_value(x)) != json_string_length(x))
+            return api_fail(e, 400, "invalid_value", "stop", "a stop string must be at most %d bytes, without NUL",
+                            MAX_STOP_BYTES);
+        if (!(rq->stops[rq->n_stops++] = strdup(json_string_value(x))))
+            return api_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    return 0;
+}
+
+static int parse_logit_bias(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    json_t *b = json_object_get(root, "logit_bias");
+    if (!b || json_is_null(b)) return 0;
+    if (!json_is_object(b))
+        return api_fail(e, 400, "invalid_type", "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    rq->bias = calloc(json_object_size(b) + 1, sizeof *rq->bias);
+    if (!rq->bias) return api_fail(e, 500, NULL, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    int k = 0;
+    json_object_foreach(b, key, v) {
+        char *end;
+        errno = 0;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || errno || id < 0 || id >= lim->vocab)
+            return api_fail(e, 400, "invalid_value", "logit_bias",
+                            "'logit_bias' key '%.40s' is not a token id in [0, %d)", key, lim->vocab);
+        if (!json_is_number(v) || json_number_value(v) < -100 || json_number_value(v) > 100)
+            return api_fail(e, 400, "invalid_value", "logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+        rq->bias[k++] = (kvlm_logit_bias){(int32_t)id, (float)json_number_value(v)};
+    }
+    rq->sampling.logit_bias = rq->bias;
+    rq->sampling.n_logit_bias = k;
+    return 0;
+}
+
+static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    kvlm_sampler_options *o = &rq->sampling;
+    long long top_k = 0, seed = 0;
+    int has_seed = json_object_get(root, "seed") && !json_is_null(json_object_get(root, "seed"));
+    if (get_num(root, "temperature", 0, 2, &o->temperature, e) || get_num(root, "top_p", 0, 1, &o->top_p, e) ||
+        get_int(root, "top_k", -1, 1 << 30, &top_k, e) || get_num(root, "min_p", 0, 1, &o->min_p, e) ||
+        get_num(root, "repetition_penalty", 0, 10, &o->repetition_penalty, e) ||
+        get_num(root, "presence_penalty", -2, 2, &o->presence_penalty, e) ||
+        get_num(root, "frequency_penalty", -2, 2, &o->frequency_penalty, e) ||
+        get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e) || parse_logit_bias(root, lim, rq, e))
+        return -1;
+    if (o->top_p <= 0) return api_fail(e, 400, "invalid_value", "top_p", "'top_p' must be in (0, 1], got 0");
+    if (o->repetition_penalty <= 0)
+        return api_fail(e, 400, "invalid_value", "repetition_penalty", "'repetition_penalty' must be above 0");
+    o->top_k = top_k > 0 ? (int)top_k : 0;
+    o->seed = has_seed ? (uint64_t)seed : lim->random_seed;
+    return 0;
+}
+
+static int parse_logprobs(json_t *root, int chat, api_request *rq, api_error *e) {
+    long long k = 0;
+    if (!chat) {
+        json_t *v = json_object_get(root, "logprobs");
+        if (get_int(root, "logprobs", 0, MAX_TOP_LOGPROBS, &k, e)) return -1;
+        rq->logprobs = v && !json_is_null(v);
+        rq->top_logprobs = (int)k;
+        return 0;
+    }
+    if (get_bool(root, "logprobs", &rq->logprobs, e) || get_int(root, "top_logprobs", 0, MAX_TOP_LOGPROBS, &k, e))
+        return -1;
+    json_t *t = json_object_get(root, "top_logprobs");
+    if (t && !json_is_null(t) && !rq->logprobs)
+        return api_fail(e, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    rq->top_logprobs = (int)k;
+    return 0;
+}
+
+/* stream, stream_options, n, best_of, echo, suffix, ignore_eos. */
+static int parse_flags(json_t *root, int chat, const api_limits *lim, api_request *rq, api_error *e) {
+    long long n = 1, best_of = 0;
+    if (get_bool(root, "stream", &rq->stream, e) || get_bool(root, "ignore_eos", &rq->ignore_eos, e) ||
+        get_int(root, "n", 1, lim->max_seqs < 64 ? lim->max_seqs : 64, &n, e))
+        return -1;
+    rq->n = (int)n;
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!rq->stream)
+            return api_fail(e, 400, "invalid_value", "stream_options", "'stream_options' is only allowed with 'stream': true");
+        if (!json_is_object(so))
+            return api_fail(e, 400, "invalid_type", "stream_options", "'stream_options' must be an object");
+        const char *key;
+        json_t *v;
+        json_object_foreach(so, key, v) if (strcmp(key, "include_usage"))
+            return api_fail(e, 400, "unknown_parameter", "stream_options", "unknown stream option '%.40s'", key);
+        if (get_bool(so, "include_usage", &rq->include_usage, e)) return -1;
+    }
+    if (chat) return 0;
+    int echo = 0;
+    if (get_bool(root, "echo", &echo, e) || get_int(root, "best_of", 1, 64, &best_of, e)) return -1;
+    if (echo) return api_fail(e, 400, "unsupported_parameter", "echo", "'echo' is not supported by this server");
+    if (best_of && best_of != n)
+        return api_fail(e, 400, "unsupported_parameter", "best_of", "'best_of' other than 'n' is not supported");
+    json_t *suffix = json_object_get(root, "suffix");
+    if (suffix && !json_is_null(suffix) && !(json_is_string(suffix) && json_string_length(suffix) == 0))
+        return api_fail(e, 400, "unsupported_parameter", "suffix", "'suffix' is not supported by this server");
+    return 0;
+}
+
+/* Each prompt must fit the context window with its completion, and one
+ * sequence of it must fit the KV pool. */
+static int check_lengths(json_t *root, int chat, const api_limits *lim, api_request *rq, api_error *e) {
+    long long max_tokens = 0;
+    const char *mt_key = "max_tokens";
+    if (chat && json_object_get(root, "max_completion_tokens") && !json_is_null(json_object_get(root, "max_completion_tokens")))
+        mt_key = "max_completion_tokens";
+    if (get_int(root, mt_key, 1, INT32_MAX, &max_tokens, e)) return -1;
+    const char *pkey = chat ? "messages" : "prompt";
+    for (int i = 0; i < rq->n_prompts; i++) {
+        int np = rq->n_prompt[i], room = lim->n_ctx - np;
+        if (np >= lim->n_ctx)
+            return api_fail(e, 400, "context_length_exceeded", pkey,
+                            "the prompt has %d tokens; this model's context window is %d tokens, so a prompt may have "
+                            "at most %d", np, lim->n_ctx, lim->n_ctx - 1);
+        if (max_tokens > room)
+            return api_fail(e, 400, "context_length_exceeded", mt_key,
+                            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+                            "(%d in the prompt, %lld for the completion). Please reduce the prompt or '%s'.",
+                            lim->n_ctx, np + max_tokens, np, max_tokens, mt_key);
+        rq->max_new[i] = max_tokens ? (int)max_tokens : chat ? room : room < 16 ? room : 16;
+        size_t need = ((size_t)np + (size_t)rq->max_new[i] + (size_t)lim->block_size - 1) / (size_t)lim->block_size + 1;
+        if (need > lim->kv_blocks)
+            return api_fail(e, 400, "kv_cache_too_small", mt_key,
+                            "the prompt and completion need %zu KV blocks; the server's pool has %zu", need,
+                            lim->kv_blocks);
+    }
+    return 0;
+}
+
+int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
+                         api_error *e) {
+    static const char *const completion_keys[] = {
+        "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
+        "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
+        "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier", NULL};
+    static const char *const chat_keys[] = {
+        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
+        "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+        "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
+        "service_tier", NULL};
+    memset(rq, 0, sizeof *rq);
+    rq->chat = chat;
+    rq->turn_end = -1;
+    rq->sampling = kvlm_sampler_options_default();
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);
+    if (!rc) rc = parse_flags(root, chat, lim, rq, e);
+    if (!rc) rc = parse_sampling(root, lim, rq, e);
+    if (!rc) rc = parse_logprobs(root, chat, rq, e);
+    if (!rc) rc = parse_stop(root, lim, rq, e);
+    if (!rc) rc = chat ? parse_messages(root, lim, rq, e) : parse_prompt(root, lim, rq, e);
+    if (!rc) rc = check_lengths(root, chat, lim, rq, e);
+    json_decref(root);
+    if (rc) api_request_free(rq);
+    return rc;
+}
+
+void api_request_free(api_request *rq) {
+    for (int i = 0; rq->prompts && i < rq->n_prompts; i++) free(rq->prompts[i]);
+    free(rq->prompts);
+    free(rq->n_prompt);
+    free(rq->max_new);
+    for (int i = 0; rq->stops && i < rq->n_stops; i++) free(rq->stops[i]);
+    free(rq->stops);
+    free(rq->bias);
+    memset(rq, 0, sizeof *rq);
+}
+
+/* --------------------------------------------------- tokenize, detokenize */
+
+int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
+                       api_error *e) {
+    static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
+                                       "add_generation_prompt", NULL};
+    *ids = NULL;
+    *n = 0;
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int special = 1, gen = 1, rc = check_keys(root, keys, lim, e);
+    if (!rc) rc = get_bool(root, "add_special_tokens", &special, e);
+    if (!rc) rc = get_bool(root, "add_generation_prompt", &gen, e);
+    json_t *prompt = json_object_get(root, "prompt"), *msgs = json_object_get(root, "messages");
+    sbuf text = {0};
+    if (!rc && !prompt == !msgs)
+        rc = api_fail(e, 400, "missing_parameter", "prompt", "give exactly one of 'prompt' (a string) or 'messages'");
+    else if (!rc && prompt && !json_is_string(prompt))
+        rc = api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string");
+    else if (!rc && !lim->tok)
+        rc = api_fail(e, 400, "no_tokenizer", NULL, "this model has no tokenizer");
+    else if (!rc && prompt)
+        sbuf_add(&text, json_string_value(prompt), json_string_length(prompt));
+    else if (!rc)
+        rc = render_messages(msgs, lim, gen, &text, e);
+    kvlm_error err;
+    if (!rc && kvlm_tokenizer_encode(lim->tok, text.data ? text.data : "", text.len,
+                                     msgs ? chat_uses_special(lim->tpl) : special, ids, n, &err))
+        rc = api_fail(e, 400, "invalid_prompt", "prompt", "%s", err.msg);
+    sbuf_free(&text);
+    json_decref(root);
+    return rc;
+}
+
+int api_parse_detokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
+                         api_error *e) {
+    static const char *const keys[] = {"model", "tokens", NULL};
+    *ids = NULL;
+    *n = 0;
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int rc = check_keys(root, keys, lim, e);
+    json_t *t = json_object_get(root, "tokens");
+    if (!rc && !json_is_array(t))
+        rc = api_fail(e, 400, t ? "invalid_type" : "missing_parameter", "tokens", "'tokens' must be a list of token ids");
+    else if (!rc && !lim->tok)
+        rc = api_fail(e, 400, "no_tokenizer", NULL, "this model has no tokenizer");
+    size_t k = rc ? 0 : json_array_size(t);
+    if (!rc && !(*ids = malloc((k + 1) * sizeof **ids))) rc = api_fail(e, 500, NULL, NULL, "out of memory");
+    int vocab = lim->tok ? kvlm_tokenizer_vocab_size(lim->tok) : 0;
+    for (size_t i = 0; !rc && i < k; i++) {
+        json_t *x = json_array_get(t, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= vocab)
+            rc = api_fail(e, 400, "invalid_token", "tokens", "'tokens[%zu]' is not a token id in [0, %d)", i, vocab);
+        else (*ids)[i] = (int32_t)json_integer_value(x);
+    }
+    *n = k;
+    json_decref(root);
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return rc;
+}

@@ -1,0 +1,75 @@
+/*
+ * OpenAI-compatible request bodies, parsed and validated before anything
+ * reaches the engine: /v1/completions, /v1/chat/completions, /tokenize and
+ * /detokenize. Prompts come out as checked token ids (within the
+ * vocabulary, leaving room in the context window for what was asked),
+ * sampling fields as kvlm sampler options.
+ *
+ * Every rejection fills an api_error the way OpenAI reports one: HTTP
+ * status, type, code, the parameter at fault and a message that names the
+ * field, what it must be and what was given. Unknown fields are rejected
+ * (as OpenAI does); fields kvlm cannot honour (tools, echo, suffix,
+ * best_of > n, response_format) are rejected rather than ignored.
+ */
+#ifndef KVLM_SERVER_OPENAI_REQUEST_H
+#define KVLM_SERVER_OPENAI_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+#include "server/chat_template.h"
+
+typedef struct api_error {
+    int status;           /* HTTP status */
+    const char *type;     /* "invalid_request_error", "rate_limit_error", "server_error" */
+    const char *code;     /* NULL or a short machine-readable code */
+    char param[64];       /* the request field at fault, "" for none */
+    char message[600];
+} api_error;
+
+/* Fills e; the type follows from the status. Returns -1. */
+int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* What requests are checked against. */
+typedef struct api_limits {
+    const kvlm_tokenizer *tok;  /* NULL: token-id prompts only */
+    const chat_template *tpl;
+    const char *model_name;
+    int n_ctx, vocab, max_seqs, block_size, max_prompts;
+    size_t kv_blocks;           /* blocks in the KV pool */
+    uint64_t random_seed;       /* used when the request gives none */
+} api_limits;
+
+typedef struct api_request {
+    int chat, stream, include_usage;
+    int n_prompts;              /* >= 1; completions may batch prompts */
+    int32_t **prompts;
+    int *n_prompt;
+    int *max_new;               /* tokens to generate at most, per prompt */
+    int n;                      /* choices per prompt */
+    int ignore_eos;
+    int logprobs;               /* 1: log-probabilities of the chosen tokens */
+    int top_logprobs;           /* alternatives per token (0..20) */
+    char **stops;
+    int n_stops;
+    kvlm_sampler_options sampling;  /* logit_bias points into `bias` */
+    kvlm_logit_bias *bias;
+    int32_t turn_end;           /* token ending an assistant turn, -1 */
+} api_request;
+
+int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
+                         api_error *e);
+void api_request_free(api_request *rq);
+
+/* /tokenize: {"prompt": text} or {"messages": [...]}, optional
+ * "add_special_tokens" (match special tokens in the text, default true)
+ * and "add_generation_prompt" (default true). *ids is malloc'ed. */
+int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
+                       api_error *e);
+/* /detokenize: {"tokens": [ids]}. *ids is malloc'ed. */
+int api_parse_detokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
+                         api_error *e);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * Formatting OpenAI-compatible responses (see openai_response.h).
+ *
+ * Token strings in log-probabilities are the token's bytes when they are
+ * well-formed UTF-8, otherwise "bytes:\xNN..." (OpenAI's convention for
+ * pieces that split a character); chat entries also carry the raw bytes.
+ * Text that is not well-formed UTF-8 is sent with U+FFFD in its place.
+ */
+#include "server/openai_response.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *resp_finish_name(kvlm_finish f) {
+    switch (f) {
+    case KVLM_FINISH_STOP: return "stop";
+    case KVLM_FINISH_LENGTH: return "length";
+    case KVLM_FINISH_TIMEOUT: return "timeout";
+    case KVLM_FINISH_CANCELLED: return "cancelled";
+    case KVLM_FINISH_ERROR: return "error";
+    default: return NULL;
+    }
+}
+
+static json_t *error_json(const api_error *e) {
+    json_t *o = json_object();
+    json_object_set_new(o, "message", json_string(e->message));
+    json_object_set_new(o, "type", json_string(e->type ? e->type : "server_error"));
+    json_object_set_new(o, "param", e->param[0] ? json_string(e->param) : json_null());
+    json_object_set_new(o, "code", e->code ? json_string(e->code) : json_null());
+    json_t *root = json_object();
+    json_object_set_new(root, "error", o);
+    return root;
+}
+
+char *resp_error_body(const api_error *e) {
+    json_t *j = error_json(e);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+static void sse(json_t *j, sbuf *out) {
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(7));
+    if (s) {
+        sbuf_adds(out, "data: ");
+        sbuf_adds(out, s);
+        sbuf_adds(out, "\n\n");
+        free(s);
+    }
+    json_decref(j);
+}
+
+void resp_sse_error(const api_error *e, sbuf *out) { sse(error_json(e), out); }
+
+/* ------------------------------------------------------ log-probabilities */
+
+static json_t *token_str(const kvlm_tokenizer *tok, int32_t id) {
+    size_t len = 0;
+    const char *p = tok ? kvlm_tokenizer_piece(tok, id, &len) : NULL;
+    if (!p) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", id);
+        return json_string(num);
+    }
+    if (ts_utf8_valid(p, len)) return json_stringn(p, len);
+    sbuf b = {0};
+    sbuf_adds(&b, "bytes:");
+    for (size_t i = 0; i < len; i++) sbuf_printf(&b, "\\x%02x", (unsigned char)p[i]);
+    json_t *s = json_stringn(b.data ? b.data : "", b.len);
+    sbuf_free(&b);
+    return s;
+}
+
+static json_t *token_bytes(const kvlm_tokenizer *tok, int32_t id) {
+    json_t *a = json_array();
+    size_t len = 0;
+    const char *p = tok ? kvlm_tokenizer_piece(tok, id, &len) : NULL;
+    for (size_t i = 0; p && i < len; i++) json_array_append_new(a, json_integer((unsigned char)p[i]));
+    return a;
+}
+
+/* Tokens [0, n) with their alternatives (k per token). */
+typedef struct lp_view {
+    int n, k;
+    const int32_t *ids, *top_ids;
+    const float *vals, *top_vals;
+    size_t offset;          /* text_offset of the first token */
+} lp_view;
+
+static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = v->k ? json_array() : json_null(),
+           *offs = json_array();
+    size_t off = v->offset;
+    for (int i = 0; i < v->n; i++) {
+        json_array_append_new(tokens, token_str(tok, v->ids[i]));
+        json_array_append_new(lps, json_real(v->vals[i]));
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        size_t len = 0;
+        if (tok && kvlm_tokenizer_piece(tok, v->ids[i], &len)) off += len;
+        if (!v->k) continue;
+        json_t *t = json_object();
+        for (int a = 0; a < v->k; a++) {
+            json_t *s = token_str(tok, v->top_ids[i * v->k + a]);
+            if (!json_object_get(t, json_string_value(s)))
+                json_object_set_new(t, json_string_value(s), json_real(v->top_vals[i * v->k + a]));
+            json_decref(s);
+        }
+        json_array_append_new(tops, t);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "tokens", tokens);
+    json_object_set_new(o, "token_logprobs", lps);
+    json_object_set_new(o, "top_logprobs", tops);
+    json_object_set_new(o, "text_offset", offs);
+    return o;
+}
+
+static json_t *chat_entry(const kvlm_tokenizer *tok, int32_t id, float lp) {
+    json_t *e = json_object();
+    json_object_set_new(e, "token", token_str(tok, id));
+    json_object_set_new(e, "logprob", json_real(lp));
+    json_object_set_new(e, "bytes", token_bytes(tok, id));
+    return e;
+}
+
+static json_t *chat_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
+    json_t *content = json_array();
+    for (int i = 0; i < v->n; i++) {
+        json_t *e = chat_entry(tok, v->ids[i], v->vals[i]), *tops = json_array();
+        for (int a = 0; a < v->k; a++)
+            json_array_append_new(tops, chat_entry(tok, v->top_ids[i * v->k + a], v->top_vals[i * v->k + a]));
+        json_object_set_new(e, "top_logprobs", tops);
+        json_array_append_new(content, e);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "content", content);
+    return o;
+}
+
+static json_t *logprobs_json(const job *j, const lp_view *v) {
+    return j->rq.chat ? chat_logprobs(j->s->tok, v) : completion_logprobs(j->s->tok, v);
+}
+
+void resp_keep_logprobs(choice_state *cs, const kvlm_token_event *ev, int k) {
+    if (cs->n_lp == cs->cap_lp) {
+        int cap = cs->cap_lp ? 2 * cs->cap_lp : 32;
+        int32_t *ids = realloc(cs->lp_ids, (size_t)cap * sizeof *ids);
+        if (ids) cs->lp_ids = ids;
+        float *vals = realloc(cs->lp_vals, (size_t)cap * sizeof *vals);
+        if (vals) cs->lp_vals = vals;
+        int32_t *tids = realloc(cs->lp_top_ids, (size_t)cap * (size_t)(k ? k : 1) * sizeof *tids);
+        if (tids) cs->lp_top_ids = tids;
+        float *tvals = realloc(cs->lp_top_vals, (size_t)cap * (size_t)(k ? k : 1) * sizeof *tvals);
+        if (tvals) cs->lp_top_vals = tvals;
+        if (!ids || !vals || !tids || !tvals) return;
+        cs->cap_lp = cap;
+    }
+    int i = cs->n_lp++;
+    cs->lp_ids[i] = ev->id;
+    cs->lp_vals[i] = ev->logprob;
+    for (int a = 0; a < k; a++) {
+        int have = a < ev->top_n;
+        cs->lp_top_ids[i * k + a] = have ? ev->top_ids[a] : ev->id;
+        cs->lp_top_vals[i * k + a] = have ? ev->top_logprobs[a] : ev->logprob;
+    }
+}
+
+/* -------------------------------------------------------------- bodies */
+
+static json_t *envelope(const job *j, const char *object) {
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(j->created));
+    json_object_set_new(o, "model", json_string(j->s->model_name));
+    return o;
+}
+
+static json_t *usage_json(const job *j) {
+    json_t *u = json_object(), *d = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+    json_object_set_new(d, "cached_tokens", json_integer(j->cached_tokens));
+    json_object_set_new(u, "prompt_tokens_details", d);
+    return u;
+}
+
+void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, const kvlm_token_event *ev,
+                const char *finish, sbuf *out) {
+    const int chat = j->rq.chat;
+    json_t *root = envelope(j, chat ? "chat.completion.chunk" : "text_completion"), *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(c));
+    if (chat) {
+        json_t *d = json_object();
+        if (role) json_object_set_new(d, "role", json_string("assistant"));
+        if (role || n) json_object_set_new(d, "content", ts_json_string(delta, n));
+        json_object_set_new(ch, "delta", d);
+    } else {
+        json_object_set_new(ch, "text", ts_json_string(delta, n));
+    }
+    json_t *lp = json_null();
+    if (ev && j->rq.logprobs) {
+        const choice_state *cs = &j->choices[c];
+        lp_view v = {1, ev->top_n, &ev->id, ev->top_ids, &ev->logprob, ev->top_logprobs, 0};
+        size_t len = 0;
+        if (j->s->tok && kvlm_tokenizer_piece(j->s->tok, ev->id, &len)) v.offset = cs->piece_bytes - len;
+        lp = logprobs_json(j, &v);
+    }
+    json_object_set_new(ch, "logprobs", lp);
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *arr = json_array();
+    json_array_append_new(arr, ch);
+    json_object_set_new(root, "choices", arr);
+    if (j->rq.include_usage) json_object_set_new(root, "usage", json_null());
+    sse(root, out);
+}
+
+void resp_stream_end(const job *j, sbuf *out) {
+    if (j->rq.include_usage) {
+        json_t *root = envelope(j, j->rq.chat ? "chat.completion.chunk" : "text_completion");
+        json_object_set_new(root, "choices", json_array());
+        json_object_set_new(root, "usage", usage_json(j));
+        sse(root, out);
+    }
+    sbuf_adds(out, "data: [DONE]\n\n");
+}
+
+char *resp_final_body(const job *j) {
+    const int chat = j->rq.chat;
+    json_t *root = envelope(j, chat ? "chat.completion" : "text_completion"), *arr = json_array();
+    for (int c = 0; c < j->n_choices; c++) {
+        const choice_state *cs = &j->choices[c];
+        json_t *ch = json_object(), *text = ts_json_string(cs->text.data ? cs->text.data : "", cs->text.len);
+        json_object_set_new(ch, "index", json_integer(c));
+        if (chat) {
+            json_t *msg = json_object();
+            json_object_set_new(msg, "role", json_string("assistant"));
+            json_object_set_new(msg, "content", text);
+            json_object_set_new(ch, "message", msg);
+        } else {
+            json_object_set_new(ch, "text", text);
+        }
+        json_t *lp = json_null();
+        if (j->rq.logprobs) {
+            lp_view v = {cs->n_lp, j->rq.top_logprobs, cs->lp_ids, cs->lp_top_ids, cs->lp_vals, cs->lp_top_vals, 0};
+            lp = logprobs_json(j, &v);
+        }
+        json_object_set_new(ch, "logprobs", lp);
+        const char *fin = resp_finish_name(cs->finish);
+        json_object_set_new(ch, "finish_reason", fin ? json_string(fin) : json_null());
+        json_array_append_new(arr, ch);
+    }
+    json_object_set_new(root, "choices", arr);
+    json_object_set_new(root, "usage", usage_json(j));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(7));
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,33 @@
+/*
+ * OpenAI-compatible response bodies: errors, whole completions and chat
+ * completions, server-sent event chunks (`data: {...}\n\n`, then
+ * `data: [DONE]\n\n`), usage and log-probabilities in the completions and
+ * chat shapes. Pure formatting: no locks, no I/O.
+ */
+#ifndef KVLM_SERVER_OPENAI_RESPONSE_H
+#define KVLM_SERVER_OPENAI_RESPONSE_H
+
+#include <jansson.h>
+
+#include "server/srv.h"
+
+const char *resp_finish_name(kvlm_finish f);
+/* {"error": {"message", "type", "param", "code"}} as malloc'ed JSON text. */
+char *resp_error_body(const api_error *e);
+/* The same as one server-sent event. */
+void resp_sse_error(const api_error *e, sbuf *out);
+
+/* One streaming event for choice c: a text delta (may be empty), the
+ * token's log-probabilities (ev may be NULL), a finish reason (or NULL);
+ * with role, the chat delta opens with the assistant role. */
+void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, const kvlm_token_event *ev,
+                const char *finish, sbuf *out);
+/* The closing usage event (stream_options.include_usage) and [DONE]. */
+void resp_stream_end(const job *j, sbuf *out);
+
+/* Keeps a token's log-probabilities for the final body. */
+void resp_keep_logprobs(choice_state *cs, const kvlm_token_event *ev, int top_k);
+/* The whole response of a finished non-streaming job (malloc'ed). */
+char *resp_final_body(const job *j);
+
+#endif

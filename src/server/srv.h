@@ -1,0 +1,143 @@
+/*
+ * The server's shared state and the job: one completion or chat request on
+ * its way from the HTTP thread to the engine thread and back.
+ *
+ * Threads: the HTTP thread (libmicrohttpd's internal polling thread) parses
+ * requests, queues jobs in the inbox and sends what the engine produced;
+ * the engine thread alone touches the scheduler, KV cache and engine, and
+ * runs every scheduler callback. They share `mu`, which guards the inbox,
+ * the flags and each job's `shared` fields and outbox. The engine never
+ * calls into libmicrohttpd while holding `mu`; the HTTP thread suspends a
+ * connection while holding it, so a resume can never overtake the suspend
+ * it answers.
+ *
+ * A job is reference counted (under mu): one reference for the HTTP side,
+ * dropped when libmicrohttpd reports the request finished; one for the
+ * engine while it is in the inbox or live; one for a streaming response
+ * body while libmicrohttpd holds it.
+ */
+#ifndef KVLM_SERVER_SRV_H
+#define KVLM_SERVER_SRV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+#include "server/chat_template.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/sbuf.h"
+#include "server/server.h"
+#include "server/text_stream.h"
+
+struct MHD_Connection;
+struct MHD_Daemon;
+typedef struct job job;
+
+/* One choice of one prompt: its text pipeline and, without streaming, what
+ * the final response needs. */
+typedef struct choice_state {
+    text_stream ts;
+    sbuf text;              /* non-streaming: the whole text */
+    int n_tokens;           /* tokens seen by on_token */
+    size_t piece_bytes;     /* bytes of their pieces (completions' text_offset) */
+    int n_generated;        /* tokens generated, from on_finish */
+    kvlm_finish finish;
+    /* non-streaming log-probabilities: per token, the chosen id and its
+     * log-probability, then top_k alternatives */
+    int32_t *lp_ids, *lp_top_ids;
+    float *lp_vals, *lp_top_vals;
+    int n_lp, cap_lp;
+} choice_state;
+
+/* One prompt of a job, submitted to the scheduler as one request with n
+ * choices. */
+typedef struct prompt_run {
+    job *j;
+    int index;
+    int64_t sched_id;       /* -1 until submitted */
+    int n_done, max_gen, cached;
+    double t_first;         /* 0 until its first token */
+} prompt_run;
+
+typedef enum job_state {
+    JOB_QUEUED = 0,         /* in the inbox */
+    JOB_ACCEPTED,           /* in the scheduler */
+    JOB_DONE,               /* every choice ended, or rejected */
+} job_state;
+
+struct job {
+    srv *s;
+    api_request rq;
+    char id[48];
+    long long created;      /* Unix seconds */
+    double t_arrival;       /* kvlm_now() when the body was parsed */
+    /* shared, under s->mu */
+    int refs;
+    struct MHD_Connection *conn;   /* NULL once the HTTP side is finished */
+    int suspended;                 /* the connection waits for us */
+    int cancel_requested;          /* the client is gone */
+    job_state state;
+    int status;                    /* HTTP status once DONE (non-streaming, rejected) */
+    sbuf out;                      /* streaming: bytes not yet sent; else the body */
+    int out_done;                  /* streaming: nothing more will be appended */
+    job *next;                     /* inbox */
+    /* engine thread only */
+    prompt_run *runs;
+    choice_state *choices;         /* n_prompts x n */
+    int n_choices, n_expected, n_finished, submitted, cancelled, failed;
+    int prompt_tokens, completion_tokens, cached_tokens;
+    api_error fail;
+    job *live_prev, *live_next;
+};
+
+struct srv {
+    srv_config cfg;
+    kvlm_model *m;
+    const kvlm_config *c;
+    const kvlm_tokenizer *tok;
+    kvlm_kv *kv;
+    kvlm_engine *e;
+    kvlm_sched *sched;
+    chat_template tpl;
+    char model_name[256];
+    long long created;
+    size_t kv_blocks;
+    srv_metrics *metrics;
+    struct MHD_Daemon *mhd;
+    int port;
+    /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    job *inbox_head, *inbox_tail;
+    int inbox_len, cancel_pending, stopping, n_jobs;
+    uint64_t counter;
+    /* engine thread only */
+    pthread_t engine;
+    int engine_running;
+    job *live;
+};
+
+/* Jobs (job.c). job_new takes over rq. */
+job *job_new(srv *s, api_request *rq, kvlm_error *err);
+void job_ref_locked(job *j);
+/* Drops a reference (takes mu); frees the job at zero. */
+void job_unref(job *j);
+/* Resumes the job's connection if it waits for us (engine side; takes mu). */
+void job_wake(job *j);
+/* Appends bytes to a streaming job's outbox and wakes its connection. */
+void job_send(job *j, const char *bytes, size_t n, int last);
+
+/* Engine thread (engine_loop.c). */
+int engine_start(srv *s, kvlm_error *err);
+/* Asks the engine to end everything and waits for its thread. */
+void engine_stop(srv *s);
+/* HTTP side, mu held: queues the job; -1 when the server is stopping. */
+int engine_enqueue_locked(srv *s, job *j);
+/* HTTP side, mu held: the client is gone; the engine cancels the job. */
+void engine_cancel_locked(srv *s, job *j);
+
+/* Limits requests are validated against; random_seed drawn per call. */
+void srv_limits(srv *s, api_limits *lim);
+
+#endif
