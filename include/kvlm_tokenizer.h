@@ -1,14 +1,18 @@
 /*
- * kvlm tokenizer API: byte-level BPE (GPT-2) loaded from the files a
- * checkpoint ships with, exact encode/decode and a streaming UTF-8 assembler
- * that never emits half a character. Included by kvlm.h.
+ * kvlm tokenizer API: byte-level BPE (GPT-2, Llama 3, Qwen2) and
+ * SentencePiece-style BPE with byte fallback (Llama 2), loaded from the
+ * files a checkpoint ships with (or built from GGUF metadata by the GGUF
+ * loader), exact encode/decode and a streaming UTF-8 assembler that never
+ * emits half a character. Included by kvlm.h.
  *
- * Supported files: tokenizer.json (Hugging Face: BPE model, ByteLevel
- * pre-tokenizer, merges as "a b" or ["a", "b"], added_tokens),
- * vocab.json + merges.txt, encoder.json + vocab.bpe. Text is pre-tokenised
- * with GPT-2's pattern; bytes that are not valid UTF-8 are encoded like any
- * other bytes (each one a non-letter, non-number character) and decode back
- * to themselves. See docs/tokenizer.md.
+ * Supported files: tokenizer.json (Hugging Face: BPE model; ByteLevel
+ * pre-tokenizer alone or after Split patterns; or the Llama 2 pipeline of
+ * Prepend/Replace or Metaspace with byte_fallback; NFC; added_tokens;
+ * TemplateProcessing post-processor), vocab.json + merges.txt,
+ * encoder.json + vocab.bpe. Bytes that are not valid UTF-8 are encoded like
+ * any other bytes (each one a non-letter, non-number character; a byte
+ * token under byte fallback) and decode back to themselves. See
+ * docs/tokenizer.md.
  *
  * A tokenizer may be used by several threads at once (encode, decode,
  * piece); kvlm_tokenizer_set_cache and kvlm_tokenizer_free may not run
@@ -44,18 +48,42 @@ int kvlm_tokenizer_encode(const kvlm_tokenizer *t, const char *text, size_t len,
                           int allow_special, int32_t **ids, size_t *n_ids,
                           struct kvlm_error *err);
 
+/* Flags of kvlm_tokenizer_encode_ex. */
+#define KVLM_ENCODE_ALLOW_SPECIAL 1u   /* match special tokens in the text */
+#define KVLM_ENCODE_ADD_SPECIAL 2u     /* add the tokens the tokenizer puts around
+                                          a text (BOS when kvlm_tokenizer_add_bos) */
+
+/* kvlm_tokenizer_encode with flags; kvlm_tokenizer_encode(.., 1, ..) is
+ * kvlm_tokenizer_encode_ex(.., KVLM_ENCODE_ALLOW_SPECIAL, ..). */
+int kvlm_tokenizer_encode_ex(const kvlm_tokenizer *t, const char *text, size_t len,
+                             unsigned flags, int32_t **ids, size_t *n_ids,
+                             struct kvlm_error *err);
+
 /* Concatenates the bytes of n tokens into a malloc'ed buffer (NUL added
- * after *len bytes; the text itself may contain NULs). Fails with
+ * after *len bytes; the text itself may contain NULs). For SentencePiece
+ * vocabularies "▁" prints as a space, a byte token as its byte, and one
+ * leading space is dropped when the file's decoder says so. Fails with
  * KVLM_ERR_ARG on an id that is not a token. */
 int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
                           char **text, size_t *len, struct kvlm_error *err);
 
-/* The raw bytes of one token (not NUL-terminated); NULL if id is out of range. */
+/* The bytes one token prints (not NUL-terminated): raw bytes for byte-level
+ * vocabularies, "▁" as a space and <0xXX> as its byte for SentencePiece
+ * ones (no leading space dropped); NULL if id is out of range. */
 const char *kvlm_tokenizer_piece(const kvlm_tokenizer *t, int32_t id, size_t *len);
-/* The id of the token whose bytes are exactly piece[0..len), or -1. */
+/* The id of the token whose vocabulary entry is exactly piece[0..len)
+ * (raw bytes for byte-level vocabularies, the string as written, e.g.
+ * "\xE2\x96\x81the", for SentencePiece ones), or -1. */
 int32_t kvlm_tokenizer_token_id(const kvlm_tokenizer *t, const char *piece, size_t len);
-/* Id of <|endoftext|>, or -1 if the vocabulary has none. */
+/* Id of the end-of-text token (tokenizer_config.json's eos_token, GGUF's
+ * eos id, else <|endoftext|>, <|end_of_text|> or </s>), or -1. */
 int32_t kvlm_tokenizer_eos_id(const kvlm_tokenizer *t);
+/* Id of the beginning-of-text token (<s>, <|begin_of_text|>, ...), or -1. */
+int32_t kvlm_tokenizer_bos_id(const kvlm_tokenizer *t);
+/* 1 if the tokenizer puts BOS (or other tokens) in front of a text it
+ * encodes with KVLM_ENCODE_ADD_SPECIAL (tokenizer.json's post_processor,
+ * tokenizer_config.json's add_bos_token, GGUF's add_bos_token). */
+int kvlm_tokenizer_add_bos(const kvlm_tokenizer *t);
 /* 1 if id is a special token (matched in text only when allowed). */
 int kvlm_tokenizer_is_special(const kvlm_tokenizer *t, int32_t id);
 /* The file(s) the tokenizer was loaded from, for messages. */

@@ -114,6 +114,8 @@ struct kvlm_tokenizer {
     char *dec_arena;
     uint32_t *dec_off, *dec_len;
     int strip_leading_space;      /* decoder Strip / Metaspace: drop one leading ' ' */
+    int dec_meta_space;           /* decoder prints "▁" as ' ' */
+    int dec_byte_fallback;        /* decoder prints <0xXX> as the byte */
     /* special ids and the template added by KVLM_ENCODE_ADD_SPECIAL */
     int32_t eos_id, bos_id;
     int32_t prefix_ids[TOK_MAX_TEMPLATE], suffix_ids[TOK_MAX_TEMPLATE];
@@ -148,6 +150,24 @@ int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err);
 
 /* tokenizer_hfjson.c: tokenizer.json (and tokenizer_config.json beside it) */
 int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, kvlm_error *err);
+
+/* tokenizer_gguf.c: a tokenizer from the arrays of GGUF metadata, for the
+ * GGUF loader. model: tokenizer.ggml.model, "gpt2" (byte-level BPE by
+ * merges) or "llama" (SentencePiece BPE by scores with byte fallback).
+ * tokens[n_tokens]: tokenizer.ggml.tokens as NUL-terminated strings;
+ * scores: tokenizer.ggml.scores (needed for "llama", may be NULL for
+ * "gpt2"); token_types: tokenizer.ggml.token_type (NULL: all normal);
+ * merges[n_merges]: tokenizer.ggml.merges ("gpt2"; ignored for "llama");
+ * bos, eos: tokenizer.ggml.bos_token_id / eos_token_id, -1 if absent;
+ * add_bos: tokenizer.ggml.add_bos_token (KVLM_ENCODE_ADD_SPECIAL then
+ * prepends bos); pre: tokenizer.ggml.pre ("gpt2", "llama-bpe", "qwen2") or
+ * NULL. The arrays are copied; the caller keeps them. Returns NULL with err
+ * set (KVLM_ERR_FORMAT naming the array and index at fault,
+ * KVLM_ERR_UNSUPPORTED for an unknown model or pre). */
+kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens, int n_tokens,
+                                    const float *scores, const int32_t *token_types,
+                                    const char *const *merges, int n_merges, int bos, int eos,
+                                    int add_bos, const char *pre, kvlm_error *err);
 
 /* tokenizer_spm.c */
 /* Byte value of a "<0xXX>" piece (uppercase hex digits), or -1. */

@@ -1,8 +1,10 @@
 /*
  * Tokenizer loaders: vocab.json + merges.txt (Hugging Face), encoder.json +
- * vocab.bpe (OpenAI's originals, same formats under other names) and
- * tokenizer.json (Hugging Face "fast": model.vocab, model.merges as "a b"
- * strings or ["a", "b"] pairs, added_tokens).
+ * vocab.bpe (OpenAI's originals, same formats under other names), the
+ * choice of file for a path, and the parts every loader shares (pieces,
+ * the bytes -> id map, vocabulary and merges from JSON, the finishing
+ * checks). tokenizer.json's pipeline is read by tokenizer_hfjson.c, GGUF
+ * arrays by tokenizer_gguf.c.
  *
  * Every failure names the file and the field or line at fault and leaves
  * nothing allocated; nothing is trusted before it is checked (ids in range
@@ -57,7 +59,7 @@ static int is_file(const char *path) {
 }
 
 /* Printable rendering of a token for error messages (truncated). */
-static const char *show(const char *s, size_t n, char *buf, size_t cap) {
+const char *tok_show(const char *s, size_t n, char *buf, size_t cap) {
     size_t o = 0, i = 0;
     for (; i < n && o + 8 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -72,8 +74,7 @@ static const char *show(const char *s, size_t n, char *buf, size_t cap) {
 /* GPT-2's byte -> character table, inverted: code point -> byte, or -1.
  * Printable Latin-1 bytes stand for themselves; the other 68 bytes, in
  * order, are U+0100 onwards. Every character is below U+0144. */
-#define TOK_UNMAP_SIZE 0x144
-static void build_unmap(int16_t rev[TOK_UNMAP_SIZE]) {
+void tok_build_unmap(int16_t rev[TOK_UNMAP_SIZE]) {
     for (int i = 0; i < TOK_UNMAP_SIZE; i++) rev[i] = -1;
     int extra = 0;
     for (int b = 0; b < 256; b++) {
@@ -86,6 +87,10 @@ static void build_unmap(int16_t rev[TOK_UNMAP_SIZE]) {
  * length, or -1 if s is not valid UTF-8. */
 static long unmap_string(const int16_t *rev, const char *s, size_t n, char *out) {
     const unsigned char *u = (const unsigned char *)s;
+    if (!rev) {
+        memcpy(out, s, n);
+        return (long)n;
+    }
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
@@ -104,13 +109,16 @@ kvlm_tokenizer *tok_alloc(void) {
     kvlm_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->eos_id = -1;
+    t->bos_id = -1;
+    t->unk_id = -1;
+    t->n_levels = 1;   /* GPT-2's pattern by the scanner */
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
     pthread_mutex_init(&t->cache_lock, NULL);
     return t;
 }
 
 /* Makes ids 0..n-1 addressable. */
-static int reserve_ids(kvlm_tokenizer *t, int32_t n) {
+int tok_reserve_ids(kvlm_tokenizer *t, int32_t n) {
     if (n <= t->n_vocab) return 0;
     uint32_t *off = realloc(t->piece_off, (size_t)n * sizeof *off);
     if (off) t->piece_off = off;
@@ -128,8 +136,8 @@ static int reserve_ids(kvlm_tokenizer *t, int32_t n) {
     return 0;
 }
 
-static int set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len) {
-    if (reserve_ids(t, id + 1) != 0) return -1;
+int tok_set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len) {
+    if (tok_reserve_ids(t, id + 1) != 0) return -1;
     if (t->arena_len + len > t->arena_cap) {
         size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
         while (cap < t->arena_len + len) cap *= 2;
@@ -149,7 +157,7 @@ static int set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len)
 
 /* ------------------------------------------------------------- bytes->id */
 
-static int map_build(kvlm_tokenizer *t) {
+int tok_map_build(kvlm_tokenizer *t) {
     size_t cap = 64;
     while (cap < (size_t)t->n_vocab * 2) cap *= 2;
     free(t->map.slots);
@@ -189,7 +197,7 @@ int32_t tok_map_get(const kvlm_tokenizer *t, const void *bytes, size_t len) {
 
 /* ------------------------------------------------------------ vocabulary */
 
-static json_t *load_json(const char *path, kvlm_error *err) {
+json_t *tok_load_json(const char *path, kvlm_error *err) {
     char *buf;
     size_t len;
     if (read_file(path, &buf, &len, err) != 0) return NULL;
@@ -210,7 +218,7 @@ static json_t *load_json(const char *path, kvlm_error *err) {
 }
 
 /* vocab: object of mapped string -> id. where: "PATH" or "PATH: model.vocab". */
-static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const char *where,
+int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const char *where,
                       kvlm_error *err) {
     if (!json_is_object(vocab) || json_object_size(vocab) == 0)
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected a non-empty object of token -> id",
@@ -225,11 +233,11 @@ static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, cons
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOK_MAX_ID)
             return kvlm_fail(err, KVLM_ERR_FORMAT,
                              "%s: token '%s' has id %s, expected an integer in 0..%d", where,
-                             show(key, klen, sbuf, sizeof sbuf),
+                             tok_show(key, klen, sbuf, sizeof sbuf),
                              json_is_integer(v) ? "out of range" : "not an integer", TOK_MAX_ID);
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
-    if (reserve_ids(t, (int32_t)max_id + 1) != 0)
+    if (tok_reserve_ids(t, (int32_t)max_id + 1) != 0)
         return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     char *raw = NULL;
     size_t raw_cap = 0;
@@ -240,8 +248,8 @@ static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, cons
             const char *p = tok_piece(t, id, &plen);
             free(raw);
             return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: duplicate id %d (tokens '%s' and '%s')",
-                             where, id, show(p, plen, sbuf, sizeof sbuf),
-                             show(key, klen, sbuf2, sizeof sbuf2));
+                             where, id, tok_show(p, plen, sbuf, sizeof sbuf),
+                             tok_show(key, klen, sbuf2, sizeof sbuf2));
         }
         if (klen > raw_cap) {
             free(raw);
@@ -253,12 +261,13 @@ static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, cons
         if (n < 0) {   /* jansson has checked the UTF-8 already */
             free(raw);
             return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: token '%s' is not valid UTF-8", where,
-                             show(key, klen, sbuf, sizeof sbuf));
+                             tok_show(key, klen, sbuf, sizeof sbuf));
         }
-        if (set_piece(t, id, raw, (size_t)n) != 0) {
+        if (tok_set_piece(t, id, raw, (size_t)n) != 0) {
             free(raw);
             return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         }
+        t->flags[id] |= TOK_INMODEL;
     }
     free(raw);
     return 0;
@@ -268,7 +277,7 @@ static int load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, cons
 
 /* Adds the merge (a, b) given as mapped strings. where/at locate it in
  * messages ("merges.txt:12" or "tokenizer.json: model.merges[11]"). */
-static int add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t alen,
+int tok_add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t alen,
                      const char *b, size_t blen, const char *where, kvlm_error *err) {
     char small[512];
     char *raw = alen + blen <= sizeof small ? small : malloc(alen + blen);
@@ -288,12 +297,12 @@ static int add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_
         const char *bad = ia < 0 ? a : b;
         size_t badlen = ia < 0 ? alen : blen;
         rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merge names token '%s', which is not in the "
-                       "vocabulary", where, show(bad, badlen, sbuf, sizeof sbuf));
+                       "vocabulary", where, tok_show(bad, badlen, sbuf, sizeof sbuf));
         goto out;
     }
     if (im < 0) {
         rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merged token '%s' is not in the vocabulary",
-                       where, show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
+                       where, tok_show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
         goto out;
     }
     if (tok_merges_add(&t->merges, ia, ib, im) != 0)
@@ -334,14 +343,14 @@ static int load_merges_txt(kvlm_tokenizer *t, const int16_t *rev, const char *pa
                            "%s: expected two tokens separated by one space", where);
             break;
         }
-        rc = add_merge(t, rev, line, (size_t)(sp - line), sp + 1, n - (size_t)(sp - line) - 1,
+        rc = tok_add_merge(t, rev, line, (size_t)(sp - line), sp + 1, n - (size_t)(sp - line) - 1,
                        where, err);
     }
     free(buf);
     return rc;
 }
 
-static int load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
+int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
                             const char *path, kvlm_error *err) {
     if (!json_is_array(merges))
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: model.merges must be an array", path);
@@ -374,94 +383,8 @@ static int load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merge
             return kvlm_fail(err, KVLM_ERR_FORMAT,
                              "%s: expected a string \"a b\" or a pair [\"a\", \"b\"]", where);
         }
-        if (add_merge(t, rev, a, alen, b, blen, where, err) != 0) return -1;
+        if (tok_add_merge(t, rev, a, alen, b, blen, where, err) != 0) return -1;
     }
-    return 0;
-}
-
-/* -------------------------------------------------------- tokenizer.json */
-
-/* The parts of a tokenizer.json this tokenizer implements exactly: a BPE
- * model without dropout or subword affixes, no normalizer, and GPT-2's
- * ByteLevel pre-tokenizer. Anything else is refused rather than
- * approximated, since it would change ids silently. */
-static int check_pipeline(json_t *root, json_t *model, const char *path, kvlm_error *err) {
-    json_t *type = json_object_get(model, "type");
-    if (type && !(json_is_string(type) && strcmp(json_string_value(type), "BPE") == 0))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.type %s is not supported (only BPE)",
-                         path, json_is_string(type) ? json_string_value(type) : "(not a string)");
-    json_t *v = json_object_get(model, "dropout");
-    if (v && !json_is_null(v))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.dropout is not supported", path);
-    static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (int k = 0; k < 2; k++) {
-        v = json_object_get(model, affixes[k]);
-        if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.%s is not supported", path,
-                             affixes[k]);
-    }
-    v = json_object_get(model, "byte_fallback");
-    if (v && json_is_true(v))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.byte_fallback is not supported", path);
-    v = json_object_get(root, "normalizer");
-    if (v && !json_is_null(v))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: a normalizer is not supported", path);
-    json_t *pre = json_object_get(root, "pre_tokenizer");
-    json_t *ptype = pre ? json_object_get(pre, "type") : NULL;
-    if (!json_is_string(ptype) || strcmp(json_string_value(ptype), "ByteLevel") != 0)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
-                         "%s: pre_tokenizer must be ByteLevel (GPT-2's pattern), found %s", path,
-                         json_is_string(ptype) ? json_string_value(ptype) : "none");
-    json_t *aps = json_object_get(pre, "add_prefix_space");
-    if (aps && !json_is_false(aps))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
-                         "%s: pre_tokenizer.add_prefix_space true is not supported", path);
-    json_t *regex = json_object_get(pre, "use_regex");
-    if (regex && json_is_false(regex))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED,
-                         "%s: pre_tokenizer.use_regex false is not supported", path);
-    return 0;
-}
-
-static int load_added(kvlm_tokenizer *t, json_t *added, const char *path, kvlm_error *err) {
-    if (!added || json_is_null(added)) return 0;
-    if (!json_is_array(added))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens must be an array", path);
-    size_t i;
-    json_t *a;
-    json_array_foreach(added, i, a) {
-        json_t *id = json_object_get(a, "id");
-        json_t *content = json_object_get(a, "content");
-        json_t *special = json_object_get(a, "special");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > TOK_MAX_ID)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens[%zu].id must be an integer "
-                             "in 0..%d", path, i, TOK_MAX_ID);
-        if (!json_is_string(content) || json_string_length(content) == 0)
-            return kvlm_fail(err, KVLM_ERR_FORMAT,
-                             "%s: added_tokens[%zu].content must be a non-empty string", path, i);
-        int32_t tid = (int32_t)json_integer_value(id);
-        if (set_piece(t, tid, json_string_value(content), json_string_length(content)) != 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
-        t->flags[tid] |= TOK_ADDED | (json_is_true(special) ? TOK_SPECIAL : 0);
-    }
-    return 0;
-}
-
-static int load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const int16_t *rev,
-                               const char *path, kvlm_error *err) {
-    json_t *model = json_object_get(root, "model");
-    if (!json_is_object(model))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing object 'model'", path);
-    if (check_pipeline(root, model, path, err) != 0) return -1;
-    char where[1100];
-    snprintf(where, sizeof where, "%s: model.vocab", path);
-    if (load_vocab(t, json_object_get(model, "vocab"), rev, where, err) != 0) return -1;
-    if (load_added(t, json_object_get(root, "added_tokens"), path, err) != 0) return -1;
-    if (map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
-    json_t *merges = json_object_get(model, "merges");
-    if (!merges) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing model.merges", path);
-    if (load_merges_json(t, rev, merges, path, err) != 0) return -1;
-    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
     return 0;
 }
 
@@ -474,36 +397,100 @@ static int cmp_added(const void *pa, const void *pb, void *ctx) {
     return a < b ? -1 : a > b;
 }
 
-static int finish(kvlm_tokenizer *t, const char *vocab_path, kvlm_error *err) {
+static int find_byte_tokens(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
     for (int b = 0; b < 256; b++) {
-        unsigned char c = (unsigned char)b;
-        t->byte_id[b] = tok_map_get(t, &c, 1);
-        if (t->byte_id[b] < 0)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level BPE "
-                             "needs all 256)", vocab_path, b);
+        if (t->kind == TOK_KIND_BYTELEVEL) {
+            unsigned char c = (unsigned char)b;
+            t->byte_id[b] = tok_map_get(t, &c, 1);
+            if (t->byte_id[b] < 0)
+                return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level "
+                                 "BPE needs all 256)", where, b);
+        } else if (t->byte_fallback) {
+            char name[8];
+            snprintf(name, sizeof name, "<0x%02X>", b);
+            t->byte_id[b] = tok_map_get(t, name, 6);
+            if (t->byte_id[b] < 0)
+                return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no byte token %s (byte fallback needs "
+                                 "all 256, <0x00> to <0xFF>)", where, name);
+        }
     }
-    /* Files without added_tokens: GPT-2's end-of-text marker is special. */
-    int32_t eot = tok_map_get(t, "<|endoftext|>", 13);
-    if (eot >= 0) {
-        t->eos_id = eot;
-        if (!(t->flags[eot] & TOK_ADDED)) t->flags[eot] |= TOK_ADDED | TOK_SPECIAL;
+    return 0;
+}
+
+/* SentencePiece-style: what decode prints for each token ("▁" as a space,
+ * <0xXX> as its byte, as the file's decoder says). */
+static int build_decoded(kvlm_tokenizer *t) {
+    t->dec_off = calloc((size_t)t->n_vocab, sizeof *t->dec_off);
+    t->dec_len = calloc((size_t)t->n_vocab, sizeof *t->dec_len);
+    t->dec_arena = malloc(t->arena_len + 1);
+    if (!t->dec_off || !t->dec_len || !t->dec_arena) return -1;
+    size_t o = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        if (!(t->flags[id] & TOK_PRESENT)) continue;
+        size_t len;
+        const char *p = tok_piece(t, id, &len);
+        t->dec_off[id] = (uint32_t)o;
+        int byte = t->dec_byte_fallback && (t->flags[id] & TOK_INMODEL) ?
+                   tok_byte_piece_value(p, len) : -1;
+        if (byte >= 0) {
+            t->dec_arena[o++] = (char)byte;
+        } else {
+            for (size_t i = 0; i < len; i++) {
+                if (t->dec_meta_space && i + 3 <= len && memcmp(p + i, "\xE2\x96\x81", 3) == 0) {
+                    t->dec_arena[o++] = ' ';
+                    i += 2;
+                } else {
+                    t->dec_arena[o++] = p[i];
+                }
+            }
+        }
+        t->dec_len[id] = (uint32_t)(o - t->dec_off[id]);
     }
+    return 0;
+}
+
+static void find_eos(kvlm_tokenizer *t) {
+    if (t->eos_id >= 0) return;
+    static const char *const names[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        int32_t id = tok_map_get(t, names[k], strlen(names[k]));
+        if (id < 0) continue;
+        t->eos_id = id;
+        /* Files without added_tokens: GPT-2's end-of-text marker is special. */
+        if (k == 0 && !(t->flags[id] & TOK_ADDED)) t->flags[id] |= TOK_ADDED | TOK_SPECIAL;
+        return;
+    }
+}
+
+int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
+    if (find_byte_tokens(t, where, err) != 0) return -1;
+    if (t->kind == TOK_KIND_SPM && !t->byte_fallback && t->unk_id < 0)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: neither byte fallback nor an unknown token: "
+                         "characters outside the vocabulary could not be encoded", where);
+    if (t->kind == TOK_KIND_SPM && build_decoded(t) != 0)
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+    find_eos(t);
     for (int32_t id = 0; id < t->n_vocab; id++)
         if (t->flags[id] & TOK_ADDED) t->n_added++;
     if (t->n_added) {
         t->added = malloc(t->n_added * sizeof *t->added);
-        if (!t->added) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab_path);
+        if (!t->added) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         size_t k = 0;
         for (int32_t id = 0; id < t->n_vocab; id++) {
             if (!(t->flags[id] & TOK_ADDED)) continue;
+            if (t->piece_len[id] == 0) {   /* never matches anything */
+                t->flags[id] &= (uint8_t)~TOK_ADDED;
+                continue;
+            }
             t->added[k++] = id;
             unsigned char first = (unsigned char)t->arena[t->piece_off[id]];
             t->added_first[first] |= (t->flags[id] & TOK_SPECIAL) ? 1 : 3;
         }
+        t->n_added = k;
         qsort_r(t->added, t->n_added, sizeof *t->added, cmp_added, t);
     }
     if (tok_cache_init(&t->cache, TOK_DEFAULT_CACHE) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab_path);
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     return 0;
 }
 
@@ -511,25 +498,23 @@ static int finish(kvlm_tokenizer *t, const char *vocab_path, kvlm_error *err) {
 
 static int load_pair(kvlm_tokenizer *t, const char *vocab, const char *merges, kvlm_error *err) {
     int16_t rev[TOK_UNMAP_SIZE];
-    build_unmap(rev);
-    json_t *root = load_json(vocab, err);
+    tok_build_unmap(rev);
+    json_t *root = tok_load_json(vocab, err);
     if (!root) return -1;
-    int rc = load_vocab(t, root, rev, vocab, err);
+    int rc = tok_load_vocab(t, root, rev, vocab, err);
     json_decref(root);
     if (rc != 0) return rc;
-    if (map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
+    if (tok_map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
     if (load_merges_txt(t, rev, merges, err) != 0) return -1;
     snprintf(t->source, sizeof t->source, "%s + %s", vocab, merges);
-    return finish(t, vocab, err);
+    return tok_finish(t, vocab, err);
 }
 
 static int load_tokjson(kvlm_tokenizer *t, const char *path, json_t *root, kvlm_error *err) {
-    int16_t rev[TOK_UNMAP_SIZE];
-    build_unmap(rev);
-    int rc = load_tokenizer_json(t, root, rev, path, err);
+    int rc = tok_load_tokenizer_json(t, root, path, err);
     if (rc != 0) return rc;
     snprintf(t->source, sizeof t->source, "%s", path);
-    return finish(t, path, err);
+    return tok_finish(t, path, err);
 }
 
 static void join(char *out, size_t cap, const char *dir, const char *name) {
@@ -550,7 +535,7 @@ static int load_file(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
         join(other, sizeof other, dir, strcmp(base, "merges.txt") == 0 ? "vocab.json" : "encoder.json");
         return load_pair(t, other, path, err);
     }
-    json_t *root = load_json(path, err);
+    json_t *root = tok_load_json(path, err);
     if (!root) return -1;
     int rc;
     if (json_is_object(json_object_get(root, "model"))) {
@@ -578,7 +563,7 @@ int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     char a[1100], b[1100];
     join(a, sizeof a, path, "tokenizer.json");
     if (is_file(a)) {
-        json_t *root = load_json(a, err);
+        json_t *root = tok_load_json(a, err);
         if (!root) return -1;
         int rc = load_tokjson(t, a, root, err);
         json_decref(root);

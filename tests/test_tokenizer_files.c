@@ -288,8 +288,8 @@ static void test_malformed_tokenizer_json(void **state) {
     struct { char json[400]; int code; const char *has; } cases[] = {
         {"{\"version\": \"1.0\"}", KVLM_ERR_FORMAT, "missing object 'model'"},
         {"{\"model\": {\"type\": \"WordPiece\"}}", KVLM_ERR_UNSUPPORTED, "model.type WordPiece"},
-        {"{\"model\": {\"type\": \"BPE\"}, \"pre_tokenizer\": {\"type\": \"Metaspace\"}}",
-         KVLM_ERR_UNSUPPORTED, "pre_tokenizer must be ByteLevel"},
+        {"{\"model\": {\"type\": \"BPE\"}, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}",
+         KVLM_ERR_UNSUPPORTED, "pre-tokenizer Whitespace is not supported"},
         {"", 0, NULL},
         {"", 0, NULL},
         {"", 0, NULL},
@@ -298,9 +298,9 @@ static void test_malformed_tokenizer_json(void **state) {
         {"", 0, NULL},
         {"{\"model\": {\"type\": \"BPE\", ", KVLM_ERR_FORMAT, "invalid JSON"},
     };
-    snprintf(cases[3].json, sizeof cases[3].json, "{%s, \"normalizer\": {\"type\": \"NFC\"}, "
+    snprintf(cases[3].json, sizeof cases[3].json, "{%s, \"normalizer\": {\"type\": \"Lowercase\"}, "
              "\"model\": {%s, \"merges\": []}}", pre, vocab);
-    cases[3].code = KVLM_ERR_UNSUPPORTED, cases[3].has = "normalizer";
+    cases[3].code = KVLM_ERR_UNSUPPORTED, cases[3].has = "normalizer Lowercase";
     snprintf(cases[4].json, sizeof cases[4].json, "{%s, \"model\": {%s}}", pre, vocab);
     cases[4].code = KVLM_ERR_FORMAT, cases[4].has = "missing model.merges";
     snprintf(cases[5].json, sizeof cases[5].json, "{%s, \"model\": {%s, \"merges\": [5]}}", pre, vocab);
