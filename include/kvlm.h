@@ -100,6 +100,9 @@ void kvlm_model_free(kvlm_model *m);
 const kvlm_config *kvlm_model_config(const kvlm_model *m);
 /* Directory the model was loaded from ("" for synthetic models). */
 const char *kvlm_model_dir(const kvlm_model *m);
+/* Where the model's tokenizer lives: the GGUF file itself, else the
+ * directory ("" for synthetic models). Pass it to kvlm_tokenizer_load. */
+const char *kvlm_model_tokenizer_path(const kvlm_model *m);
 /* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
 const char *kvlm_model_source(const kvlm_model *m);
 /* Bytes of weights read by one decode step (every matrix once, plus one
@@ -426,9 +429,9 @@ double kvlm_measure_read_bandwidth(size_t bytes, int passes);
  * pass is one query head over the whole context with the engine's kernels
  * (scores per block, softmax, weighted sum of V per block); a round sweeps
  * every layer and query head (or repeats one, hot), and rounds alternate
- * the two layouts. Runs on
- * the calling thread only. The two outputs are compared (KVLM_ERR_FORMAT if
- * they differ). */
+ * the two layouts. Runs on the calling thread only and times that thread's
+ * CPU time (time slices other processes take on a shared machine are not
+ * counted). The two outputs are compared (KVLM_ERR_FORMAT if they differ). */
 typedef struct kvlm_attn_bench_options {
     int ctx_len;           /* tokens attended over, 1..n_ctx */
     int block_size;        /* paged layout; 0 means 16 */
@@ -442,8 +445,10 @@ typedef struct kvlm_attn_bench_options {
 } kvlm_attn_bench_options;
 
 typedef struct kvlm_attn_bench_result {
-    double contiguous_s, paged_s;               /* seconds per pass, best round */
-    double contiguous_median_s, paged_median_s; /* seconds per pass, median round */
+    double contiguous_s, paged_s;               /* CPU seconds per pass, best round */
+    double contiguous_median_s, paged_median_s; /* CPU seconds per pass, median round */
+    double paired_ratio;                        /* median over rounds of paged / contiguous
+                                                   timed back to back in that round */
     long passes_per_round;
     double max_abs_diff;                        /* between the two layouts' outputs */
 } kvlm_attn_bench_result;

@@ -103,12 +103,16 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
     mapped_file f;
     int rc = mapped_file_open(&f, path, err);
     if (rc) return rc;
-    int llmc = llmc_sniff(f.data, f.size);
+    int llmc = llmc_sniff(f.data, f.size), gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
     mapped_file_close(&f);
     if (llmc) return load_llmc(m, path, err);
+    if (gguf) {
+        snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s", path);
+        return model_load_gguf(m, path, err);
+    }
     return kvlm_fail(err, KVLM_ERR_FORMAT,
                      "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
-                     "model.safetensors.index.json or an llm.c checkpoint)", path);
+                     "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
 }
 
 kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {
@@ -134,6 +138,7 @@ void kvlm_model_free(kvlm_model *m) {
 
 const kvlm_config *kvlm_model_config(const kvlm_model *m) { return &m->cfg; }
 const char *kvlm_model_dir(const kvlm_model *m) { return m->dir; }
+const char *kvlm_model_tokenizer_path(const kvlm_model *m) { return m->tokenizer_path[0] ? m->tokenizer_path : m->dir; }
 const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
 
 static size_t matrix_bytes(const kern_matrix *w, int rows) {

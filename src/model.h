@@ -38,6 +38,7 @@ struct kvlm_model {
     kvlm_config cfg;
     model_arch arch;
     char dir[4096];
+    char tokenizer_path[4096];
     char source[4200];
     tensor_set ts;          /* mappings the weights point into */
     kern_matrix wte;        /* [V(+padding), C] token embedding */
@@ -55,6 +56,8 @@ int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err
 /* Binds the weights of m->ts for m->cfg (GPT-2 or Llama names). */
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);
+/* Reads a GGUF file into m (config from its metadata, weights in place). */
+int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);
 /* Frequencies of the rotary embedding for m->cfg (llama3 scaling applied). */
 int rope_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */

@@ -30,7 +30,16 @@
 #include "tokenizer_pretok.h"
 #include "tokenizer_regex.h"
 
+static int is_gguf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return yes;
+}
+
 kvlm_tokenizer *kvlm_tokenizer_load(const char *path, kvlm_error *err) {
+    if (path && is_gguf(path)) return tok_load_gguf_file(path, err);
     kvlm_tokenizer *t = tok_alloc();
     if (!t) {
         kvlm_fail(err, KVLM_ERR_NOMEM, "tokenizer: out of memory");

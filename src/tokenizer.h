@@ -164,6 +164,8 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
  * NULL. The arrays are copied; the caller keeps them. Returns NULL with err
  * set (KVLM_ERR_FORMAT naming the array and index at fault,
  * KVLM_ERR_UNSUPPORTED for an unknown model or pre). */
+/* The vocabulary a GGUF file carries (see tokenizer_gguf_file.c). */
+kvlm_tokenizer *tok_load_gguf_file(const char *path, struct kvlm_error *err);
 kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens, int n_tokens,
                                     const float *scores, const int32_t *token_types,
                                     const char *const *merges, int n_merges, int bos, int eos,

@@ -107,7 +107,7 @@ int session_open(cli_session *s, const model_flags *f, int need_prompt) {
     if (!(s->m = cli_load_model(f->model, f->synthetic, f->synth_dtype))) return 1;
     s->c = kvlm_model_config(s->m);
     kvlm_error err;
-    const char *tok_path = f->tokenizer ? f->tokenizer : kvlm_model_dir(s->m);
+    const char *tok_path = f->tokenizer ? f->tokenizer : kvlm_model_tokenizer_path(s->m);
     if (*tok_path) s->tok = kvlm_tokenizer_load(tok_path, &err);
     if (!s->tok && (f->prompt || f->tokenizer)) {
         fprintf(stderr, "kvlm: -p needs a tokenizer: %s\n",
