@@ -9,24 +9,31 @@
  * random order from a pool four times larger. Both hold the same numbers,
  * and one pass is what the engine's attend() does for one query head: the
  * selected kernels' attn_scores per block, one softmax over the context,
- * attn_accum per block. A pass sweeps every layer and query head, so a long
- * context streams from memory as in a decode step.
+ * attn_accum per block. A sweep visits every layer and query head in turn,
+ * so a long context streams from memory as in a decode step; the hot
+ * variant repeats layer 0, head 0, whose context then stays in the CPU
+ * caches and only the cost of walking the table remains.
  *
  * Rounds alternate the two layouts (and which goes first) so that noise on a
- * shared machine hits both alike; the best and the median round are kept.
- * Runs on the calling thread only. The outputs of the two layouts are
- * compared, so a wrong block table cannot produce a flattering figure.
+ * shared machine hits both alike; the best and the median round are kept,
+ * and the median over rounds of paged / contiguous within the same round
+ * (a paired ratio, robust to slow drift in the machine's load).
+ * Runs on the calling thread only and counts that thread's CPU time. The
+ * outputs of the two layouts are compared, so a wrong block table cannot
+ * produce a flattering figure.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "kernels/kernels.h"
 #include "kvcache.h"
 
 #define SCATTER_SPREAD 4        /* paged pool = blocks needed x this, when scattered */
-#define ROUND_TARGET_S 0.004    /* a timed round lasts at least this long */
+#define MAX_ROUNDS 1000
+#define ROUND_TARGET_S 0.010    /* a timed round lasts at least this long */
 
 typedef struct attn_layout {
     kvlm_kv *kv;
@@ -119,11 +126,20 @@ static void sweep(const attn_layout *a, const kern_ops *ops, const kvlm_config *
         }
 }
 
+/* CPU time of the calling thread: on a shared machine the time slices
+ * other processes take are not counted, only the kernel's own work (and
+ * whatever they did to the caches). */
+static double thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static double timed_sweeps(const attn_layout *a, const kern_ops *ops, const kvlm_config *c, int hot, int n,
                            int reps, const float *q, float *scores, float *out) {
-    double t0 = kvlm_now();
+    double t0 = thread_cpu_now();
     for (int r = 0; r < reps; r++) sweep(a, ops, c, hot, n, q, scores, out);
-    return kvlm_now() - t0;
+    return thread_cpu_now() - t0;
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -142,8 +158,9 @@ static int check_options(const kvlm_config *c, const kvlm_attn_bench_options *o,
                          o->ctx_len, c->n_ctx);
     if (o->block_size < 1 || o->block_size > 4096)
         return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: block_size %d is outside [1, 4096]", o->block_size);
-    if (o->rounds < 1 || o->rounds > 1000)
-        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, 1000]", o->rounds);
+    if (o->rounds < 1 || o->rounds > MAX_ROUNDS)
+        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, %d]", o->rounds,
+                         MAX_ROUNDS);
     if (o->kv_dtype != KVLM_F32 && o->kv_dtype != KVLM_F16)
         return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32 or f16",
                          kvlm_dtype_name(o->kv_dtype));
@@ -159,7 +176,8 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     int rc = check_options(c, &o, err);
     if (rc) return rc;
     const kern_ops *ops = kern_select(o.isa);
-    if (!ops) return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
+    if (!ops)
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
     memset(res, 0, sizeof *res);
     const size_t all_heads = (size_t)c->n_layer * c->n_head, hd = (size_t)c->head_dim;
     const size_t heads = o.hot ? 1 : all_heads; /* passes per sweep */
@@ -187,8 +205,8 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     for (int r = 0; r < o.rounds; r++)
         for (int k = 0; k < 2; k++) {
             int which = (r + k) % 2; /* alternate which layout goes first */
-            t[which][r] =
-                timed_sweeps(&lay[which], ops, c, o.hot, o.ctx_len, reps, q, scores, out[which]) / (reps * (double)heads);
+            double dt = timed_sweeps(&lay[which], ops, c, o.hot, o.ctx_len, reps, q, scores, out[which]);
+            t[which][r] = dt / (reps * (double)heads);
         }
     float diff = 0;
     for (size_t i = 0; i < all_heads * hd; i++) diff = fmaxf(diff, fabsf(out[0][i] - out[1][i]));
@@ -198,6 +216,9 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     }
     res->passes_per_round = (long)reps * (long)heads;
     res->max_abs_diff = diff;
+    double ratio[MAX_ROUNDS];
+    for (int r = 0; r < o.rounds; r++) ratio[r] = t[1][r] / t[0][r];
+    res->paired_ratio = median(ratio, o.rounds);
     for (int k = 0; k < 2; k++) {
         double best = t[k][0];
         for (int r = 1; r < o.rounds; r++) best = fmin(best, t[k][r]);

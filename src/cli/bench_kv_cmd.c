@@ -13,7 +13,8 @@
  *              (kvlm_measure_attention).
  *   prefix     K requests sharing a long system prompt with short distinct
  *              suffixes: time to first token on a prefix-cache hit against a
- *              cold run, and the hit rate from the KV counters.
+ *              cold run, and the hit rate from the KV counters
+ *              (bench_kv_prefix.c).
  *
  * Nothing here asserts a time; the tables print ratios measured in the same
  * run, next to the PagedAttention paper's figures.
@@ -24,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/args.h"
+#include "cli/bench_kv.h"
 #include "cli/commands.h"
 #include "cli/session.h"
 
@@ -39,9 +42,9 @@ static const char *usage =
     "serve (a workload through the scheduler, contiguous then paged):\n"
     "  -n, --requests N     requests (default 64)\n"
     "  --seed N             seed of the drawn lengths and prompt ids (default 1)\n"
-    "  --prompt-median N    median prompt length (default n_ctx / 10)\n"
+    "  --prompt-median N    median prompt length (default n_ctx / 16)\n"
     "  --prompt-sigma S     sigma of log(prompt length) (default 1.0)\n"
-    "  --output-median N    median output length (default n_ctx / 16)\n"
+    "  --output-median N    median output length (default n_ctx / 8: output-heavy, as chat is)\n"
     "  --output-sigma S     sigma of log(output length) (default 1.0)\n"
     "                       lengths ~ round(median x exp(sigma x Z)), Z standard normal;\n"
     "                       prompt clipped to [1, n_ctx - 1], output to [1, n_ctx - prompt]\n"
@@ -53,9 +56,9 @@ static const char *usage =
     "  --repeats N          serve each policy N times, alternating; median timings (default 1)\n"
     "attention:\n"
     "  --attn-lengths LIST  context lengths, comma-separated (default 128,512,1024, clipped to n_ctx)\n"
-    "  --attn-rounds N      timed rounds per layout (default 7)\n"
+    "  --attn-rounds N      timed rounds per layout (default 9)\n"
     "prefix:\n"
-    "  --prefix-requests K  requests sharing the system prompt (default 4, at least 2)\n"
+    "  --prefix-requests K  requests sharing the system prompt (default 8, at least 2)\n"
     "  --prefix-tokens N    system prompt length (default 1000, clipped to n_ctx - suffix - output)\n"
     "  --suffix-tokens N    distinct suffix per request (default min(16, n_ctx / 16), at least 1)\n"
     "  --prefix-output N    tokens generated per request (default 4)\n"
@@ -157,8 +160,8 @@ static int parse(int argc, char **argv, bkv_opts *o) {
     o->prompt_sigma = o->output_sigma = 1.0f;
     o->batch_tokens = 256;
     o->repeats = 1;
-    o->attn_rounds = 7;
-    o->prefix_requests = 4;
+    o->attn_rounds = 9;
+    o->prefix_requests = 8;
     o->prefix_tokens = 1000;
     o->prefix_output = 4;
     o->sections = SEC_SERVE | SEC_ATTN | SEC_PREFIX;
@@ -203,14 +206,7 @@ typedef struct workload {
     length_stats ps, os;
 } workload;
 
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static double uniform01(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double uniform01(uint64_t *s) { return ((bkv_splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 /* Box-Muller: one standard normal draw. */
 static double normal(uint64_t *s) {
@@ -227,7 +223,10 @@ static int set_err(kvlm_error *err, int code, const char *msg) {
     return code;
 }
 
-static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
 
 /* Nearest-rank percentiles of the drawn lengths. */
 static length_stats summarise(const int *v, int n) {
@@ -259,8 +258,8 @@ static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
     memset(w, 0, sizeof *w);
     w->n = o->requests;
     w->n_ctx = c->n_ctx;
-    w->prompt_median = o->prompt_median ? o->prompt_median : fmax(1, c->n_ctx / 10);
-    w->output_median = o->output_median ? o->output_median : fmax(1, c->n_ctx / 16);
+    w->prompt_median = o->prompt_median ? o->prompt_median : fmax(1, c->n_ctx / 16);
+    w->output_median = o->output_median ? o->output_median : fmax(1, c->n_ctx / 8);
     w->prompt_sigma = o->prompt_sigma;
     w->output_sigma = o->output_sigma;
     w->prompt_len = malloc((size_t)w->n * sizeof(int));
@@ -274,7 +273,7 @@ static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
         w->prompt_len[i] = p;
         w->output_len[i] = g;
         if (!(w->prompts[i] = malloc((size_t)p * sizeof(int32_t)))) return -1;
-        for (int j = 0; j < p; j++) w->prompts[i][j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
+        for (int j = 0; j < p; j++) w->prompts[i][j] = (int32_t)(bkv_splitmix(&s) % (uint64_t)c->vocab_size);
     }
     w->ps = summarise(w->prompt_len, w->n);
     w->os = summarise(w->output_len, w->n);
@@ -286,6 +285,7 @@ static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
 typedef struct serve_result {
     double util_mean, util_peak, util_aggregate;  /* fractions */
     double resident_mean, tokens_per_s, total_s;
+    double cpu_s, tokens_per_cpu_s;  /* process CPU time: robust to other load on the machine */
     int resident_peak;
     uint64_t generated, steps, preemptions, prefix_hit_tokens;
     size_t peak_bytes_live, peak_bytes_reserved;
@@ -338,6 +338,13 @@ static kvlm_request_params request(const workload *w, int i, serve_ctx *ctx) {
     return p;
 }
 
+/* CPU time of the whole process (every engine thread). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Serves the first n requests of w under one policy; r may be NULL (warm-up). */
 static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy policy, serve_result *r) {
     const bkv_opts *o = ctx->o;
@@ -356,18 +363,20 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
     memset(r, 0, sizeof *r);
     step_acc a = {0};
     ctx->failed = 0;
-    double t0 = kvlm_now();
+    double t0 = kvlm_now(), c0 = cpu_now();
     for (int i = 0; !rc && i < n; i++) {
         kvlm_request_params p = request(w, i, ctx);
         if (kvlm_sched_submit(s, &p, &err) < 0) rc = -1;
     }
     for (int idle = 0; !rc && kvlm_sched_has_work(s);) {
         int k = kvlm_sched_step(s, &err);
+        idle = k == 0 ? idle + 1 : 0;
         if (k < 0) rc = -1;
-        else if (k == 0 && ++idle > 1000) rc = set_err(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
+        else if (idle > 1000) rc = set_err(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
         else sample_step(r, &a, kv, s);
     }
     r->total_s = kvlm_now() - t0;
+    r->cpu_s = cpu_now() - c0;
     if (!rc && ctx->failed) rc = set_err(&err, KVLM_ERR_NOMEM, "a request never fit the KV pool");
     if (rc) fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
     if (!rc) {
@@ -379,7 +388,8 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
         r->steps = ss.steps;
         r->preemptions = ss.preemptions;
         r->prefix_hit_tokens = ks.prefix_hit_tokens;
-        r->tokens_per_s = r->total_s > 0 ? ss.generated_tokens / r->total_s : 0;
+        r->tokens_per_s = bkv_div((double)ss.generated_tokens, r->total_s);
+        r->tokens_per_cpu_s = bkv_div((double)ss.generated_tokens, r->cpu_s);
         r->util_mean = a.steps ? a.util_sum / a.steps : 0;
         r->util_aggregate = a.reserved_sum > 0 ? a.live_sum / a.reserved_sum : 0;
         r->resident_mean = a.steps ? a.resident_sum / a.steps : 0;
@@ -390,23 +400,13 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Contiguous and paged, alternating over the repeats (C P, P C, ...); the
  * schedule is deterministic, so only the timings differ between repeats
  * and their medians are kept. res[0] contiguous, res[1] paged. */
 static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
     const kvlm_alloc_policy pol[2] = {KVLM_ALLOC_RESERVE_MAX, KVLM_ALLOC_PAGED};
     const int R = ctx->o->repeats;
-    double tps[2][50], tot[2][50];
+    double tps[2][50], tot[2][50], tpc[2][50], cpu[2][50];
     if (!ctx->o->json) fprintf(stderr, "bench-kv: warming up...\n");
     if (serve(ctx, w, w->n < 2 ? w->n : 2, KVLM_ALLOC_PAGED, NULL)) return -1;
     for (int r = 0; r < R; r++)
@@ -419,10 +419,14 @@ static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
             if (r == 0) res[p] = cur;
             tps[p][r] = cur.tokens_per_s;
             tot[p][r] = cur.total_s;
+            tpc[p][r] = cur.tokens_per_cpu_s;
+            cpu[p][r] = cur.cpu_s;
         }
     for (int p = 0; p < 2; p++) {
-        res[p].tokens_per_s = median(tps[p], R);
-        res[p].total_s = median(tot[p], R);
+        res[p].tokens_per_s = bkv_median(tps[p], R);
+        res[p].total_s = bkv_median(tot[p], R);
+        res[p].tokens_per_cpu_s = bkv_median(tpc[p], R);
+        res[p].cpu_s = bkv_median(cpu[p], R);
     }
     return 0;
 }
@@ -431,7 +435,7 @@ static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
 
 typedef struct attn_row {
     int len;
-    kvlm_attn_bench_result r;
+    kvlm_attn_bench_result r[2]; /* 0: every layer and head (from memory), 1: one head (hot, in cache) */
 } attn_row;
 
 static int attention_rows(const bkv_opts *o, kvlm_model *m, attn_row *rows, int *n_rows) {
@@ -442,132 +446,20 @@ static int attention_rows(const bkv_opts *o, kvlm_model *m, attn_row *rows, int 
         for (int j = 0; j < *n_rows; j++) dup |= rows[j].len == L;
         if (dup) continue;
         if (!o->json) fprintf(stderr, "bench-kv: attention over %d tokens...\n", L);
-        kvlm_attn_bench_options ao = {.ctx_len = L, .block_size = o->mf.block_size, .scatter = 1,
-                                      .rounds = o->attn_rounds, .isa = o->mf.isa, .kv_dtype = o->mf.kv_dtype,
-                                      .seed = o->seed};
-        kvlm_error err;
         attn_row *row = &rows[(*n_rows)++];
         row->len = L;
-        if (kvlm_measure_attention(m, &ao, &row->r, &err)) {
-            fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
-            return -1;
+        for (int hot = 0; hot < 2; hot++) {
+            kvlm_attn_bench_options ao = {.ctx_len = L, .block_size = o->mf.block_size, .scatter = 1,
+                                          .rounds = o->attn_rounds, .hot = hot, .isa = o->mf.isa,
+                                          .kv_dtype = o->mf.kv_dtype, .seed = o->seed};
+            kvlm_error err;
+            if (kvlm_measure_attention(m, &ao, &row->r[hot], &err)) {
+                fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+                return -1;
+            }
         }
     }
     return 0;
-}
-
-/* -------------------------------------------------------------- prefix */
-
-typedef struct prefix_result {
-    int requests, prefix_tokens, suffix_tokens, output_tokens;
-    double ttft_cold_s, ttft_first_s, ttft_hit_s; /* medians */
-    uint64_t queries, query_tokens, hits, hit_tokens;
-} prefix_result;
-
-typedef struct ttft_probe {
-    double t0, first;
-} ttft_probe;
-
-static int on_first_token(void *user, const kvlm_token_event *ev) {
-    ttft_probe *p = user;
-    (void)ev;
-    if (p->first == 0) p->first = kvlm_now() - p->t0;
-    return 0;
-}
-
-typedef struct prefix_rig {
-    kvlm_kv *kv;
-    kvlm_engine *e;
-    kvlm_sched *s;
-} prefix_rig;
-
-static int rig_open(prefix_rig *g, kvlm_model *m, const bkv_opts *o, int prefix_cache, kvlm_error *err) {
-    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .max_seqs = 2,
-                          .policy = KVLM_ALLOC_PAGED, .no_prefix_cache = !prefix_cache};
-    kvlm_engine_options eo = session_engine_options(&o->mf, 0);
-    kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens};
-    const kvlm_config *c = kvlm_model_config(m);
-    memset(g, 0, sizeof *g);
-    return (g->kv = kvlm_kv_create(m, &ko, err)) && (g->e = kvlm_engine_create(m, g->kv, &eo, err)) &&
-                   (g->s = kvlm_sched_create(g->e, g->kv, c->vocab_size, c->eos_id, &so, err))
-               ? 0
-               : -1;
-}
-
-static void rig_close(prefix_rig *g) {
-    kvlm_sched_free(g->s);
-    kvlm_engine_free(g->e);
-    kvlm_kv_free(g->kv);
-}
-
-/* One request alone on a rig; returns its time to first token or < 0. */
-static double timed_request(prefix_rig *g, const int32_t *prompt, int n, int max_tokens, kvlm_error *err) {
-    ttft_probe probe = {0};
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = max_tokens,
-                             .on_token = on_first_token, .user = &probe};
-    p.sampling = kvlm_sampler_options_default();
-    p.sampling.temperature = 0;
-    probe.t0 = kvlm_now();
-    if (kvlm_sched_submit(g->s, &p, err) < 0) return -1;
-    while (kvlm_sched_has_work(g->s))
-        if (kvlm_sched_step(g->s, err) < 0) return -1;
-    return probe.first > 0 ? probe.first : -1;
-}
-
-/* Requests one after another, each on a rig with the prefix cache off
- * (cold) and then on one with it on; their times interleave so drift on
- * the machine reaches both. */
-static int prefix_bench(const bkv_opts *o, kvlm_model *m, prefix_result *r) {
-    const kvlm_config *c = kvlm_model_config(m);
-    memset(r, 0, sizeof *r);
-    r->requests = o->prefix_requests;
-    r->output_tokens = o->prefix_output;
-    r->suffix_tokens = o->suffix_tokens ? o->suffix_tokens : (c->n_ctx / 16 < 16 ? (c->n_ctx / 16 ? c->n_ctx / 16 : 1) : 16);
-    r->prefix_tokens = o->prefix_tokens;
-    if (r->prefix_tokens > c->n_ctx - r->suffix_tokens - r->output_tokens)
-        r->prefix_tokens = c->n_ctx - r->suffix_tokens - r->output_tokens;
-    if (r->prefix_tokens < 1) {
-        fprintf(stderr, "kvlm bench-kv: --suffix-tokens %d + --prefix-output %d leave no room for a system prompt "
-                "in the context window of %d\n", r->suffix_tokens, r->output_tokens, c->n_ctx);
-        return 2;
-    }
-    const int K = r->requests, P = r->prefix_tokens, n = P + r->suffix_tokens;
-    int32_t *prompt = malloc((size_t)n * sizeof(int32_t));
-    double *cold = malloc((size_t)K * sizeof(double)), *hit = malloc((size_t)K * sizeof(double));
-    prefix_rig g[2] = {{0}};
-    kvlm_error err = {0};
-    int rc = prompt && cold && hit ? 0 : set_err(&err, KVLM_ERR_NOMEM, "out of memory");
-    if (!rc) rc = rig_open(&g[0], m, o, 0, &err) || rig_open(&g[1], m, o, 1, &err);
-    uint64_t s = o->seed ^ 0x9e3779b97f4a7c15ull;
-    for (int j = 0; !rc && j < P; j++) prompt[j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
-    if (!o->json && !rc) fprintf(stderr, "bench-kv: prefix cache, %d requests of %d + %d tokens...\n", K, P, n - P);
-    for (int i = 0; !rc && i < K; i++) {
-        for (int j = P; j < n; j++) prompt[j] = (int32_t)(splitmix(&s) % (uint64_t)c->vocab_size);
-        double tc = timed_request(&g[0], prompt, n, r->output_tokens, &err);
-        double th = tc < 0 ? -1 : timed_request(&g[1], prompt, n, r->output_tokens, &err);
-        if (tc < 0 || th < 0) rc = -1;
-        cold[i] = tc;
-        if (i == 0) r->ttft_first_s = th;
-        else hit[i - 1] = th;
-    }
-    if (!rc) {
-        kvlm_kv_stats ks;
-        kvlm_kv_get_stats(g[1].kv, &ks);
-        r->queries = ks.prefix_queries;
-        r->query_tokens = ks.prefix_query_tokens;
-        r->hits = ks.prefix_hits;
-        r->hit_tokens = ks.prefix_hit_tokens;
-        r->ttft_cold_s = median(cold, K);
-        r->ttft_hit_s = median(hit, K - 1);
-    } else {
-        fprintf(stderr, "kvlm bench-kv: prefix benchmark: %s\n", err.msg);
-    }
-    rig_close(&g[0]);
-    rig_close(&g[1]);
-    free(prompt);
-    free(cold);
-    free(hit);
-    return rc ? 1 : 0;
 }
 
 /* ---------------------------------------------------------------- JSON */
@@ -586,17 +478,16 @@ static json_t *lengths_json(const length_stats *st, double median, double sigma,
 }
 
 static json_t *serve_json(const serve_result *r, const char *policy) {
-    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I}", "policy", policy,
+    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I}", "policy", policy,
                      "utilisation_mean", r->util_mean, "utilisation_peak", r->util_peak, "utilisation_aggregate",
                      r->util_aggregate, "resident_mean", r->resident_mean, "resident_peak", r->resident_peak,
-                     "tokens_per_s", r->tokens_per_s, "total_s", r->total_s, "generated_tokens",
+                     "tokens_per_s", r->tokens_per_s, "total_s", r->total_s, "tokens_per_cpu_s",
+                     r->tokens_per_cpu_s, "cpu_s", r->cpu_s, "generated_tokens",
                      (json_int_t)r->generated, "steps", (json_int_t)r->steps, "preemptions",
                      (json_int_t)r->preemptions, "prefix_hit_tokens", (json_int_t)r->prefix_hit_tokens,
                      "peak_bytes_live", (json_int_t)r->peak_bytes_live, "peak_bytes_reserved",
                      (json_int_t)r->peak_bytes_reserved);
 }
-
-static double safe_div(double a, double b) { return b > 0 ? a / b : 0; }
 
 static json_t *workload_json(const workload *w, const bkv_opts *o, size_t blocks, size_t block_bytes, int max_seqs) {
     const int bs = o->mf.block_size, per_req = (w->n_ctx + bs - 1) / bs;
@@ -609,33 +500,34 @@ static json_t *workload_json(const workload *w, const bkv_opts *o, size_t blocks
                      "repeats", o->repeats);
 }
 
-static json_t *attention_json(const attn_row *rows, int n, const bkv_opts *o) {
-    json_t *arr = json_array();
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        const kvlm_attn_bench_result *r = &rows[i].r;
-        double ratio = safe_div(r->paged_s, r->contiguous_s);
-        if (ratio > worst) worst = ratio;
-        json_array_append_new(
-            arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I}", "ctx_len", rows[i].len, "contiguous_ns_per_token_head",
-                           r->contiguous_s * 1e9 / rows[i].len, "paged_ns_per_token_head",
-                           r->paged_s * 1e9 / rows[i].len, "ratio", ratio, "ratio_median",
-                           safe_div(r->paged_median_s, r->contiguous_median_s), "max_abs_diff", r->max_abs_diff,
-                           "passes_per_round", (json_int_t)r->passes_per_round));
-    }
-    return json_pack("{s:i,s:i,s:b,s:i,s:s,s:o,s:f}", "threads", 1, "block_size", o->mf.block_size, "scatter", 1,
-                     "rounds", o->attn_rounds, "timing", "best round; ratio = paged / contiguous", "lengths", arr,
-                     "worst_ratio", worst);
+/* Median round, in ns per cached token per query head. */
+static double ns_tok(const kvlm_attn_bench_result *r, int paged, int len) {
+    return (paged ? r->paged_median_s : r->contiguous_median_s) * 1e9 / len;
 }
 
-static json_t *prefix_json(const prefix_result *r) {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I}", "requests", r->requests,
-                     "prefix_tokens", r->prefix_tokens, "suffix_tokens", r->suffix_tokens, "output_tokens",
-                     r->output_tokens, "ttft_cold_ms", r->ttft_cold_s * 1e3, "ttft_first_ms", r->ttft_first_s * 1e3,
-                     "ttft_hit_ms", r->ttft_hit_s * 1e3, "speedup", safe_div(r->ttft_cold_s, r->ttft_hit_s),
-                     "hit_rate", safe_div((double)r->hit_tokens, (double)r->query_tokens), "hit_tokens",
-                     (json_int_t)r->hit_tokens, "prompt_tokens", (json_int_t)r->query_tokens, "hits",
-                     (json_int_t)r->hits, "queries", (json_int_t)r->queries);
+static json_t *attention_json(const attn_row *rows, int n, const bkv_opts *o) {
+    json_t *arr = json_array();
+    double worst[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
+        const kvlm_attn_bench_result *r = rows[i].r;
+        double ratio[2];
+        for (int k = 0; k < 2; k++) {
+            ratio[k] = r[k].paired_ratio;
+            worst[k] = fmax(worst[k], ratio[k]);
+        }
+        json_array_append_new(
+            arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "ctx_len", rows[i].len,
+                           "contiguous_ns_per_token_head", ns_tok(&r[0], 0, rows[i].len), "paged_ns_per_token_head",
+                           ns_tok(&r[0], 1, rows[i].len), "ratio", ratio[0], "ratio_of_best",
+                           bkv_div(r[0].paged_s, r[0].contiguous_s), "hot_contiguous_ns_per_token_head",
+                           ns_tok(&r[1], 0, rows[i].len), "hot_paged_ns_per_token_head", ns_tok(&r[1], 1, rows[i].len),
+                           "hot_ratio", ratio[1], "max_abs_diff", fmax(r[0].max_abs_diff, r[1].max_abs_diff)));
+    }
+    return json_pack("{s:i,s:i,s:b,s:i,s:s,s:o,s:f,s:f}", "threads", 1, "block_size", o->mf.block_size, "scatter", 1,
+                     "rounds", o->attn_rounds, "timing",
+                     "ns: median round; ratio: median over rounds of paged / contiguous timed back to back; "
+                     "hot: one head repeated, context in cache", "lengths",
+                     arr, "worst_ratio", worst[0], "hot_worst_ratio", worst[1]);
 }
 
 static json_t *reference_json(void) {
@@ -664,67 +556,67 @@ static void print_workload(const workload *w, size_t blocks, size_t block_bytes,
 static void print_serve(const serve_result r[2], int repeats) {
     printf("%-24s %12s %12s %12s\n", "serving", "contiguous", "paged", "paged/contig");
     printf("%-24s %12.2f %12.2f %11.2fx\n", "resident, mean", r[0].resident_mean, r[1].resident_mean,
-           safe_div(r[1].resident_mean, r[0].resident_mean));
+           bkv_div(r[1].resident_mean, r[0].resident_mean));
     printf("%-24s %12d %12d %11.2fx\n", "resident, peak", r[0].resident_peak, r[1].resident_peak,
-           safe_div(r[1].resident_peak, r[0].resident_peak));
+           bkv_div(r[1].resident_peak, r[0].resident_peak));
     printf("%-24s %11.1f%% %11.1f%%\n", "KV utilisation, mean", 100 * r[0].util_mean, 100 * r[1].util_mean);
     printf("%-24s %11.1f%% %11.1f%%\n", "KV utilisation, at peak", 100 * r[0].util_peak, 100 * r[1].util_peak);
     printf("%-24s %12.1f %12.1f %11.2fx\n", "tokens/s", r[0].tokens_per_s, r[1].tokens_per_s,
-           safe_div(r[1].tokens_per_s, r[0].tokens_per_s));
-    printf("%-24s %12.2f %12.2f\n", "total s", r[0].total_s, r[1].total_s);
+           bkv_div(r[1].tokens_per_s, r[0].tokens_per_s));
+    printf("%-24s %12.3f %12.3f\n", "total s", r[0].total_s, r[1].total_s);
+    printf("%-24s %12.1f %12.1f %11.2fx\n", "tokens per CPU s", r[0].tokens_per_cpu_s, r[1].tokens_per_cpu_s,
+           bkv_div(r[1].tokens_per_cpu_s, r[0].tokens_per_cpu_s));
+    printf("%-24s %12.3f %12.3f\n", "CPU s (all threads)", r[0].cpu_s, r[1].cpu_s);
     printf("%-24s %12llu %12llu\n", "generated tokens", (unsigned long long)r[0].generated,
            (unsigned long long)r[1].generated);
     printf("%-24s %12llu %12llu\n", "engine steps", (unsigned long long)r[0].steps, (unsigned long long)r[1].steps);
     printf("%-24s %12llu %12llu\n", "preemptions", (unsigned long long)r[0].preemptions,
            (unsigned long long)r[1].preemptions);
     printf("(utilisation = bytes holding token states / bytes reserved, sampled after every step; \"at peak\" is\n"
-           " the step storing the most token states; timings are the median of %d run%s per policy)\n\n",
-           repeats, repeats > 1 ? "s" : "");
+           " the step storing the most token states; timings are the median of %d run%s per policy; CPU time\n"
+           " leaves out what other processes take on a shared machine)\n\n", repeats, repeats > 1 ? "s" : "");
 }
 
 static void print_attention(const attn_row *rows, int n, const bkv_opts *o) {
-    printf("attention kernel, 1 thread: one query head over L cached tokens, every layer and head per pass;\n"
-           "paged = %d-token blocks scattered in the pool, contiguous = one L-token block (best of %d rounds)\n",
-           o->mf.block_size, o->attn_rounds);
-    printf("%8s %22s %22s %14s\n", "L", "contiguous ns/tok/head", "paged ns/tok/head", "paged/contig");
+    printf("attention kernel, 1 thread: ns per cached token per query head (median of %d rounds); ratio = median\n"
+           "of paged / contiguous timed back to back; paged = %d-token blocks scattered in the pool, contiguous =\n"
+           "one L-token block; mem = every layer and head in turn (as a decode step), cache = one head repeated\n",
+           o->attn_rounds, o->mf.block_size);
+    printf("%8s %12s %12s %8s   %12s %12s %8s\n", "L", "contig mem", "paged mem", "ratio", "contig cache",
+           "paged cache", "ratio");
     for (int i = 0; i < n; i++) {
-        const kvlm_attn_bench_result *r = &rows[i].r;
-        printf("%8d %22.3f %22.3f %13.3fx\n", rows[i].len, r->contiguous_s * 1e9 / rows[i].len,
-               r->paged_s * 1e9 / rows[i].len, safe_div(r->paged_s, r->contiguous_s));
+        const kvlm_attn_bench_result *r = rows[i].r;
+        const int L = rows[i].len;
+        printf("%8d %12.3f %12.3f %7.3fx   %12.3f %12.3f %7.3fx\n", L, ns_tok(&r[0], 0, L), ns_tok(&r[0], 1, L),
+               r[0].paired_ratio, ns_tok(&r[1], 0, L), ns_tok(&r[1], 1, L), r[1].paired_ratio);
     }
     printf("\n");
-}
-
-static void print_prefix(const prefix_result *r) {
-    printf("prefix cache: %d requests, one after another: a shared %d-token system prompt + %d distinct tokens, "
-           "%d generated\n", r->requests, r->prefix_tokens, r->suffix_tokens, r->output_tokens);
-    printf("  %-44s %10.2f ms\n", "time to first token, cold (cache off, median)", r->ttft_cold_s * 1e3);
-    printf("  %-44s %10.2f ms\n", "time to first token, first request (cache on)", r->ttft_first_s * 1e3);
-    printf("  %-44s %10.2f ms\n", "time to first token on a hit (median)", r->ttft_hit_s * 1e3);
-    printf("  %-44s %10.2fx\n", "speed-up cold / hit", safe_div(r->ttft_cold_s, r->ttft_hit_s));
-    printf("  %-44s %10.1f%%  (%llu of %llu prompt tokens; %llu of %llu prompts hit)\n\n",
-           "hit rate (hit tokens / prompt tokens)", 100 * safe_div((double)r->hit_tokens, (double)r->query_tokens),
-           (unsigned long long)r->hit_tokens, (unsigned long long)r->query_tokens, (unsigned long long)r->hits,
-           (unsigned long long)r->queries);
 }
 
 /* The paper's figures with this run's beside them. */
 static void print_footnote(const json_t *d) {
     const json_t *c = json_object_get(d, "contiguous"), *p = json_object_get(d, "paged");
     const json_t *a = json_object_get(d, "attention");
-    printf("reference: PagedAttention (Kwon et al., SOSP 2023)      | kvlm, this run\n");
+    if (!(c && p) && !a) return;
+    printf("reference: PagedAttention (Kwon et al., SOSP 2023)    | kvlm, this run\n");
     if (c && p) {
-        double uc = json_real_value(json_object_get(c, "utilisation_mean"));
-        double up = json_real_value(json_object_get(p, "utilisation_mean"));
         double tc = json_real_value(json_object_get(c, "tokens_per_s"));
         double tp = json_real_value(json_object_get(p, "tokens_per_s"));
-        printf("  KV holding tokens, pre-paging systems  20.4-38.2%%      | contiguous %.1f%%\n", 100 * uc);
-        printf("  KV holding tokens, paged               96.3%%           | paged %.1f%%\n", 100 * up);
-        printf("  throughput, paged vs pre-paging        2-4x            | %.2fx\n", safe_div(tp, tc));
+        printf("  KV holding tokens, pre-paging systems 20.4-38.2%%    | contiguous %.1f%% (mean), %.1f%% (at peak)\n",
+               100 * json_real_value(json_object_get(c, "utilisation_mean")),
+               100 * json_real_value(json_object_get(c, "utilisation_peak")));
+        printf("  KV holding tokens, paged              96.3%%         | paged %.1f%% (mean), %.1f%% (at peak)\n",
+               100 * json_real_value(json_object_get(p, "utilisation_mean")),
+               100 * json_real_value(json_object_get(p, "utilisation_peak")));
+        const json_t *r = json_object_get(d, "ratio");
+        printf("  throughput, paged vs pre-paging       2-4x          | %.2fx tokens/s (%.2fx per CPU s), %.2fx "
+               "requests resident\n", bkv_div(tp, tc), json_real_value(json_object_get(r, "tokens_per_cpu_s")),
+               json_real_value(json_object_get(r, "resident_mean")));
     }
     if (a)
-        printf("  paged attention kernel                 20-26%% slower   | %+.1f%% (worst length)\n",
-               100 * (json_real_value(json_object_get(a, "worst_ratio")) - 1));
+        printf("  paged attention kernel                20-26%% slower | %+.1f%% from memory, %+.1f%% in cache "
+               "(worst length)\n", 100 * (json_real_value(json_object_get(a, "worst_ratio")) - 1),
+               100 * (json_real_value(json_object_get(a, "hot_worst_ratio")) - 1));
 }
 
 /* ----------------------------------------------------------------- run */
@@ -772,12 +664,20 @@ static int run_serve(const bkv_opts *o, kvlm_model *m, json_t *doc, workload *w,
     if (serve_both(&ctx, w, res)) return 1;
     json_object_set_new(doc, "contiguous", serve_json(&res[0], "reserve_max"));
     json_object_set_new(doc, "paged", serve_json(&res[1], "paged"));
-    json_object_set_new(doc, "ratio", json_pack("{s:f,s:f,s:f}", "tokens_per_s",
-                                                safe_div(res[1].tokens_per_s, res[0].tokens_per_s), "resident_mean",
-                                                safe_div(res[1].resident_mean, res[0].resident_mean), "resident_peak",
-                                                safe_div(res[1].resident_peak, res[0].resident_peak)));
+    json_object_set_new(doc, "ratio", json_pack("{s:f,s:f,s:f,s:f}", "tokens_per_s",
+                                                bkv_div(res[1].tokens_per_s, res[0].tokens_per_s), "tokens_per_cpu_s",
+                                                bkv_div(res[1].tokens_per_cpu_s, res[0].tokens_per_cpu_s),
+                                                "resident_mean",
+                                                bkv_div(res[1].resident_mean, res[0].resident_mean), "resident_peak",
+                                                bkv_div(res[1].resident_peak, res[0].resident_peak)));
     if (!o->json) print_serve(res, o->repeats);
     return 0;
+}
+
+static bkv_prefix_params prefix_params(const bkv_opts *o) {
+    return (bkv_prefix_params){.requests = o->prefix_requests, .prefix_tokens = o->prefix_tokens,
+                               .suffix_tokens = o->suffix_tokens, .output_tokens = o->prefix_output,
+                               .batch_tokens = o->batch_tokens, .progress = !o->json, .seed = o->seed};
 }
 
 static int run_sections(const bkv_opts *o, kvlm_model *m, json_t *doc) {
@@ -794,10 +694,11 @@ static int run_sections(const bkv_opts *o, kvlm_model *m, json_t *doc) {
         if (!rc && !o->json) print_attention(rows, n, o);
     }
     if (!rc && (o->sections & SEC_PREFIX)) {
-        prefix_result pr;
-        rc = prefix_bench(o, m, &pr);
-        if (!rc) json_object_set_new(doc, "prefix", prefix_json(&pr));
-        if (!rc && !o->json) print_prefix(&pr);
+        bkv_prefix_params pp = prefix_params(o);
+        bkv_prefix_result pr;
+        rc = bkv_prefix_shape(&pp, kvlm_model_config(m), &pr) || bkv_prefix_run(m, &o->mf, &pp, &pr) ? 1 : 0;
+        if (!rc) json_object_set_new(doc, "prefix", bkv_prefix_json(&pr));
+        if (!rc && !o->json) bkv_prefix_print(&pr);
     }
     return rc;
 }
@@ -808,6 +709,14 @@ int cli_bench_kv(int argc, char **argv) {
     kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype);
     if (!m) return 1;
     const kvlm_config *c = kvlm_model_config(m);
+    size_t block_bytes;
+    bkv_prefix_params pp = prefix_params(&o);
+    bkv_prefix_result shape;
+    if (((o.sections & SEC_SERVE) && !budget_blocks(&o, m, &block_bytes)) ||
+        ((o.sections & SEC_PREFIX) && bkv_prefix_shape(&pp, c, &shape))) {
+        kvlm_model_free(m);
+        return EXIT_USAGE;
+    }
     kvlm_error err;
     kvlm_engine_options eo = session_engine_options(&o.mf, 0);
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size}, &err);
