@@ -260,8 +260,11 @@ static void preempt(kvlm_sched *s, sched_choice *c) {
 static int admit(kvlm_sched *s, sched_choice *c) {
     kvlm_error err;
     const int bs = s->kv->block_size;
+    /* Paged admission keeps one free block per running sequence in hand
+     * (each may cross into a new block on its next step), so admitting a
+     * request does not immediately force a preemption. */
     size_t need = s->kv->policy == KVLM_ALLOC_RESERVE_MAX ? (size_t)s->kv->max_blocks_per_seq
-                                                          : (size_t)((c->n_tokens + bs) / bs);
+                                                          : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
     if (kvlm_kv_available_blocks(s->kv) < need) return 0;
     int cached = 0;
     int seq = kvlm_kv_seq_new_prefixed(s->kv, c->tokens, c->n_tokens, &cached, &err);

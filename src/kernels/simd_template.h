@@ -65,27 +65,50 @@ AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int 
         }
 }
 
-/* Rows [n0, n1) of W against all M rows of x, for one weight dtype. */
+/* Rows [n0, n1) of W against all M rows of x, for one weight dtype. The
+ * rows of x are taken in blocks that stay in L2 (about 256 KB); within a
+ * block each weight tile is loaded once and used for every row of the
+ * block, so a batch of decode rows reads the weights once, not once per
+ * row tile. */
 AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                   float *y, int ldy, kvlm_dtype t) {
     const int K = w->cols;
     const void *wd = w->data;
-    int m = 0;
-    /* Full-height tiles first; each weight tile is reused for MR_MAX rows. */
-    for (; m + MR_MAX <= M; m += MR_MAX) {
+    int mb = (int)(65536 / (K > 0 ? K : 1));
+    mb = mb < MR_MAX ? MR_MAX : mb - mb % MR_MAX;
+    for (int m0 = 0; m0 < M; m0 += mb) {
+        const int m1 = m0 + mb < M ? m0 + mb : M, full = m0 + (m1 - m0) / MR_MAX * MR_MAX;
         int n = n0;
-        for (; n + NR_MAX <= n1; n += NR_MAX) mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
-        for (; n < n1; n++) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, bias, y, ldy);
+        for (; n + NR_MAX <= n1; n += NR_MAX) {
+            for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, NR_MAX, m, n, bias, y, ldy);
+        }
+        for (; n < n1; n++) {
+            for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, bias, y, ldy);
+            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, 1, m, n, bias, y, ldy);
+        }
     }
-    for (; m < M; m++) { /* leftover rows, one at a time with a wide weight tile */
-        int n = n0;
-        for (; n + NR1 <= n1; n += NR1) mm_tile(x, K, wd, t, 1, NR1, m, n, bias, y, ldy);
-        for (; n < n1; n++) mm_tile(x, K, wd, t, 1, 1, m, n, bias, y, ldy);
-    }
+}
+
+/* One row of x (decode): a wide weight tile keeps more loads in flight. */
+AI void mm_row1_t(const float *x, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                  kvlm_dtype t) {
+    const int K = w->cols;
+    int n = n0;
+    for (; n + NR1 <= n1; n += NR1) mm_tile(x, K, w->data, t, 1, NR1, 0, n, bias, y, 0);
+    for (; n < n1; n++) mm_tile(x, K, w->data, t, 1, 1, 0, n, bias, y, 0);
 }
 
 static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                      const float *bias, float *y, int ldy) {
+    if (M == 1) {
+        switch (w->dtype) {
+        case KVLM_F16: mm_row1_t(x, w, n0, n1, bias, y, KVLM_F16); return;
+        case KVLM_BF16: mm_row1_t(x, w, n0, n1, bias, y, KVLM_BF16); return;
+        case KVLM_F32: mm_row1_t(x, w, n0, n1, bias, y, KVLM_F32); return;
+        default: break;
+        }
+    }
     switch (w->dtype) {
     case KVLM_F16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); break;
     case KVLM_BF16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); break;
