@@ -67,11 +67,12 @@ test: $(BUILD)/kvlm $(TESTS)
 bench: $(BUILD)/kvlm
 	./bench/run.sh $(BUILD)/kvlm
 
-RUN_PROMPT ?= The future of artificial intelligence in software engineering is
+RUN_PROMPT ?= ROMEO:
 run:
 	./scripts/setup.sh
 	$(MAKE) $(BUILD)/kvlm
-	$(BUILD)/kvlm run --synthetic gpt2-124m --tokenizer models/gpt2-tokenizer -p "$(RUN_PROMPT)" -n 48 --stats
+	$(BUILD)/kvlm run -m models/shakespeare-gpt2 -p "$(RUN_PROMPT)" -n 100 --temp 0.8 --top-k 40 --top-p 0.9 \
+		--frequency-penalty 0.7 --penalty-window 6 --stats
 
 setup:
 	./scripts/setup.sh
@@ -129,3 +130,17 @@ bench-quant: $(BUILD)/bench/quant_bench
 gguf-fixtures:
 	/usr/bin/python3 tools/write_gguf.py selftest
 	/usr/bin/python3 tools/make_gguf_fixtures.py tests/fixtures/llama_gguf
+
+# ---------------------------------------------------------------------------
+# The measurement report of the shipped model (kvlm report): KV sizes, prefill
+# vs decode, cache on vs off, next-token statistics, repetition; markdown with
+# SVG charts and the raw JSON, committed in docs/report/ (see docs/report.md).
+# `make report` regenerates it; REPORT_MODEL, REPORT_PROMPT and REPORT_DIR
+# choose another model, prompt or directory (REPORT_FLAGS: extra options).
+REPORT_MODEL  ?= models/shakespeare-gpt2
+REPORT_PROMPT ?= JULIET: O Romeo, Romeo! wherefore art thou
+REPORT_DIR    ?= docs/report
+REPORT_FLAGS  ?=
+.PHONY: report
+report: $(BUILD)/kvlm
+	$(BUILD)/kvlm report -m $(REPORT_MODEL) -p "$(REPORT_PROMPT)" -o $(REPORT_DIR) $(REPORT_FLAGS)

@@ -7,9 +7,11 @@
  * at N and is the final window. The first window scores every token after
  * its first; each later window [s, e) scores only the tokens not scored
  * before, [previous e, e), each conditioned on the window's tokens before
- * it. So every token but the first is scored exactly once (N - 1 in all),
- * with between context - stride and context - 1 tokens of left context
- * (fewer only at the start of the file). perplexity = exp(mean NLL), NLL in
+ * it. With stride < context every token but the first is scored exactly
+ * once (N - 1 in all), with at least context - stride tokens of left context
+ * (fewer only at the start of the file); with stride == context the windows
+ * do not overlap and each window's first token, having no context, is not
+ * scored (as in Hugging Face's loop). perplexity = exp(mean NLL), NLL in
  * nats, accumulated in double.
  *
  * Each window runs on a fresh KV sequence with logits for every position;
@@ -40,7 +42,8 @@ static const char *usage =
     "Sliding windows of N tokens start every S tokens. The first window scores\n"
     "every token after its first; each later window scores only the tokens no\n"
     "earlier window scored (its last positions), conditioned on the window's\n"
-    "preceding tokens. Every token but the first of the file is scored once.\n"
+    "preceding tokens. With stride < context every token but the first of the\n"
+    "file is scored once; with stride == context each window's first token is not.\n"
     "Reports the tokens scored, the mean negative log-likelihood in nats and\n"
     "perplexity = exp(mean NLL).\n";
 
@@ -222,7 +225,7 @@ int cli_perplexity(int argc, char **argv) {
         rc = EXIT_USAGE;
         goto out;
     }
-    if (!(tok = kvlm_tokenizer_load(kvlm_model_dir(m), &err))) {
+    if (!(tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(m), &err))) {
         fprintf(stderr, "kvlm perplexity: the model needs tokenizer files: %s\n", err.msg);
         goto out;
     }

@@ -1,0 +1,161 @@
+/*
+ * `kvlm perplexity` end to end on the shipped model (models/shakespeare-gpt2):
+ * the sliding-window perplexity of a fixed validation slice equals the value
+ * PyTorch computed in float64 from the same exported weights
+ * (tests/fixtures/shakespeare_ppl.json, written by tools/export_gpt2.py)
+ * within 1e-3 relative, with exactly the same number of tokens scored; the
+ * window arithmetic for other strides; and bad input with its exit status
+ * and message.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#define FIXTURE "tests/fixtures/shakespeare_ppl.json"
+#define MODEL "models/shakespeare-gpt2"
+#define SLICE "tests/fixtures/shakespeare_val_slice.txt"
+
+static json_t *load_fixture(void) {
+    json_error_t je;
+    json_t *j = json_load_file(FIXTURE, 0, &je);
+    if (!j) fail_msg("%s: %s", FIXTURE, je.text);
+    return j;
+}
+
+static json_t *ppl_json(const char *args) {
+    char *out = NULL;
+    int st = th_run_kvlm(&out, "perplexity %s --json 2>/dev/null", args);
+    if (st != 0) fail_msg("kvlm perplexity %s: exit %d: %s", args, st, out);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("kvlm perplexity %s: output is not JSON: %s\n%s", args, je.text, out);
+    free(out);
+    return j;
+}
+
+static double num(json_t *j, const char *key) {
+    json_t *v = json_object_get(j, key);
+    if (!json_is_number(v)) fail_msg("field %s missing", key);
+    return json_number_value(v);
+}
+
+static void check_close(const char *what, double got, double want, double rel) {
+    if (!(fabs(got - want) <= rel * fabs(want)))
+        fail_msg("%s: kvlm %.9g, PyTorch %.9g (relative error %.3g > %.1g)", what, got, want,
+                 fabs(got - want) / fabs(want), rel);
+}
+
+/* The shipped model agrees with PyTorch on the fixture (f32 and f16 KV). */
+static void test_matches_pytorch(void **state) {
+    (void)state;
+    json_t *fx = load_fixture();
+    const char *model = json_string_value(json_object_get(fx, "model"));
+    const char *file = json_string_value(json_object_get(fx, "file"));
+    assert_non_null(model);
+    assert_non_null(file);
+    const char *kvt[2] = {"f32", "f16"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "-m %s -f %s --context %d --stride %d --kv-dtype %s", model, file,
+                 (int)num(fx, "context"), (int)num(fx, "stride"), kvt[i]);
+        json_t *j = ppl_json(args);
+        assert_int_equal((long)num(j, "tokens"), (long)num(fx, "tokens"));
+        assert_int_equal((long)num(j, "file_tokens"), (long)num(fx, "file_tokens"));
+        assert_int_equal((long)num(j, "windows"), (long)num(fx, "windows"));
+        check_close("mean_nll", num(j, "mean_nll"), num(fx, "mean_nll"), 1e-3);
+        check_close("perplexity", num(j, "perplexity"), num(fx, "perplexity"), 1e-3);
+        /* the model is far better than uniform over 50,257 tokens */
+        assert_true(num(j, "perplexity") > 1 && num(j, "perplexity") < 1000);
+        json_decref(j);
+    }
+    json_decref(fx);
+}
+
+/* Defaults are context = n_ctx and stride = context / 2; every token but
+ * the first is scored once when windows overlap (stride < context), the
+ * first token of every window is left out when they do not, and the window
+ * count follows the definition: 1 + ceil((N - context) / stride). */
+static void test_windows(void **state) {
+    (void)state;
+    json_t *fx = load_fixture();
+    long n = (long)num(fx, "file_tokens");
+    json_t *d = ppl_json("-m " MODEL " -f " SLICE);
+    assert_int_equal((long)num(d, "context"), 128);
+    assert_int_equal((long)num(d, "stride"), 64);
+    check_close("default mean_nll", num(d, "mean_nll"), num(fx, "mean_nll"), 1e-3);
+    const int ctx[3] = {16, 100, 128}, stride[3] = {16, 37, 128};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-m " MODEL " -f " SLICE " --context %d --stride %d", ctx[i], stride[i]);
+        json_t *j = ppl_json(args);
+        long k = n > ctx[i] ? (n - ctx[i] + stride[i] - 1) / stride[i] : 0;
+        /* with stride == context no window overlaps the one before, so each
+         * window's first token has no context and is not scored */
+        assert_int_equal((long)num(j, "tokens"), stride[i] < ctx[i] ? n - 1 : n - (k + 1));
+        assert_int_equal((long)num(j, "windows"), k + 1);
+        assert_true(num(j, "mean_nll") > 0);
+        json_decref(j);
+    }
+    json_decref(d);
+    json_decref(fx);
+}
+
+typedef struct bad_case {
+    const char *args;
+    int status;
+    const char *needle;
+} bad_case;
+
+static void test_bad_input(void **state) {
+    (void)state;
+    char *dir = th_tempdir();
+    char empty[512], one[512];
+    snprintf(empty, sizeof empty, "%s/empty.txt", dir);
+    snprintf(one, sizeof one, "%s/one.txt", dir);
+    assert_int_equal(th_write_file(empty, "", 0), 0);
+    assert_int_equal(th_write_file(one, "Hi", 2), 0);
+    char c_empty[600], c_one[600];
+    snprintf(c_empty, sizeof c_empty, "perplexity -m " MODEL " -f %s", empty);
+    snprintf(c_one, sizeof c_one, "perplexity -m " MODEL " -f %s", one);
+    const bad_case cases[] = {
+        {"perplexity -m " MODEL " -f /nonexistent/text.txt", 1, "/nonexistent/text.txt"},
+        {"perplexity -m /nonexistent/model -f " SLICE, 1, "/nonexistent/model"},
+        {"perplexity -m " MODEL, 2, "-f FILE"},
+        {"perplexity -f " SLICE, 2, "-m MODEL"},
+        {"perplexity -m " MODEL " -f " SLICE " --stride 0", 2, "--stride"},
+        {"perplexity -m " MODEL " -f " SLICE " --stride 65 --context 64", 2, "--stride 65 is outside [1, 64]"},
+        {"perplexity -m " MODEL " -f " SLICE " --context 1", 2, "--context"},
+        {"perplexity -m " MODEL " -f " SLICE " --context 129", 2, "--context 129 is outside [2, 128]"},
+        {"perplexity -m " MODEL " -f " SLICE " --context x", 2, "not an integer"},
+        {"perplexity -m " MODEL " -f " SLICE " --threads 0", 2, "--threads"},
+        {"perplexity -m " MODEL " -f " SLICE " --kv-dtype bf16", 2, "--kv-dtype"},
+        {"perplexity -m " MODEL " -f " SLICE " --bogus", 2, "unknown argument"},
+        {"perplexity -m " MODEL " -f", 2, "needs a value"},
+        {"perplexity -m tests/fixtures/gpt2/hf_f32 -f " SLICE, 1, "tokenizer"},
+        {c_empty, 1, "at least 2"},
+        {c_one, 1, "has 1 tokens"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        int st = th_run_kvlm(&out, "%s", cases[i].args);
+        if (st != cases[i].status || !strstr(out, cases[i].needle))
+            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
+                     cases[i].needle);
+        free(out);
+    }
+    th_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_pytorch),
+        cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
