@@ -406,6 +406,7 @@ char *svg_bar_chart_render(const svg_bar_chart *c) {
             double bx = x0 + g * gw + gw * 0.1 + s * bw, py = scale_px(&ys, v);
             double top = py < base ? py : base, h = fabs(base - py);
             ys.fmt(v, t, sizeof t);
+            if (!c->y.fmt) snprintf(t, sizeof t, "%.3g", v); /* short labels do not collide */
             sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>", bx, top,
                       bw > 2 ? bw - 1 : bw, h, palette[s % N_COLORS]);
             sb_text(&b, c->groups[g], LABEL_CHARS);

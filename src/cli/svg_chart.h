@@ -59,7 +59,8 @@ typedef struct svg_bar_chart {
     const char *const *series;   /* n_series names, one bar per group each */
     int n_series;
     const double *values;        /* n_groups x n_series, row-major */
-    int value_labels;            /* print each bar's value above it */
+    int value_labels;            /* print each bar's value above it (3 significant
+                                    digits unless y.fmt is set) */
 } svg_bar_chart;
 
 /* The chart as a NUL-terminated SVG document (malloc'ed; free() it), or
