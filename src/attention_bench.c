@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention.h"
 #include "error.h"
 #include "kernels/kernels.h"
 #include "kvcache.h"
@@ -104,7 +105,7 @@ static void layout_fill(attn_layout *a, const kern_ops *ops, const kvlm_attn_ben
 static void sweep(const attn_layout *a, const kern_ops *ops, const kvlm_config *c, int hot, int n, const float *q,
                   float *scores, float *out) {
     const kvlm_kv *kv = a->kv;
-    const int hd = c->head_dim, bs = a->block_size, group = c->n_head / c->n_kv_head;
+    const int hd = c->head_dim, group = c->n_head / c->n_kv_head;
     const int layers = hot ? 1 : c->n_layer, heads = hot ? 1 : c->n_head;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int l = 0; l < layers; l++)
@@ -112,17 +113,7 @@ static void sweep(const attn_layout *a, const kern_ops *ops, const kvlm_config *
             const int kh = h / group;
             const float *qh = q + ((size_t)l * c->n_head + h) * hd;
             float *oh = out + ((size_t)l * c->n_head + h) * hd;
-            for (int b0 = 0; b0 < n; b0 += bs) {
-                int cnt = n - b0 < bs ? n - b0 : bs;
-                ops->attn_scores(qh, kv_head_ptr(kv, a->table[b0 / bs], l, kh, 0), kv->dtype, cnt, hd, scale,
-                                 scores + b0);
-            }
-            kern_softmax(scores, n);
-            memset(oh, 0, (size_t)hd * sizeof(float));
-            for (int b0 = 0; b0 < n; b0 += bs) {
-                int cnt = n - b0 < bs ? n - b0 : bs;
-                ops->attn_accum(scores + b0, kv_head_ptr(kv, a->table[b0 / bs], l, kh, 1), kv->dtype, cnt, hd, oh);
-            }
+            attn_head(ops, kv, a->table, l, kh, qh, n, scale, scores, oh);
         }
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "error.h"
 #include "kernels/kernels.h"
 #include "kvcache.h"
@@ -201,15 +202,11 @@ static void store_kv(kvlm_engine *e, int l, int T) {
     }
 }
 
-static inline void prefetch(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 1);
-}
-
 /* Causal attention of each row's query heads over its sequence's cache. */
 static void attend(kvlm_engine *e, int l, int T) {
     const kvlm_config *c = &e->m->cfg;
     const int hd = c->head_dim, H = c->n_head;
-    const int group = c->n_head / c->n_kv_head, bs = e->kv->block_size;
+    const int group = c->n_head / c->n_kv_head;
     const float scale = 1.0f / sqrtf((float)hd);
     const kvlm_kv *kv = e->kv;
     /* Fork only when the work outweighs waking the threads (tiny models,
@@ -223,23 +220,8 @@ static void attend(kvlm_engine *e, int l, int T) {
         const kv_seq *s = &kv->seqs[r->seq];
         const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
         float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
-        const int n = r->pos + 1;
-        /* Blocks are scattered in the pool, where the hardware prefetcher
-         * cannot follow: fetch the next block's head while this one is used. */
-        for (int b0 = 0; b0 < n; b0 += bs) {
-            int cnt = n - b0 < bs ? n - b0 : bs;
-            if (b0 + bs < n) prefetch(kv_head_ptr(kv, s->blocks[b0 / bs + 1], l, kh, 0), kv->head_bytes);
-            else prefetch(kv_head_ptr(kv, s->blocks[0], l, kh, 1), kv->head_bytes);
-            e->ops->attn_scores(q, kv_head_ptr(kv, s->blocks[b0 / bs], l, kh, 0), kv->dtype, cnt, hd, scale, sc + b0);
-        }
-        kern_softmax(sc, n);
         float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int b0 = 0; b0 < n; b0 += bs) {
-            int cnt = n - b0 < bs ? n - b0 : bs;
-            if (b0 + bs < n) prefetch(kv_head_ptr(kv, s->blocks[b0 / bs + 1], l, kh, 1), kv->head_bytes);
-            e->ops->attn_accum(sc + b0, kv_head_ptr(kv, s->blocks[b0 / bs], l, kh, 1), kv->dtype, cnt, hd, out);
-        }
+        attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
     }
 }
 
