@@ -346,7 +346,8 @@ typedef enum kvlm_finish {
 typedef struct kvlm_token_event {
     int choice;
     int32_t id;
-    float logprob;          /* log-softmax of the model's logits at this step */
+    float logprob;          /* log-softmax of the model's logits at this step (NaN
+                               unless logprobs were asked) */
     const int32_t *top_ids; /* top_n most likely tokens, when logprobs were asked */
     const float *top_logprobs;
     int top_n;
@@ -358,7 +359,8 @@ typedef struct kvlm_request_params {
     int max_tokens;
     int n_choices;          /* 0 means 1 */
     int stop_at_eos;
-    int logprobs;           /* top log-probabilities per token, 0: none */
+    int logprobs;           /* top log-probabilities per token; -1: only the chosen
+                               token's; 0: none */
     double deadline;        /* kvlm_now() value after which it times out; 0: none */
     kvlm_sampler_options sampling; /* choice i uses seed + i */
     /* Called for each generated token; non-zero ends that choice (STOP). */

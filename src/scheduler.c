@@ -21,6 +21,7 @@
  * computed the prompt, then fork its blocks and sample from the same
  * logits with their own seeds.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,8 +138,8 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
             return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
-    if (p->max_tokens < 1 || nc < 1 || nc > s->kv->max_seqs || nc > 64 || p->logprobs < 0 || p->logprobs > 100)
-        return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (0..100)", p->max_tokens,
+    if (p->max_tokens < 1 || nc < 1 || nc > s->kv->max_seqs || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
+        return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
                          nc, s->kv->max_seqs, p->logprobs);
     if (s->n_wait >= s->o.max_waiting)
         return kvlm_fail(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
@@ -359,7 +360,9 @@ static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
         finish(s, c, KVLM_FINISH_STOP);
         return;
     }
-    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = kvlm_token_logprob(logits, s->vocab, id)};
+    /* The log-softmax costs a pass over the vocabulary: only when asked. */
+    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN};
+    if (r->p.logprobs) ev.logprob = kvlm_token_logprob(logits, s->vocab, id);
     if (r->p.logprobs > 0) {
         ev.top_n = kvlm_top_logprobs(logits, s->vocab, r->p.logprobs, s->top_ids, s->top_lps);
         ev.top_ids = s->top_ids;

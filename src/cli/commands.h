@@ -14,6 +14,8 @@ int cli_kv(int argc, char **argv);
 int cli_bench_kv(int argc, char **argv);
 int cli_sample_stats(int argc, char **argv);
 int cli_gen_stats(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_loadgen(int argc, char **argv);
 int cli_report(int argc, char **argv);
 
 #endif

@@ -24,6 +24,8 @@ static const command commands[] = {
     {"bench-kv", cli_bench_kv, "paged vs contiguous KV: residency, utilisation, tokens/s; attention kernel; prefix cache"},
     {"sample-stats", cli_sample_stats, "entropy, top-1/top-5 mass, tokens for 90% of the next token per temperature"},
     {"gen-stats", cli_gen_stats, "distinct-token ratio and repeated 4-gram rate of generations per setting"},
+    {"serve", cli_serve, "OpenAI-compatible HTTP server with continuous batching"},
+    {"loadgen", cli_loadgen, "load generator for kvlm serve: throughput, TTFT, TPOT percentiles"},
     {"report", cli_report, "run every measurement and write DIR/report.md with SVG charts"},
 };
 

@@ -40,11 +40,25 @@ static void live_remove(srv *s, job *j) {
     j->live_prev = j->live_next = NULL;
 }
 
-/* Writes what the job produced for its connection and lets it go. */
+static void publish(srv *s) {
+    kvlm_sched_stats st;
+    kvlm_kv_stats kv;
+    kvlm_sched_get_stats(s->sched, &st);
+    kvlm_kv_get_stats(s->kv, &kv);
+    pthread_mutex_lock(&s->mu);
+    const int inbox = s->inbox_len;
+    pthread_mutex_unlock(&s->mu);
+    metrics_publish(s->metrics, &st, &kv, inbox);
+}
+
+/* Writes what the job produced for its connection and lets it go. The
+ * metrics are published first, so a client that has its response sees
+ * its blocks returned in /metrics. */
 static void finalize(job *j) {
     if (!j->submitted || j->n_finished < j->n_expected) return;
     srv *s = j->s;
     live_remove(s, j);
+    publish(s);
     if (j->state == JOB_ACCEPTED && j->rq.stream) {
         sbuf tail = {0};
         if (j->failed) resp_sse_error(&j->fail, &tail);
@@ -162,7 +176,8 @@ static void submit(srv *s, job *j) {
     for (int p = 0; !gone && p < j->rq.n_prompts; p++) {
         kvlm_request_params prm = {.prompt = j->rq.prompts[p], .n_prompt = j->rq.n_prompt[p],
                                    .max_tokens = j->rq.max_new[p], .n_choices = j->rq.n,
-                                   .stop_at_eos = !j->rq.ignore_eos, .logprobs = j->rq.top_logprobs,
+                                   .stop_at_eos = !j->rq.ignore_eos,
+                                   .logprobs = j->rq.logprobs ? (j->rq.top_logprobs > 0 ? j->rq.top_logprobs : -1) : 0,
                                    .deadline = deadline, .sampling = j->rq.sampling, .on_token = on_token,
                                    .on_finish = on_finish, .on_admit = on_admit, .user = &j->runs[p]};
         kvlm_error err;
@@ -190,8 +205,8 @@ static void submit(srv *s, job *j) {
             for (int c = 0; c < j->n_choices; c++) resp_chunk(j, c, 1, "", 0, NULL, NULL, &out);
             job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
-        } else {
-            job_wake(j);
+        } else if (j->rq.stream) {
+            job_wake(j); /* the event stream can start */
         }
     }
     j->submitted = 1;
@@ -270,14 +285,6 @@ static void watchdog(srv *s) {
     process_cancels(s);
 }
 
-static void publish(srv *s, int inbox) {
-    kvlm_sched_stats st;
-    kvlm_kv_stats kv;
-    kvlm_sched_get_stats(s->sched, &st);
-    kvlm_kv_get_stats(s->kv, &kv);
-    metrics_publish(s->metrics, &st, &kv, inbox);
-}
-
 static void wait_for_work(srv *s) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -321,17 +328,14 @@ static void *engine_main(void *arg) {
                 fail_all(s, 500, "engine_error", err.msg);
             }
         }
-        pthread_mutex_lock(&s->mu);
-        const int inbox = s->inbox_len;
-        pthread_mutex_unlock(&s->mu);
-        publish(s, inbox);
+        publish(s);
         const double now = kvlm_now();
         if (now - last_watch >= WATCH_INTERVAL) {
             watchdog(s);
             last_watch = now;
         }
     }
-    publish(s, 0);
+    publish(s);
     return NULL;
 }
 

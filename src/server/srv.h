@@ -102,7 +102,7 @@ struct srv {
     chat_template tpl;
     char model_name[256];
     long long created;
-    size_t kv_blocks;
+    size_t kv_blocks, kv_pool_bytes;   /* fixed at creation */
     srv_metrics *metrics;
     struct MHD_Daemon *mhd;
     int port;

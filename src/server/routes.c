@@ -1,0 +1,169 @@
+/*
+ * Endpoint dispatch and the replies that need no engine step (see
+ * routes.h). /tokenize and /detokenize follow vLLM's shapes:
+ * {"count", "max_model_len", "tokens"} and {"prompt"}.
+ */
+#include "server/routes.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/openai_response.h"
+
+static const char *const json_ctype = "application/json";
+
+static void reply_json(reply *r, int status, json_t *j) {
+    r->status = status;
+    r->content_type = json_ctype;
+    r->body = json_dumps(j, JSON_COMPACT);
+    r->len = r->body ? strlen(r->body) : 0;
+    json_decref(j);
+}
+
+void route_error(reply *r, const api_error *e) {
+    r->status = e->status;
+    r->content_type = json_ctype;
+    r->body = resp_error_body(e);
+    r->len = r->body ? strlen(r->body) : 0;
+}
+
+static json_t *model_card(srv *s) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", s->model_name, "object", "model", "created",
+                     (json_int_t)s->created, "owned_by", "kvlm", "max_model_len", s->c->n_ctx);
+}
+
+static void models(srv *s, reply *r) {
+    json_t *data = json_array();
+    json_array_append_new(data, model_card(s));
+    reply_json(r, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+}
+
+static void one_model(srv *s, const char *id, reply *r) {
+    api_error e;
+    if (!strcmp(id, s->model_name)) reply_json(r, 200, model_card(s));
+    else {
+        api_fail(&e, 404, "model_not_found", "model", "The model '%s' does not exist; this server serves '%s'", id,
+                 s->model_name);
+        route_error(r, &e);
+    }
+}
+
+static void metrics(srv *s, reply *r) {
+    sbuf o = {0};
+    metrics_render(s->metrics, &o);
+    r->status = 200;
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r->body = o.data;
+    r->len = o.len;
+}
+
+static void tokenize(srv *s, const char *body, size_t len, reply *r) {
+    api_limits lim;
+    api_error e;
+    int32_t *ids;
+    size_t n;
+    srv_limits(s, &lim);
+    if (api_parse_tokenize(body, len, &lim, &ids, &n, &e)) {
+        route_error(r, &e);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    free(ids);
+    reply_json(r, 200, json_pack("{s:I,s:i,s:o}", "count", (json_int_t)n, "max_model_len", s->c->n_ctx, "tokens", arr));
+}
+
+static void detokenize(srv *s, const char *body, size_t len, reply *r) {
+    api_limits lim;
+    api_error e;
+    int32_t *ids;
+    size_t n;
+    srv_limits(s, &lim);
+    if (api_parse_detokenize(body, len, &lim, &ids, &n, &e)) {
+        route_error(r, &e);
+        return;
+    }
+    char *text = NULL;
+    size_t tlen = 0;
+    kvlm_error err;
+    if (kvlm_tokenizer_decode(s->tok, ids, n, &text, &tlen, &err)) {
+        api_fail(&e, 400, "invalid_token", "tokens", "%s", err.msg);
+        route_error(r, &e);
+    } else {
+        reply_json(r, 200, json_pack("{s:o}", "prompt", ts_json_string(text, tlen)));
+    }
+    free(text);
+    free(ids);
+}
+
+static void completion(srv *s, int chat, const char *body, size_t len, reply *r) {
+    api_limits lim;
+    api_error e;
+    api_request rq;
+    srv_limits(s, &lim);
+    if (api_parse_completion(body, len, chat, &lim, &rq, &e)) {
+        route_error(r, &e);
+        return;
+    }
+    kvlm_error err;
+    if (!(r->j = job_new(s, &rq, &err))) {
+        api_request_free(&rq);
+        api_fail(&e, 500, NULL, NULL, "%s", err.msg);
+        route_error(r, &e);
+    }
+}
+
+typedef struct endpoint {
+    const char *path, *method;
+    int id;
+} endpoint;
+
+enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT };
+
+static const endpoint endpoints[] = {
+    {"/health", "GET", EP_HEALTH},
+    {"/v1/models", "GET", EP_MODELS},
+    {"/metrics", "GET", EP_METRICS},
+    {"/tokenize", "POST", EP_TOKENIZE},
+    {"/detokenize", "POST", EP_DETOKENIZE},
+    {"/v1/completions", "POST", EP_COMPLETIONS},
+    {"/v1/chat/completions", "POST", EP_CHAT},
+};
+#define N_ENDPOINTS (sizeof endpoints / sizeof endpoints[0])
+
+static const endpoint *find(const char *url) {
+    for (size_t i = 0; i < N_ENDPOINTS; i++)
+        if (!strcmp(url, endpoints[i].path)) return &endpoints[i];
+    return NULL;
+}
+
+void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r) {
+    memset(r, 0, sizeof *r);
+    api_error e;
+    const endpoint *ep = find(url);
+    if (!ep && !strncmp(url, "/v1/models/", 11) && !strcmp(method, "GET")) {
+        one_model(s, url + 11, r);
+        return;
+    }
+    if (!ep) {
+        api_fail(&e, 404, "not_found", NULL, "no endpoint %s %s", method, url);
+        route_error(r, &e);
+        return;
+    }
+    if (strcmp(method, ep->method)) {
+        api_fail(&e, 405, "method_not_allowed", NULL, "%s takes %s, not %s", url, ep->method, method);
+        route_error(r, &e);
+        r->allow = ep->method;
+        return;
+    }
+    switch (ep->id) {
+    case EP_HEALTH: reply_json(r, 200, json_pack("{s:s}", "status", "ok")); break;
+    case EP_MODELS: models(s, r); break;
+    case EP_METRICS: metrics(s, r); break;
+    case EP_TOKENIZE: tokenize(s, body, len, r); break;
+    case EP_DETOKENIZE: detokenize(s, body, len, r); break;
+    case EP_COMPLETIONS: completion(s, 0, body, len, r); break;
+    case EP_CHAT: completion(s, 1, body, len, r); break;
+    }
+}

@@ -1,0 +1,27 @@
+/*
+ * The endpoints: which path and method does what, and the replies of the
+ * ones answered at once (health, models, metrics, tokenize, detokenize,
+ * every error). Completions and chat completions come back as a job for
+ * the engine. Knows nothing about sockets or libmicrohttpd.
+ */
+#ifndef KVLM_SERVER_ROUTES_H
+#define KVLM_SERVER_ROUTES_H
+
+#include <stddef.h>
+
+#include "server/srv.h"
+
+typedef struct reply {
+    int status;
+    const char *content_type;
+    char *body;             /* malloc'ed */
+    size_t len;
+    const char *allow;      /* 405: the method the path takes */
+    job *j;                 /* a job to hand to the engine instead of a body */
+} reply;
+
+void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
+/* An error reply. */
+void route_error(reply *r, const api_error *e);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * Assembling the server (see server.h): the KV pool (sized by blocks, by
+ * MiB or by max_seqs x context), the engine and the scheduler over it, the
+ * chat template, the metrics, then the engine thread and the HTTP thread.
+ * Stopping runs the other way: the engine ends every request (503 for what
+ * was still queued), connections get their last bytes, then the HTTP
+ * thread stops.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/http.h"
+#include "server/srv.h"
+
+static void model_name(srv *s) {
+    if (s->cfg.served_name && *s->cfg.served_name) {
+        snprintf(s->model_name, sizeof s->model_name, "%s", s->cfg.served_name);
+        return;
+    }
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", kvlm_model_dir(s->m));
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = 0;
+    const char *base = strrchr(dir, '/');
+    snprintf(s->model_name, sizeof s->model_name, "%s", n ? (base ? base + 1 : dir) : "kvlm");
+}
+
+static size_t pool_blocks(const srv *s) {
+    if (s->cfg.kv_blocks) return s->cfg.kv_blocks;
+    if (s->cfg.kv_mib <= 0) return 0;
+    const kvlm_config *c = s->c;
+    double block = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * (double)kvlm_dtype_size(s->cfg.kv_dtype) *
+                   s->cfg.block_size;
+    double n = s->cfg.kv_mib * 1048576.0 / block;
+    return n < 1 ? 1 : (size_t)n;
+}
+
+srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg, kvlm_error *err) {
+    srv *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        err->code = KVLM_ERR_NOMEM;
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->m = m;
+    s->c = kvlm_model_config(m);
+    s->tok = tok;
+    s->created = (long long)time(NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->mu, NULL);
+    model_name(s);
+    kvlm_kv_options ko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .n_blocks = pool_blocks(s),
+                          .max_seqs = cfg->max_seqs};
+    kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting};
+    int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), cfg->chat_template, err);
+    if (!rc && !(s->metrics = metrics_create())) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        err->code = KVLM_ERR_NOMEM;
+        rc = -1;
+    }
+    if (rc || !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
+        !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, s->c->eos_id, &so, err))) {
+        srv_free(s);
+        return NULL;
+    }
+    kvlm_kv_stats st;
+    kvlm_kv_get_stats(s->kv, &st);
+    s->kv_blocks = st.blocks_total;
+    s->kv_pool_bytes = st.bytes_pool;
+    return s;
+}
+
+int srv_start(srv *s, kvlm_error *err) {
+    if (engine_start(s, err)) return -1;
+    if (http_start(s, err)) {
+        engine_stop(s);
+        return -1;
+    }
+    return 0;
+}
+
+int srv_port(const srv *s) { return s->port; }
+
+/* Reads only what is fixed at creation: the engine thread may be serving. */
+void srv_describe(const srv *s, FILE *f) {
+    const kvlm_config *c = s->c;
+    fprintf(f, "kvlm serve: model '%s' (%s, %d layers, context %d, vocabulary %d), %s\n", s->model_name, c->arch,
+            c->n_layer, c->n_ctx, c->vocab_size,
+            s->tok ? kvlm_tokenizer_source(s->tok) : "no tokenizer: token-id prompts only");
+    fprintf(f, "kvlm serve: KV pool %zu blocks of %d tokens (%.1f MiB, %s), up to %d sequences, %d tokens per step, "
+               "%d waiting\n",
+            s->kv_blocks, s->cfg.block_size, (double)s->kv_pool_bytes / 1048576.0, kvlm_dtype_name(s->cfg.kv_dtype),
+            s->cfg.max_seqs, s->cfg.max_batch_tokens, s->cfg.max_waiting);
+    fprintf(f, "kvlm serve: chat template %s (%s); %d engine threads, %s kernels\n", chat_format_name(s->tpl.format),
+            s->tpl.origin, kvlm_engine_threads(s->e), kvlm_isa_name(kvlm_engine_isa(s->e)));
+}
+
+void srv_stop(srv *s) {
+    engine_stop(s);
+    /* Let resumed connections send their last bytes before the HTTP thread
+     * goes (libmicrohttpd must not stop with suspended connections). */
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&s->mu);
+        int left = s->n_jobs;
+        pthread_mutex_unlock(&s->mu);
+        if (!left) break;
+        usleep(10000);
+    }
+    http_stop(s);
+}
+
+void srv_free(srv *s) {
+    if (!s) return;
+    kvlm_sched_free(s->sched);
+    kvlm_engine_free(s->e);
+    kvlm_kv_free(s->kv);
+    metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
+    free(s);
+}
+
+void srv_limits(srv *s, api_limits *lim) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t x = (uint64_t)s->created * 0x9e3779b97f4a7c15ull + ++s->counter * 0xbf58476d1ce4e5b9ull;
+    pthread_mutex_unlock(&s->mu);
+    x ^= x >> 31;
+    *lim = (api_limits){.tok = s->tok, .tpl = &s->tpl, .model_name = s->model_name, .n_ctx = s->c->n_ctx,
+                        .vocab = s->c->vocab_size, .max_seqs = s->cfg.max_seqs, .block_size = s->cfg.block_size,
+                        .max_prompts = s->cfg.max_waiting, .kv_blocks = s->kv_blocks, .random_seed = x};
+}
