@@ -142,7 +142,7 @@ const char *kvlm_model_tokenizer_path(const kvlm_model *m) { return m->tokenizer
 const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
 
 static size_t matrix_bytes(const kern_matrix *w, int rows) {
-    return w->data ? (size_t)rows * w->cols * kvlm_dtype_size(w->dtype) : 0;
+    return w->data ? (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL) : 0;
 }
 
 static size_t layer_matrix_bytes(const model_layer *L) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernels/quant.h"
 #include "model.h"
 
 typedef struct synth_preset {
@@ -44,11 +45,30 @@ static float rand_uniform(uint64_t seed, uint64_t stream, uint64_t i, float a) {
 
 static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_dtype dt, uint64_t seed,
                        uint64_t stream, float scale, kvlm_error *err) {
-    size_t n = (size_t)rows * cols, es = kvlm_dtype_size(dt);
-    void *buf = model_own(m, aligned_alloc(64, (n * es + 63) & ~(size_t)63));
+    size_t n = (size_t)rows * cols, rb = dtype_row_bytes(dt, cols, NULL);
+    if (!rb) return kvlm_fail(err, KVLM_ERR_ARG, "synthetic model: %d columns are not whole %s blocks", cols,
+                              kvlm_dtype_name(dt));
+    void *buf = model_own(m, aligned_alloc(64, ((size_t)rows * rb + 63) & ~(size_t)63));
     if (!buf) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dtype_store(dt, buf, i, rand_uniform(seed, stream, i, scale));
+    if (dtype_is_blocked(dt)) { /* the f32 values of each row, quantised a row at a time */
+        int oom = 0;
+        #pragma omp parallel reduction(| : oom)
+        {
+            float *row = malloc((size_t)cols * sizeof(float));
+            oom |= !row;
+            #pragma omp for schedule(static)
+            for (int r = 0; r < rows; r++) {
+                if (!row) continue;
+                for (int k = 0; k < cols; k++) row[k] = rand_uniform(seed, stream, (size_t)r * cols + k, scale);
+                quant_quantize_row(dt, row, cols, (char *)buf + (size_t)r * rb);
+            }
+            free(row);
+        }
+        if (oom) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    } else {
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dtype_store(dt, buf, i, rand_uniform(seed, stream, i, scale));
+    }
     *w = (kern_matrix){.dtype = dt, .data = buf, .rows = rows, .cols = cols};
     return KVLM_OK;
 }

@@ -1,6 +1,11 @@
 /* Shared helpers for kvlm's tests; see helpers.h. */
 #include "helpers.h"
 
+#include <jansson.h>
+#include <math.h>
+
+#include "kvlm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,4 +72,63 @@ int th_run_kvlm(char **out, const char *fmt, ...) {
     int st = pclose(p);
     if (out) *out = buf; else free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static float *th_rows(json_t *a, int *vocab) {
+    if (json_array_size(a) != TH_NPOS) return NULL;
+    *vocab = (int)json_array_size(json_array_get(a, 0));
+    float *out = malloc((size_t)TH_NPOS * *vocab * sizeof(float));
+    for (int i = 0; out && i < TH_NPOS; i++)
+        for (int j = 0; j < *vocab; j++)
+            out[i * *vocab + j] = (float)json_number_value(json_array_get(json_array_get(a, (size_t)i), (size_t)j));
+    return out;
+}
+
+int th_expected_load(const char *path, th_expected *ex) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    memset(ex, 0, sizeof *ex);
+    if (!root) return -1;
+    json_t *p = json_object_get(root, "prompt"), *d = json_object_get(root, "decode");
+    for (int i = 0; i < TH_NPOS; i++) {
+        ex->prompt[i] = (int32_t)json_integer_value(json_array_get(p, (size_t)i));
+        ex->decode[i] = (int32_t)json_integer_value(json_array_get(d, (size_t)i));
+    }
+    ex->prefill = th_rows(json_object_get(root, "prefill_logits"), &ex->vocab);
+    ex->dec = th_rows(json_object_get(root, "decode_logits"), &ex->vocab);
+    json_decref(root);
+    return ex->prefill && ex->dec ? 0 : -1;
+}
+
+void th_expected_free(th_expected *ex) {
+    free(ex->prefill);
+    free(ex->dec);
+    memset(ex, 0, sizeof *ex);
+}
+
+double th_parity_run(kvlm_model *m, const th_expected *ex, int isa, int kv_dtype, int no_cache) {
+    kvlm_error err;
+    kvlm_kv_options ko = {.dtype = (kvlm_dtype)kv_dtype};
+    kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
+    kvlm_engine_options eo = {.threads = 2, .isa = (kvlm_isa)isa, .no_cache = no_cache};
+    kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
+    int seq = e ? kvlm_kv_seq_new(kv, &err) : -1;
+    const int V = ex->vocab;
+    float *lg = malloc((size_t)TH_NPOS * V * sizeof(float));
+    double worst = INFINITY;
+    kvlm_batch_item it = {seq, ex->prompt, TH_NPOS, 1};
+    if (seq >= 0 && lg && kvlm_engine_step(e, &it, 1, lg, &err) == 0) {
+        worst = 0;
+        for (int i = 0; i < TH_NPOS * V; i++) worst = fmax(worst, fabs((double)lg[i] - ex->prefill[i]));
+        for (int j = 0; j < TH_NPOS && worst < INFINITY; j++) {
+            it = (kvlm_batch_item){seq, &ex->decode[j], 1, 0};
+            if (kvlm_engine_step(e, &it, 1, lg, &err)) worst = INFINITY;
+            for (int i = 0; i < V && worst < INFINITY; i++)
+                worst = fmax(worst, fabs((double)lg[i] - ex->dec[(size_t)j * V + i]));
+        }
+    }
+    free(lg);
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    return worst;
 }

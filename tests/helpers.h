@@ -25,4 +25,23 @@ int th_run_kvlm(char **out, const char *fmt, ...);
 /* Path of the kvlm binary under test ($KVLM, default build/kvlm). */
 const char *th_kvlm(void);
 
+/* A reference-logits fixture (the .expected.json files of tests/fixtures):
+ * 8 prompt ids, 8 decode ids, prefill and decode logits (8 x vocab each). */
+#define TH_NPOS 8
+typedef struct th_expected {
+    int32_t prompt[TH_NPOS], decode[TH_NPOS];
+    int vocab;
+    float *prefill, *dec;
+} th_expected;
+
+/* Loads path into ex; returns 0 or -1. th_expected_free releases it. */
+int th_expected_load(const char *path, th_expected *ex);
+void th_expected_free(th_expected *ex);
+
+struct kvlm_model;
+/* Prefill (all positions' logits) then 8 cached decode steps on a fresh
+ * cache with the given kernels, KV dtype and cache mode; returns the
+ * largest absolute logit difference from the fixture. */
+double th_parity_run(struct kvlm_model *m, const th_expected *ex, int isa, int kv_dtype, int no_cache);
+
 #endif

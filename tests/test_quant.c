@@ -7,7 +7,7 @@
  *    1e-6 * S (the products are identical and summed in the same order, so
  *    in practice the results are bit-equal);
  *  - every SIMD path vs the C quantised matmul: 1e-5 * (1 + S) (summation
- *    order only);
+ *    order; the one-row path also scales block sums rather than weights);
  *  - quantised vs original f32 weights: the quantisation bound
  *    sum_k |x_k| * e_k, e_k = d/2 (Q8_0) or |d| (Q4_0) of w_k's block.
  */

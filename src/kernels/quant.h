@@ -1,12 +1,13 @@
 /*
  * Block-quantised weights (Q8_0, Q4_0; block layouts in tensor.h):
- * quantising and dequantising rows, and the matmul kernels that read the
- * blocks in place. A weight matrix stays quantised in memory; each kernel
- * widens one 32-value block at a time into registers, scales it exactly
- * (an f16 scale times an int8 or 4-bit code is exact in f32) and multiplies
- * it with f32 activations. So a quantised matmul computes the f32 matmul of
- * the dequantised weights, up to summation order; activations are never
- * quantised.
+ * quantising and dequantising rows. The matmul kernels that read the blocks
+ * in place are declared in kernels.h (quant_matmul_rows_*). A weight matrix
+ * stays quantised in memory; each kernel widens one vector of codes at a
+ * time into registers and multiplies with f32 activations, which are never
+ * quantised. The weights it uses are exactly the dequantised ones (an f16
+ * scale times an int8 or 4-bit code is exact in f32), so a quantised matmul
+ * computes the f32 matmul of the dequantised matrix up to rounding of the
+ * partial sums (see kernels/quant_simd.h).
  *
  * Rows must be whole blocks: cols % QK == 0 (loaders check; the kernels
  * assume it).

@@ -3,6 +3,8 @@
  * block is four vectors), for CPUs without AVX-512. Body in quant_simd.h.
  */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define VW 8
 #define vf __m256
@@ -28,17 +30,23 @@ static inline __m256 q8_chunk_avx2(const unsigned char *q, int v) {
 /* Chunks 0, 1: low nibbles of code bytes 0..7, 8..15 (values 0..15);
  * chunks 2, 3: their high nibbles (values 16..31). */
 static inline __m256 q4_chunk_avx2(const unsigned char *q, int v) {
-    __m128i b = _mm_loadl_epi64((const __m128i *)(q + 8 * (v & 1)));
-    if (v >= 2) b = _mm_srli_epi16(b, 4);
-    b = _mm_and_si128(b, _mm_set1_epi8(15));
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * (v & 1))));
+    b = v >= 2 ? _mm256_srli_epi32(b, 4) : _mm256_and_si256(b, _mm256_set1_epi32(15));
+    return _mm256_cvtepi32_ps(b);
 }
 
+static inline uint16_t q_half(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+#define V_SCALE(p) _mm256_cvtph_ps(_mm_set1_epi16((short)q_half(p)))
+#define V_ADD(a, b) _mm256_add_ps((a), (b))
 #define Q8_CHUNK(q, v) q8_chunk_avx2((q), (v))
 #define Q4_CHUNK(q, v) q4_chunk_avx2((q), (v))
 #define MR_MAX 2
 #define NR_MAX 3
-#define NR1 4
+#define NR1 8
 #define QNAME(n) n##_avx2
 
 #include "kernels/quant_simd.h"

@@ -5,6 +5,8 @@
  * quant_simd.h.
  */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define VW 16
 #define vf __m512
@@ -21,14 +23,21 @@ static inline __m512 q8_chunk_avx512(const unsigned char *q, int v) {
 }
 
 /* Chunk 0: low nibbles of the 16 code bytes (values 0..15); chunk 1: high
- * nibbles (values 16..31). */
+ * nibbles (values 16..31). The bytes are widened to dwords once (the two
+ * chunks share the load and the widening after inlining). */
 static inline __m512 q4_chunk_avx512(const unsigned char *q, int v) {
-    __m128i b = _mm_loadu_si128((const __m128i *)q);
-    if (v) b = _mm_srli_epi16(b, 4);
-    b = _mm_and_si128(b, _mm_set1_epi8(15));
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+    b = v ? _mm512_srli_epi32(b, 4) : _mm512_and_si512(b, _mm512_set1_epi32(15));
+    return _mm512_cvtepi32_ps(b);
 }
 
+static inline uint16_t q_half(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+#define V_SCALE(p) _mm512_cvtph_ps(_mm256_set1_epi16((short)q_half(p)))
+#define V_ADD(a, b) _mm512_add_ps((a), (b))
 #define Q8_CHUNK(q, v) q8_chunk_avx512((q), (v))
 #define Q4_CHUNK(q, v) q4_chunk_avx512((q), (v))
 #define MR_MAX 4
