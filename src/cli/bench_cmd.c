@@ -21,7 +21,7 @@ static const char *usage =
     "usage: kvlm bench (-m MODEL | --synthetic PRESET) [options]\n"
     "  -m PATH           model directory or file\n"
     "  --synthetic NAME  random weights with exact shapes (gpt2-124m, gpt2-355m, gpt2-tiny)\n"
-    "  --dtype T         synthetic weight dtype: f32 (default), f16, bf16\n"
+    "  --dtype T         synthetic weight dtype: f32 (default), f16, bf16, q8_0, q4_0\n"
     "  --pp N            prompt tokens for the prefill test (default 120)\n"
     "  --tg N            tokens generated for the decode and cache tests (default 48)\n"
     "  --repeats N       repeats per test (default 5)\n"
@@ -79,7 +79,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
         else if (!strcmp(a, "--synthetic")) { VAL(); o->synthetic = v; }
-        else if (!strcmp(a, "--dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->dtype)) { fprintf(stderr, "kvlm: --dtype: '%s' is not f32, f16 or bf16\n", v); return -1; } }
+        else if (!strcmp(a, "--dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->dtype)) { fprintf(stderr, "kvlm: --dtype: '%s' is not f32, f16, bf16, q8_0 or q4_0\n", v); return -1; } }
         else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->p.kv_dtype) || o->p.kv_dtype == KVLM_BF16) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
         else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->p.pp)) return -1; }
         else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->p.tg)) return -1; }

@@ -10,7 +10,7 @@
 const char *model_flags_help =
     "  -m PATH            model directory (Hugging Face) or file (.safetensors, llm.c .bin)\n"
     "  --synthetic NAME   random weights with exact shapes: gpt2-124m, gpt2-355m, gpt2-tiny\n"
-    "  --dtype T          weight dtype of a synthetic model: f32 (default), f16, bf16\n"
+    "  --dtype T          weight dtype of a synthetic model: f32 (default), f16, bf16, q8_0, q4_0\n"
     "  --tokenizer PATH   tokenizer directory or file (default: the model's directory)\n"
     "  -p, --prompt TEXT  prompt text (needs a tokenizer)\n"
     "  --ids LIST         prompt as token ids, separated by spaces or commas\n"
@@ -36,8 +36,8 @@ static int parse_isa(const char *s, kvlm_isa *out) {
 }
 
 static int parse_dtype(const char *flag, const char *s, int allow_bf16, kvlm_dtype *out) {
-    if (kvlm_dtype_parse(s, out) || (!allow_bf16 && *out == KVLM_BF16)) {
-        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s, allow_bf16 ? "f32, f16, bf16" : "f32, f16");
+    if (kvlm_dtype_parse(s, out) || (!allow_bf16 && *out != KVLM_F32 && *out != KVLM_F16)) {
+        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s, allow_bf16 ? "f32, f16, bf16, q8_0, q4_0" : "f32, f16");
         return -1;
     }
     return 0;
