@@ -80,7 +80,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
         else if (!strcmp(a, "--synthetic")) { VAL(); o->synthetic = v; }
         else if (!strcmp(a, "--dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->dtype)) { fprintf(stderr, "kvlm: --dtype: '%s' is not f32, f16, bf16, q8_0 or q4_0\n", v); return -1; } }
-        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->p.kv_dtype) || o->p.kv_dtype == KVLM_BF16) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
+        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->p.kv_dtype) || (o->p.kv_dtype != KVLM_F32 && o->p.kv_dtype != KVLM_F16)) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
         else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->p.pp)) return -1; }
         else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->p.tg)) return -1; }
         else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, MAX_REPEATS, &o->p.repeats)) return -1; }
