@@ -1,5 +1,7 @@
 /*
- * `kvlm perplexity` end to end on the shipped model (models/shakespeare-gpt2):
+ * `kvlm perplexity` end to end on the shipped models (models/shakespeare-gpt2
+ * and models/shakespeare-llama, the latter with tests/fixtures/llama/
+ * shakespeare_llama_ppl.json):
  * the sliding-window perplexity of a fixed validation slice equals the value
  * PyTorch computed in float64 from the same exported weights
  * (tests/fixtures/shakespeare_ppl.json, written by tools/export_gpt2.py)
@@ -19,12 +21,14 @@
 #define MODEL "models/shakespeare-gpt2"
 #define SLICE "tests/fixtures/shakespeare_val_slice.txt"
 
-static json_t *load_fixture(void) {
+static json_t *load_fixture_at(const char *path) {
     json_error_t je;
-    json_t *j = json_load_file(FIXTURE, 0, &je);
-    if (!j) fail_msg("%s: %s", FIXTURE, je.text);
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) fail_msg("%s: %s", path, je.text);
     return j;
 }
+
+static json_t *load_fixture(void) { return load_fixture_at(FIXTURE); }
 
 static json_t *ppl_json(const char *args) {
     char *out = NULL;
@@ -49,10 +53,9 @@ static void check_close(const char *what, double got, double want, double rel) {
                  fabs(got - want) / fabs(want), rel);
 }
 
-/* The shipped model agrees with PyTorch on the fixture (f32 and f16 KV). */
-static void test_matches_pytorch(void **state) {
-    (void)state;
-    json_t *fx = load_fixture();
+/* A shipped model agrees with PyTorch on its fixture (f32 and f16 KV). */
+static void check_fixture(const char *path) {
+    json_t *fx = load_fixture_at(path);
     const char *model = json_string_value(json_object_get(fx, "model"));
     const char *file = json_string_value(json_object_get(fx, "file"));
     assert_non_null(model);
@@ -73,6 +76,13 @@ static void test_matches_pytorch(void **state) {
         json_decref(j);
     }
     json_decref(fx);
+}
+
+/* The GPT-2 and the grouped-query Llama that ship with kvlm. */
+static void test_matches_pytorch(void **state) {
+    (void)state;
+    check_fixture(FIXTURE);
+    check_fixture("tests/fixtures/llama/shakespeare_llama_ppl.json");
 }
 
 /* Defaults are context = n_ctx and stride = context / 2; every token but

@@ -203,11 +203,15 @@ def write_llmc(path, w, cfg, dtype):
             f.write(raw_bytes(t))
 
 
-def write_expected(path, variant, dtype, prefill, decode):
+def write_expected(path, variant, dtype, prefill, decode, prompt_ids=None, decode_ids=None):
+    """The .expected.json format shared by every model family's fixtures;
+    prompt_ids/decode_ids default to this file's PROMPT/DECODE."""
+    prompt_ids = PROMPT if prompt_ids is None else prompt_ids
+    decode_ids = DECODE if decode_ids is None else decode_ids
     rows = lambda m: ",\n    ".join("[" + ",".join("%.9g" % x for x in r) + "]" for r in m.tolist())
     with open(path, "w") as f:
         f.write('{"variant": "%s", "weights_dtype": "%s",\n' % (variant, dtype))
-        f.write(' "prompt": %s,\n "decode": %s,\n' % (json.dumps(PROMPT), json.dumps(DECODE)))
+        f.write(' "prompt": %s,\n "decode": %s,\n' % (json.dumps(prompt_ids), json.dumps(decode_ids)))
         f.write(' "prefill_logits": [\n    %s],\n' % rows(prefill))
         f.write(' "decode_logits": [\n    %s]}\n' % rows(decode))
 

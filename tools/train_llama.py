@@ -96,8 +96,9 @@ def loss_fn(W, cfg, x, y, vocab, dropout=0.0, train=False):
     B, T, C = h.shape
     logits = torch.addmm(vocab.head_bias, h.reshape(B * T, C), W[ref.EMBED].t())
     y = y.reshape(-1)
-    tgt = logits.gather(1, y[:, None])[:, 0] - (y == vocab.n - 1).to(logits.dtype) * vocab.head_bias[-1]
-    return torch.logsumexp(logits, dim=-1) - tgt
+    # logsumexp - (logit[y] - [y unseen] * log(n_unseen)), with the fused kernel
+    ce = torch.nn.functional.cross_entropy(logits, y, reduction="none")
+    return ce + (y == vocab.n - 1).to(logits.dtype) * vocab.head_bias[-1]
 
 
 @torch.no_grad()
@@ -274,7 +275,9 @@ def export(a):
                 uni_train=export_gpt2.unigram_val_nll(tr, tr), uni_val=export_gpt2.unigram_val_nll(tr, va),
                 fixture=fixture, fixture_rel=rel(fx_path), log=[r for r in ck["log"] if "step" in r],
                 sample=sample_text(back, cfg, tok, a.sample_prompt, a.sample_tokens),
-                sample_prompt=a.sample_prompt, sample_tokens=a.sample_tokens)
+                sample_prompt=a.sample_prompt, sample_tokens=a.sample_tokens,
+                train_cmd=train_command(rel(a.ckpt), args),
+                train_note=(" " + a.train_note) if a.train_note else "")
     readme = os.path.join(a.out, "README.md")
     for _ in range(3):      # the README's own size settles after two passes
         info["dir_bytes"] = sum(os.path.getsize(os.path.join(a.out, f)) for f in os.listdir(a.out)
@@ -285,14 +288,34 @@ def export(a):
     return 0
 
 
+SAMPLE_TEMPERATURE, SAMPLE_TOP_K, SAMPLE_SEED = 0.8, 40, 1234
+
+
 @torch.no_grad()
 def sample_text(w, cfg, tok, prompt, n):
-    """Greedy continuation in float64 (for the README; kvlm's sampler is separate)."""
+    """A seeded sampled continuation (temperature 0.8, top-k 40), float64
+    reference forward, for the README; kvlm's sampler is its own."""
+    g = torch.Generator().manual_seed(SAMPLE_SEED)
     ids = tok.encode(prompt.encode())
     for _ in range(n):
-        ctx = ids[-cfg["max_position_embeddings"]:]
-        ids.append(int(ref.forward(w, cfg, ctx)[-1].argmax()))
+        logits = ref.forward(w, cfg, ids[-cfg["max_position_embeddings"]:])[-1] / SAMPLE_TEMPERATURE
+        top = torch.topk(logits, SAMPLE_TOP_K)
+        pick = torch.multinomial(torch.softmax(top.values, -1), 1, generator=g)
+        ids.append(int(top.indices[pick]))
     return tok.decode(ids).decode("utf-8", "replace")
+
+
+def train_command(ckpt_rel, g):
+    """The exact training command line, every hyperparameter spelled out."""
+    flags = ["--out", ckpt_rel]
+    for k in ("hidden", "layers", "heads", "kv_heads", "ffn", "ctx", "batch", "steps", "warmup", "lr",
+              "min_lr_frac", "weight_decay", "dropout", "grad_clip", "eval_every", "eval_windows",
+              "train_eval_windows", "ckpt_every", "seed", "threads"):
+        flags += ["--" + k.replace("_", "-"), "%g" % g[k]]
+    lines = ["LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread /usr/bin/python3 tools/train_llama.py train"]
+    for i in range(0, len(flags), 8):
+        lines.append("    " + " ".join(flags[i:i + 8]))
+    return " \\\n".join(lines)
 
 
 def write_readme(path, info):
@@ -301,8 +324,10 @@ def write_readme(path, info):
                                         "num_key_value_heads", "head_dim"))
     kv16, kv16_mha = 2 * L * nkv * hd * 2, 2 * L * nh * hd * 2
     toks = g["steps"] * g["batch"] * c["max_position_embeddings"]
+    drop = "no dropout" if g["dropout"] == 0 else "dropout %g (training only)" % g["dropout"]
     curve = "\n".join("| %d | %.4f | %.4f%s |" % (r["step"], r["train_loss_running"], r["val_loss"],
-                                                  "" if r["val_full"] else " (64 windows)") for r in info["log"])
+                                                  "" if r["val_full"] else " (%d windows)" % g["eval_windows"])
+                      for r in info["log"])
     text = f"""# shakespeare-llama
 
 A small Llama-architecture model with grouped-query attention, trained by
@@ -335,20 +360,17 @@ training split; {info['val_unseen']} validation tokens are ones training never s
 ## Training
 
 ```
-LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread /usr/bin/python3 tools/train_llama.py train \\
-    --out {info['ckpt']} --hidden {H} --layers {L} --heads {nh} --kv-heads {nkv} --ffn {c['intermediate_size']} \\
-    --ctx {c['max_position_embeddings']} --batch {g['batch']} --steps {g['steps']} --warmup {g['warmup']} --lr {g['lr']:g} \\
-    --dropout {g['dropout']:g} --eval-every {g['eval_every']} --ckpt-every {g['ckpt_every']}
+{info['train_cmd']}
 /usr/bin/python3 tools/train_llama.py export --ckpt {info['ckpt']} --out {info['out_rel']} --dtype {info['dtype']}
 ```
 
 AdamW (betas 0.9/0.95, weight decay {g['weight_decay']:g} on matrices), peak
 learning rate {g['lr']:g} after {g['warmup']} warm-up steps, cosine decay to
 {g['min_lr_frac']:g} of the peak, batch {g['batch']} x {c['max_position_embeddings']} tokens, {g['steps']} steps
-({toks:,} tokens, about {toks / info['n_train']:.1f} passes over the training split), dropout {g['dropout']:g}
-(training only), gradient clipping {g['grad_clip']:g}, seed {g['seed']}, {g['threads']} threads,
-{info['train_minutes']:.0f} minutes on a 2-core machine (PyTorch {torch.__version__} from Debian, with
-Debian's OpenBLAS through `LD_LIBRARY_PATH`). The loss is the exact
+({toks:,} tokens, about {toks / info['n_train']:.1f} passes over the training split), {drop},
+gradient clipping {g['grad_clip']:g}, seed {g['seed']}, `torch.set_num_threads({g['threads']})`:
+{info['train_minutes']:.0f} minutes of wall clock, periodic evaluations included, on a 2-core machine
+(PyTorch {torch.__version__} from Debian, with Debian's OpenBLAS through `LD_LIBRARY_PATH`){info['train_note']}. The loss is the exact
 cross-entropy over all 50,257 tokens, trained cheaply as described at the top
 of `tools/train_gpt2.py` (the tokens never seen in training share one
 embedding row, written into each of their rows at export). The forward pass
@@ -377,8 +399,9 @@ context {fxd['context']}, stride {fxd['stride']}), computed by `tools/llama_refe
 float64 from the exported weights and stored in `{info['fixture_rel']}`
 for a kvlm-vs-PyTorch test: mean NLL {fxd['mean_nll']:.5f}, perplexity {fxd['perplexity']:.3f}.
 
-Greedy continuation of the prompt {json.dumps(info['sample_prompt'])} by the exported weights
-(float64 reference, {info['sample_tokens']} tokens; `kvlm run` samples instead):
+A continuation of the prompt {json.dumps(info['sample_prompt'])} by the exported weights
+({info['sample_tokens']} tokens sampled with temperature {SAMPLE_TEMPERATURE}, top-k {SAMPLE_TOP_K}, seed
+{SAMPLE_SEED}, float64 reference forward):
 
 ```
 {info['sample']}
@@ -439,7 +462,8 @@ def main():
     e.add_argument("--fixture-dir", default=os.path.join(ROOT, "tests", "fixtures"),
                    help="holds shakespeare_val_slice.txt; the fixture goes to its llama/")
     e.add_argument("--sample-prompt", default="ROMEO:\n")
-    e.add_argument("--sample-tokens", type=int, default=60)
+    e.add_argument("--train-note", default="", help="a remark on the training run for the README")
+    e.add_argument("--sample-tokens", type=int, default=100)
     a = ap.parse_args()
     assert sys.byteorder == "little"
     return train(a) if a.cmd == "train" else export(a)
