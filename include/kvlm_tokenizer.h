@@ -110,6 +110,10 @@ typedef struct kvlm_utf8_stream {
 size_t kvlm_utf8_push(kvlm_utf8_stream *s, const char *bytes, size_t n, char *out);
 size_t kvlm_utf8_flush(kvlm_utf8_stream *s, char *out);
 
+/* Length of the well-formed UTF-8 sequence starting at p (n bytes
+ * available), or 0 if the bytes there are not one. */
+size_t kvlm_utf8_char_len(const char *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

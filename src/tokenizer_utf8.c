@@ -67,3 +67,13 @@ size_t kvlm_utf8_flush(kvlm_utf8_stream *s, char *out) {
     s->n_pending = 0;
     return o;
 }
+
+size_t kvlm_utf8_char_len(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (n == 0) return 0;
+    const size_t len = (size_t)seq_len(p[0]);
+    if (len == 0 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if (!fits(p, (int)i, p[i])) return 0;
+    return len;
+}

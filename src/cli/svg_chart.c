@@ -7,6 +7,7 @@
  * on logarithmic ones (every few powers when the range spans many).
  */
 #include "cli/svg_chart.h"
+#include "kvlm.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -70,27 +71,13 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     free(big);
 }
 
-/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-    size_t len = p[0] < 0x80 ? 1 : p[0] < 0xC2 ? 0 : p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : p[0] < 0xF5 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    if (len > 1) {
-        unsigned char lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80;
-        unsigned char hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
-        if (p[1] < lo || p[1] > hi) return 0;
-        for (size_t i = 2; i < len; i++)
-            if ((p[i] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-}
-
 /* Characters in s (an invalid byte counts as one). */
 static int text_chars(const char *s) {
     const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s);
     int c = 0;
     for (size_t i = 0; i < n; c++) {
-        size_t k = utf8_seq(p + i, n - i);
+        size_t k = kvlm_utf8_char_len((const char *)p + i, n - i);
         i += k ? k : 1;
     }
     return c;
@@ -109,7 +96,7 @@ static void sb_text(sbuf *b, const char *s, int max_chars) {
             return;
         }
         unsigned char ch = p[i];
-        size_t k = utf8_seq(p + i, n - i);
+        size_t k = kvlm_utf8_char_len((const char *)p + i, n - i);
         if (ch == '&') sb_put(b, "&amp;", 5);
         else if (ch == '<') sb_put(b, "&lt;", 4);
         else if (ch == '>') sb_put(b, "&gt;", 4);

@@ -81,20 +81,6 @@ void sink_free(text_sink *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-    size_t len = p[0] < 0x80 ? 1 : p[0] < 0xC2 ? 0 : p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : p[0] < 0xF5 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    if (len > 1) {
-        unsigned char lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80;
-        unsigned char hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
-        if (p[1] < lo || p[1] > hi) return 0;
-        for (size_t i = 2; i < len; i++)
-            if ((p[i] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-}
-
 json_t *sink_json_text(const text_sink *s) {
     json_t *j = json_stringn(s->text ? s->text : "", s->len);
     if (j) return j;
@@ -103,7 +89,7 @@ json_t *sink_json_text(const text_sink *s) {
     size_t o = 0;
     const unsigned char *p = (const unsigned char *)s->text;
     for (size_t i = 0; i < s->len;) {
-        size_t k = utf8_seq(p + i, s->len - i);
+        size_t k = kvlm_utf8_char_len((const char *)p + i, s->len - i);
         if (k) {
             memcpy(clean + o, p + i, k);
             o += k, i += k;

@@ -62,23 +62,10 @@ void ts_free(text_stream *ts) {
     memset(ts, 0, sizeof *ts);
 }
 
-size_t ts_utf8_seq(const unsigned char *p, size_t n) {
-    size_t len = p[0] < 0x80 ? 1 : p[0] < 0xC2 ? 0 : p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : p[0] < 0xF5 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    if (len > 1) {
-        unsigned char lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80;
-        unsigned char hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
-        if (p[1] < lo || p[1] > hi) return 0;
-        for (size_t i = 2; i < len; i++)
-            if ((p[i] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-}
-
 int ts_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = ts_utf8_seq(p + i, n - i);
+        size_t k = kvlm_utf8_char_len((const char *)p + i, n - i);
         if (!k) return 0;
         i += k;
     }
@@ -90,7 +77,7 @@ json_t *ts_json_string(const char *s, size_t n) {
     sbuf clean = {0};
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = ts_utf8_seq(p + i, n - i);
+        size_t k = kvlm_utf8_char_len((const char *)p + i, n - i);
         if (k) {
             sbuf_add(&clean, p + i, k);
             i += k;

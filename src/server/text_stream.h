@@ -36,8 +36,6 @@ void ts_free(text_stream *ts);
 /* A JSON string of n bytes (invalid UTF-8 becomes U+FFFD). Never NULL
  * unless memory runs out. */
 json_t *ts_json_string(const char *s, size_t n);
-/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
-size_t ts_utf8_seq(const unsigned char *p, size_t n);
 /* 1 if all n bytes are well-formed UTF-8. */
 int ts_utf8_valid(const char *s, size_t n);
 
