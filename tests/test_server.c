@@ -112,6 +112,21 @@ static int start_server(server *sv, const char *args) {
 
 /* ------------------------------------------------------- an HTTP client */
 
+/* Failures in worker threads of the concurrency test must not unwind
+ * through cmocka from another thread: they are recorded, the thread
+ * exits, and the main thread reports them (so teardown still stops the
+ * server and shows its log). */
+static __thread int in_worker;
+static __thread char worker_error[512];
+#define FAIL(...)                                                             \
+    do {                                                                      \
+        if (in_worker) {                                                      \
+            snprintf(worker_error, sizeof worker_error, __VA_ARGS__);         \
+            pthread_exit(strdup(worker_error));                               \
+        }                                                                     \
+        fail_msg(__VA_ARGS__);                                                \
+    } while (0)
+
 typedef struct resp {
     int status;
     char *head, *body;
@@ -122,7 +137,7 @@ static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) fail_msg("connect: %s", strerror(errno));
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) FAIL("connect: %s", strerror(errno));
     return fd;
 }
 
@@ -130,7 +145,7 @@ static void send_request(int fd, const char *method, const char *path, const cha
     char head[512];
     int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", method, path, len);
-    if (write(fd, head, (size_t)n) != n) fail_msg("write failed");
+    if (write(fd, head, (size_t)n) != n) FAIL("write failed");
     for (size_t off = 0; off < len;) {
         ssize_t w = write(fd, body + off, len - off);
         if (w <= 0) break; /* the server may answer early and close (413) */
@@ -168,7 +183,7 @@ static resp http_raw(int port, const char *method, const char *path, const char 
     buf[n] = 0;
     resp out = {0};
     char *eoh = strstr(buf, "\r\n\r\n");
-    if (!eoh) fail_msg("%s %s: no HTTP response (%zu bytes)", method, path, n);
+    if (!eoh) FAIL("%s %s: no HTTP response (%zu bytes)", method, path, n);
     *eoh = 0;
     out.status = atoi(buf + 9);
     out.head = strdup(buf);
@@ -193,9 +208,9 @@ static void resp_free(resp *r) {
 /* POSTs a JSON body; expects `status`; returns the parsed reply. */
 static json_t *post(int port, const char *path, const char *body, int status) {
     resp r = http(port, "POST", path, body);
-    if (r.status != status) fail_msg("POST %s %s: status %d (want %d): %s", path, body, r.status, status, r.body);
+    if (r.status != status) FAIL("POST %s %s: status %d (want %d): %s", path, body, r.status, status, r.body);
     json_t *j = json_loads(r.body, 0, NULL);
-    if (!j) fail_msg("POST %s: not JSON: %s", path, r.body);
+    if (!j) FAIL("POST %s: not JSON: %s", path, r.body);
     resp_free(&r);
     return j;
 }
@@ -210,12 +225,12 @@ static json_t *jget(json_t *j, const char *path) {
 }
 
 static const char *jstr(json_t *j, const char *path) {
-    if (!json_is_string(jget(j, path))) fail_msg("%s is not a string", path);
+    if (!json_is_string(jget(j, path))) FAIL("%s is not a string", path);
     return json_string_value(jget(j, path));
 }
 
 static json_int_t jint(json_t *j, const char *path) {
-    if (!json_is_integer(jget(j, path))) fail_msg("%s is not an integer", path);
+    if (!json_is_integer(jget(j, path))) FAIL("%s is not an integer", path);
     return json_integer_value(jget(j, path));
 }
 
@@ -225,18 +240,18 @@ static json_t *sse_events(const char *body) {
     json_t *arr = json_array();
     int done = 0;
     for (const char *p = body; (p = strstr(p, "data: ")); p += 6) {
-        if (done) fail_msg("event after [DONE]: %s", p);
+        if (done) FAIL("event after [DONE]: %s", p);
         if (!strncmp(p + 6, "[DONE]\n\n", 8)) {
             done = 1;
             continue;
         }
         const char *end = strstr(p, "\n\n");
-        if (!end) fail_msg("unterminated event: %s", p);
+        if (!end) FAIL("unterminated event: %s", p);
         json_t *j = json_loadb(p + 6, (size_t)(end - p - 6), 0, NULL);
-        if (!j) fail_msg("event is not JSON: %.*s", (int)(end - p), p);
+        if (!j) FAIL("event is not JSON: %.*s", (int)(end - p), p);
         json_array_append_new(arr, j);
     }
-    if (!done) fail_msg("no [DONE] in: %s", body);
+    if (!done) FAIL("no [DONE] in: %s", body);
     return arr;
 }
 
@@ -459,6 +474,7 @@ static void run_conc(conc *c) {
 }
 
 static void *conc_thread(void *arg) {
+    in_worker = 1;
     run_conc(arg);
     return NULL;
 }
@@ -482,7 +498,14 @@ static void test_concurrent_equals_sequential(void **state) {
     for (int i = 0; i < N; i++) memset(par[i].text, 0, sizeof par[i].text);
     pthread_t th[N];
     for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, conc_thread, &par[i]);
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    char *failure = NULL;
+    for (int i = 0; i < N; i++) {
+        void *ret = NULL;
+        pthread_join(th[i], &ret);
+        if (ret && !failure) failure = ret;
+        else free(ret);
+    }
+    if (failure) fail_msg("concurrent request: %s", failure);
     for (int i = 0; i < N; i++)
         for (int k = 0; k < 2; k++) assert_string_equal(par[i].text[k], seq[i].text[k]);
     /* Several prompts in one request reach the scheduler together, so they
