@@ -51,6 +51,30 @@ int arg_float(const char *flag, const char *s, double lo, double hi, float *out)
     return 0;
 }
 
+int arg_floats(const char *flag, const char *s, double lo, double hi, float *out, int max, int *n) {
+    char buf[512];
+    if (strlen(s) >= sizeof buf) {
+        fprintf(stderr, "kvlm: %s: list too long\n", flag);
+        return -1;
+    }
+    strcpy(buf, s);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k == max) {
+            fprintf(stderr, "kvlm: %s: at most %d values\n", flag, max);
+            return -1;
+        }
+        if (arg_float(flag, t, lo, hi, &out[k])) return -1;
+        k++;
+    }
+    if (!k) {
+        fprintf(stderr, "kvlm: %s: no values given\n", flag);
+        return -1;
+    }
+    *n = k;
+    return 0;
+}
+
 int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n) {
     size_t cap = 16, k = 0;
     int32_t *v = malloc(cap * sizeof *v);

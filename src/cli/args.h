@@ -17,6 +17,8 @@
 int arg_int(const char *flag, const char *s, long lo, long hi, int *out);
 int arg_u64(const char *flag, const char *s, uint64_t *out);
 int arg_float(const char *flag, const char *s, double lo, double hi, float *out);
+/* Parses a comma-separated list of at most max numbers, each in [lo, hi]. */
+int arg_floats(const char *flag, const char *s, double lo, double hi, float *out, int max, int *n);
 /* Parses ids separated by spaces or commas; *ids is malloc'ed. */
 int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
 /* Returns the value after argv[*i] (advancing *i) or NULL with a message. */

@@ -55,26 +55,7 @@ typedef struct report_opts {
 } report_opts;
 
 static int parse_temps(const char *s, report_opts *o) {
-    char buf[512];
-    if (strlen(s) >= sizeof buf) {
-        fprintf(stderr, "kvlm report: --temps: list too long\n");
-        return -1;
-    }
-    strcpy(buf, s);
-    o->n_temps = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_temps == REPORT_MAX_TEMPS) {
-            fprintf(stderr, "kvlm report: --temps: at most %d temperatures\n", REPORT_MAX_TEMPS);
-            return -1;
-        }
-        if (arg_float("--temps", t, 1e-3, 100, &o->temps[o->n_temps])) return -1;
-        o->n_temps++;
-    }
-    if (!o->n_temps) {
-        fprintf(stderr, "kvlm report: --temps: no temperatures given\n");
-        return -1;
-    }
-    return 0;
+    return arg_floats("--temps", s, 1e-3, 100, o->temps, REPORT_MAX_TEMPS, &o->n_temps);
 }
 
 static int parse(int argc, char **argv, report_opts *o) {

@@ -40,18 +40,7 @@ typedef struct ss_opts {
 } ss_opts;
 
 static int parse_temps(const char *s, ss_opts *o) {
-    o->n_temps = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_temps == MAX_TEMPS || arg_float("--temps", t, 1e-3, 100, &o->temps[o->n_temps])) return -1;
-        o->n_temps++;
-    }
-    if (!o->n_temps) {
-        fprintf(stderr, "kvlm: --temps: no temperatures given\n");
-        return -1;
-    }
-    return 0;
+    return arg_floats("--temps", s, 1e-3, 100, o->temps, MAX_TEMPS, &o->n_temps);
 }
 
 static int parse(int argc, char **argv, ss_opts *o) {
