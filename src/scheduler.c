@@ -58,6 +58,7 @@ struct kvlm_sched {
     int n_reqs, cap_reqs;
     sched_choice **wait, **run;
     int n_wait, n_run, cap_choices;
+    int n_live;            /* choices not finished, in a list or waiting to fork */
     kvlm_batch_item *items;
     sched_choice **item_choice;
     float *logits;
@@ -117,9 +118,11 @@ void kvlm_sched_free(kvlm_sched *s) {
     free(s);
 }
 
+/* Both lists can hold every live choice: choices waiting to fork are in
+ * neither list yet but join one later. */
 static int grow_lists(kvlm_sched *s, int extra) {
-    if (s->n_wait + s->n_run + extra <= s->cap_choices) return 0;
-    int cap = 2 * (s->cap_choices + extra);
+    if (s->n_live + extra <= s->cap_choices) return 0;
+    int cap = 2 * (s->n_live + extra);
     sched_choice **w = realloc(s->wait, (size_t)cap * sizeof *w);
     if (!w) return -1;
     s->wait = w;
@@ -183,6 +186,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     }
     s->reqs[s->n_reqs++] = r;
     s->wait[s->n_wait++] = &r->choices[0];
+    s->n_live += nc;
     return r->id;
 }
 
@@ -212,6 +216,7 @@ static void finish(kvlm_sched *s, sched_choice *c, kvlm_finish why) {
     if (c->seq >= 0) kvlm_kv_seq_free(s->kv, c->seq);
     c->seq = -1;
     c->state = CS_DONE;
+    s->n_live--;
     sched_req *r = c->req;
     if (why == KVLM_FINISH_CANCELLED) s->st.cancelled++;
     if (why == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
