@@ -122,3 +122,9 @@ kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype s
     if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
     return m;
 }
+
+void cli_print_json(const json_t *doc) {
+    char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    if (s) puts(s);
+    free(s);
+}

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "kvlm.h"
 
 #define EXIT_USAGE 2
@@ -23,6 +25,9 @@ int arg_floats(const char *flag, const char *s, double lo, double hi, float *out
 int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
 /* Returns the value after argv[*i] (advancing *i) or NULL with a message. */
 const char *arg_value(int argc, char **argv, int *i);
+
+/* Prints a measurement document as indented JSON (6 significant digits). */
+void cli_print_json(const json_t *doc);
 
 /* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
  * set); prints errors. */

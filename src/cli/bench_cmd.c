@@ -265,9 +265,7 @@ int cli_bench(int argc, char **argv) {
     o.p.progress = !o.json;
     json_t *doc = measure_bench(m, &o.p);
     if (doc && o.json) {
-        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        puts(s);
-        free(s);
+        cli_print_json(doc);
     } else if (doc) {
         print_human(m, doc, o.p.bw_mib);
     }

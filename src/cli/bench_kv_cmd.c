@@ -739,9 +739,7 @@ int cli_bench_kv(int argc, char **argv) {
     kvlm_kv_free(kv);
     int rc = run_sections(&o, m, doc);
     if (!rc && o.json) {
-        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        puts(s);
-        free(s);
+        cli_print_json(doc);
     } else if (!rc) {
         print_footnote(doc);
     }

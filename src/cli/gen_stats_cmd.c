@@ -183,9 +183,7 @@ int cli_gen_stats(int argc, char **argv) {
     gen_stats_params p = {.n = o.n, .seed = o.seed, .stop_at_eos = o.stop_at_eos};
     json_t *doc = measure_gen_stats(&ss, &o.mf, &p);
     if (doc && o.json) {
-        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        puts(s);
-        free(s);
+        cli_print_json(doc);
     } else if (doc) {
         print_human(&ss, doc);
     }

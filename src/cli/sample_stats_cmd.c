@@ -210,9 +210,7 @@ int cli_sample_stats(int argc, char **argv) {
                              .min_p = o.min_p, .top_n = o.top_n};
     json_t *doc = measure_sample_stats(&ss, &o.mf, &p);
     if (doc && o.json) {
-        char *s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        puts(s);
-        free(s);
+        cli_print_json(doc);
     } else if (doc) {
         print_human(&ss, doc);
     }
