@@ -24,7 +24,7 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c)
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -102,7 +102,7 @@ bench-tokenizer: $(BUILD)/bench/tokenizer_bench
 tokenizer-fixtures:
 	/usr/bin/python3 tools/tokenizer_reference.py selftest
 	/usr/bin/python3 tools/tokenizer_reference.py fixture tests/fixtures/tokenizer/gpt2_cases.json
-	/usr/bin/python3 tools/tokenizer_reference.py unicode-table src/tokenizer_unicode.c
+	/usr/bin/python3 tools/tokenizer_reference.py unicode-table src/tokenizer/unicode_classes.c
 
 # ---------------------------------------------------------------------------
 # Llama-family reference fixtures (tests/fixtures/llama): tiny random Llama,

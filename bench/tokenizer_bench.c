@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "kvlm.h"
-#include "tokenizer_pretok.h"
+#include "tokenizer/pretok.h"
 
 static double now(void) {
     struct timespec ts;

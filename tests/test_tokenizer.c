@@ -10,8 +10,8 @@
 #include <pcre2.h>
 #include <pthread.h>
 
-#include "tokenizer.h"
-#include "tokenizer_pretok.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/pretok.h"
 #include "tokenizer_testlib.h"
 
 static void test_known_ids(void **state) {

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer_testlib.h"
 
 #define FIX "tests/fixtures/tokenizer/"

@@ -476,7 +476,7 @@ def write_unicode_table(path):
                 " * unicode-table` from Python's unicodedata; do not edit by hand.\n"
                 " * tests/test_tokenizer.c checks every code point against PCRE2.\n */\n"
                 % unicodedata.unidata_version)
-        f.write('#include "tokenizer_pretok.h"\n\n')
+        f.write('#include "tokenizer/pretok.h"\n\n')
         f.write("const tok_urange tok_uranges[] = {\n")
         for k in range(0, len(ranges), 3):
             f.write("   " + "".join(" {0x%05X, 0x%05X, %s}," % (lo, hi, code[cls])

@@ -4,7 +4,7 @@
  * cannot run yet are sized too), the grouped-query saving against a
  * multi-head twin, and capacity planning: how many requests fit in a
  * memory budget with contiguous max-length reservation vs paged blocks.
- * All arithmetic is in kv_sizing.c; this file parses flags and prints.
+ * All arithmetic is in measure/kv_sizing.c; this file parses flags and prints.
  * measure_kv (measure.h) returns the --json document for `kvlm report`.
  * Exit status: 0 ok, 1 model not readable, 2 bad flag or impossible plan.
  */
@@ -17,7 +17,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/measure.h"
-#include "kv_sizing.h"
+#include "measure/kv_sizing.h"
 
 static const char *usage =
     "usage: kvlm kv [-m MODEL | --preset NAME] [options]\n"

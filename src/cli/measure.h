@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "cli/session.h"
-#include "kv_sizing.h"
+#include "measure/kv_sizing.h"
 #include "kvlm.h"
 
 /* ------------------------------------------------------- sample-stats */

@@ -1,0 +1,263 @@
+/*
+ * KV cache sizing maths, presets and capacity planning (see measure/kv_sizing.h).
+ *
+ * The presets carry the shapes from each model's published config.json and
+ * the published parameter counts; they are data for sizing, not models kvlm
+ * can run. Formatting lives here too so that every command prints sizes
+ * the same way (binary units, at most two decimals).
+ */
+#include "measure/kv_sizing.h"
+
+#include <ctype.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "formats/llmc.h"
+#include "formats/safetensors.h"
+
+/* ---------------------------------------------------------------- dtypes */
+
+static const struct { const char *name; unsigned bytes; } dtypes[] = {
+    [KVS_F32] = {"f32", 4}, [KVS_F16] = {"f16", 2}, [KVS_BF16] = {"bf16", 2}, [KVS_Q8] = {"q8", 1},
+};
+
+int kvs_dtype_parse(const char *s, kvs_dtype *out) {
+    for (int i = 0; s && i < (int)(sizeof dtypes / sizeof dtypes[0]); i++)
+        if (!strcasecmp(s, dtypes[i].name)) {
+            *out = (kvs_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *kvs_dtype_name(kvs_dtype t) { return (unsigned)t <= KVS_Q8 ? dtypes[t].name : "?"; }
+unsigned kvs_dtype_bytes(kvs_dtype t) { return (unsigned)t <= KVS_Q8 ? dtypes[t].bytes : 0; }
+
+/* --------------------------------------------------------------- presets */
+
+static const kvs_model presets[] = {
+    /* name, label, arch, layers, query heads, KV heads, head dim, max context, params */
+    {"gpt2-124m", "GPT-2 124M", "gpt2", 12, 12, 12, 64, 1024, 124439808ull},
+    {"llama-3.1-8b", "Llama 3.1 8B", "llama", 32, 32, 8, 128, 131072, 8030261248ull},
+    {"mistral-7b", "Mistral 7B", "mistral", 32, 32, 8, 128, 32768, 7241732096ull},
+    {"qwen2.5-7b", "Qwen2.5 7B", "qwen2", 28, 28, 4, 128, 131072, 7615616512ull},
+    {"llama-2-70b", "Llama 2 70B", "llama", 80, 64, 8, 128, 4096, 68976648192ull},
+    {"llama-2-7b", "Llama 2 7B", "llama", 32, 32, 32, 128, 4096, 6738415616ull},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+const kvs_model *kvs_presets(size_t *n) {
+    *n = N_PRESETS;
+    return presets;
+}
+
+const kvs_model *kvs_preset_find(const char *name) {
+    for (size_t i = 0; name && i < N_PRESETS; i++)
+        if (!strcasecmp(name, presets[i].name)) return &presets[i];
+    return NULL;
+}
+
+const char *kvs_preset_names(void) {
+    return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b";
+}
+
+void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", path);
+    snprintf(m->label, sizeof m->label, "%s", path);
+    snprintf(m->arch, sizeof m->arch, "%s", c->arch);
+    m->n_layer = c->n_layer;
+    m->n_head = c->n_head;
+    m->n_kv_head = c->n_kv_head;
+    m->head_dim = c->head_dim;
+    m->max_ctx = c->n_ctx;
+}
+
+/* ----------------------------------------------------------------- maths */
+
+int kvs_mul(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
+
+static int per_token(const kvs_model *m, int heads, kvs_dtype t, uint64_t *out) {
+    if (m->n_layer <= 0 || heads <= 0 || m->head_dim <= 0 || !kvs_dtype_bytes(t)) return -1;
+    uint64_t v;
+    return kvs_mul(2u * (uint64_t)m->n_layer, (uint64_t)heads, &v) || kvs_mul(v, (uint64_t)m->head_dim, &v) ||
+                   kvs_mul(v, kvs_dtype_bytes(t), out)
+               ? -1
+               : 0;
+}
+
+int kvs_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out) {
+    return per_token(m, m->n_kv_head, t, out);
+}
+
+int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out) {
+    return per_token(m, m->n_head, t, out);
+}
+
+int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!in->bytes_per_token) return kvlm_fail(err, KVLM_ERR_ARG, "bytes per token must be positive");
+    if (!in->ctx_len) return kvlm_fail(err, KVLM_ERR_ARG, "ctx-len must be positive");
+    if (!in->block_size) return kvlm_fail(err, KVLM_ERR_ARG, "block-size must be positive");
+    if (!in->mean_len || in->mean_len > in->ctx_len)
+        return kvlm_fail(err, KVLM_ERR_ARG, "mean-len = %llu must be in [1, ctx-len = %llu]",
+                         (unsigned long long)in->mean_len, (unsigned long long)in->ctx_len);
+    const uint64_t blocks = in->mean_len / in->block_size + (in->mean_len % in->block_size != 0);
+    uint64_t paged_tokens;
+    if (kvs_mul(in->ctx_len, in->bytes_per_token, &out->contig_bytes))
+        return kvlm_fail(err, KVLM_ERR_ARG, "ctx-len x bytes per token does not fit in 64 bits");
+    if (kvs_mul(blocks, in->block_size, &paged_tokens) || kvs_mul(paged_tokens, in->bytes_per_token, &out->paged_bytes))
+        return kvlm_fail(err, KVLM_ERR_ARG, "ceil(mean-len / block-size) x block-size x bytes per token does not fit "
+                                            "in 64 bits");
+    out->paged_blocks = blocks;
+    out->contig_util = (double)in->mean_len / (double)in->ctx_len;
+    out->paged_util = (double)in->mean_len / (double)paged_tokens;
+    if (in->weights > in->memory) return KVLM_OK;
+    out->weights_fit = 1;
+    out->kv_memory = in->memory - in->weights;
+    out->contig_requests = out->kv_memory / out->contig_bytes;
+    out->paged_requests = out->kv_memory / out->paged_bytes;
+    return KVLM_OK;
+}
+
+/* --------------------------------------------------------- weight bytes */
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+/* Loads the tensor headers of the checkpoint in dir into ts. */
+static int load_dir(tensor_set *ts, const char *dir, kvlm_error *err) {
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    if (stat(p, &st) == 0) return safetensors_load_index(ts, p, err);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (stat(p, &st) == 0) return safetensors_load(ts, p, err);
+    return kvlm_fail(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory", dir);
+}
+
+static int load_any(tensor_set *ts, const char *path, kvlm_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    if (is_dir(path)) return load_dir(ts, path, err);
+    if (has_suffix(path, ".index.json")) return safetensors_load_index(ts, path, err);
+    if (has_suffix(path, ".safetensors")) return safetensors_load(ts, path, err);
+    if (has_suffix(path, ".json")) {
+        char *dup = strdup(path);
+        if (!dup) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        int rc = load_dir(ts, dirname(dup), err);
+        free(dup);
+        return rc;
+    }
+    llmc_header h;
+    return llmc_load(ts, path, &h, err);
+}
+
+/* Buffers some checkpoints store beside the parameters (GPT-2's causal
+ * masks, older Llama rotary tables): never read by kvlm, so never resident. */
+static int is_buffer(const char *name) {
+    return has_suffix(name, ".attn.bias") || has_suffix(name, ".attn.masked_bias") || has_suffix(name, ".inv_freq");
+}
+
+int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err) {
+    tensor_set ts;
+    tensor_set_init(&ts);
+    int rc = load_any(&ts, path, err);
+    uint64_t sum = 0, count = 0;
+    for (int i = 0; !rc && i < ts.n_items; i++)
+        if (!is_buffer(ts.items[i].name) &&
+            (__builtin_add_overflow(sum, (uint64_t)tensor_nbytes(&ts.items[i].t), &sum) ||
+             __builtin_add_overflow(count, (uint64_t)tensor_numel(&ts.items[i].t), &count)))
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: weight bytes do not fit in 64 bits", path);
+    tensor_set_free(&ts);
+    if (!rc) {
+        *bytes = sum;
+        if (params) *params = count;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ formatting */
+
+char *kvs_human_bytes(uint64_t bytes, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int k = 0;
+    while (k < 6 && bytes >> (10 * (k + 1))) k++;
+    /* hundredths of the unit, rounded half up; 128-bit so EiB cannot wrap */
+    unsigned __int128 unit = (unsigned __int128)1 << (10 * k);
+    uint64_t h = (uint64_t)(((unsigned __int128)bytes * 100 + unit / 2) / unit);
+    if (h >= 102400 && k < 6) { /* 1023.996 KiB rounds to 1 MiB, not 1024 KiB */
+        k++;
+        unit <<= 10;
+        h = (uint64_t)(((unsigned __int128)bytes * 100 + unit / 2) / unit);
+    }
+    uint64_t whole = h / 100, frac = h % 100;
+    if (frac == 0) snprintf(buf, cap, "%llu %s", (unsigned long long)whole, units[k]);
+    else if (frac % 10 == 0) snprintf(buf, cap, "%llu.%llu %s", (unsigned long long)whole,
+                                      (unsigned long long)(frac / 10), units[k]);
+    else snprintf(buf, cap, "%llu.%02llu %s", (unsigned long long)whole, (unsigned long long)frac, units[k]);
+    return buf;
+}
+
+char *kvs_thousands(uint64_t v, char *buf, size_t cap) {
+    char digits[32], tmp[48];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v), o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0) tmp[o++] = ',';
+        tmp[o++] = digits[i];
+    }
+    tmp[o] = 0;
+    snprintf(buf, cap, "%s", tmp);
+    return buf;
+}
+
+int kvs_parse_size(const char *s, uint64_t *out) {
+    static const struct { const char *suffix; uint64_t mult; } units[] = {
+        {"", 1},
+        {"B", 1},
+        {"KB", 1000ull},
+        {"KiB", 1ull << 10},
+        {"MB", 1000000ull},
+        {"MiB", 1ull << 20},
+        {"GB", 1000000000ull},
+        {"GiB", 1ull << 30},
+        {"TB", 1000000000000ull},
+        {"TiB", 1ull << 40},
+    };
+    if (!s || !isdigit((unsigned char)*s)) return -1;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    const char *p = s;
+    for (; isdigit((unsigned char)*p); p++)
+        if (kvs_mul(whole, 10, &whole) || __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole)) return -1;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p)) return -1;
+        for (; isdigit((unsigned char)*p); p++) {
+            if (scale >= 1000000000000000000ull) continue; /* digits past 1e-18 cannot change whole bytes */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            scale *= 10;
+        }
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].suffix)) continue;
+        uint64_t v;
+        if (kvs_mul(whole, units[i].mult, &v)) return -1;
+        uint64_t part = (uint64_t)((unsigned __int128)frac * units[i].mult / scale);
+        if (__builtin_add_overflow(v, part, &v)) return -1;
+        *out = v;
+        return 0;
+    }
+    return -1;
+}

@@ -1,0 +1,95 @@
+/*
+ * Models from GGUF files: the configuration from the typed metadata
+ * ({arch}.block_count, .embedding_length, .attention.head_count_kv, ...),
+ * then the same binders as Hugging Face files under GGUF tensor names.
+ * Llama files store Q and K rows so that rotary pairs are adjacent
+ * (interleaved layout); Qwen2 files keep Hugging Face's order. Llama 3 rope
+ * scaling arrives as a rope_freqs tensor dividing each frequency.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "formats/gguf.h"
+#include "model/model.h"
+
+static int read_int(const gguf_meta *g, const char *arch, const char *key, int64_t lo, int64_t hi, int64_t def,
+                    int required, int *out, kvlm_error *err) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    int64_t v;
+    int rc = required ? gguf_get_int(g, k, lo, hi, &v, err) : gguf_get_int_or(g, k, lo, hi, def, &v, err);
+    if (!rc) *out = (int)v;
+    return rc;
+}
+
+static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, kvlm_error *err) {
+    const char *arch;
+    int rc = gguf_get_string(g, "general.architecture", &arch, err);
+    if (rc) return rc;
+    const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral");
+    if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2"))
+        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
+                         "mistral, qwen2)", g->path, arch);
+    memset(c, 0, sizeof *c);
+    snprintf(c->arch, sizeof c->arch, "%s", arch);
+    if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||
+        (rc = read_int(g, arch, "embedding_length", 1, 1 << 17, 0, 1, &c->n_embd, err)) ||
+        (rc = read_int(g, arch, "feed_forward_length", 1, 1 << 20, 0, 1, &c->n_ff, err)) ||
+        (rc = read_int(g, arch, "context_length", 1, 1 << 24, 0, 1, &c->n_ctx, err)) ||
+        (rc = read_int(g, arch, "attention.head_count", 1, 1024, 0, 1, &c->n_head, err)) ||
+        (rc = read_int(g, arch, "attention.head_count_kv", 1, 1024, c->n_head, 0, &c->n_kv_head, err)) ||
+        (rc = read_int(g, arch, "attention.key_length", 1, 4096, c->n_embd / c->n_head, 0, &c->head_dim, err)))
+        return rc;
+    const named_tensor *emb = tensor_set_find(ts, "token_embd.weight", NULL);
+    if (!emb || emb->t.ndim != 2)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing 2-D tensor 'token_embd.weight'", g->path);
+    c->vocab_size = (int)emb->t.shape[0];
+    int64_t eos;
+    if ((rc = gguf_get_int_or(g, "tokenizer.ggml.eos_token_id", -1, c->vocab_size - 1, -1, &eos, err))) return rc;
+    c->eos_id = (int)eos;
+    double v;
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.layer_norm%s_epsilon", arch, gpt2 ? "" : "_rms");
+    if ((rc = gguf_get_float_or(g, k, 1e-5, &v, err))) return rc;
+    c->norm_eps = (float)v;
+    if (!gpt2) {
+        snprintf(k, sizeof k, "%s.rope.freq_base", arch);
+        if ((rc = gguf_get_float_or(g, k, 10000.0, &v, err))) return rc;
+        if (!(v > 1 && v < 1e12)) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (1, 1e12)", g->path, k, v);
+        c->rope_theta = (float)v;
+        c->rope_interleaved = rope_pairs;
+        c->tie_embeddings = !tensor_set_find(ts, "output.weight", NULL);
+        c->qkv_bias = tensor_set_find(ts, "blk.0.attn_q.bias", NULL) != NULL;
+    }
+    return KVLM_OK;
+}
+
+/* Llama 3 scaling shipped as per-frequency divisors. */
+static int apply_rope_freqs(kvlm_model *m, kvlm_error *err) {
+    const named_tensor *rf = tensor_set_find(&m->ts, "rope_freqs.weight", NULL);
+    if (!rf || !m->rope_inv_freq) return KVLM_OK;
+    const int half = m->cfg.head_dim / 2;
+    if (rf->t.ndim != 1 || rf->t.shape[0] != half || rf->t.dtype != KVLM_F32)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight must be F32 [%d]", rf->file, half);
+    for (int i = 0; i < half; i++) {
+        float d = ((const float *)rf->t.data)[i];
+        if (!(d > 0)) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", rf->file, i, d);
+        m->rope_inv_freq[i] /= d;
+    }
+    return KVLM_OK;
+}
+
+int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
+    gguf_meta g = {0};
+    int rc = gguf_load(&m->ts, &g, path, err);
+    if (!rc) rc = read_config(&g, &m->ts, &m->cfg, err);
+    if (!rc) rc = model_check_config(&m->cfg, path, err);
+    if (!rc) {
+        snprintf(m->source, sizeof m->source, "gguf (%s): %s", m->cfg.arch, path);
+        rc = strcmp(m->cfg.arch, "gpt2") ? llama_bind(m, path, err) : gpt2_bind(m, path, err);
+    }
+    if (!rc) rc = apply_rope_freqs(m, err);
+    gguf_meta_free(&g);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/*
+ * Model loading: recognises the checkpoint format from the path (a Hugging
+ * Face directory, a .safetensors file or index, an llm.c .bin), reads the
+ * config, validates it and binds the weights. Also the accessors of the
+ * public kvlm_model handle.
+ */
+#include "model/model.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "formats/hf_config.h"
+#include "formats/llmc.h"
+#include "formats/safetensors.h"
+
+int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err) {
+    struct { const char *name; int v, lo, hi; } f[] = {
+        {"n_layer", c->n_layer, 1, 1024},     {"n_head", c->n_head, 1, 1024},
+        {"n_embd", c->n_embd, 1, 1 << 16},    {"n_inner", c->n_ff, 1, 1 << 20},
+        {"n_positions", c->n_ctx, 1, 1 << 20}, {"vocab_size", c->vocab_size, 1, 1 << 22},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin, f[i].name, f[i].v,
+                             f[i].lo, f[i].hi);
+    if (!strcmp(c->arch, "gpt2") && c->n_embd % c->n_head)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: n_embd = %d is not a multiple of n_head = %d", origin, c->n_embd,
+                         c->n_head);
+    if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->head_dim < 1 || c->head_dim > 4096)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %d query heads over %d KV heads of dim %d is not a valid layout",
+                         origin, c->n_head, c->n_kv_head, c->head_dim);
+    if (c->eos_id >= c->vocab_size)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", origin, c->eos_id,
+                         c->vocab_size);
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: layer_norm_epsilon = %g is outside (0, 1)", origin, c->norm_eps);
+    return KVLM_OK;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+/* Hugging Face: config.json beside the weights (one file or an index). */
+static int load_hf(kvlm_model *m, const char *dir, const char *weights, int sharded, kvlm_error *err) {
+    char cfg_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    int rc = hf_config_load(cfg_path, &m->cfg, err);
+    if (rc) return rc;
+    if ((rc = model_check_config(&m->cfg, cfg_path, err))) return rc;
+    const int gpt2 = !strcmp(m->cfg.arch, "gpt2");
+    /* GPT-2's Conv1D matrices are [in, out]; the Llama family's are Linear. */
+    m->ts.layout = gpt2 ? LAYOUT_IN_OUT : LAYOUT_OUT_IN;
+    rc = sharded ? safetensors_load_index(&m->ts, weights, err) : safetensors_load(&m->ts, weights, err);
+    if (rc) return rc;
+    snprintf(m->source, sizeof m->source, "safetensors%s (%s): %s", sharded ? " (sharded)" : "", m->cfg.arch,
+             weights);
+    return gpt2 ? gpt2_bind(m, weights, err) : llama_bind(m, weights, err);
+}
+
+static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
+    llmc_header h;
+    int rc = llmc_load(&m->ts, path, &h, err);
+    if (rc) return rc;
+    llmc_header_config(&h, &m->cfg);
+    if ((rc = model_check_config(&m->cfg, path, err))) return rc;
+    snprintf(m->source, sizeof m->source, "llm.c v%d: %s", h.version, path);
+    return gpt2_bind(m, path, err);
+}
+
+static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
+    char weights[4200];
+    if (is_dir(path)) {
+        snprintf(m->dir, sizeof m->dir, "%s", path);
+        snprintf(weights, sizeof weights, "%s/model.safetensors.index.json", path);
+        if (exists(weights)) return load_hf(m, path, weights, 1, err);
+        snprintf(weights, sizeof weights, "%s/model.safetensors", path);
+        if (exists(weights)) return load_hf(m, path, weights, 0, err);
+        return kvlm_fail(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
+                         path);
+    }
+    if (!exists(path)) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    char *dup = strdup(path);
+    snprintf(m->dir, sizeof m->dir, "%s", dirname(dup));
+    free(dup);
+    if (ends_with(path, ".safetensors")) return load_hf(m, m->dir, path, 0, err);
+    if (ends_with(path, ".index.json")) return load_hf(m, m->dir, path, 1, err);
+    mapped_file f;
+    int rc = mapped_file_open(&f, path, err);
+    if (rc) return rc;
+    int llmc = llmc_sniff(f.data, f.size), gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
+    mapped_file_close(&f);
+    if (llmc) return load_llmc(m, path, err);
+    if (gguf) {
+        snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s", path);
+        return model_load_gguf(m, path, err);
+    }
+    return kvlm_fail(err, KVLM_ERR_FORMAT,
+                     "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
+                     "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
+}
+
+kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {
+    kvlm_error local;
+    if (!err) err = &local;
+    kvlm_error_clear(err);
+    kvlm_model *m = calloc(1, sizeof *m);
+    if (!m) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    tensor_set_init(&m->ts);
+    if (!path || !*path) kvlm_fail(err, KVLM_ERR_ARG, "model path is empty");
+    else if (load_path(m, path, err) == KVLM_OK) return m;
+    kvlm_model_free(m);
+    return NULL;
+}
+
+void kvlm_model_free(kvlm_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    tensor_set_free(&m->ts);
+    free(m);
+}
+
+const kvlm_config *kvlm_model_config(const kvlm_model *m) { return &m->cfg; }
+const char *kvlm_model_dir(const kvlm_model *m) { return m->dir; }
+const char *kvlm_model_tokenizer_path(const kvlm_model *m) { return m->tokenizer_path[0] ? m->tokenizer_path : m->dir; }
+const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
+
+static size_t matrix_bytes(const kern_matrix *w, int rows) {
+    return w->data ? (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL) : 0;
+}
+
+static size_t layer_matrix_bytes(const model_layer *L) {
+    const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    size_t b = 0;
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += matrix_bytes(ws[i], ws[i]->rows);
+    return b;
+}
+
+size_t kvlm_model_decode_bytes(const kvlm_model *m) {
+    const kvlm_config *c = &m->cfg;
+    size_t b = 0;
+    for (int l = 0; l < c->n_layer; l++) b += layer_matrix_bytes(&m->layers[l]);
+    b += matrix_bytes(&m->lm_head, c->vocab_size);               /* output head */
+    b += matrix_bytes(&m->wte, 1) + matrix_bytes(&m->wpe, 1);    /* one embedding row each */
+    return b;
+}
+
+static size_t matrix_params(const kern_matrix *w, int rows) { return w->data ? (size_t)rows * w->cols : 0; }
+
+size_t kvlm_model_param_count(const kvlm_model *m) {
+    const kvlm_config *c = &m->cfg;
+    const size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff;
+    const size_t qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim;
+    size_t n = matrix_params(&m->wte, c->vocab_size) + matrix_params(&m->wpe, m->wpe.rows);
+    if (m->lm_head.data != m->wte.data) n += matrix_params(&m->lm_head, c->vocab_size);
+    n += C + (m->normf_b ? C : 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
+        n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
+             (L->b_up ? F : 0) + (L->b_down ? C : 0);
+    }
+    return n;
+}

@@ -1,0 +1,172 @@
+/*
+ * Random-weight models with the exact shapes of known checkpoints, built in
+ * memory in the requested dtype. They make speed and memory figures
+ * reproducible without downloading anything; their outputs are noise.
+ * Weights are deterministic for a given seed (a counter-based generator, so
+ * the parallel fill does not depend on the thread count).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+
+typedef struct synth_preset {
+    const char *name;
+    int llama; /* 0: GPT-2 block, 1: Llama block (RMSNorm, rotary, SwiGLU, GQA, tied head) */
+    int n_layer, n_head, n_kv_head, n_embd, n_ff, n_ctx, vocab;
+} synth_preset;
+
+static const synth_preset presets[] = {
+    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257},
+    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257},
+    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200},
+    /* Llama 3.2 1B shapes; the context is capped at 4,096 to keep pools small */
+    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256},
+    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256},
+};
+#define PRESET_NAMES "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny"
+
+static uint64_t splitmix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Uniform in [-a, a]: element i of stream `stream`. */
+static float rand_uniform(uint64_t seed, uint64_t stream, uint64_t i, float a) {
+    uint64_t r = splitmix(seed ^ splitmix(stream * 0x100000001b3ull + i));
+    return a * ((float)(r >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_dtype dt, uint64_t seed,
+                       uint64_t stream, float scale, kvlm_error *err) {
+    size_t n = (size_t)rows * cols, rb = dtype_row_bytes(dt, cols, NULL);
+    if (!rb) return kvlm_fail(err, KVLM_ERR_ARG, "synthetic model: %d columns are not whole %s blocks", cols,
+                              kvlm_dtype_name(dt));
+    void *buf = model_own(m, aligned_alloc(64, ((size_t)rows * rb + 63) & ~(size_t)63));
+    if (!buf) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    if (dtype_is_blocked(dt)) { /* the f32 values of each row, quantised a row at a time */
+        int oom = 0;
+        #pragma omp parallel reduction(| : oom)
+        {
+            float *row = malloc((size_t)cols * sizeof(float));
+            oom |= !row;
+            #pragma omp for schedule(static)
+            for (int r = 0; r < rows; r++) {
+                if (!row) continue;
+                for (int k = 0; k < cols; k++) row[k] = rand_uniform(seed, stream, (size_t)r * cols + k, scale);
+                quant_quantize_row(dt, row, cols, (char *)buf + (size_t)r * rb);
+            }
+            free(row);
+        }
+        if (oom) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    } else {
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dtype_store(dt, buf, i, rand_uniform(seed, stream, i, scale));
+    }
+    *w = (kern_matrix){.dtype = dt, .data = buf, .rows = rows, .cols = cols};
+    return KVLM_OK;
+}
+
+static float *const_vector(kvlm_model *m, int n, float v) {
+    float *p = model_own(m, malloc((size_t)n * sizeof(float)));
+    if (p) for (int i = 0; i < n; i++) p[i] = v;
+    return p;
+}
+
+static void set_config(kvlm_config *c, const synth_preset *p, kvlm_dtype dt) {
+    strcpy(c->arch, p->llama ? "llama" : "gpt2");
+    c->n_layer = p->n_layer;
+    c->n_head = p->n_head;
+    c->n_kv_head = p->n_kv_head;
+    c->n_embd = p->n_embd;
+    c->head_dim = p->n_embd / p->n_head;
+    c->n_ff = p->n_ff;
+    c->n_ctx = p->n_ctx;
+    c->vocab_size = p->vocab;
+    c->eos_id = p->vocab - 1;
+    c->norm_eps = 1e-5f;
+    c->weight_dtype = dt;
+    c->rope_theta = p->llama ? 500000.0f : 0;
+    c->tie_embeddings = 1;
+}
+
+static int build_layer(kvlm_model *m, const synth_preset *p, model_layer *L, kvlm_dtype dt, uint64_t seed,
+                       uint64_t *s, float a, kvlm_error *err) {
+    const kvlm_config *c = &m->cfg;
+    const int C = c->n_embd, F = c->n_ff, qd = c->n_head * c->head_dim, kd = c->n_kv_head * c->head_dim;
+    int rc;
+    if (p->llama) {
+        if ((rc = fill_matrix(m, &L->wq, qd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->wk, kd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->wv, kd, C, dt, seed, (*s)++, a, err)) ||
+            (rc = fill_matrix(m, &L->w_gate, F, C, dt, seed, (*s)++, a, err)))
+            return rc;
+    } else {
+        if ((rc = fill_matrix(m, &L->wqkv, qd + 2 * kd, C, dt, seed, (*s)++, a, err))) return rc;
+        L->norm1_b = const_vector(m, C, 0.0f);
+        L->norm2_b = const_vector(m, C, 0.0f);
+        L->bqkv = const_vector(m, qd + 2 * kd, 0.0f);
+        L->bo = const_vector(m, C, 0.0f);
+        L->b_up = const_vector(m, F, 0.0f);
+        L->b_down = const_vector(m, C, 0.0f);
+        if (!L->norm1_b || !L->norm2_b || !L->bqkv || !L->bo || !L->b_up || !L->b_down)
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    }
+    if ((rc = fill_matrix(m, &L->wo, C, qd, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->w_up, F, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->w_down, C, F, dt, seed, (*s)++, a, err)))
+        return rc;
+    L->norm1_w = const_vector(m, C, 1.0f);
+    L->norm2_w = const_vector(m, C, 1.0f);
+    if (!L->norm1_w || !L->norm2_w) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    return KVLM_OK;
+}
+
+static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t seed, kvlm_error *err) {
+    kvlm_config *c = &m->cfg;
+    set_config(c, p, dt);
+    m->arch = p->llama ? ARCH_LLAMA : ARCH_GPT2;
+    const int C = c->n_embd;
+    const float a = 0.02f * sqrtf(3.0f); /* uniform with std 0.02, as GPT-2 initialises */
+    uint64_t s = 0;
+    int rc;
+    if ((rc = fill_matrix(m, &m->wte, c->vocab_size, C, dt, seed, s++, a, err))) return rc;
+    if (!p->llama && (rc = fill_matrix(m, &m->wpe, c->n_ctx, C, dt, seed, s++, a, err))) return rc;
+    m->lm_head = m->wte;
+    m->layers = model_own(m, calloc((size_t)c->n_layer, sizeof *m->layers));
+    m->normf_w = const_vector(m, C, 1.0f);
+    m->normf_b = p->llama ? NULL : const_vector(m, C, 0.0f);
+    if (!m->layers || !m->normf_w || (!p->llama && !m->normf_b))
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    for (int l = 0; l < c->n_layer; l++)
+        if ((rc = build_layer(m, p, &m->layers[l], dt, seed, &s, a, err))) return rc;
+    return rope_init(m, err);
+}
+
+kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, kvlm_error *err) {
+    kvlm_error local;
+    if (!err) err = &local;
+    const synth_preset *p = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (preset && !strcmp(presets[i].name, preset)) p = &presets[i];
+    if (!p) {
+        kvlm_fail(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
+        return NULL;
+    }
+    kvlm_model *m = calloc(1, sizeof *m);
+    if (!m) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    tensor_set_init(&m->ts);
+    snprintf(m->source, sizeof m->source, "synthetic %s (random %s weights, seed %llu)", p->name,
+             kvlm_dtype_name(dtype), (unsigned long long)seed);
+    if (build(m, p, dtype, seed, err) != KVLM_OK) {
+        kvlm_model_free(m);
+        return NULL;
+    }
+    return m;
+}

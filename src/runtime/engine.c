@@ -1,0 +1,359 @@
+/*
+ * The engine step: one forward pass of the model over a batch of sequences,
+ * each contributing one or more new tokens (prefill chunks and decode tokens
+ * mixed). All rows of the batch go through each weight matrix together, so
+ * a step reads the weights once however many sequences it serves. New K/V
+ * are written into the paged cache before attention, and attention reads
+ * every sequence's context through its block table.
+ *
+ * No-cache mode recomputes: each step re-runs the whole context of every
+ * sequence in the batch (its blocks are rewritten from position 0), which
+ * is what generation costs without a KV cache.
+ *
+ * Invariant: a failed step leaves every sequence as it was.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/attention.h"
+#include "error.h"
+#include "kernels/kernels.h"
+#include "runtime/kvcache.h"
+#include "model/model.h"
+
+typedef struct eng_row {
+    int seq, pos, token;
+} eng_row;
+
+struct kvlm_engine {
+    kvlm_model *m;
+    kvlm_kv *kv;
+    const kern_ops *ops;
+    int threads, no_cache;
+    int cap_rows;
+    eng_row *rows;
+    int *logit_rows;      /* indices into rows whose logits are returned */
+    int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
+    float *x, *h, *qkv, *att, *ff, *act;
+    float *rope;          /* per row: cos then sin of head_dim / 2 angles */
+    float *scores;        /* per thread, n_ctx floats */
+};
+
+kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
+    kvlm_engine_options o = opt ? *opt : (kvlm_engine_options){0};
+    const kern_ops *ops = kern_select(o.isa);
+    if (!ops) {
+        kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
+        return NULL;
+    }
+    if (o.threads < 0 || o.threads > 1024) {
+        kvlm_fail(err, KVLM_ERR_ARG, "threads = %d is outside [0, 1024]", o.threads);
+        return NULL;
+    }
+    const kvlm_config *c = &m->cfg;
+    if (kv->n_layer != c->n_layer || kv->n_kv_head != c->n_kv_head || kv->head_dim != c->head_dim) {
+        kvlm_fail(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
+        return NULL;
+    }
+    kvlm_engine *e = calloc(1, sizeof *e);
+    if (!e) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    e->m = m;
+    e->kv = kv;
+    e->q_dim = c->n_head * c->head_dim;
+    e->kv_dim = c->n_kv_head * c->head_dim;
+    e->qkv_dim = e->q_dim + 2 * e->kv_dim;
+    e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
+    e->ops = ops;
+    e->no_cache = o.no_cache;
+    e->threads = o.threads ? o.threads : omp_get_num_procs();
+    omp_set_num_threads(e->threads);
+    e->scores = malloc((size_t)e->threads * c->n_ctx * sizeof(float));
+    if (!e->scores) {
+        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void free_scratch(kvlm_engine *e) {
+    free(e->rows);
+    free(e->logit_rows);
+    free(e->x);
+    free(e->h);
+    free(e->qkv);
+    free(e->att);
+    free(e->ff);
+    free(e->act);
+    free(e->rope);
+}
+
+void kvlm_engine_free(kvlm_engine *e) {
+    if (!e) return;
+    free_scratch(e);
+    free(e->scores);
+    free(e);
+}
+
+kvlm_isa kvlm_engine_isa(const kvlm_engine *e) { return e->ops->isa; }
+int kvlm_engine_threads(const kvlm_engine *e) { return e->threads; }
+
+static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
+    if (T <= e->cap_rows) return KVLM_OK;
+    const kvlm_config *c = &e->m->cfg;
+    int cap = T > 2 * e->cap_rows ? T : 2 * e->cap_rows;
+    free_scratch(e);
+    e->cap_rows = 0;
+    const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
+    e->rows = malloc((size_t)cap * sizeof *e->rows);
+    e->logit_rows = malloc((size_t)cap * sizeof(int));
+    e->x = aligned_alloc(64, n * C);
+    e->h = aligned_alloc(64, n * C);
+    e->qkv = aligned_alloc(64, n * (size_t)e->qkv_dim);
+    e->att = aligned_alloc(64, n * (size_t)e->q_dim);
+    e->ff = aligned_alloc(64, n * (size_t)e->ff_dim);
+    e->act = aligned_alloc(64, n * (size_t)c->n_ff);
+    e->rope = aligned_alloc(64, n * (size_t)c->head_dim);
+    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
+        free_scratch(e);
+        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
+    }
+    e->cap_rows = cap;
+    return KVLM_OK;
+}
+
+static void embed(kvlm_engine *e, int T) {
+    const kvlm_model *m = e->m;
+    const int C = m->cfg.n_embd;
+    #pragma omp parallel for if (T > 1)
+    for (int t = 0; t < T; t++) {
+        float *xr = e->x + (size_t)t * C;
+        dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+        if (m->wpe.data) {
+            const size_t po = (size_t)e->rows[t].pos * C;
+            for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+        }
+    }
+}
+
+/* LayerNorm when the norm has a bias (GPT-2), RMSNorm otherwise (Llama). */
+static void norm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
+    const int C = e->m->cfg.n_embd;
+    const float eps = e->m->cfg.norm_eps;
+    #pragma omp parallel for if (T > 4)
+    for (int t = 0; t < T; t++) {
+        if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
+        else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+    }
+}
+
+/* cos and sin of pos x inv_freq[i] for each row, once per step. */
+static void rope_tables(kvlm_engine *e, int T) {
+    const int half = e->m->cfg.head_dim / 2;
+    for (int t = 0; t < T; t++) {
+        float *r = e->rope + (size_t)t * 2 * half;
+        for (int i = 0; i < half; i++) {
+            double a = (double)e->rows[t].pos * e->m->rope_inv_freq[i];
+            r[i] = (float)cos(a);
+            r[half + i] = (float)sin(a);
+        }
+    }
+}
+
+/* Rotates the query and key heads of every row (rotate-half pairs
+ * (i, i + d/2), or interleaved pairs (2i, 2i + 1)). */
+static void apply_rope(kvlm_engine *e, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int hd = c->head_dim, half = hd / 2, heads = c->n_head + c->n_kv_head, inter = c->rope_interleaved;
+    for (int t = 0; t < T; t++) {
+        const float *cs = e->rope + (size_t)t * hd, *sn = cs + half;
+        float *row = e->qkv + (size_t)t * e->qkv_dim;
+        for (int h = 0; h < heads; h++) {
+            float *v = row + (size_t)h * hd;
+            for (int i = 0; i < half; i++) {
+                const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + half;
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * cs[i] - x1 * sn[i];
+                v[b] = x1 * cs[i] + x0 * sn[i];
+            }
+        }
+    }
+}
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Writes this step's K and V (the columns after the queries) into the cache. */
+static void store_kv(kvlm_engine *e, int l, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int hd = c->head_dim, qd = e->q_dim, kvd = e->kv_dim;
+    kvlm_kv *kv = e->kv;
+    for (int t = 0; t < T; t++) {
+        const kv_seq *s = &kv->seqs[e->rows[t].seq];
+        const float *r = e->qkv + (size_t)t * e->qkv_dim;
+        for (int h = 0; h < c->n_kv_head; h++) {
+            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 0), kv->dtype, r + qd + h * hd, hd);
+            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 1), kv->dtype, r + qd + kvd + h * hd, hd);
+        }
+    }
+}
+
+/* Causal attention of each row's query heads over its sequence's cache. */
+static void attend(kvlm_engine *e, int l, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int hd = c->head_dim, H = c->n_head;
+    const int group = c->n_head / c->n_kv_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const kvlm_kv *kv = e->kv;
+    /* Fork only when the work outweighs waking the threads (tiny models,
+     * short contexts). */
+    long work = 0;
+    for (int t = 0; t < T; t++) work += (long)(e->rows[t].pos + 1) * H * hd;
+    #pragma omp parallel for schedule(dynamic, 1) if (work > 65536)
+    for (int th = 0; th < T * H; th++) {
+        const int t = th / H, h = th % H, kh = h / group;
+        const eng_row *r = &e->rows[t];
+        const kv_seq *s = &kv->seqs[r->seq];
+        const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+        float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
+        float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
+        attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
+    }
+}
+
+/* Q, K and V for every row: one fused matmul (GPT-2) or three writing
+ * side by side into the same rows (Llama), then the rotary embedding. */
+static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
+    const kern_ops *ops = e->ops;
+    if (L->wqkv.data) {
+        kern_matmul(ops, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
+    } else {
+        const float *b = L->bqkv;
+        kern_matmul(ops, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
+        kern_matmul(ops, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
+        kern_matmul(ops, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
+                    e->qkv_dim);
+    }
+    if (e->m->rope_inv_freq) apply_rope(e, T);
+}
+
+/* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama). */
+static void mlp(kvlm_engine *e, const model_layer *L, int T) {
+    const kern_ops *ops = e->ops;
+    const int F = e->m->cfg.n_ff, C = e->m->cfg.n_embd;
+    if (!L->w_gate.data) {
+        kern_matmul(ops, e->h, T, &L->w_up, L->b_up, e->ff, F);
+        ops->gelu(e->ff, (size_t)T * F);
+        kern_matmul(ops, e->ff, T, &L->w_down, L->b_down, e->h, C);
+        return;
+    }
+    kern_matmul(ops, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
+    kern_matmul(ops, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    #pragma omp parallel for if (T > 4)
+    for (int t = 0; t < T; t++)
+        ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
+    kern_matmul(ops, e->act, T, &L->w_down, L->b_down, e->h, C);
+}
+
+static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
+    const kvlm_model *m = e->m;
+    const kvlm_config *c = &m->cfg;
+    const int C = c->n_embd;
+    const kern_ops *ops = e->ops;
+    embed(e, T);
+    if (m->rope_inv_freq) rope_tables(e, T);
+    for (int l = 0; l < c->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        norm_rows(e, e->x, L->norm1_w, L->norm1_b, e->h, T);
+        project_qkv(e, L, T);
+        store_kv(e, l, T);
+        attend(e, l, T);
+        kern_matmul(ops, e->att, T, &L->wo, L->bo, e->h, C);
+        add_rows(e->x, e->h, (size_t)T * C);
+        norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
+        mlp(e, L, T);
+        add_rows(e->x, e->h, (size_t)T * C);
+    }
+    /* Final norm and output head only for the rows whose logits are asked for. */
+    for (int i = 0; i < n_logits; i++) {
+        const float *xr = e->x + (size_t)e->logit_rows[i] * C;
+        if (m->normf_b) ops->layernorm(xr, m->normf_w, m->normf_b, C, c->norm_eps, e->h + (size_t)i * C);
+        else ops->rmsnorm(xr, m->normf_w, C, c->norm_eps, e->h + (size_t)i * C);
+    }
+    kern_matrix head = m->lm_head;
+    head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
+    if (n_logits > 0) kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);
+}
+
+size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {
+    size_t n = 0;
+    for (int i = 0; i < n_items; i++)
+        n += items[i].logits_all > 0 ? (size_t)items[i].n_tokens : items[i].logits_all == 0 ? 1 : 0;
+    return n * (size_t)e->m->cfg.vocab_size;
+}
+
+static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n_items, int *total,
+                       kvlm_error *err) {
+    const kvlm_config *c = &e->m->cfg;
+    long T = 0;
+    if (n_items < 1) return kvlm_fail(err, KVLM_ERR_ARG, "empty batch");
+    for (int i = 0; i < n_items; i++) {
+        const kvlm_batch_item *it = &items[i];
+        if (!kv_seq_valid(e->kv, it->seq)) return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: no sequence %d", i, it->seq);
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == it->seq)
+                return kvlm_fail(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
+        if (it->n_tokens < 1 || !it->tokens)
+            return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
+        int len = e->kv->seqs[it->seq].len;
+        if ((long)len + it->n_tokens > c->n_ctx)
+            return kvlm_fail(err, KVLM_ERR_ARG,
+                             "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
+                             len, it->n_tokens, c->n_ctx);
+        for (int j = 0; j < it->n_tokens; j++)
+            if (it->tokens[j] < 0 || it->tokens[j] >= c->vocab_size)
+                return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],
+                                 c->vocab_size);
+        T += e->no_cache ? len + it->n_tokens : it->n_tokens;
+    }
+    *total = (int)T;
+    return KVLM_OK;
+}
+
+int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, float *logits, kvlm_error *err) {
+    int T = 0, rc;
+    if ((rc = check_items(e, items, n_items, &T, err))) return rc;
+    if ((rc = ensure_rows(e, T, err))) return rc;
+    kvlm_kv *kv = e->kv;
+    /* Reserve blocks for every item first, so a full pool fails cleanly.
+     * Without a cache every step rewrites the whole context into fresh
+     * blocks (its old ones may be shared or indexed). */
+    for (int i = 0; i < n_items; i++) {
+        if (e->no_cache) kv_seq_drop_blocks(kv, items[i].seq);
+        if ((rc = kv_seq_reserve(kv, items[i].seq, kv->seqs[items[i].seq].len + items[i].n_tokens, err))) {
+            for (int j = 0; j <= i; j++) {
+                if (e->no_cache) kv_seq_drop_blocks(kv, items[j].seq);
+                else kv_seq_truncate(kv, items[j].seq, kv->seqs[items[j].seq].len);
+            }
+            return rc;
+        }
+    }
+    int t = 0, nl = 0;
+    for (int i = 0; i < n_items; i++) {
+        const kvlm_batch_item *it = &items[i];
+        const kv_seq *s = &kv->seqs[it->seq];
+        int start = e->no_cache ? 0 : s->len, n = s->len - start + it->n_tokens;
+        for (int j = 0; j < n; j++, t++) {
+            int abs = start + j;
+            e->rows[t] = (eng_row){it->seq, abs, abs < s->len ? s->tokens[abs] : it->tokens[abs - s->len]};
+            if (it->logits_all > 0 ? abs >= s->len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
+        }
+    }
+    forward(e, T, nl, logits);
+    for (int i = 0; i < n_items; i++) kv_seq_append(kv, items[i].seq, items[i].tokens, items[i].n_tokens);
+    return KVLM_OK;
+}

@@ -1,0 +1,402 @@
+/*
+ * Token selection: a chain of logits processors (penalties, logit bias,
+ * temperature, top-k, top-p, min-p) in a configurable order, then a draw
+ * from a seeded generator, so the same seed gives the same tokens on every
+ * run and machine.
+ *
+ * The chain works on a candidate list (token ids) over a private copy of
+ * the logits; filters shrink the list, temperature rescales it. Nothing in
+ * a step sorts the whole vocabulary: top-k selects by insertion, and top-p
+ * on an unsorted list first drops tokens that cannot be in the nucleus
+ * (those below (1 - p) x mass / n hold less than 1 - p together), then
+ * finds the nucleus of the rest by quickselect.
+ */
+#include "runtime/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+enum { ST_PENALTIES, ST_BIAS, ST_TEMPERATURE, ST_TOP_K, ST_TOP_P, ST_MIN_P, ST_COUNT };
+static const char *stage_names[ST_COUNT] = {"penalties", "bias", "temperature", "top_k", "top_p", "min_p"};
+#define DEFAULT_ORDER "penalties,bias,temperature,top_k,top_p,min_p"
+
+struct kvlm_sampler {
+    kvlm_sampler_options o;
+    int vocab;
+    int order[ST_COUNT];
+    smp_rng rng;
+    float *logits;       /* working copy, indexed by token id */
+    float *prob;         /* indexed by token id */
+    int32_t *idx;        /* candidate ids */
+    int32_t *tmp;        /* scratch list of ids */
+    kvlm_logit_bias *bias;
+    int32_t *hist;       /* penalty history (ring when penalty_window > 0) */
+    int hist_n, hist_cap, hist_head;
+    int *counts;         /* occurrences of each id in the history window */
+    unsigned *stamp;     /* per-id marker so a penalty applies once per step */
+    unsigned step;
+};
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void smp_rng_seed(smp_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) { /* splitmix64 expansion of the seed */
+        seed += 0x9e3779b97f4a7c15ull;
+        uint64_t z = seed;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        r->s[i] = z ^ (z >> 31);
+    }
+}
+
+double smp_rng_uniform(smp_rng *r) {
+    uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return (double)(out >> 11) * (1.0 / 9007199254740992.0);
+}
+
+kvlm_sampler_options kvlm_sampler_options_default(void) {
+    return (kvlm_sampler_options){.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f};
+}
+
+static int parse_order(const char *s, int *order, kvlm_error *err) {
+    int seen[ST_COUNT] = {0}, n = 0;
+    const char *p = s ? s : DEFAULT_ORDER;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int st = -1;
+        for (int i = 0; i < ST_COUNT; i++)
+            if (strlen(stage_names[i]) == len && !strncmp(p, stage_names[i], len)) st = i;
+        if (st < 0 || seen[st] || n == ST_COUNT)
+            return kvlm_fail(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s,
+                             DEFAULT_ORDER);
+        seen[st] = 1;
+        order[n++] = st;
+        p += len + (p[len] == ',');
+    }
+    if (n != ST_COUNT)
+        return kvlm_fail(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s, DEFAULT_ORDER);
+    return KVLM_OK;
+}
+
+static int check_options(const kvlm_sampler_options *o, int vocab, kvlm_error *err) {
+    if (!(o->temperature >= 0 && o->temperature <= 100))
+        return kvlm_fail(err, KVLM_ERR_ARG, "temperature = %g is outside [0, 100]", o->temperature);
+    if (o->top_k < 0) return kvlm_fail(err, KVLM_ERR_ARG, "top_k = %d must be >= 0", o->top_k);
+    if (!(o->top_p > 0 && o->top_p <= 1)) return kvlm_fail(err, KVLM_ERR_ARG, "top_p = %g is outside (0, 1]", o->top_p);
+    if (!(o->min_p >= 0 && o->min_p <= 1)) return kvlm_fail(err, KVLM_ERR_ARG, "min_p = %g is outside [0, 1]", o->min_p);
+    if (!(o->repetition_penalty > 0 && o->repetition_penalty <= 100))
+        return kvlm_fail(err, KVLM_ERR_ARG, "repetition_penalty = %g is outside (0, 100]", o->repetition_penalty);
+    if (!(o->frequency_penalty >= -2 && o->frequency_penalty <= 2))
+        return kvlm_fail(err, KVLM_ERR_ARG, "frequency_penalty = %g is outside [-2, 2]", o->frequency_penalty);
+    if (!(o->presence_penalty >= -2 && o->presence_penalty <= 2))
+        return kvlm_fail(err, KVLM_ERR_ARG, "presence_penalty = %g is outside [-2, 2]", o->presence_penalty);
+    if (o->penalty_window < 0) return kvlm_fail(err, KVLM_ERR_ARG, "penalty_window = %d must be >= 0", o->penalty_window);
+    if (o->n_logit_bias < 0 || (o->n_logit_bias > 0 && !o->logit_bias))
+        return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: %d entries but no array", o->n_logit_bias);
+    for (int i = 0; i < o->n_logit_bias; i++) {
+        if (o->logit_bias[i].id < 0 || o->logit_bias[i].id >= vocab)
+            return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: token id %d is outside the vocabulary [0, %d)",
+                             o->logit_bias[i].id, vocab);
+        if (!(o->logit_bias[i].bias >= -100 && o->logit_bias[i].bias <= 100))
+            return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: bias %g for token %d is outside [-100, 100]",
+                             o->logit_bias[i].bias, o->logit_bias[i].id);
+    }
+    return KVLM_OK;
+}
+
+kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab, kvlm_error *err) {
+    if (!opt || vocab < 1) {
+        kvlm_fail(err, KVLM_ERR_ARG, "sampler: missing options or empty vocabulary");
+        return NULL;
+    }
+    int order[ST_COUNT];
+    if (check_options(opt, vocab, err) || parse_order(opt->order, order, err)) return NULL;
+    kvlm_sampler *s = calloc(1, sizeof *s);
+    if (!s) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    s->o = *opt;
+    s->o.order = NULL; /* the caller's string is not kept */
+    s->vocab = vocab;
+    memcpy(s->order, order, sizeof order);
+    s->logits = malloc((size_t)vocab * sizeof(float));
+    s->prob = malloc((size_t)vocab * sizeof(float));
+    s->idx = malloc((size_t)vocab * sizeof(int32_t));
+    s->tmp = malloc((size_t)vocab * sizeof(int32_t));
+    s->counts = calloc((size_t)vocab, sizeof(int));
+    s->stamp = calloc((size_t)vocab, sizeof(unsigned));
+    s->hist_cap = opt->penalty_window > 0 ? opt->penalty_window : 256;
+    s->hist = malloc((size_t)s->hist_cap * sizeof(int32_t));
+    if (opt->n_logit_bias) {
+        s->bias = malloc((size_t)opt->n_logit_bias * sizeof *s->bias);
+        if (s->bias) memcpy(s->bias, opt->logit_bias, (size_t)opt->n_logit_bias * sizeof *s->bias);
+        s->o.logit_bias = s->bias;
+    }
+    if (!s->logits || !s->prob || !s->idx || !s->tmp || !s->counts || !s->stamp || !s->hist ||
+        (opt->n_logit_bias && !s->bias)) {
+        kvlm_sampler_free(s);
+        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    smp_rng_seed(&s->rng, opt->seed);
+    return s;
+}
+
+void kvlm_sampler_free(kvlm_sampler *s) {
+    if (!s) return;
+    free(s->logits);
+    free(s->prob);
+    free(s->idx);
+    free(s->tmp);
+    free(s->counts);
+    free(s->stamp);
+    free(s->hist);
+    free(s->bias);
+    free(s);
+}
+
+void kvlm_sampler_reset(kvlm_sampler *s) {
+    memset(s->counts, 0, (size_t)s->vocab * sizeof(int));
+    s->hist_n = s->hist_head = 0;
+}
+
+void kvlm_sampler_accept(kvlm_sampler *s, const int32_t *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= s->vocab) continue;
+        if (s->o.penalty_window > 0) {
+            if (s->hist_n == s->hist_cap) { /* drop the oldest */
+                s->counts[s->hist[s->hist_head]]--;
+                s->hist[s->hist_head] = id;
+                s->hist_head = (s->hist_head + 1) % s->hist_cap;
+            } else {
+                s->hist[(s->hist_head + s->hist_n++) % s->hist_cap] = id;
+            }
+        } else {
+            if (s->hist_n == s->hist_cap) {
+                int32_t *nh = realloc(s->hist, (size_t)s->hist_cap * 2 * sizeof(int32_t));
+                if (!nh) continue; /* history stops growing; penalties see what it holds */
+                s->hist = nh;
+                s->hist_cap *= 2;
+            }
+            s->hist[s->hist_n++] = id;
+        }
+        s->counts[id]++;
+    }
+}
+
+static void apply_penalties(kvlm_sampler *s) {
+    const kvlm_sampler_options *o = &s->o;
+    if (o->repetition_penalty == 1 && o->frequency_penalty == 0 && o->presence_penalty == 0) return;
+    if (++s->step == 0) { memset(s->stamp, 0, (size_t)s->vocab * sizeof(unsigned)); s->step = 1; }
+    for (int i = 0; i < s->hist_n; i++) {
+        int32_t id = s->hist[(s->hist_head + i) % s->hist_cap];
+        if (s->stamp[id] == s->step) continue;
+        s->stamp[id] = s->step;
+        float *l = &s->logits[id];
+        if (o->repetition_penalty != 1) *l = *l > 0 ? *l / o->repetition_penalty : *l * o->repetition_penalty;
+        *l -= o->frequency_penalty * (float)s->counts[id] + o->presence_penalty;
+    }
+}
+
+/* The k largest of x over ids in[0..n) into out, descending (ties: lower id). */
+static int select_top(const float *x, const int32_t *in, int n, int k, int32_t *out) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = in ? in[i] : i;
+        if (m == k && (x[id] < x[out[m - 1]] || (x[id] == x[out[m - 1]] && id > out[m - 1]))) continue;
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && (x[out[j - 1]] < x[id] || (x[out[j - 1]] == x[id] && out[j - 1] > id))) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = id;
+    }
+    return m;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Reorders idx[0..n) so its first m entries are the smallest set of the most
+ * likely tokens whose mass reaches target (3-way quickselect on probability;
+ * of tokens tied at the boundary the lower ids are kept). Returns m >= 1. */
+static int nucleus(const float *p, int32_t *idx, int n, double target) {
+    int lo = 0, hi = n, end = n;
+    double need = target;
+    while (lo < hi) {
+        const float piv = p[idx[lo + (hi - lo) / 2]];
+        int g = lo, e = lo, l = hi; /* [lo,g) > piv, [g,e) == piv, [l,hi) < piv */
+        double mg = 0, me = 0;
+        while (e < l) {
+            int32_t v = idx[e];
+            if (p[v] > piv) { idx[e] = idx[g]; idx[g++] = v; e++; mg += p[v]; }
+            else if (p[v] < piv) { idx[e] = idx[--l]; idx[l] = v; }
+            else { e++; me += p[v]; }
+        }
+        if (mg >= need && g > lo) {
+            hi = g;
+        } else if (mg + me >= need) {
+            need -= mg;
+            end = g;
+            qsort(idx + g, (size_t)(e - g), sizeof(int32_t), cmp_id); /* ties: lower ids first */
+            while (end < e && need > 0) need -= p[idx[end++]];
+            return end > 0 ? end : 1;
+        } else {
+            need -= mg + me;
+            lo = end = e;
+        }
+    }
+    return end > 0 ? end : 1;
+}
+
+/* prob[id] = exp(logit - max) over the candidates; returns their sum. */
+static double candidate_probs(kvlm_sampler *s, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, s->logits[s->idx[i]]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = s->idx[i];
+        s->prob[id] = isinf(s->logits[id]) && s->logits[id] < 0 ? 0.0f : expf(s->logits[id] - mx);
+        sum += s->prob[id];
+    }
+    return sum;
+}
+
+/* Runs the chain; leaves the candidates in idx[0..n) and returns n.
+ * *greedy tells whether temperature 0 was applied. */
+static int run_chain(kvlm_sampler *s, const float *logits, int *greedy) {
+    const kvlm_sampler_options *o = &s->o;
+    const int V = s->vocab;
+    memcpy(s->logits, logits, (size_t)V * sizeof(float));
+    for (int i = 0; i < V; i++) s->idx[i] = i;
+    int n = V, sorted = 0;
+    *greedy = 0;
+    for (int k = 0; k < ST_COUNT; k++) {
+        switch (s->order[k]) {
+        case ST_PENALTIES: apply_penalties(s); break;
+        case ST_BIAS:
+            for (int i = 0; i < o->n_logit_bias; i++)
+                s->logits[o->logit_bias[i].id] =
+                    o->logit_bias[i].bias <= -100 ? -INFINITY : s->logits[o->logit_bias[i].id] + o->logit_bias[i].bias;
+            break;
+        case ST_TEMPERATURE:
+            if (o->temperature == 0) { *greedy = 1; break; }
+            for (int i = 0; i < n; i++) s->logits[s->idx[i]] /= o->temperature;
+            break;
+        case ST_TOP_K:
+            if (o->top_k > 0 && o->top_k < n) {
+                n = select_top(s->logits, n == V ? NULL : s->idx, n, o->top_k, s->tmp);
+                memcpy(s->idx, s->tmp, (size_t)n * sizeof(int32_t));
+                sorted = 1;
+            }
+            break;
+        case ST_TOP_P:
+            if (o->top_p < 1 && n > 1) {
+                /* "reaches p" with a relative slack for float rounding: probabilities
+                 * that sum to exactly p on paper must stop there */
+                double sum = candidate_probs(s, n), target = o->top_p * sum * (1 - 1e-6), acc = 0;
+                if (sorted) {
+                    int keep = 0;
+                    while (keep < n && acc < target) acc += s->prob[s->idx[keep++]];
+                    n = keep > 0 ? keep : 1;
+                } else {
+                    const double cut = (1.0 - o->top_p) * sum / n;
+                    int m = 0;
+                    for (int i = 0; i < n; i++)
+                        if (s->prob[s->idx[i]] >= cut) s->idx[m++] = s->idx[i];
+                    n = nucleus(s->prob, s->idx, m, target);
+                }
+            }
+            break;
+        case ST_MIN_P:
+            if (o->min_p > 0 && n > 1) {
+                float mx = -INFINITY;
+                for (int i = 0; i < n; i++) mx = fmaxf(mx, s->logits[s->idx[i]]);
+                const float floor_logit = mx + logf(o->min_p);
+                int m = 0;
+                for (int i = 0; i < n; i++)
+                    if (s->logits[s->idx[i]] >= floor_logit) s->idx[m++] = s->idx[i];
+                n = m;
+            }
+            break;
+        }
+    }
+    return n;
+}
+
+/* Most likely candidate (ties: lower id). */
+static int32_t best_candidate(const kvlm_sampler *s, int n) {
+    int32_t best = s->idx[0];
+    for (int i = 1; i < n; i++) {
+        int32_t id = s->idx[i];
+        if (s->logits[id] > s->logits[best] || (s->logits[id] == s->logits[best] && id < best)) best = id;
+    }
+    return best;
+}
+
+int32_t kvlm_sampler_next(kvlm_sampler *s, const float *logits) {
+    int greedy;
+    int n = run_chain(s, logits, &greedy);
+    if (greedy || n == 1) return best_candidate(s, n);
+    double sum = candidate_probs(s, n);
+    if (!(sum > 0)) return best_candidate(s, n); /* every candidate banned */
+    double u = smp_rng_uniform(&s->rng) * sum, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += s->prob[s->idx[i]];
+        if (u < acc) return s->idx[i];
+    }
+    return s->idx[n - 1];
+}
+
+static int by_prob_desc(const void *a, const void *b, void *arg) {
+    const float *p = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (p[x] != p[y]) return p[x] < p[y] ? 1 : -1;
+    return x < y ? -1 : x > y;
+}
+
+int kvlm_sampler_candidates(kvlm_sampler *s, const float *logits, int32_t *ids, float *probs) {
+    int greedy;
+    int n = run_chain(s, logits, &greedy);
+    double sum = candidate_probs(s, n);
+    if (greedy || n == 1 || !(sum > 0)) {
+        ids[0] = best_candidate(s, n);
+        probs[0] = 1.0f;
+        return 1;
+    }
+    memcpy(ids, s->idx, (size_t)n * sizeof(int32_t));
+    qsort_r(ids, (size_t)n, sizeof(int32_t), by_prob_desc, s->prob);
+    for (int i = 0; i < n; i++) probs[i] = (float)(s->prob[ids[i]] / sum);
+    return n;
+}
+
+int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids, float *logprobs) {
+    if (k > vocab) k = vocab;
+    if (k <= 0) return 0;
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) mx = fmaxf(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    const float lse = mx + (float)log(sum);
+    int n = select_top(logits, NULL, vocab, k, ids);
+    for (int i = 0; i < n; i++) logprobs[i] = logits[ids[i]] - lse;
+    return n;
+}
+
+float kvlm_token_logprob(const float *logits, int vocab, int32_t id) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) mx = fmaxf(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    return (float)((double)logits[id] - mx - log(sum));
+}

@@ -1,0 +1,421 @@
+/*
+ * Continuous batching (see kvlm.h for the contract).
+ *
+ * Every choice of a request is a sequence of tokens (prompt + generated)
+ * of which the first n_computed have K/V in the cache. A step feeds each
+ * running choice its next uncomputed tokens: one for a decoding choice, a
+ * chunk for one that is prefilling (or recomputing after preemption), all
+ * within the per-step token budget, decoding choices first so long prompts
+ * never stall running streams. A choice whose tokens are all computed after
+ * the step samples its next token. One rule covers prefill, decode and
+ * recomputation.
+ *
+ * Admission is FIFO from the waiting queue while the KV pool has blocks for
+ * the choice's tokens. Before each step the blocks the plan needs are
+ * counted; while they exceed what the pool can give, the most recently
+ * admitted running choice is preempted: its blocks are released and it
+ * goes back to the front of the queue with its tokens and sampler intact,
+ * to be recomputed (prefix-cache hits make that cheap).
+ *
+ * Choices after the first of an n > 1 request wait until the first has
+ * computed the prompt, then fork its blocks and sample from the same
+ * logits with their own seeds.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "runtime/kvcache.h"
+
+enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
+
+typedef struct sched_req sched_req;
+
+typedef struct sched_choice {
+    sched_req *req;
+    int index, state, seq;
+    int32_t *tokens;       /* prompt + generated, capacity n_ctx */
+    int n_tokens, n_computed, generated, chunk;
+    kvlm_sampler *smp;
+    uint64_t admitted;     /* admission order, for choosing whom to preempt */
+} sched_choice;
+
+struct sched_req {
+    int64_t id;
+    kvlm_request_params p;
+    sched_choice *choices;
+    int n_done;
+    int counted;           /* prompt tokens counted once, not on recomputation */
+};
+
+struct kvlm_sched {
+    kvlm_engine *e;
+    kvlm_kv *kv;
+    int vocab, eos;
+    kvlm_sched_options o;
+    sched_req **reqs;
+    int n_reqs, cap_reqs;
+    sched_choice **wait, **run;
+    int n_wait, n_run, cap_choices;
+    int n_live;            /* choices not finished, in a list or waiting to fork */
+    kvlm_batch_item *items;
+    sched_choice **item_choice;
+    float *logits;
+    int32_t *top_ids;
+    float *top_lps;
+    uint64_t admit_counter;
+    int64_t next_id;
+    kvlm_sched_stats st;
+};
+
+kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, int eos_id, const kvlm_sched_options *opt,
+                              kvlm_error *err) {
+    kvlm_sched *s = calloc(1, sizeof *s);
+    if (!s) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    s->e = e;
+    s->kv = kv;
+    s->vocab = vocab;
+    s->eos = eos_id;
+    s->o = opt ? *opt : (kvlm_sched_options){0};
+    if (s->o.max_batch_tokens <= 0) s->o.max_batch_tokens = 256;
+    if (s->o.max_waiting <= 0) s->o.max_waiting = 256;
+    const int m = kv->max_seqs;
+    s->items = malloc((size_t)m * sizeof *s->items);
+    s->item_choice = malloc((size_t)m * sizeof *s->item_choice);
+    s->logits = malloc((size_t)m * vocab * sizeof(float));
+    s->top_ids = malloc(100 * sizeof(int32_t));
+    s->top_lps = malloc(100 * sizeof(float));
+    if (!s->items || !s->item_choice || !s->logits || !s->top_ids || !s->top_lps) {
+        kvlm_sched_free(s);
+        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+static void free_req(sched_req *r) {
+    for (int i = 0; i < r->p.n_choices; i++) {
+        free(r->choices[i].tokens);
+        kvlm_sampler_free(r->choices[i].smp);
+    }
+    free(r->choices);
+    free((void *)r->p.prompt);
+    free(r);
+}
+
+void kvlm_sched_free(kvlm_sched *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_reqs; i++) free_req(s->reqs[i]);
+    free(s->reqs);
+    free(s->wait);
+    free(s->run);
+    free(s->items);
+    free(s->item_choice);
+    free(s->logits);
+    free(s->top_ids);
+    free(s->top_lps);
+    free(s);
+}
+
+/* Both lists can hold every live choice: choices waiting to fork are in
+ * neither list yet but join one later. */
+static int grow_lists(kvlm_sched *s, int extra) {
+    if (s->n_live + extra <= s->cap_choices) return 0;
+    int cap = 2 * (s->n_live + extra);
+    sched_choice **w = realloc(s->wait, (size_t)cap * sizeof *w);
+    if (!w) return -1;
+    s->wait = w;
+    sched_choice **r = realloc(s->run, (size_t)cap * sizeof *r);
+    if (!r) return -1;
+    s->run = r;
+    s->cap_choices = cap;
+    return 0;
+}
+
+int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err) {
+    const int n_ctx = s->kv->n_ctx, nc = p->n_choices ? p->n_choices : 1;
+    if (p->n_prompt < 1 || p->n_prompt >= n_ctx)
+        return kvlm_fail(err, KVLM_ERR_ARG, "prompt of %d tokens: must be 1 to %d (context window %d)", p->n_prompt,
+                         n_ctx - 1, n_ctx);
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
+            return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
+    if (p->max_tokens < 1 || nc < 1 || nc > s->kv->max_seqs || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
+        return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
+                         nc, s->kv->max_seqs, p->logprobs);
+    if (s->n_wait >= s->o.max_waiting)
+        return kvlm_fail(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
+    sched_req *r = calloc(1, sizeof *r);
+    int32_t *prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
+    if (!r || !prompt || grow_lists(s, nc) ||
+        (s->n_reqs == s->cap_reqs && !(s->reqs = realloc(s->reqs, (size_t)(s->cap_reqs = 2 * s->cap_reqs + 8) *
+                                                                       sizeof *s->reqs)))) {
+        free(r);
+        free(prompt);
+        return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    }
+    memcpy(prompt, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
+    r->p = *p;
+    r->p.prompt = prompt;
+    r->p.n_choices = nc;
+    r->id = s->next_id++;
+    r->choices = calloc((size_t)nc, sizeof *r->choices);
+    int rc = r->choices ? KVLM_OK : kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < nc; i++) {
+        sched_choice *c = &r->choices[i];
+        kvlm_sampler_options so = p->sampling;
+        so.seed += (uint64_t)i;
+        c->req = r;
+        c->index = i;
+        c->seq = -1;
+        c->state = i == 0 ? CS_WAITING : CS_FORKWAIT;
+        c->tokens = malloc((size_t)n_ctx * sizeof(int32_t));
+        c->smp = kvlm_sampler_create(&so, s->vocab, err);
+        if (!c->tokens || !c->smp) rc = c->smp ? kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
+        else {
+            memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
+            c->n_tokens = p->n_prompt;
+            kvlm_sampler_accept(c->smp, prompt, p->n_prompt);
+        }
+    }
+    if (rc) {
+        if (!r->choices) r->p.n_choices = 0;
+        free_req(r);
+        return rc;
+    }
+    s->reqs[s->n_reqs++] = r;
+    s->wait[s->n_wait++] = &r->choices[0];
+    s->n_live += nc;
+    return r->id;
+}
+
+static void list_remove(sched_choice **list, int *n, const sched_choice *c) {
+    for (int i = 0; i < *n; i++)
+        if (list[i] == c) {
+            memmove(list + i, list + i + 1, (size_t)(*n - i - 1) * sizeof *list);
+            (*n)--;
+            return;
+        }
+}
+
+static void remove_req(kvlm_sched *s, sched_req *r) {
+    for (int i = 0; i < s->n_reqs; i++)
+        if (s->reqs[i] == r) {
+            s->reqs[i] = s->reqs[--s->n_reqs];
+            break;
+        }
+    free_req(r);
+}
+
+/* Ends a choice; frees the request once all its choices have ended. */
+static void finish(kvlm_sched *s, sched_choice *c, kvlm_finish why) {
+    if (c->state == CS_DONE) return;
+    if (c->state == CS_RUNNING) list_remove(s->run, &s->n_run, c);
+    if (c->state == CS_WAITING) list_remove(s->wait, &s->n_wait, c);
+    if (c->seq >= 0) kvlm_kv_seq_free(s->kv, c->seq);
+    c->seq = -1;
+    c->state = CS_DONE;
+    s->n_live--;
+    sched_req *r = c->req;
+    if (why == KVLM_FINISH_CANCELLED) s->st.cancelled++;
+    if (why == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
+    s->st.finished++;
+    if (r->p.on_finish) r->p.on_finish(r->p.user, c->index, why, c->generated);
+    if (++r->n_done == r->p.n_choices) remove_req(s, r);
+}
+
+static void finish_req(kvlm_sched *s, sched_req *r, kvlm_finish why) {
+    const int n = r->p.n_choices;
+    for (int i = 0; i < n && r->n_done < n; i++) {
+        int last = r->n_done == n - 1 && r->choices[i].state != CS_DONE;
+        finish(s, &r->choices[i], why);
+        if (last) return; /* r has been freed */
+    }
+}
+
+void kvlm_sched_cancel(kvlm_sched *s, int64_t id) {
+    for (int i = 0; i < s->n_reqs; i++)
+        if (s->reqs[i]->id == id) {
+            finish_req(s, s->reqs[i], KVLM_FINISH_CANCELLED);
+            return;
+        }
+}
+
+int kvlm_sched_has_work(const kvlm_sched *s) { return s->n_wait + s->n_run > 0; }
+
+void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st) {
+    *st = s->st;
+    st->running = s->n_run;
+    st->waiting = s->n_wait;
+}
+
+/* Releases a running choice's blocks and requeues it at the front. */
+static void preempt(kvlm_sched *s, sched_choice *c) {
+    list_remove(s->run, &s->n_run, c);
+    kvlm_kv_seq_free(s->kv, c->seq);
+    c->seq = -1;
+    c->n_computed = 0;
+    c->state = CS_WAITING;
+    memmove(s->wait + 1, s->wait, (size_t)s->n_wait * sizeof *s->wait);
+    s->wait[0] = c;
+    s->n_wait++;
+    s->st.preemptions++;
+}
+
+static int admit(kvlm_sched *s, sched_choice *c) {
+    kvlm_error err;
+    const int bs = s->kv->block_size;
+    /* Paged admission keeps one free block per running sequence in hand
+     * (each may cross into a new block on its next step), so admitting a
+     * request does not immediately force a preemption. */
+    size_t need = s->kv->policy == KVLM_ALLOC_RESERVE_MAX ? (size_t)s->kv->max_blocks_per_seq
+                                                          : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
+    if (kvlm_kv_available_blocks(s->kv) < need) return 0;
+    int cached = 0;
+    int seq = kvlm_kv_seq_new_prefixed(s->kv, c->tokens, c->n_tokens, &cached, &err);
+    if (seq < 0) return 0;
+    c->seq = seq;
+    c->n_computed = cached;
+    c->state = CS_RUNNING;
+    c->admitted = ++s->admit_counter;
+    if (!c->req->counted) {
+        c->req->counted = 1;
+        s->st.prompt_tokens += (uint64_t)c->req->p.n_prompt;
+        s->st.cached_prompt_tokens += (uint64_t)(cached < c->req->p.n_prompt ? cached : c->req->p.n_prompt);
+        if (c->req->p.on_admit) c->req->p.on_admit(c->req->p.user, cached < c->req->p.n_prompt ? cached : c->req->p.n_prompt);
+    }
+    list_remove(s->wait, &s->n_wait, c);
+    s->run[s->n_run++] = c;
+    return 1;
+}
+
+/* Decide each running choice's chunk within the token budget, admitting
+ * waiting choices with what is left. */
+static int plan(kvlm_sched *s) {
+    int budget = s->o.max_batch_tokens;
+    for (int pass = 0; pass < 2; pass++) /* decoding choices first, then prefills */
+        for (int i = 0; i < s->n_run; i++) {
+            sched_choice *c = s->run[i];
+            int left = c->n_tokens - c->n_computed;
+            if ((pass == 0) != (left == 1)) continue;
+            c->chunk = left < budget ? left : budget;
+            budget -= c->chunk;
+        }
+    while (s->n_wait > 0 && budget > 0 && s->n_run < s->kv->max_seqs && admit(s, s->wait[0])) {
+        sched_choice *c = s->run[s->n_run - 1];
+        int left = c->n_tokens - c->n_computed;
+        c->chunk = left < budget ? left : budget;
+        budget -= c->chunk;
+    }
+    return s->o.max_batch_tokens - budget;
+}
+
+/* Preempts the latest admitted choices until the plan's blocks fit. */
+static void fit_blocks(kvlm_sched *s) {
+    for (;;) {
+        size_t need = 0;
+        for (int i = 0; i < s->n_run; i++)
+            if (s->run[i]->chunk > 0)
+                need += kvlm_kv_blocks_needed(s->kv, s->run[i]->seq, s->run[i]->n_computed + s->run[i]->chunk);
+        if (need <= kvlm_kv_available_blocks(s->kv) || s->n_run == 0) return;
+        sched_choice *victim = s->run[0];
+        for (int i = 1; i < s->n_run; i++)
+            if (s->run[i]->admitted > victim->admitted) victim = s->run[i];
+        if (s->n_run == 1) { /* alone and still too big: it can never fit */
+            finish(s, victim, KVLM_FINISH_ERROR);
+            return;
+        }
+        preempt(s, victim);
+    }
+}
+
+/* Forks the waiting siblings of a choice that has just computed its prompt;
+ * the forked ones are appended to group (they sample the same logits). */
+static void fork_siblings(kvlm_sched *s, sched_choice *first, sched_choice **group, int *n_group) {
+    sched_req *r = first->req;
+    for (int i = 1; i < r->p.n_choices; i++) {
+        sched_choice *c = &r->choices[i];
+        if (c->state != CS_FORKWAIT) continue;
+        kvlm_error err;
+        int seq = s->n_run < s->kv->max_seqs ? kvlm_kv_seq_fork(s->kv, first->seq, &err) : -1;
+        if (seq >= 0) {
+            c->seq = seq;
+            c->n_computed = first->n_computed;
+            c->state = CS_RUNNING;
+            c->admitted = ++s->admit_counter;
+            s->run[s->n_run++] = c;
+            group[(*n_group)++] = c;
+        } else { /* no slot or block: it computes the prompt itself later */
+            c->state = CS_WAITING;
+            s->wait[s->n_wait++] = c;
+        }
+    }
+}
+
+/* Samples the next token of a choice whose tokens are all computed. */
+static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
+    sched_req *r = c->req;
+    int32_t id = kvlm_sampler_next(c->smp, logits);
+    kvlm_sampler_accept(c->smp, &id, 1);
+    c->tokens[c->n_tokens++] = id;
+    c->generated++;
+    s->st.generated_tokens++;
+    if (r->p.stop_at_eos && id == s->eos) {
+        finish(s, c, KVLM_FINISH_STOP);
+        return;
+    }
+    /* The log-softmax costs a pass over the vocabulary: only when asked. */
+    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN};
+    if (r->p.logprobs) ev.logprob = kvlm_token_logprob(logits, s->vocab, id);
+    if (r->p.logprobs > 0) {
+        ev.top_n = kvlm_top_logprobs(logits, s->vocab, r->p.logprobs, s->top_ids, s->top_lps);
+        ev.top_ids = s->top_ids;
+        ev.top_logprobs = s->top_lps;
+    }
+    if (r->p.on_token && r->p.on_token(r->p.user, &ev)) finish(s, c, KVLM_FINISH_STOP);
+    else if (c->generated >= r->p.max_tokens || c->n_tokens >= s->kv->n_ctx) finish(s, c, KVLM_FINISH_LENGTH);
+}
+
+static void expire(kvlm_sched *s) {
+    const double now = kvlm_now();
+    for (int i = 0; i < s->n_reqs;) {
+        sched_req *r = s->reqs[i];
+        if (r->p.deadline > 0 && now > r->p.deadline) finish_req(s, r, KVLM_FINISH_TIMEOUT); /* reqs[i] replaced */
+        else i++;
+    }
+}
+
+int kvlm_sched_step(kvlm_sched *s, kvlm_error *err) {
+    expire(s);
+    for (int i = 0; i < s->n_run; i++) s->run[i]->chunk = 0;
+    plan(s);
+    fit_blocks(s);
+    int n = 0;
+    for (int i = 0; i < s->n_run; i++) {
+        sched_choice *c = s->run[i];
+        if (c->chunk <= 0) continue;
+        int ends = c->n_computed + c->chunk == c->n_tokens;
+        s->items[n] = (kvlm_batch_item){c->seq, c->tokens + c->n_computed, c->chunk, ends ? 0 : -1};
+        s->item_choice[n++] = c;
+    }
+    if (n == 0) return 0;
+    int rc = kvlm_engine_step(s->e, s->items, n, s->logits, err);
+    if (rc) return rc;
+    s->st.steps++;
+    const float *row = s->logits;
+    for (int i = 0; i < n; i++) {
+        sched_choice *c = s->item_choice[i];
+        c->n_computed += c->chunk;
+        if (s->items[i].logits_all < 0) continue;
+        sched_choice *group[64 + 1];
+        int g = 0;
+        group[g++] = c;
+        if (c->index == 0 && c->generated == 0 && c->req->p.n_choices > 1) fork_siblings(s, c, group, &g);
+        /* The request is freed when its last choice finishes, which can
+         * only be the last member of the group processed here. */
+        for (int k = 0; k < g; k++) next_token(s, group[k], row);
+        row += s->vocab;
+    }
+    return n;
+}

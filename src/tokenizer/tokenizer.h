@@ -1,0 +1,198 @@
+/*
+ * The tokenizer object shared by the tokenizer_*.c files: the vocabulary as
+ * byte strings (pieces), the lookup from bytes to id, the merge table (or
+ * the piece scores), added/special tokens, the pre-tokenisation and
+ * normalisation settings and the word cache.
+ *
+ * Two kinds of vocabulary:
+ * - byte-level (GPT-2, Llama 3, Qwen2): pieces are raw bytes (the GPT-2
+ *   byte-to-unicode mapping is undone at load time), every byte 0..255 has
+ *   a token (byte_id) and a word starts as its bytes.
+ * - SentencePiece-style (Llama 2): pieces are the vocabulary strings as
+ *   written ("▁the", "<0x0A>"), a word starts as its characters, and a
+ *   character missing from the vocabulary falls back to the byte tokens
+ *   <0x00>..<0xFF> (byte_id). What decode prints for a token ("▁" as a
+ *   space, a byte token as its byte) is kept apart in dec_*.
+ *
+ * Invariants once a load has succeeded: every merge names existing tokens
+ * and a merged token that exists, ids are unique and < n_vocab, every byte
+ * has a byte token (byte-level, or SentencePiece with byte fallback),
+ * pieces never change. Nothing here reads files (tokenizer/load.c,
+ * tokenizer/hf_json.c and tokenizer/gguf_vocab.c do) or splits text
+ * (tokenizer/pretok.c, tokenizer/regex.c and tokenizer/spm.c do).
+ */
+#ifndef KVLM_TOKENIZER_INTERNAL_H
+#define KVLM_TOKENIZER_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/word_cache.h"
+
+/* Largest id accepted from a file: keeps allocations sized by ids bounded. */
+#define TOK_MAX_ID ((1 << 24) - 1)
+#define TOK_DEFAULT_CACHE 65536
+/* Pre-tokenisation stages (Split patterns, ByteLevel's own) applied in turn. */
+#define TOK_MAX_LEVELS 4
+#define TOK_MAX_TEMPLATE 4
+
+enum {
+    TOK_PRESENT = 1,   /* the id has a piece */
+    TOK_SPECIAL = 2,   /* matched in text only when the caller allows it */
+    TOK_ADDED = 4,     /* matched in text before pre-tokenisation */
+    TOK_INMODEL = 8,   /* in the model's vocabulary (may come out of a merge) */
+    TOK_NOMERGE = 16,  /* SentencePiece control/unknown/byte/unused piece:
+                          never formed from text by merging */
+};
+
+enum tok_kind { TOK_KIND_BYTELEVEL = 0, TOK_KIND_SPM = 1 };
+
+enum tok_merge_mode {
+    TOK_MERGE_ROUNDS = 0,  /* OpenAI's GPT-2 encoder: all occurrences of the
+                              lowest-ranked pair per round */
+    TOK_MERGE_ONE = 1,     /* Hugging Face / llama.cpp BPE: the leftmost
+                              occurrence of the lowest-ranked pair at a time */
+    TOK_MERGE_SCORE = 2,   /* SentencePiece BPE: the adjacent pair whose
+                              concatenation is the piece of highest score */
+};
+
+/* When a SentencePiece-style tokenizer puts "▁" in front of a text fragment. */
+enum tok_prefix {
+    TOK_PREFIX_NONE = 0,
+    TOK_PREFIX_ALWAYS = 1,      /* normalizer Prepend: every non-empty fragment */
+    TOK_PREFIX_META_ALWAYS = 2, /* Metaspace: every fragment not already starting with ▁ */
+    TOK_PREFIX_META_FIRST = 3,  /* Metaspace "first": only a fragment at offset 0 */
+};
+
+typedef struct tok_regex tok_regex;
+
+typedef struct tok_level {
+    tok_regex *re;     /* NULL: GPT-2's pattern, by the hand-written scanner */
+} tok_level;
+
+/* Bytes -> id, open addressing over ids; keys are the pieces themselves. */
+typedef struct tok_map {
+    int32_t *slots;    /* -1 empty */
+    uint32_t *hashes;
+    size_t mask;
+} tok_map;
+
+struct kvlm_tokenizer {
+    int32_t n_vocab;              /* largest id + 1 */
+    char *arena;                  /* all pieces, in load order */
+    size_t arena_len, arena_cap;
+    uint32_t *piece_off;          /* n_vocab entries */
+    uint32_t *piece_len;
+    uint8_t *flags;               /* TOK_* */
+    int32_t byte_id[256];
+    tok_map map;
+    tok_merge_table merges;
+    float *scores;                /* TOK_MERGE_SCORE: n_vocab scores */
+    int32_t *added;               /* TOK_ADDED ids, longest piece first */
+    size_t n_added;
+    uint8_t added_first[256];     /* bit 1: some added token starts with the
+                                     byte; bit 2: some non-special one does */
+    int ignore_merges;            /* a word in the vocabulary is one token
+                                     without merging */
+    int kind;                     /* enum tok_kind */
+    int merge_mode;               /* enum tok_merge_mode */
+    tok_level levels[TOK_MAX_LEVELS];   /* byte-level pre-tokenisation */
+    int n_levels;
+    int nfc;                      /* normalizer NFC */
+    /* SentencePiece-style normalisation and model options */
+    int spm_prefix;               /* enum tok_prefix */
+    int spm_replace;              /* ' ' -> "▁" */
+    int spm_split;                /* Metaspace split: words start at each ▁ */
+    int byte_fallback;
+    int32_t unk_id;
+    int fuse_unk;
+    /* decoding: dec_* is NULL when decode prints the pieces themselves */
+    char *dec_arena;
+    uint32_t *dec_off, *dec_len;
+    int strip_leading_space;      /* decoder Strip / Metaspace: drop one leading ' ' */
+    int dec_meta_space;           /* decoder prints "▁" as ' ' */
+    int dec_byte_fallback;        /* decoder prints <0xXX> as the byte */
+    /* special ids and the template added by KVLM_ENCODE_ADD_SPECIAL */
+    int32_t eos_id, bos_id;
+    int32_t prefix_ids[TOK_MAX_TEMPLATE], suffix_ids[TOK_MAX_TEMPLATE];
+    int n_prefix, n_suffix;
+    char source[1100];
+
+    pthread_mutex_t cache_lock;
+    tok_cache cache;
+};
+
+/* tokenizer/load.c: allocation, pieces, the bytes->id map, shared loaders */
+kvlm_tokenizer *tok_alloc(void);
+int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err);
+int32_t tok_map_get(const kvlm_tokenizer *t, const void *bytes, size_t len);
+int tok_set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len);
+int tok_reserve_ids(kvlm_tokenizer *t, int32_t n);
+int tok_map_build(kvlm_tokenizer *t);
+const char *tok_show(const char *s, size_t n, char *buf, size_t cap);
+json_t *tok_load_json(const char *path, kvlm_error *err);
+/* GPT-2's byte-to-unicode table, inverted (code point -> byte, or -1). */
+#define TOK_UNMAP_SIZE 0x144
+void tok_build_unmap(int16_t rev[TOK_UNMAP_SIZE]);
+/* rev NULL: vocabulary strings are the pieces themselves. */
+int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const char *where,
+                   kvlm_error *err);
+int tok_add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t alen,
+                  const char *b, size_t blen, const char *where, kvlm_error *err);
+int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
+                         const char *path, kvlm_error *err);
+/* Fills byte_id, the added-token index, decoded forms and the cache. */
+int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err);
+
+/* tokenizer/hf_json.c: tokenizer.json (and tokenizer_config.json beside it) */
+int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, kvlm_error *err);
+
+/* tokenizer/gguf_vocab.c: a tokenizer from the arrays of GGUF metadata, for the
+ * GGUF loader. model: tokenizer.ggml.model, "gpt2" (byte-level BPE by
+ * merges) or "llama" (SentencePiece BPE by scores with byte fallback).
+ * tokens[n_tokens]: tokenizer.ggml.tokens as NUL-terminated strings;
+ * scores: tokenizer.ggml.scores (needed for "llama", may be NULL for
+ * "gpt2"); token_types: tokenizer.ggml.token_type (NULL: all normal);
+ * merges[n_merges]: tokenizer.ggml.merges ("gpt2"; ignored for "llama");
+ * bos, eos: tokenizer.ggml.bos_token_id / eos_token_id, -1 if absent;
+ * add_bos: tokenizer.ggml.add_bos_token (KVLM_ENCODE_ADD_SPECIAL then
+ * prepends bos); pre: tokenizer.ggml.pre ("gpt2", "llama-bpe", "qwen2") or
+ * NULL. The arrays are copied; the caller keeps them. Returns NULL with err
+ * set (KVLM_ERR_FORMAT naming the array and index at fault,
+ * KVLM_ERR_UNSUPPORTED for an unknown model or pre). */
+/* The vocabulary a GGUF file carries (see tokenizer/gguf_file.c). */
+kvlm_tokenizer *tok_load_gguf_file(const char *path, struct kvlm_error *err);
+kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens, int n_tokens,
+                                    const float *scores, const int32_t *token_types,
+                                    const char *const *merges, int n_merges, int bos, int eos,
+                                    int add_bos, const char *pre, kvlm_error *err);
+
+/* tokenizer/spm.c */
+/* Byte value of a "<0xXX>" piece (uppercase hex digits), or -1. */
+int tok_byte_piece_value(const char *p, size_t len);
+/* SentencePiece BPE by scores over text[0..n) (already normalised):
+ * writes at most n ids to out and returns their number, or -1 (out of
+ * memory). */
+long tok_spm_score_merge(const kvlm_tokenizer *t, const unsigned char *text, size_t n,
+                         int32_t *out, tok_bpe_scratch *scratch);
+/* Initial symbols of a SentencePiece-style word: one token per character,
+ * or its byte tokens (byte fallback), or unk. Writes at most n ids. */
+size_t tok_spm_initial(const kvlm_tokenizer *t, const unsigned char *w, size_t n, int32_t *out);
+
+static inline const char *tok_piece(const kvlm_tokenizer *t, int32_t id, size_t *len) {
+    *len = t->piece_len[id];
+    return t->arena + t->piece_off[id];
+}
+
+/* What decode prints for id. */
+static inline const char *tok_dec_piece(const kvlm_tokenizer *t, int32_t id, size_t *len) {
+    if (!t->dec_off) return tok_piece(t, id, len);
+    *len = t->dec_len[id];
+    return t->dec_arena + t->dec_off[id];
+}
+
+#endif
