@@ -181,6 +181,10 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
  * block is copied only when one side writes to it (copy-on-write). */
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err);
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
+/* Drops the sequence's tokens from position len on (0 <= len <= its length),
+ * returning blocks it no longer needs; shared and indexed blocks stay with
+ * their other holders. Used to roll back or recompute. */
+int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err);
 /* Number of token positions cached for the sequence (-1: no such sequence). */
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);
 /* Blocks a new allocation can take now (free + evictable cached). */

@@ -404,6 +404,15 @@ void kv_seq_drop_blocks(kvlm_kv *kv, int seq) {
     s->n_indexed = 0;
 }
 
+int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
+    if (!kv_seq_valid(kv, seq)) return kvlm_fail(err, KVLM_ERR_ARG, "no sequence %d", seq);
+    if (len < 0 || len > kv->seqs[seq].len)
+        return kvlm_fail(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
+                         len);
+    kv_seq_truncate(kv, seq, len);
+    return KVLM_OK;
+}
+
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq) { return kv_seq_valid(kv, seq) ? kv->seqs[seq].len : -1; }
 
 size_t kvlm_kv_available_blocks(const kvlm_kv *kv) { return kv->n_free + kv->n_lru; }
