@@ -63,6 +63,8 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
 
 typedef struct kvlm_model kvlm_model;
 
+#define KVLM_MAX_EOS 8
+
 typedef struct kvlm_config {
     char arch[32];        /* "gpt2", "llama", "mistral", "qwen2" */
     int n_layer;
@@ -73,7 +75,9 @@ typedef struct kvlm_config {
     int n_ff;             /* MLP hidden size */
     int n_ctx;            /* maximum positions */
     int vocab_size;       /* real vocabulary (logits have this many entries) */
-    int eos_id;           /* end-of-sequence token, -1 if unknown */
+    int eos_id;           /* end-of-sequence token, -1 if unknown (the first of eos_ids) */
+    int n_eos;            /* every end-of-sequence id the model's files name */
+    int32_t eos_ids[KVLM_MAX_EOS];
     float norm_eps;
     kvlm_dtype weight_dtype;
     /* Llama family (zero for GPT-2, which has learned positions) */
