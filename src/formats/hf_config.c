@@ -60,6 +60,14 @@ static int get_eos(json_t *root, const char *path, kvlm_config *cfg, kvlm_error 
     return KVLM_OK;
 }
 
+static int check_eos(const char *path, const kvlm_config *cfg, kvlm_error *err) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] >= cfg->vocab_size)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
+                             cfg->eos_ids[i], cfg->vocab_size);
+    return KVLM_OK;
+}
+
 /* generation_config.json beside config.json (optional): its eos_token_id
  * joins config.json's, since either may name the token generation ends on
  * (instruction-tuned models list their end-of-turn token there). A file
@@ -76,17 +84,11 @@ static int load_generation_config(const char *path, kvlm_config *cfg, kvlm_error
     if (!root) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", gen, je.text, je.line);
     int rc = json_is_object(root) ? get_eos(root, gen, cfg, err)
                                   : kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", gen);
+    if (!rc) rc = check_eos(gen, cfg, err);
     json_decref(root);
     return rc;
 }
 
-static int check_eos(const char *path, const kvlm_config *cfg, kvlm_error *err) {
-    for (int i = 0; i < cfg->n_eos; i++)
-        if (cfg->eos_ids[i] >= cfg->vocab_size)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
-                             cfg->eos_ids[i], cfg->vocab_size);
-    return KVLM_OK;
-}
 
 /* Architectures this reader understands, by model_type and, when that is
  * absent, by the prefix of an entry in "architectures". */
@@ -256,8 +258,8 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     get_torch_dtype(root, cfg);
     cfg->eos_id = -1;
     rc = strcmp(arch, "gpt2") ? load_llama(root, path, cfg, err) : load_gpt2(root, path, cfg, err);
-    if (!rc) rc = load_generation_config(path, cfg, err);
     if (!rc) rc = check_eos(path, cfg, err);
+    if (!rc) rc = load_generation_config(path, cfg, err);
 done:
     json_decref(root);
     return rc;
