@@ -29,8 +29,8 @@
  * ending one included; on_finish gets the text still held back.
  *
  * Under the recompute policy a choice keeps no KV between tokens: before a
- * step, one whose context is all computed but its newest token is
- * truncated to 0 and computes everything again (in chunks under the
+ * step, one that has drawn a token since its KV was last dropped is
+ * truncated to 0 and computes its whole context again (in chunks under the
  * budget, like a prefill), which is what the cache saves.
  */
 #include <math.h>
