@@ -87,7 +87,7 @@ static json_t *run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, c
                            const setting *st, int max_new) {
     kvlm_error err;
     gen_request rq = {.prompt = ss->prompt, .n_prompt = (int)ss->n_prompt, .max_new = max_new,
-                      .sampling = kvlm_sampler_options_default(), .text = ss->tok != NULL, .tok = ss->tok};
+                      .sampling = kvlm_sampler_options_default(), .text = 1, .tok = ss->tok};
     rq.sampling.temperature = st->temperature, rq.sampling.top_p = st->top_p, rq.sampling.top_k = st->top_k;
     rq.sampling.seed = p->seed;
     int32_t eos[KVLM_MAX_EOS + 1];
@@ -107,7 +107,7 @@ static json_t *run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, c
         row = json_pack("{s:s,s:f,s:f,s:i,s:f,s:f,s:i,s:o,s:o}", "setting", st->name, "temperature",
                         (double)st->temperature, "top_p", (double)st->top_p, "top_k", st->top_k, "distinct_ratio",
                         distinct, "repeated_4gram_rate", rep4, "tokens", g.n_ids, "text",
-                        ss->tok ? cli_json_text(g.text, g.text_len) : json_null(), "ids", ids);
+                        cli_json_text(g.text, g.text_len), "ids", ids);
         fprintf(stderr, "gen-stats: %s done\n", st->name);
     }
     gen_result_free(&g);
