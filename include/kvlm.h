@@ -63,6 +63,8 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
 
 typedef struct kvlm_model kvlm_model;
 
+#define KVLM_MAX_EOS 8
+
 typedef struct kvlm_config {
     char arch[32];        /* "gpt2", "llama", "mistral", "qwen2" */
     int n_layer;
@@ -73,7 +75,9 @@ typedef struct kvlm_config {
     int n_ff;             /* MLP hidden size */
     int n_ctx;            /* maximum positions */
     int vocab_size;       /* real vocabulary (logits have this many entries) */
-    int eos_id;           /* end-of-sequence token, -1 if unknown */
+    int eos_id;           /* end-of-sequence token, -1 if unknown (the first of eos_ids) */
+    int n_eos;            /* every end-of-sequence id the model's files name */
+    int32_t eos_ids[KVLM_MAX_EOS];
     float norm_eps;
     kvlm_dtype weight_dtype;
     /* Llama family (zero for GPT-2, which has learned positions) */
@@ -335,16 +339,24 @@ double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
  * the most recently admitted sequence is preempted and later recomputed
  * (its sampler state is kept, so its output does not change); n > 1
  * choices fork the prompt's blocks. Single-threaded: one caller drives
- * kvlm_sched_step. */
+ * kvlm_sched_step.
+ *
+ * The scheduler is kvlm's one generation loop: the CLI runs a request on a
+ * scheduler of its own and the server shares one among its clients. For
+ * each token it samples (penalty history: prompt and output), records the
+ * log-probabilities asked for, turns the token into text (kvlm_text_stream:
+ * stop strings, UTF-8) and ends the choice on an end-of-sequence id, a
+ * completed stop string, max_tokens or the context window. */
 typedef struct kvlm_sched kvlm_sched;
+typedef struct kvlm_tokenizer kvlm_tokenizer; /* kvlm_tokenizer.h */
 
 typedef enum kvlm_finish {
     KVLM_FINISH_NONE = 0,
-    KVLM_FINISH_STOP,       /* end-of-sequence token or on_token asked to stop */
+    KVLM_FINISH_STOP,       /* an eos id, a stop string, or on_token asked to stop */
     KVLM_FINISH_LENGTH,     /* max_tokens or the context window */
     KVLM_FINISH_CANCELLED,
     KVLM_FINISH_TIMEOUT,
-    KVLM_FINISH_ERROR,      /* the request can never fit the KV pool */
+    KVLM_FINISH_ERROR,      /* the request can never fit the KV pool, or memory ran out */
 } kvlm_finish;
 
 typedef struct kvlm_token_event {
@@ -355,22 +367,51 @@ typedef struct kvlm_token_event {
     const int32_t *top_ids; /* top_n most likely tokens, when logprobs were asked */
     const float *top_logprobs;
     int top_n;
+    /* With `text` set in the request: the text this token releases (may be
+     * empty: special and eos tokens add none, text that may begin a stop
+     * string or a character is held back). Valid during the callback. */
+    const char *text;
+    size_t text_len;
 } kvlm_token_event;
+
+typedef struct kvlm_finish_event {
+    int choice;
+    kvlm_finish reason;
+    int n_generated;        /* tokens drawn, the last eos id included */
+    /* With `text`: the held-back text the choice ends with (empty after a
+     * stop string but for an unfinished character). Valid during the call. */
+    const char *text;
+    size_t text_len;
+} kvlm_finish_event;
 
 typedef struct kvlm_request_params {
     const int32_t *prompt;  /* copied at submission */
     int n_prompt;
     int max_tokens;
     int n_choices;          /* 0 means 1 */
-    int stop_at_eos;
+    /* Tokens that end a choice (STOP) when drawn: the model's end-of-sequence
+     * ids (kvlm_eos_ids), and e.g. a chat template's end of turn. They are
+     * reported to on_token and counted, but add no text. Copied at
+     * submission; n_eos 0: none (generation runs to max_tokens). */
+    const int32_t *eos_ids;
+    int n_eos;
     int logprobs;           /* top log-probabilities per token; -1: only the chosen
                                token's; 0: none */
     double deadline;        /* kvlm_now() value after which it times out; 0: none */
     kvlm_sampler_options sampling; /* choice i uses seed + i */
+    /* Text: 1 makes token and finish events carry the generated text, from
+     * `tokenizer` (which must outlive the request; NULL: each token as its
+     * id and a space). Stop strings (copied) end a choice with STOP; they
+     * need text, and are not matched without a tokenizer. */
+    int text;
+    const kvlm_tokenizer *tokenizer;
+    const char *const *stops;
+    int n_stops;
     /* Called for each generated token; non-zero ends that choice (STOP). */
     int (*on_token)(void *user, const kvlm_token_event *ev);
-    /* Called once per choice when it finishes. */
-    void (*on_finish)(void *user, int choice, kvlm_finish reason, int n_generated);
+    /* Called once per choice when it finishes, after its KV blocks have
+     * been returned. */
+    void (*on_finish)(void *user, const kvlm_finish_event *ev);
     /* Called once, when the request first leaves the waiting queue (its
      * queue time ends), with the prompt tokens served from the prefix
      * cache. Optional. */
@@ -381,6 +422,12 @@ typedef struct kvlm_request_params {
 typedef struct kvlm_sched_options {
     int max_batch_tokens;   /* tokens per step, prefill chunks included (0: 256) */
     int max_waiting;        /* queue bound; beyond it submit fails with KVLM_ERR_BUSY (0: 256) */
+    /* 1: keep no KV between steps. Before each step a choice whose context
+     * is computed is truncated to 0 tokens (kvlm_kv_seq_truncate) and its
+     * whole context, prompt and output, is computed again; the prefix cache
+     * is not consulted. The reference for what the cache saves (kvlm run
+     * --no-cache); the tokens drawn are the same. */
+    int recompute;
 } kvlm_sched_options;
 
 typedef struct kvlm_sched_stats {
@@ -389,8 +436,8 @@ typedef struct kvlm_sched_stats {
     uint64_t finished, cancelled, timed_out;
 } kvlm_sched_stats;
 
-kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, int eos_id,
-                              const kvlm_sched_options *opt, kvlm_error *err);
+kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
+                              kvlm_error *err);
 void kvlm_sched_free(kvlm_sched *s);
 /* Queues a request; returns its id (>= 0) or a negative status. */
 int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err);
@@ -403,6 +450,14 @@ int kvlm_sched_step(kvlm_sched *s, kvlm_error *err);
 int kvlm_sched_has_work(const kvlm_sched *s);
 void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st);
 
+/* The ids that end a generation for this model, as its files give them:
+ * config.json's and generation_config.json's eos_token_id (each an id or a
+ * list), GGUF's tokenizer.ggml.eos_token_id and eot_token_id, and the
+ * tokenizer's end-of-text token (tokenizer_config.json's eos_token; tok may
+ * be NULL). Ids outside the model's vocabulary are left out, each id comes
+ * once. Writes at most cap ids; returns how many there are. */
+int kvlm_eos_ids(const kvlm_model *m, const kvlm_tokenizer *tok, int32_t *ids, int cap);
+
 /* ---------------------------------------------------------- stop strings */
 
 typedef struct kvlm_stop kvlm_stop;
@@ -414,10 +469,34 @@ void kvlm_stop_free(kvlm_stop *st);
 /* Appends n bytes of generated text. out and out_len receive the bytes now
  * safe to show (valid until the next call). Returns 1 when a stop string
  * has completed: the text before it has been given out, the stop string and
- * anything after it never are. */
+ * anything after it never are. 0 otherwise; KVLM_ERR_NOMEM when memory ran
+ * out (nothing given out; the bytes are kept). */
 int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len);
-/* Gives out the held-back bytes at the end of a generation without a stop. */
-void kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len);
+/* Gives out the held-back bytes at the end of a generation without a stop.
+ * Returns 0 or KVLM_ERR_NOMEM. */
+int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len);
+
+/* -------------------------------------------------------- generated text */
+
+/* Generated token ids as the text a reader sees; the one pipeline behind
+ * the scheduler's events, so kvlm run prints what kvlm serve returns. Each
+ * token's bytes (kvlm_tokenizer_piece; none for special tokens such as
+ * <|endoftext|>; without a tokenizer the id and a space) pass the stop
+ * strings (kvlm_stop; ignored without a tokenizer), then the UTF-8
+ * assembler, so no piece of text ends inside a character. */
+typedef struct kvlm_text_stream kvlm_text_stream;
+
+kvlm_text_stream *kvlm_text_stream_create(const kvlm_tokenizer *tok, const char *const *stops, int n_stops,
+                                          kvlm_error *err);
+void kvlm_text_stream_free(kvlm_text_stream *ts);
+/* Appends one token; *text and *len receive the text it releases (valid
+ * until the next call on ts). Returns 1 once a stop string has completed
+ * (the generation must end; later tokens add nothing), 0 otherwise,
+ * KVLM_ERR_NOMEM when memory ran out. */
+int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len);
+/* The end of the generation: the text still held back (an unfinished stop
+ * string candidate or character). Returns 0 or KVLM_ERR_NOMEM. */
+int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len);
 
 /* ----------------------------------------------------------------- misc */
 

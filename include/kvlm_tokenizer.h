@@ -59,6 +59,16 @@ int kvlm_tokenizer_encode_ex(const kvlm_tokenizer *t, const char *text, size_t l
                              unsigned flags, int32_t **ids, size_t *n_ids,
                              struct kvlm_error *err);
 
+/* Encodes a prompt for generation the way the model's files ask: with
+ * KVLM_ENCODE_ADD_SPECIAL (BOS in front when kvlm_tokenizer_add_bos says
+ * so, and whatever else tokenizer_config.json adds) and special tokens
+ * matched when allow_special is set. A text that already begins with the
+ * BOS token (a chat template that writes it) does not get a second one.
+ * What kvlm run -p, kvlm serve and its /tokenize use. */
+int kvlm_tokenizer_encode_prompt(const kvlm_tokenizer *t, const char *text, size_t len,
+                                 int allow_special, int32_t **ids, size_t *n_ids,
+                                 struct kvlm_error *err);
+
 /* Concatenates the bytes of n tokens into a malloc'ed buffer (NUL added
  * after *len bytes; the text itself may contain NULs). For SentencePiece
  * vocabularies "▁" prints as a space, a byte token as its byte, and one

@@ -1,8 +1,11 @@
 /*
  * The kvlm CLI end to end: `run` on the reference fixtures and on synthetic
  * GPT-2 124M shapes (exact KV byte counts), JSON output fields, cache on
- * equals cache off, bench --json, and bad input (missing model, invalid flags, prompts
- * beyond the context window), each with its exit status and message.
+ * equals cache off, `run` on the shipped GQA Llama (safetensors and Q8_0
+ * GGUF: exact ids, no BOS because its files ask for none; a copy whose
+ * tokenizer_config.json sets add_bos_token gets BOS), bench --json, and
+ * bad input (missing model, invalid flags, prompts beyond the context
+ * window), each with its exit status and message.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -100,6 +103,67 @@ static void test_seeded_sampling(void **state) {
     json_decref(c);
 }
 
+static void expect_ids(json_t *j, const char *key, const int32_t *want, size_t n) {
+    json_t *a = json_object_get(j, key);
+    if (json_array_size(a) != n) fail_msg("%s has %zu ids, want %zu", key, json_array_size(a), n);
+    for (size_t i = 0; i < n; i++)
+        if (json_integer_value(json_array_get(a, i)) != want[i])
+            fail_msg("%s[%zu] = %lld, want %d", key, i, (long long)json_integer_value(json_array_get(a, i)), want[i]);
+}
+
+#define LLAMA "models/shakespeare-llama"
+
+/* The shipped GQA Llama (8 query heads over 2 KV heads): greedy ids from
+ * the safetensors, the Q8_0 GGUF and with the cache off. Its files ask for
+ * no BOS (no tokenizer_config.json; GGUF add_bos_token false). */
+static void test_run_llama(void **state) {
+    (void)state;
+    const int32_t prompt[3] = {33676, 4720, 25}; /* "ROMEO:" */
+    const int32_t ids[16] = {198, 40, 2937, 25, 198, 40, 2937, 25, 198, 40, 2937, 25, 198, 198, 40, 2937};
+    const char *runs[3] = {"-m " LLAMA, "-m " LLAMA " --no-cache", "-m " LLAMA "/shakespeare-llama-q8_0.gguf"};
+    for (int r = 0; r < 3; r++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s -p 'ROMEO:' -n 16 --temp 0 --threads 1", runs[r]);
+        json_t *j = run_json(args);
+        expect_ids(j, "prompt_ids", prompt, 3);
+        expect_ids(j, "ids", ids, 16);
+        assert_string_equal(json_string_value(json_object_get(j, "text")), "\nIUS:\nIUS:\nIUS:\n\nIUS");
+        assert_string_equal(json_string_value(json_object_get(j, "finish_reason")), "length");
+        /* 19 tokens hold 2 x 8 layers x 2 KV heads x 8 x 4 B each but the last */
+        assert_int_equal(stat_int(j, "kv_tokens"), 18);
+        assert_int_equal(stat_int(j, "kv_bytes"), 18 * 1024);
+        json_decref(j);
+    }
+}
+
+/* The same Llama with a tokenizer_config.json that sets add_bos_token:
+ * BOS (<|endoftext|>, 50256) goes in front of the prompt; the echoed prompt
+ * is the text as given. */
+static void test_run_bos_from_files(void **state) {
+    (void)state;
+    char *dir = th_tempdir(), cmd[2048], args[1200];
+    assert_non_null(dir);
+    snprintf(cmd, sizeof cmd, "for f in config.json model.safetensors vocab.json merges.txt; do ln -s \"$PWD/%s/$f\" %s/$f; done",
+             LLAMA, dir);
+    assert_int_equal(system(cmd), 0);
+    const char *cfg = "{\"add_bos_token\": true, \"bos_token\": {\"content\": \"<|endoftext|>\", \"special\": true}, "
+                      "\"eos_token\": \"<|endoftext|>\"}";
+    snprintf(cmd, sizeof cmd, "%s/tokenizer_config.json", dir);
+    assert_int_equal(th_write_file(cmd, cfg, strlen(cfg)), 0);
+    snprintf(args, sizeof args, "-m %s -p 'ROMEO:' -n 4 --temp 0 --threads 1", dir);
+    json_t *j = run_json(args);
+    const int32_t prompt[4] = {50256, 33676, 4720, 25}, ids[4] = {198, 40, 2937, 25};
+    expect_ids(j, "prompt_ids", prompt, 4);
+    expect_ids(j, "ids", ids, 4);
+    json_decref(j);
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "run %s 2>/dev/null", args), 0);
+    assert_string_equal(out, "ROMEO:\nIUS:\n");
+    free(out);
+    th_rmtree(dir);
+    free(dir);
+}
+
 /* bench --json carries every section with positive figures. */
 static void test_bench_json(void **state) {
     (void)state;
@@ -178,6 +242,8 @@ static void test_bad_input(void **state) {
         {"run -m " TINY " --ids 1 --bogus", 2, "unknown argument"},
         {"run -m " TINY " --ids '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 "
          "31 32 33'", 2, "more than the context window of 32"},
+        {"run -m " TINY " --ids '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 "
+         "31 32'", 2, "leaves no room to generate"},
         {"run --synthetic gpt2-999m --ids 1", 1, "unknown synthetic preset"},
         {"bench -m " TINY " --pp 30 --tg 8", 2, "exceed the context window"},
         {"frobnicate", 2, "unknown command"},
@@ -202,6 +268,8 @@ int main(void) {
         cmocka_unit_test(test_kv_bytes_gpt2_124m),
         cmocka_unit_test(test_json_and_no_cache),
         cmocka_unit_test(test_seeded_sampling),
+        cmocka_unit_test(test_run_llama),
+        cmocka_unit_test(test_run_bos_from_files),
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_measurement_commands),
         cmocka_unit_test(test_bad_input),

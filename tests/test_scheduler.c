@@ -3,8 +3,12 @@
  * produce exactly what each produces alone (seeded sampling), under chunked
  * prefill, under preemption in a pool too small for all of them, and with
  * n > 1 choices forked from one prompt; cancellation frees blocks at once;
- * the waiting queue is bounded; deadlines expire.
+ * the waiting queue is bounded (and grows its request array past its first
+ * size); deadlines expire. Ending a choice: any id of the request's eos
+ * list ends it (reported, counted, no text), stop strings cut the text the
+ * events carry; the recompute policy draws the same tokens as the cache.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +31,9 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     return 0;
 }
 
-static void on_finish(void *user, int choice, kvlm_finish why, int n) {
+static void on_finish(void *user, const kvlm_finish_event *ev) {
     out *o = user;
-    (void)n;
-    o->why[choice] = why;
+    o->why[ev->choice] = ev->reason;
     o->finished++;
 }
 
@@ -41,7 +44,7 @@ typedef struct rig {
     kvlm_sched *s;
 } rig;
 
-static rig rig_open(size_t n_blocks, int max_seqs, int budget, int max_waiting) {
+static rig rig_open_policy(size_t n_blocks, int max_seqs, int budget, int max_waiting, int recompute) {
     kvlm_error err;
     rig r;
     r.m = kvlm_model_load(TINY, &err);
@@ -49,10 +52,14 @@ static rig rig_open(size_t n_blocks, int max_seqs, int budget, int max_waiting) 
     kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = n_blocks, .max_seqs = max_seqs};
     r.kv = kvlm_kv_create(r.m, &ko, &err);
     r.e = kvlm_engine_create(r.m, r.kv, &(kvlm_engine_options){.threads = 2}, &err);
-    kvlm_sched_options so = {.max_batch_tokens = budget, .max_waiting = max_waiting};
-    r.s = kvlm_sched_create(r.e, r.kv, 200, 199, &so, &err);
+    kvlm_sched_options so = {.max_batch_tokens = budget, .max_waiting = max_waiting, .recompute = recompute};
+    r.s = kvlm_sched_create(r.e, r.kv, 200, &so, &err);
     assert_non_null(r.s);
     return r;
+}
+
+static rig rig_open(size_t n_blocks, int max_seqs, int budget, int max_waiting) {
+    return rig_open_policy(n_blocks, max_seqs, budget, max_waiting, 0);
 }
 
 static void rig_close(rig *r) {
@@ -187,11 +194,190 @@ static void test_cancel_queue_deadline(void **state) {
     rig_close(&r);
 }
 
+/* Text events of one choice, concatenated. */
+typedef struct text_out {
+    int32_t ids[MAXTOK];
+    int n, n_generated;
+    char text[1024];
+    size_t len;
+    kvlm_finish why;
+} text_out;
+
+static int on_text_token(void *user, const kvlm_token_event *ev) {
+    text_out *o = user;
+    if (o->n < MAXTOK) o->ids[o->n++] = ev->id;
+    assert_true(o->len + ev->text_len < sizeof o->text);
+    memcpy(o->text + o->len, ev->text, ev->text_len);
+    o->len += ev->text_len;
+    return 0;
+}
+
+static void on_text_finish(void *user, const kvlm_finish_event *ev) {
+    text_out *o = user;
+    assert_true(o->len + ev->text_len < sizeof o->text);
+    memcpy(o->text + o->len, ev->text, ev->text_len);
+    o->len += ev->text_len;
+    o->text[o->len] = 0;
+    o->why = ev->reason;
+    o->n_generated = ev->n_generated;
+}
+
+static text_out run_text(rig *r, const kvlm_tokenizer *tok, const int32_t *eos, int n_eos, const char *const *stops,
+                         int n_stops, int max_tokens) {
+    static const int32_t prompt[4] = {40, 41, 42, 43};
+    text_out o;
+    memset(&o, 0, sizeof o);
+    kvlm_request_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = max_tokens, .eos_ids = eos,
+                             .n_eos = n_eos, .text = 1, .tokenizer = tok, .stops = stops, .n_stops = n_stops,
+                             .on_token = on_text_token, .on_finish = on_text_finish, .user = &o};
+    p.sampling = kvlm_sampler_options_default();
+    p.sampling.temperature = 0;
+    kvlm_error err;
+    assert_true(kvlm_sched_submit(r->s, &p, &err) >= 0);
+    drain(r);
+    return o;
+}
+
+/* What a kvlm_text_stream makes of ids, for comparison. */
+static size_t stream_text(const kvlm_tokenizer *tok, const int32_t *ids, int n, char *out) {
+    kvlm_error err;
+    kvlm_text_stream *ts = kvlm_text_stream_create(tok, NULL, 0, &err);
+    assert_non_null(ts);
+    size_t len = 0, k;
+    const char *t;
+    for (int i = 0; i < n; i++) {
+        assert_true(kvlm_text_stream_push(ts, ids[i], &t, &k) == 0);
+        memcpy(out + len, t, k);
+        len += k;
+    }
+    assert_int_equal(kvlm_text_stream_finish(ts, &t, &k), 0);
+    memcpy(out + len, t, k);
+    len += k;
+    out[len] = 0;
+    kvlm_text_stream_free(ts);
+    return len;
+}
+
+/* Any id of the eos list ends the choice, whichever comes first; the eos
+ * token is reported and counted but adds no text. Text events equal the
+ * text stream over the same ids; a stop string cuts the text. */
+static void test_eos_list_and_text(void **state) {
+    (void)state;
+    kvlm_error err;
+    /* The shipped GPT-2 vocabulary gives the tiny model's ids 0..199
+     * their pieces (ids below 94 print as ASCII). */
+    kvlm_tokenizer *tok = kvlm_tokenizer_load("models/shakespeare-gpt2", &err);
+    assert_non_null(tok);
+    rig r = rig_open(0, 2, 256, 8);
+    text_out full = run_text(&r, tok, NULL, 0, NULL, 0, 16);
+    assert_int_equal(full.why, KVLM_FINISH_LENGTH);
+    assert_int_equal(full.n, 16);
+    char want[1024];
+    size_t wl = stream_text(tok, full.ids, full.n, want);
+    assert_int_equal(full.len, wl);
+    assert_memory_equal(full.text, want, wl);
+    /* the first id that occurs at position >= 3 and not before */
+    int at = -1;
+    for (int i = 3; i < full.n && at < 0; i++) {
+        int seen = 0;
+        for (int k = 0; k < i; k++) seen |= full.ids[k] == full.ids[i];
+        if (!seen) at = i;
+    }
+    assert_true(at >= 3);
+    const int32_t eos[3] = {198, full.ids[at], 197}; /* the second one is drawn */
+    int first_eos = full.n;
+    for (int i = 0; i < full.n; i++)
+        if (full.ids[i] == 198 || full.ids[i] == 197) first_eos = i < first_eos ? i : first_eos;
+    const int end = first_eos < at ? first_eos : at;
+    text_out cut = run_text(&r, tok, eos, 3, NULL, 0, 16);
+    assert_int_equal(cut.why, KVLM_FINISH_STOP);
+    assert_int_equal(cut.n, end + 1);
+    assert_int_equal(cut.n_generated, end + 1);
+    assert_memory_equal(cut.ids, full.ids, (size_t)(end + 1) * sizeof(int32_t));
+    wl = stream_text(tok, full.ids, end, want); /* the eos token adds no text */
+    assert_string_equal(cut.text, want);
+    /* a stop string: two characters from the middle of the full text */
+    assert_true(full.len >= 8);
+    char stop[3] = {full.text[full.len / 2], full.text[full.len / 2 + 1], 0};
+    const char *stops[2] = {"\x01zz", stop};
+    text_out st = run_text(&r, tok, NULL, 0, stops, 2, 16);
+    assert_int_equal(st.why, KVLM_FINISH_STOP);
+    assert_int_equal(strlen(st.text), (size_t)(strstr(full.text, stop) - full.text));
+    assert_memory_equal(st.text, full.text, strlen(st.text));
+    assert_true(st.n < full.n);
+    assert_memory_equal(st.ids, full.ids, (size_t)st.n * sizeof(int32_t));
+    /* without a tokenizer each token reads as its id and a space */
+    text_out ids = run_text(&r, NULL, NULL, 0, NULL, 0, 3);
+    char expect[64];
+    snprintf(expect, sizeof expect, "%d %d %d ", full.ids[0], full.ids[1], full.ids[2]);
+    assert_string_equal(ids.text, expect);
+    rig_close(&r);
+    kvlm_tokenizer_free(tok);
+}
+
+/* Recompute (no KV kept between steps) draws exactly the tokens the cache
+ * does, seeded and greedy, also with prefill chunks and n > 1. */
+static void test_recompute(void **state) {
+    (void)state;
+    out ref[6], got[6];
+    reference(ref, 2);
+    const int budgets[2] = {256, 5};
+    for (int b = 0; b < 2; b++) {
+        rig r = rig_open_policy(0, 8, budgets[b], 64, 1);
+        kvlm_error err;
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < 6; i++) {
+            kvlm_request_params p = params(i, &got[i], 2);
+            assert_true(kvlm_sched_submit(r.s, &p, &err) >= 0);
+        }
+        drain(&r);
+        for (int i = 0; i < 6; i++)
+            for (int c = 0; c < 2; c++) {
+                assert_int_equal(got[i].why[c], ref[i].why[c]);
+                assert_int_equal(got[i].n[c], ref[i].n[c]);
+                assert_memory_equal(got[i].ids[c], ref[i].ids[c], (size_t)ref[i].n[c] * sizeof(int32_t));
+            }
+        kvlm_kv_stats st;
+        kvlm_kv_get_stats(r.kv, &st);
+        assert_int_equal(st.blocks_used, 0);
+        assert_int_equal(st.prefix_hits, 0); /* the prefix cache is never consulted */
+        rig_close(&r);
+    }
+}
+
+/* More requests than the request array first holds (8): the array grows
+ * and every queued request is served. */
+static void test_queue_grows(void **state) {
+    (void)state;
+    rig r = rig_open(0, 4, 64, 64);
+    kvlm_error err;
+    enum { N = 30 };
+    out o[N];
+    memset(o, 0, sizeof o);
+    for (int i = 0; i < N; i++) {
+        kvlm_request_params p = params(i % 6, &o[i], 1);
+        p.max_tokens = 2;
+        assert_int_equal(kvlm_sched_submit(r.s, &p, &err), i);
+    }
+    kvlm_sched_stats ss;
+    kvlm_sched_get_stats(r.s, &ss);
+    assert_int_equal(ss.waiting, N);
+    drain(&r);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(o[i].finished, 1);
+        assert_int_equal(o[i].n[0], 2);
+    }
+    rig_close(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_n_choices),
         cmocka_unit_test(test_cancel_queue_deadline),
+        cmocka_unit_test(test_eos_list_and_text),
+        cmocka_unit_test(test_recompute),
+        cmocka_unit_test(test_queue_grows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

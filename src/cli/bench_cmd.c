@@ -101,21 +101,21 @@ static int parse(int argc, char **argv, bench_opts *o) {
 
 typedef struct bench_ctx {
     kvlm_model *m;
-    kvlm_kv *kv;
-    kvlm_engine *e, *e_nocache;
-    kvlm_sampler *greedy;
+    kvlm_kv *kv;        /* no prefix cache: every repeat computes its prompt */
+    kvlm_engine *e;
     int32_t *prompt;
     const kvlm_config *c;
 } bench_ctx;
 
-/* One generation of tg tokens after a pp-token prompt on a fresh sequence. */
-static int one_gen(bench_ctx *b, kvlm_engine *e, int pp, int tg, gen_result *g) {
+/* One greedy generation of tg tokens after a pp-token prompt, no eos, the
+ * CLI's generation path (recompute: the KV cache off). */
+static int one_gen(bench_ctx *b, int recompute, int pp, int tg, gen_result *g) {
     kvlm_error err;
-    int seq = kvlm_kv_seq_new(b->kv, &err);
-    gen_request rq = {.prompt = b->prompt, .n_prompt = pp, .max_new = tg};
-    int rc = seq < 0 ? -1 : gen_run(e, seq, b->greedy, b->c->vocab_size, -1, &rq, g, &err);
+    gen_request rq = {.prompt = b->prompt, .n_prompt = pp, .max_new = tg, .sampling = kvlm_sampler_options_default(),
+                      .recompute = recompute};
+    rq.sampling.temperature = 0;
+    int rc = gen_run(b->e, b->kv, b->c->vocab_size, &rq, g, &err);
     if (rc) fprintf(stderr, "kvlm bench: %s\n", err.msg);
-    kvlm_kv_seq_free(b->kv, seq);
     return rc;
 }
 
@@ -127,15 +127,15 @@ typedef struct bench_result {
 static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
     gen_result g;
     /* warm-up: pages in the weights and the KV blocks */
-    if (one_gen(b, b->e, o->pp, 2, &g)) return -1;
+    if (one_gen(b, 0, o->pp, 2, &g)) return -1;
     gen_result_free(&g);
     for (int i = 0; i < o->repeats; i++) {
-        if (one_gen(b, b->e, o->pp, 1, &g)) return -1;
+        if (one_gen(b, 0, o->pp, 1, &g)) return -1;
         acc_add(&r->pp_tok_s, o->pp / g.prefill_s);
         gen_result_free(&g);
     }
     for (int i = 0; i < o->repeats; i++) {
-        if (one_gen(b, b->e, o->pp, o->tg, &g)) return -1;
+        if (one_gen(b, 0, o->pp, o->tg, &g)) return -1;
         double ms = g.decode_s * 1e3 / g.decode_steps;
         acc_add(&r->tg_ms, ms);
         acc_add(&r->tg_tok_s, 1e3 / ms);
@@ -143,7 +143,7 @@ static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
         gen_result_free(&g);
     }
     if (!o->skip_cache) {
-        if (one_gen(b, b->e_nocache, o->pp, o->tg, &g)) return -1;
+        if (one_gen(b, 1, o->pp, o->tg, &g)) return -1;
         r->cache_off_s = g.ttft_s + g.decode_s;
         gen_result_free(&g);
     }
@@ -183,15 +183,10 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
         return NULL;
     }
-    kvlm_kv_options ko = {.dtype = p->kv_dtype, .max_seqs = 1};
-    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa},
-                        eo_nc = {.threads = p->threads, .isa = p->isa, .no_cache = 1};
-    kvlm_sampler_options so = kvlm_sampler_options_default();
-    so.temperature = 0;
+    kvlm_kv_options ko = {.dtype = p->kv_dtype, .max_seqs = 1, .no_prefix_cache = 1};
+    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa};
     b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
-    if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err)) ||
-        !(b.e_nocache = kvlm_engine_create(m, b.kv, &eo_nc, &err)) ||
-        !(b.greedy = kvlm_sampler_create(&so, b.c->vocab_size, &err))) {
+    if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err))) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
         goto out;
     }
@@ -211,9 +206,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     free(r);
 out:
     free(b.prompt);
-    kvlm_sampler_free(b.greedy);
     kvlm_engine_free(b.e);
-    kvlm_engine_free(b.e_nocache);
     kvlm_kv_free(b.kv);
     return doc;
 }

@@ -299,9 +299,8 @@ typedef struct serve_ctx {
     int max_seqs, failed;
 } serve_ctx;
 
-static void on_finish(void *user, int choice, kvlm_finish why, int n) {
-    (void)choice, (void)n;
-    if (why == KVLM_FINISH_ERROR) ((serve_ctx *)user)->failed++;
+static void on_finish(void *user, const kvlm_finish_event *ev) {
+    if (ev->reason == KVLM_FINISH_ERROR) ((serve_ctx *)user)->failed++;
 }
 
 typedef struct step_acc {
@@ -356,7 +355,7 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
     kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens, .max_waiting = n};
     kvlm_kv *kv = kvlm_kv_create(ctx->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ctx->m, kv, &eo, &err) : NULL;
-    kvlm_sched *s = e ? kvlm_sched_create(e, kv, ctx->c->vocab_size, ctx->c->eos_id, &so, &err) : NULL;
+    kvlm_sched *s = e ? kvlm_sched_create(e, kv, ctx->c->vocab_size, &so, &err) : NULL;
     int rc = s ? 0 : -1;
     serve_result tmp = {0};
     if (!r) r = &tmp;

@@ -41,7 +41,7 @@ static int rig_open(prefix_rig *g, kvlm_model *m, const model_flags *mf, const b
     const kvlm_config *c = kvlm_model_config(m);
     memset(g, 0, sizeof *g);
     return (g->kv = kvlm_kv_create(m, &ko, err)) && (g->e = kvlm_engine_create(m, g->kv, &eo, err)) &&
-                   (g->s = kvlm_sched_create(g->e, g->kv, c->vocab_size, c->eos_id, &so, err))
+                   (g->s = kvlm_sched_create(g->e, g->kv, c->vocab_size, &so, err))
                ? 0
                : -1;
 }

@@ -1,65 +1,137 @@
-/* Prefill + decode loop with per-phase timing (see generate.h). */
+/* One request on a one-request scheduler, with what its events report (see generate.h). */
 #include "cli/generate.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns non-zero when the callback asks to stop. */
-static int record(const gen_request *rq, gen_result *r, kvlm_sampler *smp, const float *logits, int vocab,
-                  int32_t id) {
-    r->ids[r->n_ids] = id;
-    if (rq->logprobs_k > 0) {
-        kvlm_top_logprobs(logits, vocab, rq->logprobs_k, r->lp_ids + (size_t)r->n_ids * rq->logprobs_k,
-                          r->lp_vals + (size_t)r->n_ids * rq->logprobs_k);
-        r->chosen_lp[r->n_ids] = kvlm_token_logprob(logits, vocab, id);
-    }
-    r->n_ids++;
-    kvlm_sampler_accept(smp, &id, 1);
-    return rq->on_token && (r->stopped_callback = rq->on_token(id, rq->ctx));
+/* The CLI fills errors itself (kvlm_fail is the library's). */
+__attribute__((format(printf, 3, 4))) static int fail(kvlm_error *err, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->code = code;
+    return code;
 }
 
-int gen_run(kvlm_engine *e, int seq, kvlm_sampler *smp, int vocab, int eos_id,
-            const gen_request *rq, gen_result *r, kvlm_error *err) {
-    memset(r, 0, sizeof *r);
-    int cap = rq->max_new > 0 ? rq->max_new : 1, k = rq->logprobs_k;
-    r->ids = malloc((size_t)cap * sizeof(int32_t));
-    r->chosen_lp = malloc((size_t)cap * sizeof(float));
+typedef struct gen_ctx {
+    const gen_request *rq;
+    gen_result *r;
+    const kvlm_kv *kv;
+    int cap;            /* ids the result has room for */
+    int prefill_only;   /* max_new 0: the one token drawn is not kept */
+    int nomem;
+    size_t text_cap;
+    double t_first;     /* kvlm_now() at the first token, 0 before */
+} gen_ctx;
+
+static void add_text(gen_ctx *g, const char *b, size_t n) {
+    gen_result *r = g->r;
+    if (g->rq->stream && n) {
+        fwrite(b, 1, n, g->rq->stream);
+        fflush(g->rq->stream);
+    }
+    if (r->text_len + n + 1 > g->text_cap) {
+        size_t cap = g->text_cap ? g->text_cap : 256;
+        while (cap < r->text_len + n + 1) cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t) {
+            g->nomem = 1;
+            return;
+        }
+        r->text = t;
+        g->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, b, n);
+    r->text_len += n;
+    r->text[r->text_len] = 0;
+}
+
+static int on_token(void *user, const kvlm_token_event *ev) {
+    gen_ctx *g = user;
+    gen_result *r = g->r;
+    if (g->t_first == 0) g->t_first = kvlm_now();
+    /* the sequence still holds the whole context but this token */
+    kvlm_kv_get_stats(g->kv, &r->kv);
+    if (g->prefill_only) return 1;
+    const int k = g->rq->logprobs, i = r->n_ids;
+    if (i >= g->cap) return 1; /* cannot happen: max_tokens is the capacity */
+    r->ids[i] = ev->id;
     if (k > 0) {
-        r->lp_ids = malloc((size_t)cap * k * sizeof(int32_t));
-        r->lp_vals = malloc((size_t)cap * k * sizeof(float));
+        r->chosen_lp[i] = ev->logprob;
+        for (int a = 0; a < k; a++) {
+            r->lp_ids[(size_t)i * k + a] = a < ev->top_n ? ev->top_ids[a] : -1;
+            r->lp_vals[(size_t)i * k + a] = a < ev->top_n ? ev->top_logprobs[a] : 0;
+        }
     }
-    float *logits = malloc((size_t)vocab * sizeof(float));
-    if (!r->ids || !r->chosen_lp || !logits || (k > 0 && (!r->lp_ids || !r->lp_vals))) {
-        free(logits);
-        err->code = KVLM_ERR_NOMEM;
-        strcpy(err->msg, "out of memory");
-        return KVLM_ERR_NOMEM;
+    r->n_ids++;
+    if (g->rq->text) add_text(g, ev->text, ev->text_len);
+    return 0;
+}
+
+static void on_finish(void *user, const kvlm_finish_event *ev) {
+    gen_ctx *g = user;
+    g->r->finish = ev->reason;
+    if (g->rq->text && !g->prefill_only) add_text(g, ev->text, ev->text_len);
+}
+
+int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_result *r, kvlm_error *err) {
+    memset(r, 0, sizeof *r);
+    if (rq->max_new < 0 || rq->n_prompt < 1)
+        return fail(err, KVLM_ERR_ARG, "generate: %d prompt tokens, %d to generate", rq->n_prompt,
+                             rq->max_new);
+    gen_ctx g = {.rq = rq, .r = r, .kv = kv, .prefill_only = rq->max_new == 0};
+    g.cap = rq->max_new > 0 ? rq->max_new : 1;
+    const int k = rq->logprobs;
+    r->ids = malloc((size_t)g.cap * sizeof(int32_t));
+    r->chosen_lp = malloc((size_t)g.cap * sizeof(float));
+    if (k > 0) {
+        r->lp_ids = malloc((size_t)g.cap * k * sizeof(int32_t));
+        r->lp_vals = malloc((size_t)g.cap * k * sizeof(float));
     }
-    int rc;
-    double t0 = kvlm_now();
-    kvlm_batch_item it = {.seq = seq, .tokens = rq->prompt, .n_tokens = rq->n_prompt};
-    if ((rc = kvlm_engine_step(e, &it, 1, logits, err))) goto done;
-    r->prefill_s = kvlm_now() - t0;
-    kvlm_sampler_accept(smp, rq->prompt, rq->n_prompt);
-    if (rq->max_new <= 0) {
-        r->ttft_s = r->prefill_s;
-        goto done;
+    if (!r->ids || !r->chosen_lp || (k > 0 && (!r->lp_ids || !r->lp_vals)))
+        return fail(err, KVLM_ERR_NOMEM, "out of memory");
+    if (rq->text) add_text(&g, "", 0);
+    /* The whole context fits one step: the prompt is prefilled at once,
+     * and under recompute every step holds the whole context. */
+    kvlm_sched_options so = {.max_batch_tokens = rq->n_prompt + g.cap, .max_waiting = 1,
+                             .recompute = rq->recompute};
+    kvlm_sched *s = kvlm_sched_create(e, kv, vocab, &so, err);
+    if (!s) return err->code;
+    kvlm_request_params p = {.prompt = rq->prompt, .n_prompt = rq->n_prompt, .max_tokens = g.cap,
+                             .eos_ids = rq->eos_ids, .n_eos = rq->n_eos, .logprobs = k,
+                             .sampling = rq->sampling, .text = rq->text && !g.prefill_only,
+                             .tokenizer = rq->tok, .stops = rq->stops, .n_stops = rq->n_stops,
+                             .on_token = on_token, .on_finish = on_finish, .user = &g};
+    int rc = 0;
+    const double t_submit = kvlm_now();
+    if (kvlm_sched_submit(s, &p, err) < 0) rc = err->code;
+    double t_start = 0;
+    for (int idle = 0; !rc && kvlm_sched_has_work(s);) {
+        const double t0 = kvlm_now();
+        const int had_first = g.t_first != 0;
+        const int n = kvlm_sched_step(s, err);
+        const double t1 = kvlm_now();
+        if (n < 0) {
+            rc = n;
+            break;
+        }
+        if (t_start == 0) t_start = t0;
+        if (!had_first && g.t_first != 0) {
+            r->prefill_s = t1 - t_start;
+            r->ttft_s = g.t_first - t_submit;
+        } else if (had_first && n > 0) {
+            r->decode_s += t1 - t0;
+            r->decode_steps++;
+        }
+        idle = n == 0 ? idle + 1 : 0;
+        if (idle > 1000) rc = fail(err, KVLM_ERR_NOMEM, "generate: the request never fit the KV cache");
     }
-    int32_t tok = kvlm_sampler_next(smp, logits);
-    int stop = record(rq, r, smp, logits, vocab, tok);
-    r->ttft_s = kvlm_now() - t0;
-    double t1 = kvlm_now();
-    while (!stop && r->n_ids < rq->max_new && !(rq->stop_at_eos && tok == eos_id)) {
-        it = (kvlm_batch_item){.seq = seq, .tokens = &tok, .n_tokens = 1};
-        if ((rc = kvlm_engine_step(e, &it, 1, logits, err))) goto done;
-        tok = kvlm_sampler_next(smp, logits);
-        stop = record(rq, r, smp, logits, vocab, tok);
-        r->decode_steps++;
-    }
-    r->decode_s = kvlm_now() - t1;
-    r->stopped_eos = rq->stop_at_eos && tok == eos_id;
-done:
-    free(logits);
+    kvlm_sched_free(s);
+    if (!rc && r->finish == KVLM_FINISH_ERROR)
+        rc = fail(err, KVLM_ERR_NOMEM, "generate: the request does not fit the KV cache, or memory ran out");
+    if (!rc && g.nomem) rc = fail(err, KVLM_ERR_NOMEM, "out of memory");
     return rc;
 }
 
@@ -68,5 +140,6 @@ void gen_result_free(gen_result *r) {
     free(r->lp_ids);
     free(r->lp_vals);
     free(r->chosen_lp);
+    free(r->text);
     memset(r, 0, sizeof *r);
 }

@@ -1,47 +1,61 @@
 /*
- * One generation on one sequence: prefill the prompt in a single batched
- * step, then decode one token per step until n tokens or end-of-sequence.
- * Times both phases separately (the figures `run --stats` and `bench`
- * report) and optionally records the top-K log-probabilities per position.
- * The sampler's penalty history receives the prompt and every token drawn.
+ * How the CLI generates: one request on a scheduler of its own (a
+ * one-request kvlm_sched over the caller's engine and KV cache: submit,
+ * step until done). Sampling, penalties, log-probabilities, eos ids, stop
+ * strings, max tokens and the text itself are the scheduler's, exactly as
+ * for kvlm serve, so the CLI prints what the server returns for the same
+ * request. This file only collects what the scheduler's events report:
+ * ids, log-probabilities, text (also written to a stream as it arrives),
+ * the finish reason, timings and the KV cache at the last token.
+ *
+ * Timings come from the step loop and the token events: prefill is the
+ * steps up to the one that drew the first token (the prompt fits one step:
+ * the budget is the whole context); time to first token runs from the
+ * submission to that token's event; every later step is a decode step.
  */
 #ifndef KVLM_CLI_GENERATE_H
 #define KVLM_CLI_GENERATE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kvlm.h"
 
 typedef struct gen_request {
     const int32_t *prompt;
     int n_prompt;
-    int max_new;        /* tokens to generate */
-    int stop_at_eos;    /* stop after sampling the model's eos id */
-    int logprobs_k;     /* 0: none */
-    /* Called after each sampled token; may be NULL. Returning non-zero
-     * ends the generation (a stop string completed). */
-    int (*on_token)(int32_t id, void *ctx);
-    void *ctx;
+    int max_new;                    /* tokens to generate; 0: compute the prompt only */
+    const int32_t *eos_ids;         /* ids that end the generation (kvlm_eos_ids) */
+    int n_eos;
+    kvlm_sampler_options sampling;
+    int logprobs;                   /* top-K log-probabilities per token; 0: none */
+    int text;                       /* 1: collect text (from tok; NULL: ids) */
+    const kvlm_tokenizer *tok;
+    const char *const *stops;
+    int n_stops;
+    int recompute;                  /* no KV kept between steps (kvlm_sched_options) */
+    FILE *stream;                   /* text written as it arrives; NULL: none */
 } gen_request;
 
 typedef struct gen_result {
-    int32_t *ids;           /* generated ids (malloc'ed) */
+    int32_t *ids;                   /* generated ids, an ending eos id included */
     int n_ids;
-    int32_t *lp_ids;        /* n_ids x logprobs_k */
-    float *lp_vals;         /* n_ids x logprobs_k */
-    float *chosen_lp;       /* logprob of each generated id */
-    double prefill_s;       /* the prompt's forward step */
-    double ttft_s;          /* prefill + first sample */
-    double decode_s;        /* all decode steps (forward + sample) */
+    int32_t *lp_ids;                /* n_ids x logprobs */
+    float *lp_vals;                 /* n_ids x logprobs */
+    float *chosen_lp;               /* log-probability of each generated id */
+    char *text;                     /* NUL-terminated, raw bytes (with text) */
+    size_t text_len;
+    kvlm_finish finish;
+    double prefill_s, ttft_s;       /* see the file comment */
+    double decode_s;                /* the decode steps, forward and sampling */
     int decode_steps;
-    int stopped_eos;        /* the end-of-sequence token was sampled */
-    int stopped_callback;   /* on_token asked to stop */
+    kvlm_kv_stats kv;               /* the KV cache when the last token was drawn */
 } gen_result;
 
-/* Returns 0 or a kvlm_status with err set. seq must be empty. */
-int gen_run(kvlm_engine *e, int seq, kvlm_sampler *smp, int vocab, int eos_id,
-            const gen_request *rq, gen_result *out, kvlm_error *err);
+/* Returns 0 or a kvlm_status with err set. The KV cache must have no live
+ * sequence the request would compete with. */
+int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_result *out, kvlm_error *err);
 void gen_result_free(gen_result *r);
 
 #endif

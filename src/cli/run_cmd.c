@@ -1,7 +1,11 @@
 /*
- * `kvlm run`: generate from a prompt on one sequence, streaming text as
- * tokens arrive, with the phase timings and KV cache figures on request
- * (--stats) or everything as one JSON object (--json).
+ * `kvlm run`: generate from a prompt as one request on a one-request
+ * scheduler (cli/generate.h), streaming text as tokens arrive, with the
+ * phase timings and KV cache figures on request (--stats) or everything as
+ * one JSON object (--json). The text is the scheduler's, so it is what
+ * kvlm serve returns for the same request: an end-of-sequence token ends
+ * the generation and is not printed, a stop string and what follows it
+ * never are. --no-cache runs the scheduler's recompute policy.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -66,7 +70,7 @@ static int parse(int argc, char **argv, run_opts *o) {
 }
 
 typedef struct run_stats {
-    int prompt_tokens, generated;
+    int prompt_tokens, generated, decode_steps;
     double prefill_ms, ttft_ms, prefill_ms_per_token, tpot_ms, decode_tok_s;
     kvlm_kv_stats kv;
     int kv_tokens;
@@ -89,22 +93,31 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             "KV reserved          %zu bytes in %zu blocks (%.1f%% holds tokens)\n",
             st->prompt_tokens, st->prefill_ms, st->prefill_ms_per_token,
             st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
-            st->tpot_ms, st->decode_tok_s, st->generated > 0 ? st->generated - 1 : 0, kvlm_engine_threads(e),
+            st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
             kvlm_isa_name(kvlm_engine_isa(e)), kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
             c->n_layer, c->n_kv_head, c->head_dim, kvlm_dtype_size(kvt), st->kv.bytes_live, st->kv_tokens,
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
             st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
 }
-static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g,
-                       const text_sink *sink, const run_stats *st, const kvlm_config *c) {
+static const char *finish_name(kvlm_finish f) {
+    switch (f) {
+    case KVLM_FINISH_STOP: return "stop";
+    case KVLM_FINISH_LENGTH: return "length";
+    case KVLM_FINISH_TIMEOUT: return "timeout";
+    case KVLM_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}
+
+static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
+                       const run_stats *st, const kvlm_config *c) {
     json_t *root = json_object(), *pids = json_array(), *ids = json_array(), *js = json_object();
     for (int i = 0; i < n_prompt; i++) json_array_append_new(pids, json_integer(prompt[i]));
     for (int i = 0; i < g->n_ids; i++) json_array_append_new(ids, json_integer(g->ids[i]));
     json_object_set_new(root, "prompt_ids", pids);
     json_object_set_new(root, "ids", ids);
-    json_object_set_new(root, "text", sink->tok ? sink_json_text(sink) : json_null());
-    json_object_set_new(root, "finish_reason",
-                        json_string(g->stopped_eos || g->stopped_callback ? "stop" : "length"));
+    json_object_set_new(root, "text", has_text ? cli_json_text(g->text, g->text_len) : json_null());
+    json_object_set_new(root, "finish_reason", json_string(finish_name(g->finish)));
     json_object_set_new(js, "prompt_tokens", json_integer(st->prompt_tokens));
     json_object_set_new(js, "generated_tokens", json_integer(st->generated));
     json_object_set_new(js, "prefill_ms", json_real(st->prefill_ms));
@@ -153,58 +166,63 @@ int cli_run(int argc, char **argv) {
     rc = 1;
     kvlm_kv *kv = NULL;
     kvlm_engine *e = NULL;
-    kvlm_sampler *smp = NULL;
-    kvlm_stop *stop = NULL;
-    text_sink sink = {0};
     gen_result g = {0};
     const int n_prompt = (int)ss.n_prompt;
     int max_new = o.n;
-    if ((long)n_prompt + o.n - 1 > c->n_ctx) {
-        max_new = c->n_ctx - n_prompt + 1;
+    if (n_prompt >= c->n_ctx) {
+        fprintf(stderr, "kvlm run: the prompt has %d tokens; the context window of %d leaves no room to generate\n",
+                n_prompt, c->n_ctx);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if ((long)n_prompt + o.n > c->n_ctx) {
+        max_new = c->n_ctx - n_prompt;
         fprintf(stderr, "kvlm run: -n %d would pass the context window of %d; generating %d\n", o.n, c->n_ctx, max_new);
     }
-    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
-    kvlm_engine_options eo = session_engine_options(&o.mf, o.no_cache);
-    int seq;
-    if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||
-        !(smp = kvlm_sampler_create(&o.smp.o, c->vocab_size, &err)) || (seq = kvlm_kv_seq_new(kv, &err)) < 0 ||
-        (o.smp.n_stops && !(stop = kvlm_stop_create(o.smp.stops, o.smp.n_stops, &err)))) {
+    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1,
+                          .no_prefix_cache = o.no_cache};
+    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
+    if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err))) {
         fprintf(stderr, "kvlm: %s\n", err.msg);
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
-    sink_init(&sink, ss.tok, stop, o.json ? NULL : stdout);
-    gen_request rq = {.prompt = ss.prompt, .n_prompt = n_prompt, .max_new = max_new, .stop_at_eos = !o.ignore_eos,
-                      .logprobs_k = o.logprobs, .on_token = sink_token, .ctx = &sink};
-    if (!o.json && ss.tok) {
+    int32_t eos[KVLM_MAX_EOS + 1];
+    const int n_eos = o.ignore_eos ? 0 : kvlm_eos_ids(ss.m, ss.tok, eos, KVLM_MAX_EOS + 1);
+    gen_request rq = {.prompt = ss.prompt, .n_prompt = n_prompt, .max_new = max_new, .eos_ids = eos,
+                      .n_eos = n_eos < KVLM_MAX_EOS + 1 ? n_eos : KVLM_MAX_EOS + 1, .sampling = o.smp.o,
+                      .logprobs = o.logprobs, .text = 1, .tok = ss.tok, .stops = o.smp.stops,
+                      .n_stops = o.smp.n_stops, .recompute = o.no_cache, .stream = o.json ? NULL : stdout};
+    if (!o.json && o.mf.prompt) {
+        fputs(o.mf.prompt, stdout); /* the prompt as given, not its BOS */
+    } else if (!o.json && ss.tok) {
         char *ptext = NULL;
         size_t plen = 0;
         if (kvlm_tokenizer_decode(ss.tok, ss.prompt, ss.n_prompt, &ptext, &plen, &err) == 0)
             fwrite(ptext, 1, plen, stdout);
         free(ptext);
     }
-    if (gen_run(e, seq, smp, c->vocab_size, c->eos_id, &rq, &g, &err)) {
+    fflush(stdout);
+    if (gen_run(e, kv, c->vocab_size, &rq, &g, &err)) {
+        if (!o.json) putchar('\n');
         fprintf(stderr, "kvlm: %s\n", err.msg);
+        rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
-    sink_finish(&sink);
     if (!o.json) putchar('\n');
-    run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids};
+    run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids, .decode_steps = g.decode_steps};
     st.prefill_ms = g.prefill_s * 1e3;
     st.ttft_ms = g.ttft_s * 1e3;
     st.prefill_ms_per_token = st.prefill_ms / n_prompt;
     st.tpot_ms = g.decode_steps ? g.decode_s * 1e3 / g.decode_steps : 0;
     st.decode_tok_s = g.decode_s > 0 ? g.decode_steps / g.decode_s : 0;
-    kvlm_kv_get_stats(kv, &st.kv);
-    st.kv_tokens = kvlm_kv_seq_len(kv, seq);
-    if (o.json) print_json(&o, ss.prompt, n_prompt, &g, &sink, &st, c);
+    st.kv = g.kv;
+    st.kv_tokens = (int)g.kv.tokens;
+    if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c);
     else if (o.stats) print_stats(&st, c, e, o.mf.kv_dtype, o.mf.block_size);
     rc = 0;
 out:
-    sink_free(&sink);
-    kvlm_stop_free(stop);
     gen_result_free(&g);
-    kvlm_sampler_free(smp);
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
     session_close(&ss);

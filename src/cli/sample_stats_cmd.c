@@ -132,9 +132,8 @@ static json_t *top_tokens(const cli_session *ss, const float *lg, int V, int top
         char piece[128];
         piece_text(ss, ids[i], piece, sizeof piece);
         /* a token may hold part of a UTF-8 character: U+FFFD in JSON */
-        text_sink t = {.text = piece, .len = strlen(piece)};
-        json_array_append_new(top, json_pack("{s:i,s:o,s:f}", "id", ids[i], "piece", sink_json_text(&t), "p",
-                                             exp(lp[i])));
+        json_array_append_new(top, json_pack("{s:i,s:o,s:f}", "id", ids[i], "piece",
+                                             cli_json_text(piece, strlen(piece)), "p", exp(lp[i])));
     }
     return top;
 }

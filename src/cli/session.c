@@ -73,7 +73,8 @@ static int open_prompt(cli_session *s, const model_flags *f) {
     kvlm_error err;
     if (f->ids) {
         if (arg_ids("--ids", f->ids, &s->prompt, &s->n_prompt)) return 2;
-    } else if (kvlm_tokenizer_encode(s->tok, f->prompt, strlen(f->prompt), 0, &s->prompt, &s->n_prompt, &err)) {
+    } else if (kvlm_tokenizer_encode_prompt(s->tok, f->prompt, strlen(f->prompt), 1, &s->prompt, &s->n_prompt,
+                                            &err)) { /* as kvlm serve encodes a completion prompt */
         fprintf(stderr, "kvlm: %s\n", err.msg);
         return 2;
     }

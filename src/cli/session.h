@@ -33,7 +33,10 @@ typedef struct cli_session {
     size_t n_prompt;
 } cli_session;
 
-/* Opens model, tokenizer and (when need_prompt) the prompt. Returns 0 or
+/* Opens model, tokenizer and (when need_prompt) the prompt: -p text is
+ * encoded as kvlm serve encodes a completion prompt (special tokens
+ * matched, BOS when the model's files ask for it); --ids are taken as
+ * given. Returns 0 or
  * the exit status to use (1 runtime error, 2 usage error), after printing
  * the reason. */
 int session_open(cli_session *s, const model_flags *f, int need_prompt);

@@ -27,23 +27,68 @@ static int get_int(json_t *root, const char *path, const char *key, int required
     return KVLM_OK;
 }
 
-/* eos_token_id: an integer, or a list of them (Llama 3 lists several end
- * tokens; the first is kept as the one kvlm stops on by default). */
-static int get_eos(json_t *root, const char *path, int *out, kvlm_error *err) {
-    json_t *v = json_object_get(root, "eos_token_id");
-    if (json_is_array(v)) {
-        if (json_array_size(v) == 0) {
-            *out = -1;
-            return KVLM_OK;
-        }
-        json_t *first = json_array_get(v, 0);
-        if (!json_is_integer(first) || json_integer_value(first) < 0 || json_integer_value(first) > (1 << 30))
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: field 'eos_token_id' must list integers in range", path);
-        *out = (int)json_integer_value(first);
-        return KVLM_OK;
-    }
-    return get_int(root, path, "eos_token_id", 0, -1, out, err);
+/* eos_token_id of one file: an integer, or a list of them (Llama 3 lists
+ * several end tokens). Each id is appended to cfg->eos_ids once; the first
+ * id kvlm meets becomes cfg->eos_id. Absent, null or -1: nothing. */
+static int add_eos(kvlm_config *cfg, json_int_t id, const char *path, kvlm_error *err) {
+    if (id == -1) return KVLM_OK; /* "none", as some files write it */
+    if (id < 0 || id > (1 << 30))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id %lld is not a token id", path, (long long)id);
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] == id) return KVLM_OK;
+    if (cfg->n_eos == KVLM_MAX_EOS)
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id: more than %d distinct ids", path, KVLM_MAX_EOS);
+    cfg->eos_ids[cfg->n_eos++] = (int32_t)id;
+    if (cfg->eos_id < 0) cfg->eos_id = (int)id;
+    return KVLM_OK;
 }
+
+static int get_eos(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+    json_t *v = json_object_get(root, "eos_token_id");
+    if (!v || json_is_null(v)) return KVLM_OK;
+    if (json_is_integer(v)) return add_eos(cfg, json_integer_value(v), path, err);
+    if (!json_is_array(v))
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: field 'eos_token_id' must be an integer or a list of them", path);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_integer(x))
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id[%zu] is not an integer", path, i);
+        int rc = add_eos(cfg, json_integer_value(x), path, err);
+        if (rc) return rc;
+    }
+    return KVLM_OK;
+}
+
+static int check_eos(const char *path, const kvlm_config *cfg, kvlm_error *err) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] >= cfg->vocab_size)
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
+                             cfg->eos_ids[i], cfg->vocab_size);
+    return KVLM_OK;
+}
+
+/* generation_config.json beside config.json (optional): its eos_token_id
+ * joins config.json's, since either may name the token generation ends on
+ * (instruction-tuned models list their end-of-turn token there). A file
+ * that exists must be valid. */
+static int load_generation_config(const char *path, kvlm_config *cfg, kvlm_error *err) {
+    char gen[4200];
+    const char *slash = strrchr(path, '/');
+    snprintf(gen, sizeof gen, "%.*sgeneration_config.json", slash ? (int)(slash - path + 1) : 0, path);
+    FILE *f = fopen(gen, "rb");
+    if (!f) return KVLM_OK;
+    fclose(f);
+    json_error_t je;
+    json_t *root = json_load_file(gen, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", gen, je.text, je.line);
+    int rc = json_is_object(root) ? get_eos(root, gen, cfg, err)
+                                  : kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", gen);
+    if (!rc) rc = check_eos(gen, cfg, err);
+    json_decref(root);
+    return rc;
+}
+
 
 /* Architectures this reader understands, by model_type and, when that is
  * absent, by the prefix of an entry in "architectures". */
@@ -94,7 +139,7 @@ static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
         (rc = get_int(root, path, "n_embd", 1, 0, &cfg->n_embd, err)) ||
         (rc = get_int(root, path, "vocab_size", 1, 0, &cfg->vocab_size, err)) ||
         (rc = get_int(root, path, "n_positions", 0, 1024, &n_pos, err)) ||
-        (rc = get_int(root, path, "n_inner", 0, 0, &cfg->n_ff, err)) || (rc = get_eos(root, path, &cfg->eos_id, err)))
+        (rc = get_int(root, path, "n_inner", 0, 0, &cfg->n_ff, err)) || (rc = get_eos(root, path, cfg, err)))
         return rc;
     cfg->n_ctx = n_pos;
     /* n_embd is range-checked later; 4 x n_embd must not overflow first. */
@@ -157,7 +202,7 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
         (rc = get_int(root, path, "intermediate_size", 1, 0, &cfg->n_ff, err)) ||
         (rc = get_int(root, path, "max_position_embeddings", 1, 0, &cfg->n_ctx, err)) ||
         (rc = get_int(root, path, "vocab_size", 1, 0, &cfg->vocab_size, err)) ||
-        (rc = get_eos(root, path, &cfg->eos_id, err)))
+        (rc = get_eos(root, path, cfg, err)))
         return rc;
     if ((rc = check_range(path, "num_hidden_layers", cfg->n_layer, 1, 1024, err)) ||
         (rc = check_range(path, "num_attention_heads", cfg->n_head, 1, 1024, err)) ||
@@ -179,9 +224,7 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
         cfg->head_dim = cfg->n_embd / cfg->n_head;
     }
     if ((rc = check_range(path, "head_dim", cfg->head_dim, 1, 1 << 12, err))) return rc;
-    if (cfg->eos_id >= cfg->vocab_size)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path, cfg->eos_id,
-                         cfg->vocab_size);
+    if ((rc = check_eos(path, cfg, err))) return rc;
     json_t *eps = json_object_get(root, "rms_norm_eps");
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))
@@ -213,7 +256,10 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     /* Set before the fields are read: see hf_config.h. */
     snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
     get_torch_dtype(root, cfg);
+    cfg->eos_id = -1;
     rc = strcmp(arch, "gpt2") ? load_llama(root, path, cfg, err) : load_gpt2(root, path, cfg, err);
+    if (!rc) rc = check_eos(path, cfg, err);
+    if (!rc) rc = load_generation_config(path, cfg, err);
 done:
     json_decref(root);
     return rc;

@@ -6,7 +6,9 @@
  * num_key_value_heads (default: num_attention_heads), hidden_size,
  * intermediate_size, max_position_embeddings, vocab_size, rms_norm_eps,
  * head_dim (default: hidden_size / num_attention_heads), eos_token_id (an
- * integer or a list, the first is kept)). torch_dtype, when present, gives
+ * integer or a list)). eos_token_id of config.json and of
+ * generation_config.json beside it (when present) make up eos_ids, the
+ * first of them eos_id. torch_dtype, when present, gives
  * weight_dtype (f32 otherwise). Unknown architectures and missing or
  * out-of-range fields are errors naming the file and field.
  *

@@ -1,6 +1,8 @@
 /*
  * Models from GGUF files: the configuration from the typed metadata
- * ({arch}.block_count, .embedding_length, .attention.head_count_kv, ...),
+ * ({arch}.block_count, .embedding_length, .attention.head_count_kv, ...,
+ * and the end-of-generation ids tokenizer.ggml.eos_token_id and
+ * eot_token_id),
  * then the same binders as Hugging Face files under GGUF tensor names.
  * Llama files store Q and K rows so that rotary pairs are adjacent
  * (interleaved layout); Qwen2 files keep Hugging Face's order. Llama 3 rope
@@ -45,9 +47,17 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
     if (!emb || emb->t.ndim != 2)
         return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing 2-D tensor 'token_embd.weight'", g->path);
     c->vocab_size = (int)emb->t.shape[0];
-    int64_t eos;
-    if ((rc = gguf_get_int_or(g, "tokenizer.ggml.eos_token_id", -1, c->vocab_size - 1, -1, &eos, err))) return rc;
-    c->eos_id = (int)eos;
+    /* End of generation: the end-of-sequence id, and the end-of-turn id
+     * that chat models' files add (llama.cpp stops at both). */
+    static const char *const end_keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"};
+    c->eos_id = -1;
+    for (int k = 0; k < 2; k++) {
+        int64_t id;
+        if ((rc = gguf_get_int_or(g, end_keys[k], -1, c->vocab_size - 1, -1, &id, err))) return rc;
+        if (id < 0 || (c->n_eos == 1 && c->eos_ids[0] == id)) continue;
+        c->eos_ids[c->n_eos++] = (int32_t)id;
+        if (c->eos_id < 0) c->eos_id = (int)id;
+    }
     double v;
     char k[128];
     snprintf(k, sizeof k, "%s.attention.layer_norm%s_epsilon", arch, gpt2 ? "" : "_rms");

@@ -100,6 +100,11 @@ void kvlm_engine_free(kvlm_engine *e) {
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e) { return e->ops->isa; }
 int kvlm_engine_threads(const kvlm_engine *e) { return e->threads; }
 
+/* aligned_alloc wants a size that is a multiple of the alignment (C11;
+ * AddressSanitizer enforces it): a 3-row step of a head_dim-8 model asks
+ * for 96 bytes of rope scratch. */
+static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
+
 static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     if (T <= e->cap_rows) return KVLM_OK;
     const kvlm_config *c = &e->m->cfg;
@@ -109,13 +114,13 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
     e->rows = malloc((size_t)cap * sizeof *e->rows);
     e->logit_rows = malloc((size_t)cap * sizeof(int));
-    e->x = aligned_alloc(64, n * C);
-    e->h = aligned_alloc(64, n * C);
-    e->qkv = aligned_alloc(64, n * (size_t)e->qkv_dim);
-    e->att = aligned_alloc(64, n * (size_t)e->q_dim);
-    e->ff = aligned_alloc(64, n * (size_t)e->ff_dim);
-    e->act = aligned_alloc(64, n * (size_t)c->n_ff);
-    e->rope = aligned_alloc(64, n * (size_t)c->head_dim);
+    e->x = alloc64(n * C);
+    e->h = alloc64(n * C);
+    e->qkv = alloc64(n * (size_t)e->qkv_dim);
+    e->att = alloc64(n * (size_t)e->q_dim);
+    e->ff = alloc64(n * (size_t)e->ff_dim);
+    e->act = alloc64(n * (size_t)c->n_ff);
+    e->rope = alloc64(n * (size_t)c->head_dim);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;

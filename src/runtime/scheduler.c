@@ -20,6 +20,18 @@
  * Choices after the first of an n > 1 request wait until the first has
  * computed the prompt, then fork its blocks and sample from the same
  * logits with their own seeds.
+ *
+ * Ending a choice is decided here and nowhere else (next_token): the token
+ * is drawn, added to the penalty history, its log-probabilities taken, its
+ * text released through the choice's kvlm_text_stream (stop strings, UTF-8);
+ * then an eos id or a completed stop string ends it with STOP, max_tokens
+ * or the context window with LENGTH. on_token sees every token, the
+ * ending one included; on_finish gets the text still held back.
+ *
+ * Under the recompute policy a choice keeps no KV between tokens: before a
+ * step, one that has drawn a token since its KV was last dropped is
+ * truncated to 0 and computes its whole context again (in chunks under the
+ * budget, like a prefill), which is what the cache saves.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -38,12 +50,14 @@ typedef struct sched_choice {
     int32_t *tokens;       /* prompt + generated, capacity n_ctx */
     int n_tokens, n_computed, generated, chunk;
     kvlm_sampler *smp;
+    kvlm_text_stream *text; /* NULL unless the request asked for text */
+    int stale;             /* recompute: drew a token since its KV was last dropped */
     uint64_t admitted;     /* admission order, for choosing whom to preempt */
 } sched_choice;
 
 struct sched_req {
     int64_t id;
-    kvlm_request_params p;
+    kvlm_request_params p; /* prompt and eos_ids point at copies owned here */
     sched_choice *choices;
     int n_done;
     int counted;           /* prompt tokens counted once, not on recomputation */
@@ -52,7 +66,7 @@ struct sched_req {
 struct kvlm_sched {
     kvlm_engine *e;
     kvlm_kv *kv;
-    int vocab, eos;
+    int vocab;
     kvlm_sched_options o;
     sched_req **reqs;
     int n_reqs, cap_reqs;
@@ -69,14 +83,17 @@ struct kvlm_sched {
     kvlm_sched_stats st;
 };
 
-kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, int eos_id, const kvlm_sched_options *opt,
+kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
                               kvlm_error *err) {
+    if (!e || !kv || vocab < 1) {
+        kvlm_fail(err, KVLM_ERR_ARG, "kvlm_sched_create: engine, KV cache and a vocabulary of at least 1 are needed");
+        return NULL;
+    }
     kvlm_sched *s = calloc(1, sizeof *s);
     if (!s) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     s->e = e;
     s->kv = kv;
     s->vocab = vocab;
-    s->eos = eos_id;
     s->o = opt ? *opt : (kvlm_sched_options){0};
     if (s->o.max_batch_tokens <= 0) s->o.max_batch_tokens = 256;
     if (s->o.max_waiting <= 0) s->o.max_waiting = 256;
@@ -98,9 +115,11 @@ static void free_req(sched_req *r) {
     for (int i = 0; i < r->p.n_choices; i++) {
         free(r->choices[i].tokens);
         kvlm_sampler_free(r->choices[i].smp);
+        kvlm_text_stream_free(r->choices[i].text);
     }
     free(r->choices);
     free((void *)r->p.prompt);
+    free((void *)r->p.eos_ids);
     free(r);
 }
 
@@ -119,7 +138,8 @@ void kvlm_sched_free(kvlm_sched *s) {
 }
 
 /* Both lists can hold every live choice: choices waiting to fork are in
- * neither list yet but join one later. */
+ * neither list yet but join one later. cap_choices is only raised once
+ * both lists have grown, so a failure leaves it true of both. */
 static int grow_lists(kvlm_sched *s, int extra) {
     if (s->n_live + extra <= s->cap_choices) return 0;
     int cap = 2 * (s->n_live + extra);
@@ -130,6 +150,18 @@ static int grow_lists(kvlm_sched *s, int extra) {
     if (!r) return -1;
     s->run = r;
     s->cap_choices = cap;
+    return 0;
+}
+
+/* Room for one more request; on failure the old array and its requests
+ * stay as they were. */
+static int grow_reqs(kvlm_sched *s) {
+    if (s->n_reqs < s->cap_reqs) return 0;
+    int cap = 2 * s->cap_reqs + 8;
+    sched_req **r = realloc(s->reqs, (size_t)cap * sizeof *r);
+    if (!r) return -1;
+    s->reqs = r;
+    s->cap_reqs = cap;
     return 0;
 }
 
@@ -144,20 +176,27 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     if (p->max_tokens < 1 || nc < 1 || nc > s->kv->max_seqs || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
         return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
                          nc, s->kv->max_seqs, p->logprobs);
+    if (p->n_eos < 0 || p->n_eos > 1024 || (p->n_eos > 0 && !p->eos_ids) || p->n_stops < 0 ||
+        (p->n_stops > 0 && (!p->stops || !p->text)))
+        return kvlm_fail(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
+                         p->n_eos, p->n_stops);
     if (s->n_wait >= s->o.max_waiting)
         return kvlm_fail(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
     sched_req *r = calloc(1, sizeof *r);
     int32_t *prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
-    if (!r || !prompt || grow_lists(s, nc) ||
-        (s->n_reqs == s->cap_reqs && !(s->reqs = realloc(s->reqs, (size_t)(s->cap_reqs = 2 * s->cap_reqs + 8) *
-                                                                       sizeof *s->reqs)))) {
+    int32_t *eos = p->n_eos > 0 ? malloc((size_t)p->n_eos * sizeof(int32_t)) : NULL;
+    if (!r || !prompt || (p->n_eos > 0 && !eos) || grow_lists(s, nc) || grow_reqs(s)) {
         free(r);
         free(prompt);
+        free(eos);
         return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
     }
     memcpy(prompt, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
+    if (eos) memcpy(eos, p->eos_ids, (size_t)p->n_eos * sizeof(int32_t));
     r->p = *p;
     r->p.prompt = prompt;
+    r->p.eos_ids = eos;
+    r->p.stops = NULL; /* copied into each choice's text stream */
     r->p.n_choices = nc;
     r->id = s->next_id++;
     r->choices = calloc((size_t)nc, sizeof *r->choices);
@@ -172,7 +211,9 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         c->state = i == 0 ? CS_WAITING : CS_FORKWAIT;
         c->tokens = malloc((size_t)n_ctx * sizeof(int32_t));
         c->smp = kvlm_sampler_create(&so, s->vocab, err);
-        if (!c->tokens || !c->smp) rc = c->smp ? kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
+        if (c->smp && p->text && !(c->text = kvlm_text_stream_create(p->tokenizer, p->stops, p->n_stops, err)))
+            rc = err->code;
+        else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
         else {
             memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
             c->n_tokens = p->n_prompt;
@@ -218,10 +259,12 @@ static void finish(kvlm_sched *s, sched_choice *c, kvlm_finish why) {
     c->state = CS_DONE;
     s->n_live--;
     sched_req *r = c->req;
-    if (why == KVLM_FINISH_CANCELLED) s->st.cancelled++;
-    if (why == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
+    kvlm_finish_event ev = {.choice = c->index, .reason = why, .n_generated = c->generated, .text = ""};
+    if (c->text && kvlm_text_stream_finish(c->text, &ev.text, &ev.text_len)) ev.reason = KVLM_FINISH_ERROR;
+    if (ev.reason == KVLM_FINISH_CANCELLED) s->st.cancelled++;
+    if (ev.reason == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
     s->st.finished++;
-    if (r->p.on_finish) r->p.on_finish(r->p.user, c->index, why, c->generated);
+    if (r->p.on_finish) r->p.on_finish(r->p.user, &ev);
     if (++r->n_done == r->p.n_choices) remove_req(s, r);
 }
 
@@ -256,6 +299,7 @@ static void preempt(kvlm_sched *s, sched_choice *c) {
     kvlm_kv_seq_free(s->kv, c->seq);
     c->seq = -1;
     c->n_computed = 0;
+    c->stale = 0;
     c->state = CS_WAITING;
     memmove(s->wait + 1, s->wait, (size_t)s->n_wait * sizeof *s->wait);
     s->wait[0] = c;
@@ -273,7 +317,8 @@ static int admit(kvlm_sched *s, sched_choice *c) {
                                                           : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
     if (kvlm_kv_available_blocks(s->kv) < need) return 0;
     int cached = 0;
-    int seq = kvlm_kv_seq_new_prefixed(s->kv, c->tokens, c->n_tokens, &cached, &err);
+    int seq = s->o.recompute ? kvlm_kv_seq_new(s->kv, &err)
+                             : kvlm_kv_seq_new_prefixed(s->kv, c->tokens, c->n_tokens, &cached, &err);
     if (seq < 0) return 0;
     c->seq = seq;
     c->n_computed = cached;
@@ -353,27 +398,37 @@ static void fork_siblings(kvlm_sched *s, sched_choice *first, sched_choice **gro
     }
 }
 
-/* Samples the next token of a choice whose tokens are all computed. */
+static int is_eos(const sched_req *r, int32_t id) {
+    for (int i = 0; i < r->p.n_eos; i++)
+        if (r->p.eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* Samples the next token of a choice whose tokens are all computed, tells
+ * the caller, and ends the choice when it is done: the only place that
+ * decides. */
 static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     sched_req *r = c->req;
     int32_t id = kvlm_sampler_next(c->smp, logits);
     kvlm_sampler_accept(c->smp, &id, 1);
     c->tokens[c->n_tokens++] = id;
     c->generated++;
+    c->stale = s->o.recompute;
     s->st.generated_tokens++;
-    if (r->p.stop_at_eos && id == s->eos) {
-        finish(s, c, KVLM_FINISH_STOP);
-        return;
-    }
+    const int eos = is_eos(r, id);
     /* The log-softmax costs a pass over the vocabulary: only when asked. */
-    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN};
+    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN, .text = ""};
     if (r->p.logprobs) ev.logprob = kvlm_token_logprob(logits, s->vocab, id);
     if (r->p.logprobs > 0) {
         ev.top_n = kvlm_top_logprobs(logits, s->vocab, r->p.logprobs, s->top_ids, s->top_lps);
         ev.top_ids = s->top_ids;
         ev.top_logprobs = s->top_lps;
     }
-    if (r->p.on_token && r->p.on_token(r->p.user, &ev)) finish(s, c, KVLM_FINISH_STOP);
+    int stop = 0; /* 1: a stop string completed; < 0: out of memory */
+    if (c->text && !eos) stop = kvlm_text_stream_push(c->text, id, &ev.text, &ev.text_len);
+    if (r->p.on_token && r->p.on_token(r->p.user, &ev) && stop == 0) stop = 1;
+    if (stop < 0) finish(s, c, KVLM_FINISH_ERROR);
+    else if (stop || eos) finish(s, c, KVLM_FINISH_STOP);
     else if (c->generated >= r->p.max_tokens || c->n_tokens >= s->kv->n_ctx) finish(s, c, KVLM_FINISH_LENGTH);
 }
 
@@ -386,8 +441,27 @@ static void expire(kvlm_sched *s) {
     }
 }
 
+/* Recompute policy: a choice that has drawn a token since its KV was last
+ * dropped drops it and computes its whole context again (in chunks when
+ * it exceeds the budget; it is not dropped again before it draws). */
+static int drop_computed(kvlm_sched *s, kvlm_error *err) {
+    for (int i = 0; i < s->n_run; i++) {
+        sched_choice *c = s->run[i];
+        if (!c->stale) continue;
+        int rc = kvlm_kv_seq_truncate(s->kv, c->seq, 0, err);
+        if (rc) return rc;
+        c->n_computed = 0;
+        c->stale = 0;
+    }
+    return 0;
+}
+
 int kvlm_sched_step(kvlm_sched *s, kvlm_error *err) {
     expire(s);
+    if (s->o.recompute) {
+        int rc = drop_computed(s, err);
+        if (rc) return rc;
+    }
     for (int i = 0; i < s->n_run; i++) s->run[i]->chunk = 0;
     plan(s);
     fit_blocks(s);

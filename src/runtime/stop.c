@@ -3,7 +3,9 @@
  * after each append the buffer is searched for every stop string. Without a
  * match, all but the last (longest stop - 1) bytes are safe to show, since a
  * stop string can only begin in that tail. The matcher works on bytes, so
- * a stop string may end in the middle of a token.
+ * a stop string may end in the middle of a token. When memory runs out the
+ * call says so (KVLM_ERR_NOMEM) and gives nothing out; it never drops
+ * bytes silently.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,13 +58,13 @@ void kvlm_stop_free(kvlm_stop *st) {
     free(st);
 }
 
-/* Moves the first k bytes of buf to out. */
+/* Moves the first k bytes of buf to out and drops the next `drop`. */
 static int give_out(kvlm_stop *st, size_t k, size_t drop, const char **out, size_t *out_len) {
     free(st->out);
     st->out = malloc(k + 1);
-    if (!st->out) { *out = ""; *out_len = 0; return -1; }
+    if (!st->out) { *out = ""; *out_len = 0; return KVLM_ERR_NOMEM; }
     memcpy(st->out, st->buf, k);
-    memmove(st->buf, st->buf + k + drop, st->len - k - drop);
+    if (st->len > k + drop) memmove(st->buf, st->buf + k + drop, st->len - k - drop);
     st->len -= k + drop;
     *out = st->out;
     *out_len = k;
@@ -77,7 +79,7 @@ int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out,
         size_t cap = st->cap ? st->cap : 256;
         while (cap < st->len + n) cap *= 2;
         char *nb = realloc(st->buf, cap);
-        if (!nb) return 0; /* the bytes are lost to the matcher, never to a crash */
+        if (!nb) return KVLM_ERR_NOMEM;
         st->buf = nb;
         st->cap = cap;
     }
@@ -89,17 +91,17 @@ int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out,
         if (hit && (size_t)(hit - st->buf) < first) first = (size_t)(hit - st->buf);
     }
     if (first < st->len) {
+        int rc = give_out(st, first, st->len - first, out, out_len);
+        if (rc) return rc;
         st->stopped = 1;
-        give_out(st, first, st->len - first, out, out_len);
         return 1;
     }
     size_t hold = st->max_len ? st->max_len - 1 : 0;
-    if (st->len > hold) give_out(st, st->len - hold, 0, out, out_len);
-    return 0;
+    return st->len > hold ? give_out(st, st->len - hold, 0, out, out_len) : 0;
 }
 
-void kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len) {
+int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len) {
     *out = "";
     *out_len = 0;
-    if (!st->stopped) give_out(st, st->len, 0, out, out_len);
+    return st->stopped ? 0 : give_out(st, st->len, 0, out, out_len);
 }

@@ -8,9 +8,10 @@
  * hang-up (libmicrohttpd cannot see one on a suspended connection), so a
  * client that disconnects gets its KV blocks back within one step.
  *
- * The scheduler's callbacks turn tokens into text (stop strings, UTF-8),
- * into server-sent events for streaming jobs or into the final body
- * otherwise, and record the latency histograms. A job is finalised when its
+ * The scheduler's callbacks carry the tokens and their text (the scheduler
+ * applies eos ids, stop strings and UTF-8 assembly, as for kvlm run) into
+ * server-sent events for streaming jobs or into the final body otherwise,
+ * and record the latency histograms. A job is finalised when its
  * last choice ends; it then leaves the live list and drops the engine's
  * reference. The engine never holds `mu` while calling libmicrohttpd.
  */
@@ -102,29 +103,27 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     cs->n_tokens++;
     size_t len = 0;
     if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
-    if (ev->id == j->rq.turn_end) return 1; /* the chat template's end of turn */
-    sbuf delta = {0};
-    int stop = ts_push(&cs->ts, ev->id, &delta);
     if (j->rq.stream) {
-        if (delta.len || j->rq.logprobs) {
+        if (ev->text_len || j->rq.logprobs) {
             sbuf out = {0};
-            resp_chunk(j, ci, 0, delta.data, delta.len, ev, NULL, &out);
+            resp_chunk(j, ci, 0, ev->text, ev->text_len, ev, NULL, &out);
             job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
         }
     } else {
-        sbuf_add(&cs->text, delta.data, delta.len);
+        sbuf_add(&cs->text, ev->text, ev->text_len);
         if (j->rq.logprobs) resp_keep_logprobs(cs, ev, j->rq.top_logprobs);
     }
-    sbuf_free(&delta);
-    return stop;
+    return 0;
 }
 
-static void on_finish(void *user, int choice, kvlm_finish why, int n_generated) {
+static void on_finish(void *user, const kvlm_finish_event *ev) {
     prompt_run *pr = user;
     job *j = pr->j;
     srv *s = j->s;
-    const int ci = pr->index * j->rq.n + choice;
+    const kvlm_finish why = ev->reason;
+    const int n_generated = ev->n_generated;
+    const int ci = pr->index * j->rq.n + ev->choice;
     choice_state *cs = &j->choices[ci];
     const double now = kvlm_now();
     cs->finish = why;
@@ -137,17 +136,14 @@ static void on_finish(void *user, int choice, kvlm_finish why, int n_generated) 
         api_fail(&j->fail, 500, "kv_cache_too_small", NULL, "the request does not fit in the KV cache pool");
     }
     if (why != KVLM_FINISH_CANCELLED && why != KVLM_FINISH_ERROR && !j->cancelled) {
-        sbuf tail = {0};
-        ts_finish(&cs->ts, &tail);
         if (j->rq.stream) {
             sbuf out = {0};
-            resp_chunk(j, ci, 0, tail.data, tail.len, NULL, resp_finish_name(why), &out);
+            resp_chunk(j, ci, 0, ev->text, ev->text_len, NULL, resp_finish_name(why), &out);
             job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
         } else {
-            sbuf_add(&cs->text, tail.data, tail.len);
+            sbuf_add(&cs->text, ev->text, ev->text_len);
         }
-        sbuf_free(&tail);
     }
     if (++pr->n_done == j->rq.n && pr->t_first > 0 && !j->cancelled)
         metrics_observe_request(s->metrics, now - j->t_arrival,
@@ -173,13 +169,21 @@ static void submit(srv *s, job *j) {
     int gone = j->cancel_requested;
     pthread_mutex_unlock(&s->mu);
     const double deadline = s->cfg.timeout > 0 ? j->t_arrival + s->cfg.timeout : 0;
+    /* What ends a choice: the model's eos ids (unless ignore_eos) and the
+     * chat template's end of turn (always). */
+    int32_t ends[KVLM_MAX_EOS + 2];
+    int n_ends = j->rq.ignore_eos ? 0 : kvlm_eos_ids(s->m, s->tok, ends, KVLM_MAX_EOS + 1);
+    if (n_ends > KVLM_MAX_EOS + 1) n_ends = KVLM_MAX_EOS + 1;
+    if (j->rq.turn_end >= 0) ends[n_ends++] = j->rq.turn_end;
     for (int p = 0; !gone && p < j->rq.n_prompts; p++) {
         kvlm_request_params prm = {.prompt = j->rq.prompts[p], .n_prompt = j->rq.n_prompt[p],
-                                   .max_tokens = j->rq.max_new[p], .n_choices = j->rq.n,
-                                   .stop_at_eos = !j->rq.ignore_eos,
+                                   .max_tokens = j->rq.max_new[p], .n_choices = j->rq.n, .eos_ids = ends,
+                                   .n_eos = n_ends,
                                    .logprobs = j->rq.logprobs ? (j->rq.top_logprobs > 0 ? j->rq.top_logprobs : -1) : 0,
-                                   .deadline = deadline, .sampling = j->rq.sampling, .on_token = on_token,
-                                   .on_finish = on_finish, .on_admit = on_admit, .user = &j->runs[p]};
+                                   .deadline = deadline, .sampling = j->rq.sampling, .text = 1, .tokenizer = s->tok,
+                                   .stops = (const char *const *)j->rq.stops, .n_stops = j->rq.n_stops,
+                                   .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
+                                   .user = &j->runs[p]};
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
         if (id < 0) {

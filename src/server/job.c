@@ -31,12 +31,6 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
         j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
         j->prompt_tokens += j->rq.n_prompt[p];
     }
-    for (int c = 0; c < nc; c++)
-        if (ts_init(&j->choices[c].ts, s->tok, j->rq.stops, j->rq.n_stops, err)) {
-            j->refs = 1;
-            job_unref(j);
-            return NULL;
-        }
     pthread_mutex_lock(&s->mu);
     snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", j->rq.chat ? "chatcmpl" : "cmpl",
              (unsigned long long)s->created, (unsigned long long)++s->counter);
@@ -59,7 +53,6 @@ void job_ref_locked(job *j) { j->refs++; }
 static void job_free(job *j) {
     for (int c = 0; c < j->n_choices; c++) {
         choice_state *cs = &j->choices[c];
-        ts_free(&cs->ts);
         sbuf_free(&cs->text);
         free(cs->lp_ids);
         free(cs->lp_vals);

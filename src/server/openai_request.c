@@ -130,7 +130,8 @@ static int encode(const api_limits *lim, const char *text, size_t len, int allow
                         "this model has no tokenizer: send the prompt as an array of token ids");
     size_t n_ids = 0;
     kvlm_error err;
-    if (kvlm_tokenizer_encode(lim->tok, text, len, allow_special, ids, &n_ids, &err))
+    /* BOS when the model's files ask for it, not doubled after a template's */
+    if (kvlm_tokenizer_encode_prompt(lim->tok, text, len, allow_special, ids, &n_ids, &err))
         return api_fail(e, 400, "invalid_prompt", param, "%s", err.msg);
     if (n_ids == 0) { /* an empty prompt starts a new document, as OpenAI does */
         int32_t eos = kvlm_tokenizer_eos_id(lim->tok);
@@ -402,6 +403,7 @@ static int parse_logprobs(json_t *root, int chat, api_request *rq, api_error *e)
 static int parse_flags(json_t *root, int chat, const api_limits *lim, api_request *rq, api_error *e) {
     long long n = 1, best_of = 0;
     if (get_bool(root, "stream", &rq->stream, e) || get_bool(root, "ignore_eos", &rq->ignore_eos, e) ||
+        get_bool(root, "return_tokens_as_token_ids", &rq->token_ids, e) ||
         get_int(root, "n", 1, lim->max_seqs < 64 ? lim->max_seqs : 64, &n, e))
         return -1;
     rq->n = (int)n;
@@ -464,12 +466,13 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     static const char *const completion_keys[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
-        "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier", NULL};
+        "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
+        "return_tokens_as_token_ids", NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
-        "service_tier", NULL};
+        "service_tier", "return_tokens_as_token_ids", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -525,8 +528,12 @@ int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int3
     else if (!rc)
         rc = render_messages(msgs, lim, gen, &text, e);
     kvlm_error err;
-    if (!rc && kvlm_tokenizer_encode(lim->tok, text.data ? text.data : "", text.len,
-                                     msgs ? chat_uses_special(lim->tpl) : special, ids, n, &err))
+    /* add_special_tokens: as a completion prompt is encoded (special tokens
+     * matched, BOS when the files ask); false: the text alone, as text. */
+    if (!rc && (msgs || special ? kvlm_tokenizer_encode_prompt(lim->tok, text.data ? text.data : "", text.len,
+                                                               msgs ? chat_uses_special(lim->tpl) : 1, ids, n, &err)
+                                : kvlm_tokenizer_encode(lim->tok, text.data ? text.data : "", text.len, 0, ids, n,
+                                                        &err)))
         rc = api_fail(e, 400, "invalid_prompt", "prompt", "%s", err.msg);
     sbuf_free(&text);
     json_decref(root);

@@ -50,6 +50,7 @@ typedef struct api_request {
     int *max_new;               /* tokens to generate at most, per prompt */
     int n;                      /* choices per prompt */
     int ignore_eos;
+    int token_ids;              /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
     int logprobs;               /* 1: log-probabilities of the chosen tokens */
     int top_logprobs;           /* alternatives per token (0..20) */
     char **stops;
@@ -64,8 +65,10 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
 void api_request_free(api_request *rq);
 
 /* /tokenize: {"prompt": text} or {"messages": [...]}, optional
- * "add_special_tokens" (match special tokens in the text, default true)
- * and "add_generation_prompt" (default true). *ids is malloc'ed. */
+ * "add_special_tokens" (default true: encoded as a completion prompt,
+ * special tokens matched and BOS added when the model's files ask; false:
+ * the text alone) and "add_generation_prompt" (default true). *ids is
+ * malloc'ed. */
 int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
                        api_error *e);
 /* /detokenize: {"tokens": [ids]}. *ids is malloc'ed. */

@@ -3,7 +3,9 @@
  *
  * Token strings in log-probabilities are the token's bytes when they are
  * well-formed UTF-8, otherwise "bytes:\xNN..." (OpenAI's convention for
- * pieces that split a character); chat entries also carry the raw bytes.
+ * pieces that split a character), or "token_id:N" when the request set
+ * return_tokens_as_token_ids (vLLM's extension); chat entries also carry
+ * the raw bytes.
  * Text that is not well-formed UTF-8 is sent with U+FFFD in its place.
  */
 #include "server/openai_response.h"
@@ -56,9 +58,15 @@ void resp_sse_error(const api_error *e, sbuf *out) { sse(error_json(e), out); }
 
 /* ------------------------------------------------------ log-probabilities */
 
-static json_t *token_str(const kvlm_tokenizer *tok, int32_t id) {
+/* With as_id (return_tokens_as_token_ids): "token_id:N", vLLM's form. */
+static json_t *token_str(const kvlm_tokenizer *tok, int32_t id, int as_id) {
     size_t len = 0;
-    const char *p = tok ? kvlm_tokenizer_piece(tok, id, &len) : NULL;
+    const char *p = tok && !as_id ? kvlm_tokenizer_piece(tok, id, &len) : NULL;
+    if (as_id) {
+        char name[32];
+        snprintf(name, sizeof name, "token_id:%d", id);
+        return json_string(name);
+    }
     if (!p) {
         char num[16];
         snprintf(num, sizeof num, "%d", id);
@@ -87,6 +95,7 @@ typedef struct lp_view {
     const int32_t *ids, *top_ids;
     const float *vals, *top_vals;
     size_t offset;          /* text_offset of the first token */
+    int as_id;              /* tokens named "token_id:N" */
 } lp_view;
 
 static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
@@ -94,7 +103,7 @@ static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) 
            *offs = json_array();
     size_t off = v->offset;
     for (int i = 0; i < v->n; i++) {
-        json_array_append_new(tokens, token_str(tok, v->ids[i]));
+        json_array_append_new(tokens, token_str(tok, v->ids[i], v->as_id));
         json_array_append_new(lps, json_real(v->vals[i]));
         json_array_append_new(offs, json_integer((json_int_t)off));
         size_t len = 0;
@@ -102,7 +111,7 @@ static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) 
         if (!v->k) continue;
         json_t *t = json_object();
         for (int a = 0; a < v->k; a++) {
-            json_t *s = token_str(tok, v->top_ids[i * v->k + a]);
+            json_t *s = token_str(tok, v->top_ids[i * v->k + a], v->as_id);
             if (!json_object_get(t, json_string_value(s)))
                 json_object_set_new(t, json_string_value(s), json_real(v->top_vals[i * v->k + a]));
             json_decref(s);
@@ -117,9 +126,9 @@ static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) 
     return o;
 }
 
-static json_t *chat_entry(const kvlm_tokenizer *tok, int32_t id, float lp) {
+static json_t *chat_entry(const kvlm_tokenizer *tok, int32_t id, float lp, int as_id) {
     json_t *e = json_object();
-    json_object_set_new(e, "token", token_str(tok, id));
+    json_object_set_new(e, "token", token_str(tok, id, as_id));
     json_object_set_new(e, "logprob", json_real(lp));
     json_object_set_new(e, "bytes", token_bytes(tok, id));
     return e;
@@ -128,9 +137,9 @@ static json_t *chat_entry(const kvlm_tokenizer *tok, int32_t id, float lp) {
 static json_t *chat_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
     json_t *content = json_array();
     for (int i = 0; i < v->n; i++) {
-        json_t *e = chat_entry(tok, v->ids[i], v->vals[i]), *tops = json_array();
+        json_t *e = chat_entry(tok, v->ids[i], v->vals[i], v->as_id), *tops = json_array();
         for (int a = 0; a < v->k; a++)
-            json_array_append_new(tops, chat_entry(tok, v->top_ids[i * v->k + a], v->top_vals[i * v->k + a]));
+            json_array_append_new(tops, chat_entry(tok, v->top_ids[i * v->k + a], v->top_vals[i * v->k + a], v->as_id));
         json_object_set_new(e, "top_logprobs", tops);
         json_array_append_new(content, e);
     }
@@ -139,7 +148,8 @@ static json_t *chat_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
     return o;
 }
 
-static json_t *logprobs_json(const job *j, const lp_view *v) {
+static json_t *logprobs_json(const job *j, lp_view *v) {
+    v->as_id = j->rq.token_ids;
     return j->rq.chat ? chat_logprobs(j->s->tok, v) : completion_logprobs(j->s->tok, v);
 }
 
@@ -204,7 +214,7 @@ void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, cons
     json_t *lp = json_null();
     if (ev && j->rq.logprobs) {
         const choice_state *cs = &j->choices[c];
-        lp_view v = {1, ev->top_n, &ev->id, ev->top_ids, &ev->logprob, ev->top_logprobs, 0};
+        lp_view v = {1, ev->top_n, &ev->id, ev->top_ids, &ev->logprob, ev->top_logprobs, 0, 0};
         size_t len = 0;
         if (j->s->tok && kvlm_tokenizer_piece(j->s->tok, ev->id, &len)) v.offset = cs->piece_bytes - len;
         lp = logprobs_json(j, &v);
@@ -245,7 +255,7 @@ char *resp_final_body(const job *j) {
         }
         json_t *lp = json_null();
         if (j->rq.logprobs) {
-            lp_view v = {cs->n_lp, j->rq.top_logprobs, cs->lp_ids, cs->lp_top_ids, cs->lp_vals, cs->lp_top_vals, 0};
+            lp_view v = {cs->n_lp, j->rq.top_logprobs, cs->lp_ids, cs->lp_top_ids, cs->lp_vals, cs->lp_top_vals, 0, 0};
             lp = logprobs_json(j, &v);
         }
         json_object_set_new(ch, "logprobs", lp);

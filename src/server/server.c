@@ -68,7 +68,7 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
         rc = -1;
     }
     if (rc || !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
-        !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, s->c->eos_id, &so, err))) {
+        !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err))) {
         srv_free(s);
         return NULL;
     }

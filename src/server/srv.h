@@ -34,10 +34,9 @@ struct MHD_Connection;
 struct MHD_Daemon;
 typedef struct job job;
 
-/* One choice of one prompt: its text pipeline and, without streaming, what
- * the final response needs. */
+/* One choice of one prompt: without streaming, what the final response
+ * needs (its text comes from the scheduler's events). */
 typedef struct choice_state {
-    text_stream ts;
     sbuf text;              /* non-streaming: the whole text */
     int n_tokens;           /* tokens seen by on_token */
     size_t piece_bytes;     /* bytes of their pieces (completions' text_offset) */

@@ -13,7 +13,9 @@
  *   ByteFallback, Fuse, Strip (or Metaspace).
  * - post_processor TemplateProcessing: the special tokens put before and
  *   after a single text (BOS), and tokenizer_config.json beside the file
- *   for bos_token, eos_token, add_bos_token and add_eos_token.
+ *   for bos_token, eos_token (strings, or objects with "content"),
+ *   add_bos_token and add_eos_token (tok_read_config, which the
+ *   vocab.json + merges.txt loader uses too).
  *
  * Anything that would change ids and is not implemented exactly is refused
  * with KVLM_ERR_UNSUPPORTED naming the field, never approximated.
@@ -351,13 +353,14 @@ static int read_post_processor(kvlm_tokenizer *t, json_t *pp, const char *path, 
     return 0;
 }
 
-/* tokenizer_config.json beside tokenizer.json: bos/eos names and add_*. */
+/* tokenizer_config.json beside the tokenizer's file(s): bos/eos names and
+ * add_*. */
 static const char *token_name(json_t *v) {
     if (json_is_object(v)) v = json_object_get(v, "content");
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static void read_config(kvlm_tokenizer *t, const char *path) {
+void tok_read_config(kvlm_tokenizer *t, const char *path) {
     char cfg[1100];
     const char *slash = strrchr(path, '/');
     snprintf(cfg, sizeof cfg, "%.*stokenizer_config.json", slash ? (int)(slash - path + 1) : 0, path);
@@ -454,6 +457,6 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
                              "vocabulary", path, json_string_value(unk));
     }
     if (read_post_processor(t, json_object_get(root, "post_processor"), path, err) != 0) return -1;
-    read_config(t, path);
+    tok_read_config(t, path);
     return check_ids(t, path, err);
 }

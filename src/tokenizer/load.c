@@ -1,6 +1,8 @@
 /*
- * Tokenizer loaders: vocab.json + merges.txt (Hugging Face), encoder.json +
- * vocab.bpe (OpenAI's originals, same formats under other names), the
+ * Tokenizer loaders: vocab.json + merges.txt (Hugging Face; with
+ * tokenizer_config.json beside them for bos/eos and add_bos_token),
+ * encoder.json + vocab.bpe (OpenAI's originals, same formats under other
+ * names), the
  * choice of file for a path, and the parts every loader shares (pieces,
  * the bytes -> id map, vocabulary and merges from JSON, the finishing
  * checks). tokenizer.json's pipeline is read by tokenizer/hf_json.c, GGUF
@@ -450,16 +452,15 @@ static int build_decoded(kvlm_tokenizer *t) {
 }
 
 static void find_eos(kvlm_tokenizer *t) {
-    if (t->eos_id >= 0) return;
     static const char *const names[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        int32_t id = tok_map_get(t, names[k], strlen(names[k]));
-        if (id < 0) continue;
-        t->eos_id = id;
-        /* Files without added_tokens: GPT-2's end-of-text marker is special. */
-        if (k == 0 && !(t->flags[id] & TOK_ADDED)) t->flags[id] |= TOK_ADDED | TOK_SPECIAL;
-        return;
-    }
+    for (size_t k = 0; t->eos_id < 0 && k < sizeof names / sizeof names[0]; k++)
+        t->eos_id = tok_map_get(t, names[k], strlen(names[k]));
+    /* Files without added_tokens: GPT-2's end-of-text marker is special,
+     * whether it was found by name or named by tokenizer_config.json. */
+    const int32_t id = t->eos_id;
+    if (id >= 0 && t->piece_len[id] == 13 && !memcmp(t->arena + t->piece_off[id], names[0], 13) &&
+        !(t->flags[id] & TOK_ADDED))
+        t->flags[id] |= TOK_ADDED | TOK_SPECIAL;
 }
 
 int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
@@ -507,6 +508,11 @@ static int load_pair(kvlm_tokenizer *t, const char *vocab, const char *merges, k
     if (tok_map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
     if (load_merges_txt(t, rev, merges, err) != 0) return -1;
     snprintf(t->source, sizeof t->source, "%s + %s", vocab, merges);
+    /* Hugging Face's GPT2Tokenizer: BOS is <|endoftext|> unless
+     * tokenizer_config.json names another; it is added only when that file
+     * sets add_bos_token. */
+    t->bos_id = tok_map_get(t, "<|endoftext|>", 13);
+    tok_read_config(t, vocab);
     return tok_finish(t, vocab, err);
 }
 

@@ -361,6 +361,21 @@ int kvlm_tokenizer_encode(const kvlm_tokenizer *t, const char *text, size_t len,
                                     ids, n_ids, err);
 }
 
+int kvlm_tokenizer_encode_prompt(const kvlm_tokenizer *t, const char *text, size_t len, int allow_special,
+                                 int32_t **ids, size_t *n_ids, kvlm_error *err) {
+    unsigned flags = KVLM_ENCODE_ADD_SPECIAL | (allow_special ? KVLM_ENCODE_ALLOW_SPECIAL : 0u);
+    int rc = kvlm_tokenizer_encode_ex(t, text, len, flags, ids, n_ids, err);
+    if (rc) return rc;
+    /* A text that already starts with BOS (a chat template writing
+     * <|begin_of_text|>) keeps only its own. */
+    int32_t *v = *ids;
+    if (t->n_prefix > 0 && *n_ids >= 2 && v[0] == t->bos_id && v[1] == t->bos_id) {
+        memmove(v, v + 1, (*n_ids - 1) * sizeof *v);
+        (*n_ids)--;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- decode */
 
 int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n, char **text,

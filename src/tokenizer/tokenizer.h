@@ -150,6 +150,11 @@ int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err);
 
 /* tokenizer/hf_json.c: tokenizer.json (and tokenizer_config.json beside it) */
 int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, kvlm_error *err);
+/* tokenizer_config.json in the directory of path, if there is one: bos_token
+ * and eos_token (names of tokens; ids set when found), add_bos_token and
+ * add_eos_token (the tokens KVLM_ENCODE_ADD_SPECIAL puts around a text).
+ * Needs the bytes -> id map. A missing or unreadable file changes nothing. */
+void tok_read_config(kvlm_tokenizer *t, const char *path);
 
 /* tokenizer/gguf_vocab.c: a tokenizer from the arrays of GGUF metadata, for the
  * GGUF loader. model: tokenizer.ggml.model, "gpt2" (byte-level BPE by
