@@ -31,6 +31,7 @@
 #include "cli/bench_kv.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "kvlm_measure.h"
 
 static const char *usage =
     "usage: kvlm bench-kv (-m MODEL | --synthetic PRESET) [options]\n"
