@@ -31,9 +31,7 @@ int gen_run(kvlm_engine *e, int seq, kvlm_sampler *smp, int vocab, int eos_id,
     float *logits = malloc((size_t)vocab * sizeof(float));
     if (!r->ids || !r->chosen_lp || !logits || (k > 0 && (!r->lp_ids || !r->lp_vals))) {
         free(logits);
-        err->code = KVLM_ERR_NOMEM;
-        strcpy(err->msg, "out of memory");
-        return KVLM_ERR_NOMEM;
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
     int rc;
     double t0 = kvlm_now();
