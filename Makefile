@@ -1,7 +1,9 @@
-# kvlm build. `make` builds build/kvlm and build/libkvlm.a; `make test` runs
-# the test suite; `make test SANITIZE=1` runs it under ASan and UBSan;
-# `make bench` runs the benchmarks; `make fixtures` regenerates the reference
-# fixtures with PyTorch (needs `scripts/setup.sh --dev`).
+# kvlm build. `make` builds build/kvlm, build/libkvlm.a and build/libkvlm.so;
+# `make test` runs the test suite; `make test SANITIZE=1` runs it under ASan
+# and UBSan; `make install PREFIX=...` installs the CLI, both libraries, the
+# public headers and kvlm.pc (`make test-install` checks that and builds
+# examples/ against it); `make bench` runs the benchmarks; `make fixtures`
+# regenerates the reference fixtures with PyTorch (needs `scripts/setup.sh --dev`).
 
 CC      ?= cc
 SANITIZE ?= 0
@@ -32,9 +34,23 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
+# The library objects are compiled once for both libkvlm.a and libkvlm.so:
+# position-independent, and hidden unless declared in a public header
+# (include/*.h wrap their declarations in a default-visibility block), so
+# the .so exports only kvlm_* and calls inside the library stay direct.
+LIB_CFLAGS := -fPIC -fvisibility=hidden -fno-semantic-interposition
+$(LIB_OBJ): CFLAGS += $(LIB_CFLAGS)
+
 .PHONY: all test bench run fixtures clean setup
 .SECONDARY:
-all: $(BUILD)/kvlm
+all: $(BUILD)/kvlm $(BUILD)/libkvlm.so
+
+# Objects built with other LIB_CFLAGS (an older tree) are rebuilt.
+$(LIB_OBJ): $(BUILD)/lib_cflags
+$(BUILD)/lib_cflags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LIB_CFLAGS)' | cmp -s - $@ || echo '$(LIB_CFLAGS)' > $@
+.PHONY: FORCE
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -49,6 +65,7 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libkvlm.a: $(LIB_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/libkvlm.a
@@ -144,3 +161,67 @@ REPORT_FLAGS  ?=
 .PHONY: report
 report: $(BUILD)/kvlm
 	$(BUILD)/kvlm report -m $(REPORT_MODEL) -p "$(REPORT_PROMPT)" -o $(REPORT_DIR) $(REPORT_FLAGS)
+
+# ---------------------------------------------------------------------------
+# Embeddable library: libkvlm.so with a versioned soname, `make install` /
+# `make uninstall` (PREFIX, default /usr/local; DESTDIR honoured), kvlm.pc
+# for pkg-config, and `make test-install`, which installs into a temporary
+# prefix and builds and runs examples/ against it (never part of `make test`).
+# The version comes from include/kvlm.h (KVLM_VERSION).
+VERSION    := $(shell sed -n 's/^\#define KVLM_VERSION "\(.*\)"/\1/p' include/kvlm.h)
+SONAME     := libkvlm.so.$(firstword $(subst ., ,$(VERSION)))
+SHLIB      := libkvlm.so.$(VERSION)
+# What the library itself links against (the HTTP server is in the CLI).
+LIB_LIBS   := -ljansson -lpcre2-8 -lxxhash -lpthread -lm
+PUBLIC_HEADERS := include/kvlm.h include/kvlm_tokenizer.h include/kvlm_measure.h
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+.PHONY: lib install uninstall test-install
+lib: $(BUILD)/libkvlm.a $(BUILD)/libkvlm.so
+
+$(BUILD)/$(SHLIB): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -Wl,--as-needed $(LDFLAGS) -o $@ $^ $(LIB_LIBS)
+
+$(BUILD)/libkvlm.so: $(BUILD)/$(SHLIB)
+	ln -sf $(SHLIB) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# kvlm.pc: jansson, PCRE2 and xxHash have .pc files of their own
+# (Requires.private); OpenMP (libgomp), pthreads and libm do not.
+define KVLM_PC
+prefix=$(PREFIX)
+libdir=$(LIBDIR)
+includedir=$(INCLUDEDIR)
+
+Name: kvlm
+Description: CPU-first LLM inference: paged KV cache, continuous batching, sampling
+Version: $(VERSION)
+Requires.private: jansson libpcre2-8 libxxhash
+Cflags: -I$${includedir}
+Libs: -L$${libdir} -lkvlm
+Libs.private: -lgomp -lpthread -lm
+endef
+export KVLM_PC
+
+install: $(BUILD)/kvlm $(BUILD)/libkvlm.a $(BUILD)/libkvlm.so
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BUILD)/kvlm $(DESTDIR)$(BINDIR)/kvlm
+	install -m 644 $(BUILD)/libkvlm.a $(DESTDIR)$(LIBDIR)/libkvlm.a
+	install -m 755 $(BUILD)/$(SHLIB) $(DESTDIR)$(LIBDIR)/$(SHLIB)
+	ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libkvlm.so
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	printf '%s\n' "$$KVLM_PC" > $(DESTDIR)$(PKGCONFIGDIR)/kvlm.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/kvlm $(DESTDIR)$(LIBDIR)/libkvlm.a $(DESTDIR)$(LIBDIR)/$(SHLIB) \
+		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libkvlm.so $(DESTDIR)$(PKGCONFIGDIR)/kvlm.pc \
+		$(addprefix $(DESTDIR)$(INCLUDEDIR)/,$(notdir $(PUBLIC_HEADERS)))
+
+test-install: $(BUILD)/kvlm $(BUILD)/libkvlm.a $(BUILD)/libkvlm.so
+	MAKE="$(MAKE)" ./tests/install_check.sh

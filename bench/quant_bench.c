@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kvlm.h"
+#include "kvlm_measure.h"
 #include "tensor.h"
 
 static int cmp_double(const void *a, const void *b) {

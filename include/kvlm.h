@@ -8,6 +8,13 @@
  * Errors: every function that can fail takes a kvlm_error*, returns NULL or a
  * negative value on failure and fills the error with a message that names the
  * file, field or parameter at fault. Library code never exits the process.
+ *
+ * This header holds what a program embedding kvlm needs: model, tokenizer
+ * (kvlm_tokenizer.h, included below), KV cache, engine, sampler, scheduler,
+ * stop strings, errors, version and clock. The measurement entry points
+ * (distribution statistics, bandwidth and attention benchmarks) are in
+ * kvlm_measure.h. Threads: a handle is driven by one thread at a time
+ * unless its section says otherwise (see docs/embedding.md).
  */
 #ifndef KVLM_H
 #define KVLM_H
@@ -19,6 +26,26 @@
 extern "C" {
 #endif
 
+/* Every declaration of the public headers is exported from libkvlm.so; the
+ * library is built with -fvisibility=hidden, so nothing else is. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#define KVLM_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
+#else
+#define KVLM_PRINTF(fmt, first)
+#endif
+
+/* --------------------------------------------------------------- version */
+
+#define KVLM_VERSION_MAJOR 0
+#define KVLM_VERSION_MINOR 9
+#define KVLM_VERSION_PATCH 0
+#define KVLM_VERSION "0.9.0"
+
+/* The version of the library actually linked ("0.9.0"); compare it with
+ * KVLM_VERSION, the version of the header the program was compiled with. */
+const char *kvlm_version(void);
+
 /* ---------------------------------------------------------------- errors */
 
 enum kvlm_status {
@@ -29,6 +56,7 @@ enum kvlm_status {
     KVLM_ERR_NOMEM = -4,   /* an allocation failed or the KV pool is full */
     KVLM_ERR_UNSUPPORTED = -5,
     KVLM_ERR_BUSY = -6,    /* a bounded queue is full; retry later */
+    KVLM_ERR_SYSTEM = -7,  /* the operating system refused a thread, socket or other resource */
 };
 
 #define KVLM_ERROR_MAX 512
@@ -36,6 +64,11 @@ typedef struct kvlm_error {
     int code;                  /* one of enum kvlm_status */
     char msg[KVLM_ERROR_MAX];  /* human-readable, names what is wrong */
 } kvlm_error;
+
+/* Fills err (when non-NULL) with code and the printf-formatted message
+ * (truncated to KVLM_ERROR_MAX - 1 bytes) and returns code, so a failure
+ * path reads `return kvlm_error_set(err, KVLM_ERR_ARG, "--n %d ...", n);`. */
+int kvlm_error_set(kvlm_error *err, int code, const char *fmt, ...) KVLM_PRINTF(3, 4);
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -109,9 +142,6 @@ const char *kvlm_model_dir(const kvlm_model *m);
 const char *kvlm_model_tokenizer_path(const kvlm_model *m);
 /* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
 const char *kvlm_model_source(const kvlm_model *m);
-/* Bytes of weights read by one decode step (every matrix once, plus one
- * embedding row); the numerator of the bandwidth roofline. */
-size_t kvlm_model_decode_bytes(const kvlm_model *m);
 size_t kvlm_model_param_count(const kvlm_model *m);
 
 /* Reads only the configuration of a model, without mapping its weights:
@@ -310,27 +340,6 @@ int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
 /* log_softmax(logits)[id]. */
 float kvlm_token_logprob(const float *logits, int vocab, int32_t id);
 
-/* ------------------------------------------------------------ statistics */
-
-typedef struct kvlm_dist_stats {
-    double entropy;    /* nats */
-    double top1;       /* probability of the most likely token */
-    double top5;       /* mass of the 5 most likely tokens */
-    int n90;           /* tokens needed to cover 90% of the mass */
-    int support;       /* tokens with non-zero probability */
-} kvlm_dist_stats;
-
-/* Statistics of softmax(logits / temperature) (temperature > 0), or of the
- * distribution the sampler chain keeps when `chain` is non-NULL. */
-int kvlm_dist_stats_compute(const float *logits, int vocab, float temperature,
-                            kvlm_sampler *chain, kvlm_dist_stats *out,
-                            kvlm_error *err);
-/* Distinct ids / ids (0 for an empty sequence). */
-double kvlm_distinct_ratio(const int32_t *ids, int n);
-/* Share of the n - order + 1 order-grams of ids that already occurred
- * earlier in the same sequence (0 when there are none). */
-double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
-
 /* ------------------------------------------------------------- scheduler */
 
 /* Continuous batching over one engine: requests join and leave the running
@@ -498,48 +507,14 @@ int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, s
  * string candidate or character). Returns 0 or KVLM_ERR_NOMEM. */
 int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len);
 
-/* ----------------------------------------------------------------- misc */
+/* ---------------------------------------------------------------- clock */
 
 /* Monotonic clock in seconds. */
 double kvlm_now(void);
 
-/* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
- * `bytes` (make it much larger than the last-level cache). */
-double kvlm_measure_read_bandwidth(size_t bytes, int passes);
-
-/* Attention read through a block table against the same context stored
- * contiguously: two KV pools for the model hold identical K/V for ctx_len
- * tokens, one as a single block of ctx_len tokens, one in blocks of
- * block_size (scatter 1: taken in random order from a pool 4x larger). A
- * pass is one query head over the whole context with the engine's kernels
- * (scores per block, softmax, weighted sum of V per block); a round sweeps
- * every layer and query head (or repeats one, hot), and rounds alternate
- * the two layouts. Runs on the calling thread only and times that thread's
- * CPU time (time slices other processes take on a shared machine are not
- * counted). The two outputs are compared (KVLM_ERR_FORMAT if they differ). */
-typedef struct kvlm_attn_bench_options {
-    int ctx_len;           /* tokens attended over, 1..n_ctx */
-    int block_size;        /* paged layout; 0 means 16 */
-    int scatter;           /* 1: paged blocks scattered in the pool */
-    int rounds;            /* timed rounds per layout; 0 means 5 */
-    int hot;               /* 1: repeat one layer's one head (context in cache)
-                              instead of sweeping every layer and head */
-    kvlm_isa isa;
-    kvlm_dtype kv_dtype;   /* KVLM_F32 or KVLM_F16 */
-    uint64_t seed;         /* K, V, queries and the scatter */
-} kvlm_attn_bench_options;
-
-typedef struct kvlm_attn_bench_result {
-    double contiguous_s, paged_s;               /* CPU seconds per pass, best round */
-    double contiguous_median_s, paged_median_s; /* CPU seconds per pass, median round */
-    double paired_ratio;                        /* median over rounds of paged / contiguous
-                                                   timed back to back in that round */
-    long passes_per_round;
-    double max_abs_diff;                        /* between the two layouts' outputs */
-} kvlm_attn_bench_result;
-
-int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *opt,
-                           kvlm_attn_bench_result *res, kvlm_error *err);
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,10 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__)
+#pragma GCC visibility push(default) /* exported from libkvlm.so (see kvlm.h) */
+#endif
+
 struct kvlm_error;
 typedef struct kvlm_tokenizer kvlm_tokenizer;
 
@@ -123,6 +127,10 @@ size_t kvlm_utf8_flush(kvlm_utf8_stream *s, char *out);
 /* Length of the well-formed UTF-8 sequence starting at p (n bytes
  * available), or 0 if the bytes there are not one. */
 size_t kvlm_utf8_char_len(const char *p, size_t n);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,11 @@
-/* kvlm_error helpers: formatting of failure messages (see error.h). */
+/* kvlm_error helpers: kvlm_error_set, the one way a failure message is
+ * formatted (see kvlm.h), and kvlm_error_clear (see error.h). */
 #include "error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-int kvlm_fail(kvlm_error *err, int code, const char *fmt, ...) {
+int kvlm_error_set(kvlm_error *err, int code, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);

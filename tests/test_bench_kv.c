@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "kvlm.h"
+#include "kvlm_measure.h"
 
 #define TINY "tests/fixtures/gpt2/hf_f32"
 

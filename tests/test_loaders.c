@@ -466,6 +466,36 @@ static void test_llmc(void **state) {
     free(orig);
 }
 
+/* ------------------------------------------- field names per format */
+
+/* The checks every format shares name the field as the file at fault
+ * names it: a Llama config.json and a Llama GGUF file whose context length
+ * passes their reader's range but not the loader's. */
+static void test_field_names(void **state) {
+    scratch *s = *state;
+    json_error_t je;
+    json_t *cfg = json_load_file("tests/fixtures/llama/gqa/config.json", 0, &je);
+    assert_non_null(cfg);
+    assert_int_equal(json_object_set_new(cfg, "max_position_embeddings", json_integer(2000000)), 0);
+    assert_int_equal(json_dump_file(cfg, sp(s, "config.json"), JSON_INDENT(2)), 0);
+    json_decref(cfg);
+    copy_file("tests/fixtures/llama/gqa/model.safetensors", sp(s, "model.safetensors"));
+    expect_error(s->dir, FORMAT, "config.json", "max_position_embeddings = 2000000 is outside [1, 1048576]");
+
+    size_t n;
+    unsigned char *b = slurp("tests/fixtures/llama_gguf/gqa_f32.gguf", &n);
+    const char key[] = "llama.context_length";
+    unsigned char *k = memmem(b, n, key, sizeof key - 1);
+    assert_non_null(k);
+    unsigned char *v = k + sizeof key - 1;
+    assert_true(v + 8 <= b + n);
+    assert_int_equal(v[0], 4); /* GGUF_TYPE_UINT32 */
+    put32(v + 4, 2000000);
+    put_file(sp(s, "ctx.gguf"), b, n);
+    free(b);
+    expect_error(sp(s, "ctx.gguf"), FORMAT, "ctx.gguf", "llama.context_length = 2000000 is outside [1, 1048576]");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_valid_fixtures_load, setup, teardown),
@@ -476,6 +506,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sharded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_llmc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_field_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

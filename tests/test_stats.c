@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "helpers.h"
-#include "kvlm.h"
+#include "kvlm_measure.h"
 
 static void test_uniform(void **state) {
     (void)state;

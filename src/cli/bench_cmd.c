@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
+#include "kvlm_measure.h"
 
 static const char *usage =
     "usage: kvlm bench (-m MODEL | --synthetic PRESET) [options]\n"

@@ -31,6 +31,7 @@
 #include "cli/bench_kv.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "kvlm_measure.h"
 
 static const char *usage =
     "usage: kvlm bench-kv (-m MODEL | --synthetic PRESET) [options]\n"
@@ -216,13 +217,6 @@ static double normal(uint64_t *s) {
 
 static int clip(double x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : (int)lround(x); }
 
-/* The CLI fills errors itself (kvlm_fail is the library's). */
-static int set_err(kvlm_error *err, int code, const char *msg) {
-    err->code = code;
-    snprintf(err->msg, sizeof err->msg, "%s", msg);
-    return code;
-}
-
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
@@ -371,12 +365,12 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
         int k = kvlm_sched_step(s, &err);
         idle = k == 0 ? idle + 1 : 0;
         if (k < 0) rc = -1;
-        else if (idle > 1000) rc = set_err(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
+        else if (idle > 1000) rc = kvlm_error_set(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
         else sample_step(r, &a, kv, s);
     }
     r->total_s = kvlm_now() - t0;
     r->cpu_s = cpu_now() - c0;
-    if (!rc && ctx->failed) rc = set_err(&err, KVLM_ERR_NOMEM, "a request never fit the KV pool");
+    if (!rc && ctx->failed) rc = kvlm_error_set(&err, KVLM_ERR_NOMEM, "a request never fit the KV pool");
     if (rc) fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
     if (!rc) {
         kvlm_sched_stats ss;

@@ -96,7 +96,7 @@ int bkv_prefix_run(kvlm_model *m, const model_flags *mf, const bkv_prefix_params
     prefix_rig g[2] = {{0}};
     kvlm_error err = {0};
     int rc = prompt && cold && hit ? 0 : -1;
-    if (rc) snprintf(err.msg, sizeof err.msg, "out of memory");
+    if (rc) kvlm_error_set(&err, KVLM_ERR_NOMEM, "out of memory");
     if (!rc) rc = rig_open(&g[0], m, mf, o, 0, &err) || rig_open(&g[1], m, mf, o, 1, &err);
     uint64_t s = o->seed ^ 0x9e3779b97f4a7c15ull;
     for (int j = 0; !rc && j < P; j++) prompt[j] = (int32_t)(bkv_splitmix(&s) % (uint64_t)c->vocab_size);

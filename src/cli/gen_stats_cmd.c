@@ -17,6 +17,7 @@
 #include "cli/measure.h"
 #include "cli/session.h"
 #include "cli/text_sink.h"
+#include "kvlm_measure.h"
 
 static const char *usage =
     "usage: kvlm gen-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST) [options]\n"

@@ -1,19 +1,8 @@
 /* One request on a one-request scheduler, with what its events report (see generate.h). */
 #include "cli/generate.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The CLI fills errors itself (kvlm_fail is the library's). */
-__attribute__((format(printf, 3, 4))) static int fail(kvlm_error *err, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    err->code = code;
-    return code;
-}
 
 typedef struct gen_ctx {
     const gen_request *rq;
@@ -79,7 +68,7 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
 int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_result *r, kvlm_error *err) {
     memset(r, 0, sizeof *r);
     if (rq->max_new < 0 || rq->n_prompt < 1)
-        return fail(err, KVLM_ERR_ARG, "generate: %d prompt tokens, %d to generate", rq->n_prompt,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "generate: %d prompt tokens, %d to generate", rq->n_prompt,
                              rq->max_new);
     gen_ctx g = {.rq = rq, .r = r, .kv = kv, .prefill_only = rq->max_new == 0};
     g.cap = rq->max_new > 0 ? rq->max_new : 1;
@@ -91,7 +80,7 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
         r->lp_vals = malloc((size_t)g.cap * k * sizeof(float));
     }
     if (!r->ids || !r->chosen_lp || (k > 0 && (!r->lp_ids || !r->lp_vals)))
-        return fail(err, KVLM_ERR_NOMEM, "out of memory");
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (rq->text) add_text(&g, "", 0);
     /* The whole context fits one step: the prompt is prefilled at once,
      * and under recompute every step holds the whole context. */
@@ -126,12 +115,12 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
             r->decode_steps++;
         }
         idle = n == 0 ? idle + 1 : 0;
-        if (idle > 1000) rc = fail(err, KVLM_ERR_NOMEM, "generate: the request never fit the KV cache");
+        if (idle > 1000) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "generate: the request never fit the KV cache");
     }
     kvlm_sched_free(s);
     if (!rc && r->finish == KVLM_FINISH_ERROR)
-        rc = fail(err, KVLM_ERR_NOMEM, "generate: the request does not fit the KV cache, or memory ran out");
-    if (!rc && g.nomem) rc = fail(err, KVLM_ERR_NOMEM, "out of memory");
+        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "generate: the request does not fit the KV cache, or memory ran out");
+    if (!rc && g.nomem) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     return rc;
 }
 

@@ -1,9 +1,12 @@
 /*
- * The kvlm command-line tool: dispatches to one subcommand per concept.
- * Exit status: 0 success, 1 runtime error, 2 usage error.
+ * The kvlm command-line tool: dispatches to one subcommand per concept;
+ * `kvlm --version` prints the library's version and the kernels it would
+ * use on this CPU. Exit status: 0 success, 1 runtime error, 2 usage error.
  */
 #include <stdio.h>
 #include <string.h>
+
+#include "kvlm.h"
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -30,7 +33,8 @@ static const command commands[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kvlm COMMAND [options]   (kvlm COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: kvlm COMMAND [options]   (kvlm COMMAND --help for its options; kvlm --version)\n\n"
+               "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
@@ -42,6 +46,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("kvlm %s (%s)\n", kvlm_version(), kvlm_isa_name(kvlm_isa_best()));
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

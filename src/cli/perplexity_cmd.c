@@ -151,10 +151,7 @@ static int run_window(kvlm_engine *e, kvlm_kv *kv, int vocab, const int32_t *ids
 static int score(kvlm_engine *e, kvlm_kv *kv, int vocab, const int32_t *ids, long n, int context, int stride,
                  ppl_result *r, kvlm_error *err) {
     float *logits = malloc((size_t)CHUNK * vocab * sizeof *logits);
-    if (!logits) {
-        snprintf(err->msg, sizeof err->msg, "out of memory for %d x %d logits", CHUNK, vocab);
-        return -1;
-    }
+    if (!logits) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %d x %d logits", CHUNK, vocab);
     double t0 = kvlm_now();
     long prev_end = 0;
     int rc = 0;

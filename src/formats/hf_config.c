@@ -3,7 +3,8 @@
  * GPT-2 (n_layer, n_head, n_embd, ...) and the Llama family (llama,
  * mistral, qwen2: num_hidden_layers, num_attention_heads,
  * num_key_value_heads, ...). Llama-family configs are range-checked here
- * under their own field names, because model_check_config speaks GPT-2's.
+ * under their own field names (their different limits and defaults too);
+ * model_check_config then checks what every source shares.
  */
 #include "formats/hf_config.h"
 

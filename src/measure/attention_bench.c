@@ -31,6 +31,7 @@
 #include "error.h"
 #include "kernels/kernels.h"
 #include "runtime/kvcache.h"
+#include "kvlm_measure.h"
 
 #define SCATTER_SPREAD 4        /* paged pool = blocks needed x this, when scattered */
 #define MAX_ROUNDS 1000

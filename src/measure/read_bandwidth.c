@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvlm.h"
+#include "kvlm_measure.h"
 
 double kvlm_measure_read_bandwidth(size_t bytes, int passes) {
     size_t n = bytes / sizeof(uint64_t);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "kvlm.h"
+#include "kvlm_measure.h"
 
 static int cmp_desc(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

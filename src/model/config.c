@@ -66,7 +66,8 @@ int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     char origin[4200];
     int rc = load_config(path, cfg, origin, sizeof origin, err);
     /* GPT-2 configs get the loader's own checks (and its field names). */
-    if (!rc && !strcmp(cfg->arch, "gpt2")) rc = model_check_config(cfg, origin, err);
+    if (!rc && !strcmp(cfg->arch, "gpt2"))
+        rc = model_check_config(cfg, has_suffix(origin, ".json") ? MODEL_SRC_HF_GPT2 : MODEL_SRC_LLMC, origin, err);
     if (rc) memset(cfg, 0, sizeof *cfg);
     return rc;
 }

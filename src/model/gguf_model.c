@@ -94,7 +94,7 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
     gguf_meta g = {0};
     int rc = gguf_load(&m->ts, &g, path, err);
     if (!rc) rc = read_config(&g, &m->ts, &m->cfg, err);
-    if (!rc) rc = model_check_config(&m->cfg, path, err);
+    if (!rc) rc = model_check_config(&m->cfg, MODEL_SRC_GGUF, path, err);
     if (!rc) {
         snprintf(m->source, sizeof m->source, "gguf (%s): %s", m->cfg.arch, path);
         rc = strcmp(m->cfg.arch, "gpt2") ? llama_bind(m, path, err) : gpt2_bind(m, path, err);

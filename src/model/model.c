@@ -17,27 +17,58 @@
 #include "formats/llmc.h"
 #include "formats/safetensors.h"
 
-int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err) {
-    struct { const char *name; int v, lo, hi; } f[] = {
-        {"n_layer", c->n_layer, 1, 1024},     {"n_head", c->n_head, 1, 1024},
-        {"n_embd", c->n_embd, 1, 1 << 16},    {"n_inner", c->n_ff, 1, 1 << 20},
-        {"n_positions", c->n_ctx, 1, 1 << 20}, {"vocab_size", c->vocab_size, 1, 1 << 22},
+/* The config fields under the names each source file gives them, so that a
+ * message points at the field to fix. GGUF keys take the architecture as
+ * prefix ("%s." below). */
+enum { F_LAYER, F_HEAD, F_KV_HEAD, F_EMBD, F_FF, F_CTX, F_VOCAB, F_EOS, F_EPS, F_HEAD_DIM, F_COUNT };
+
+static const char *const field_names[][F_COUNT] = {
+    [MODEL_SRC_HF_GPT2] = {"n_layer", "n_head", "n_head", "n_embd", "n_inner", "n_positions", "vocab_size",
+                           "eos_token_id", "layer_norm_epsilon", "n_embd / n_head"},
+    [MODEL_SRC_HF_LLAMA] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+                            "intermediate_size", "max_position_embeddings", "vocab_size", "eos_token_id",
+                            "rms_norm_eps", "head_dim"},
+    [MODEL_SRC_GGUF] = {"%s.block_count", "%s.attention.head_count", "%s.attention.head_count_kv",
+                        "%s.embedding_length", "%s.feed_forward_length", "%s.context_length",
+                        "rows of token_embd.weight", "tokenizer.ggml.eos_token_id", "%s.attention.layer_norm%s_epsilon",
+                        "%s.attention.key_length"},
+    [MODEL_SRC_LLMC] = {"num_layers", "num_heads", "num_heads", "channels", "4 x channels", "max_seq_len",
+                        "vocab_size", "the end-of-text id", "the layer norm epsilon", "channels / num_heads"},
+};
+
+typedef struct field_name { char s[96]; } field_name;
+
+static field_name name_of(model_source src, const kvlm_config *c, int field) {
+    field_name n;
+    const int rms = strcmp(c->arch, "gpt2") != 0;
+    /* GGUF names carry the architecture (and "_rms" for RMSNorm models). */
+    snprintf(n.s, sizeof n.s, field_names[src][field], c->arch, rms ? "_rms" : "");
+    return n;
+}
+
+int model_check_config(const kvlm_config *c, model_source src, const char *origin, kvlm_error *err) {
+    struct { int field, v, lo, hi; } f[] = {
+        {F_LAYER, c->n_layer, 1, 1024},    {F_HEAD, c->n_head, 1, 1024},  {F_EMBD, c->n_embd, 1, 1 << 16},
+        {F_FF, c->n_ff, 1, 1 << 20},       {F_CTX, c->n_ctx, 1, 1 << 20}, {F_VOCAB, c->vocab_size, 1, 1 << 22},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin, f[i].name, f[i].v,
-                             f[i].lo, f[i].hi);
+            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin,
+                             name_of(src, c, f[i].field).s, f[i].v, f[i].lo, f[i].hi);
     if (!strcmp(c->arch, "gpt2") && c->n_embd % c->n_head)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: n_embd = %d is not a multiple of n_head = %d", origin, c->n_embd,
-                         c->n_head);
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is not a multiple of %s = %d", origin,
+                         name_of(src, c, F_EMBD).s, c->n_embd, name_of(src, c, F_HEAD).s, c->n_head);
     if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->head_dim < 1 || c->head_dim > 4096)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %d query heads over %d KV heads of dim %d is not a valid layout",
-                         origin, c->n_head, c->n_kv_head, c->head_dim);
+        return kvlm_fail(err, KVLM_ERR_FORMAT,
+                         "%s: %d query heads (%s) over %d KV heads (%s) of dimension %d (%s) is not a valid layout",
+                         origin, c->n_head, name_of(src, c, F_HEAD).s, c->n_kv_head, name_of(src, c, F_KV_HEAD).s,
+                         c->head_dim, name_of(src, c, F_HEAD_DIM).s);
     if (c->eos_id >= c->vocab_size)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", origin, c->eos_id,
-                         c->vocab_size);
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is not below %s = %d", origin, name_of(src, c, F_EOS).s,
+                         c->eos_id, name_of(src, c, F_VOCAB).s, c->vocab_size);
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: layer_norm_epsilon = %g is outside (0, 1)", origin, c->norm_eps);
+        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (0, 1)", origin, name_of(src, c, F_EPS).s,
+                         c->norm_eps);
     return KVLM_OK;
 }
 
@@ -62,8 +93,8 @@ static int load_hf(kvlm_model *m, const char *dir, const char *weights, int shar
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     int rc = hf_config_load(cfg_path, &m->cfg, err);
     if (rc) return rc;
-    if ((rc = model_check_config(&m->cfg, cfg_path, err))) return rc;
     const int gpt2 = !strcmp(m->cfg.arch, "gpt2");
+    if ((rc = model_check_config(&m->cfg, gpt2 ? MODEL_SRC_HF_GPT2 : MODEL_SRC_HF_LLAMA, cfg_path, err))) return rc;
     /* GPT-2's Conv1D matrices are [in, out]; the Llama family's are Linear. */
     m->ts.layout = gpt2 ? LAYOUT_IN_OUT : LAYOUT_OUT_IN;
     rc = sharded ? safetensors_load_index(&m->ts, weights, err) : safetensors_load(&m->ts, weights, err);
@@ -78,7 +109,7 @@ static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
     int rc = llmc_load(&m->ts, path, &h, err);
     if (rc) return rc;
     llmc_header_config(&h, &m->cfg);
-    if ((rc = model_check_config(&m->cfg, path, err))) return rc;
+    if ((rc = model_check_config(&m->cfg, MODEL_SRC_LLMC, path, err))) return rc;
     snprintf(m->source, sizeof m->source, "llm.c v%d: %s", h.version, path);
     return gpt2_bind(m, path, err);
 }
@@ -140,26 +171,6 @@ const kvlm_config *kvlm_model_config(const kvlm_model *m) { return &m->cfg; }
 const char *kvlm_model_dir(const kvlm_model *m) { return m->dir; }
 const char *kvlm_model_tokenizer_path(const kvlm_model *m) { return m->tokenizer_path[0] ? m->tokenizer_path : m->dir; }
 const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
-
-static size_t matrix_bytes(const kern_matrix *w, int rows) {
-    return w->data ? (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL) : 0;
-}
-
-static size_t layer_matrix_bytes(const model_layer *L) {
-    const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    size_t b = 0;
-    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += matrix_bytes(ws[i], ws[i]->rows);
-    return b;
-}
-
-size_t kvlm_model_decode_bytes(const kvlm_model *m) {
-    const kvlm_config *c = &m->cfg;
-    size_t b = 0;
-    for (int l = 0; l < c->n_layer; l++) b += layer_matrix_bytes(&m->layers[l]);
-    b += matrix_bytes(&m->lm_head, c->vocab_size);               /* output head */
-    b += matrix_bytes(&m->wte, 1) + matrix_bytes(&m->wpe, 1);    /* one embedding row each */
-    return b;
-}
 
 static size_t matrix_params(const kern_matrix *w, int rows) { return w->data ? (size_t)rows * w->cols : 0; }
 

@@ -51,8 +51,14 @@ struct kvlm_model {
     int n_owned, cap_owned;
 };
 
-/* Validates a config (ranges, divisibility); err names the field. */
-int model_check_config(const kvlm_config *c, const char *origin, kvlm_error *err);
+/* The file a config was read from, which decides the field names in
+ * messages: config.json of GPT-2 or of the Llama family, GGUF metadata, or
+ * an llm.c header. */
+typedef enum model_source { MODEL_SRC_HF_GPT2, MODEL_SRC_HF_LLAMA, MODEL_SRC_GGUF, MODEL_SRC_LLMC } model_source;
+
+/* Validates a config (ranges, divisibility); err names the field as src
+ * names it. */
+int model_check_config(const kvlm_config *c, model_source src, const char *origin, kvlm_error *err);
 /* Binds the weights of m->ts for m->cfg (GPT-2 or Llama names). */
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);

@@ -33,9 +33,8 @@ int chat_template_load(chat_template *t, const char *model_dir, const char *name
                 snprintf(t->origin, sizeof t->origin, "--chat-template %s", name);
                 return 0;
             }
-        snprintf(err->msg, sizeof err->msg, "--chat-template: '%s' is not one of auto, plain, chatml, llama3", name);
-        err->code = KVLM_ERR_ARG;
-        return -1;
+        return kvlm_error_set(err, KVLM_ERR_ARG, "--chat-template: '%s' is not one of auto, plain, chatml, llama3",
+                              name);
     }
     snprintf(t->origin, sizeof t->origin, "no chat_template in the model's files");
     if (!model_dir || !*model_dir) return 0;

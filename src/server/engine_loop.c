@@ -344,11 +344,8 @@ static void *engine_main(void *arg) {
 }
 
 int engine_start(srv *s, kvlm_error *err) {
-    if (pthread_create(&s->engine, NULL, engine_main, s)) {
-        snprintf(err->msg, sizeof err->msg, "cannot start the engine thread");
-        err->code = KVLM_ERR_NOMEM;
-        return -1;
-    }
+    int rc = pthread_create(&s->engine, NULL, engine_main, s);
+    if (rc) return kvlm_error_set(err, KVLM_ERR_SYSTEM, "cannot start the engine thread: %s", strerror(rc));
     s->engine_running = 1;
     return 0;
 }

@@ -195,18 +195,15 @@ int http_start(srv *s, kvlm_error *err) {
         sa = (const struct sockaddr *)&a6;
         flags |= MHD_USE_IPv6;
     } else {
-        snprintf(err->msg, sizeof err->msg, "--host: '%s' is not a numeric IPv4 or IPv6 address", host);
-        err->code = KVLM_ERR_ARG;
-        return -1;
+        return kvlm_error_set(err, KVLM_ERR_ARG, "--host: '%s' is not a numeric IPv4 or IPv6 address", host);
     }
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED,
                               on_completed, s, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_TIMEOUT,
                               (unsigned)600, MHD_OPTION_END);
     if (!s->mhd) {
-        snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %d (in use, or not an address of this host)",
-                 host, s->cfg.port);
-        err->code = KVLM_ERR_IO;
-        return -1;
+        return kvlm_error_set(err, KVLM_ERR_SYSTEM,
+                              "cannot listen on %s port %d (in use, or not an address of this host)", host,
+                              s->cfg.port);
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->cfg.port;

@@ -43,8 +43,7 @@ nomem:
         free(j->choices);
         free(j);
     }
-    snprintf(err->msg, sizeof err->msg, "out of memory");
-    err->code = KVLM_ERR_NOMEM;
+    kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     return NULL;
 }
 

@@ -42,8 +42,7 @@ static size_t pool_blocks(const srv *s) {
 srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg, kvlm_error *err) {
     srv *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        err->code = KVLM_ERR_NOMEM;
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     s->cfg = *cfg;
@@ -63,9 +62,7 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
     kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting};
     int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), cfg->chat_template, err);
     if (!rc && !(s->metrics = metrics_create())) {
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        err->code = KVLM_ERR_NOMEM;
-        rc = -1;
+        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
     if (rc || !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
         !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err))) {

@@ -1,0 +1,100 @@
+/*
+ * kvlm measurement API: the entry points of kvlm's benchmarks and reports,
+ * kept out of kvlm.h because a program that only generates text needs none
+ * of them. Statistics of a next-token distribution and of a generated
+ * sequence, the bytes a decode step reads, the machine's read bandwidth and
+ * the paged-vs-contiguous attention benchmark. Same conventions as kvlm.h
+ * (errors, handles); include it explicitly.
+ */
+#ifndef KVLM_MEASURE_H
+#define KVLM_MEASURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* ----------------------------------------------------------- statistics */
+
+typedef struct kvlm_dist_stats {
+    double entropy;    /* nats */
+    double top1;       /* probability of the most likely token */
+    double top5;       /* mass of the 5 most likely tokens */
+    int n90;           /* tokens needed to cover 90% of the mass */
+    int support;       /* tokens with non-zero probability */
+} kvlm_dist_stats;
+
+/* Statistics of softmax(logits / temperature) (temperature > 0), or of the
+ * distribution the sampler chain keeps when `chain` is non-NULL. */
+int kvlm_dist_stats_compute(const float *logits, int vocab, float temperature,
+                            kvlm_sampler *chain, kvlm_dist_stats *out,
+                            kvlm_error *err);
+/* Distinct ids / ids (0 for an empty sequence). */
+double kvlm_distinct_ratio(const int32_t *ids, int n);
+/* Share of the n - order + 1 order-grams of ids that already occurred
+ * earlier in the same sequence (0 when there are none). */
+double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
+
+/* ------------------------------------------------------ decode roofline */
+
+/* Bytes of weights read by one decode step (every matrix once, plus one
+ * embedding row); the numerator of the bandwidth roofline. */
+size_t kvlm_model_decode_bytes(const kvlm_model *m);
+
+/* ----------------------------------------------------------- benchmarks */
+
+/* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
+ * `bytes` (make it much larger than the last-level cache). */
+double kvlm_measure_read_bandwidth(size_t bytes, int passes);
+
+/* Attention read through a block table against the same context stored
+ * contiguously: two KV pools for the model hold identical K/V for ctx_len
+ * tokens, one as a single block of ctx_len tokens, one in blocks of
+ * block_size (scatter 1: taken in random order from a pool 4x larger). A
+ * pass is one query head over the whole context with the engine's kernels
+ * (scores per block, softmax, weighted sum of V per block); a round sweeps
+ * every layer and query head (or repeats one, hot), and rounds alternate
+ * the two layouts. Runs on the calling thread only and times that thread's
+ * CPU time (time slices other processes take on a shared machine are not
+ * counted). The two outputs are compared (KVLM_ERR_FORMAT if they differ). */
+typedef struct kvlm_attn_bench_options {
+    int ctx_len;           /* tokens attended over, 1..n_ctx */
+    int block_size;        /* paged layout; 0 means 16 */
+    int scatter;           /* 1: paged blocks scattered in the pool */
+    int rounds;            /* timed rounds per layout; 0 means 5 */
+    int hot;               /* 1: repeat one layer's one head (context in cache)
+                              instead of sweeping every layer and head */
+    kvlm_isa isa;
+    kvlm_dtype kv_dtype;   /* KVLM_F32 or KVLM_F16 */
+    uint64_t seed;         /* K, V, queries and the scatter */
+} kvlm_attn_bench_options;
+
+typedef struct kvlm_attn_bench_result {
+    double contiguous_s, paged_s;               /* CPU seconds per pass, best round */
+    double contiguous_median_s, paged_median_s; /* CPU seconds per pass, median round */
+    double paired_ratio;                        /* median over rounds of paged / contiguous
+                                                   timed back to back in that round */
+    long passes_per_round;
+    double max_abs_diff;                        /* between the two layouts' outputs */
+} kvlm_attn_bench_result;
+
+int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *opt,
+                           kvlm_attn_bench_result *res, kvlm_error *err);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVLM_MEASURE_H */
