@@ -100,6 +100,10 @@ void kvlm_engine_free(kvlm_engine *e) {
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e) { return e->ops->isa; }
 int kvlm_engine_threads(const kvlm_engine *e) { return e->threads; }
 
+/* 64-byte aligned scratch; the size rounded up to a multiple of 64, as
+ * aligned_alloc requires under C11 (and AddressSanitizer checks). */
+static void *scratch_alloc(size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
+
 static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     if (T <= e->cap_rows) return KVLM_OK;
     const kvlm_config *c = &e->m->cfg;
@@ -109,13 +113,13 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
     e->rows = malloc((size_t)cap * sizeof *e->rows);
     e->logit_rows = malloc((size_t)cap * sizeof(int));
-    e->x = aligned_alloc(64, n * C);
-    e->h = aligned_alloc(64, n * C);
-    e->qkv = aligned_alloc(64, n * (size_t)e->qkv_dim);
-    e->att = aligned_alloc(64, n * (size_t)e->q_dim);
-    e->ff = aligned_alloc(64, n * (size_t)e->ff_dim);
-    e->act = aligned_alloc(64, n * (size_t)c->n_ff);
-    e->rope = aligned_alloc(64, n * (size_t)c->head_dim);
+    e->x = scratch_alloc(n * C);
+    e->h = scratch_alloc(n * C);
+    e->qkv = scratch_alloc(n * (size_t)e->qkv_dim);
+    e->att = scratch_alloc(n * (size_t)e->q_dim);
+    e->ff = scratch_alloc(n * (size_t)e->ff_dim);
+    e->act = scratch_alloc(n * (size_t)c->n_ff);
+    e->rope = scratch_alloc(n * (size_t)c->head_dim);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
