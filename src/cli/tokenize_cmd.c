@@ -68,10 +68,11 @@ static json_t *json_bytes_text(const char *p, size_t n) {
 
 static int print_json_doc(json_t *doc) {
     char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    int rc = s ? 0 : -1;
     if (s) puts(s);
     free(s);
     json_decref(doc);
-    return s ? 0 : -1;
+    return rc;
 }
 
 static void print_ids(const kvlm_tokenizer *t, const int32_t *ids, size_t n, int pieces, int json) {
