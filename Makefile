@@ -81,6 +81,12 @@ $(BUILD)/tests/%.o: tests/%.c
 test: $(BUILD)/kvlm $(TESTS)
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
 
+# Every compile waits for scripts/setup.sh, which installs the Debian
+# packages (headers, cmocka) still missing and returns at once when all are
+# present, so `make`, `make test` or `make run` work first on a fresh
+# machine. Order-only: running it never makes an object out of date.
+$(LIB_OBJ) $(CLI_OBJ) $(TESTS:=.o) $(BUILD)/tests/helpers.o: | setup
+
 bench: $(BUILD)/kvlm
 	./bench/run.sh $(BUILD)/kvlm
 

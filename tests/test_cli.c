@@ -6,13 +6,22 @@
  * tokenizer_config.json sets add_bos_token gets BOS), bench --json, and
  * bad input (missing model, invalid flags, prompts beyond the context
  * window), each with its exit status and message.
+ * The commands README.md and docs/ show, run as written on the shipped
+ * models (with small lengths), with exact output where it is
+ * deterministic; the option layer's rules (shared flags with the same help
+ * in every command, `--`, `--flag=value`, flags a command does not use).
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/options.h"
 #include "helpers.h"
+
+#define GPT2 "models/shakespeare-gpt2"
+#define LLAMA "models/shakespeare-llama"
+#define LLAMA_GGUF LLAMA "/shakespeare-llama-q8_0.gguf"
 
 #define TINY "tests/fixtures/gpt2/hf_f32"
 #define PROMPT8 "199 17 42 103 0 150 88 3"
@@ -263,6 +272,346 @@ static void test_bad_input(void **state) {
     }
 }
 
+/* ------------------------------------------------- README commands */
+
+/* Runs `kvlm ARGS`; fails unless it exits with status; returns the output. */
+static char *expect_exit(int status, const char *args) {
+    char *out = NULL;
+    int st = th_run_kvlm(&out, "%s", args);
+    if (st != status) fail_msg("kvlm %s: exit %d (want %d): %s", args, st, status, out ? out : "");
+    return out;
+}
+
+static json_t *expect_json(const char *args) {
+    char *out = NULL;
+    int st = th_run_kvlm(&out, "%s 2>/dev/null", args);
+    if (st != 0) fail_msg("kvlm %s: exit %d: %s", args, st, out ? out : "");
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("kvlm %s: not one JSON document: %s\n%s", args, je.text, out);
+    free(out);
+    return j;
+}
+
+static json_int_t jint_at(json_t *j, const char *a, const char *b) {
+    json_t *v = json_object_get(b ? json_object_get(j, a) : j, b ? b : a);
+    if (!json_is_integer(v)) fail_msg("%s%s%s is not an integer", a, b ? "." : "", b ? b : "");
+    return json_integer_value(v);
+}
+
+/* tokenize / detokenize as docs/tokenizer.md shows them, and --json. */
+static void test_readme_tokenize(void **state) {
+    (void)state;
+    char *out = expect_exit(0, "tokenize -m " GPT2 " \"Hello world\"");
+    assert_string_equal(out, "15496 995\n");
+    free(out);
+    out = expect_exit(0, "tokenize -m " GPT2 " --json \"Hello world\"");
+    assert_string_equal(out, "{\"ids\":[15496,995],\"n_tokens\":2}\n");
+    free(out);
+    out = expect_exit(0, "tokenize -m " GPT2 " --json --pieces \" Hello\"");
+    assert_string_equal(out, "{\"ids\":[18435],\"n_tokens\":1,\"pieces\":[\" Hello\"]}\n");
+    free(out);
+    out = expect_exit(0, "detokenize -m " GPT2 " 15496 995");
+    assert_string_equal(out, "Hello world");
+    free(out);
+    out = expect_exit(0, "detokenize -m " GPT2 " --json 15496 995");
+    assert_string_equal(out, "{\"ids\":[15496,995],\"text\":\"Hello world\",\"bytes\":11,\"utf8\":true}\n");
+    free(out);
+    /* 187 is the lone byte 0xFF: U+FFFD in JSON, the exact count in bytes */
+    out = expect_exit(0, "detokenize -m " GPT2 " --json 187");
+    assert_string_equal(out, "{\"ids\":[187],\"text\":\"\xef\xbf\xbd\",\"bytes\":1,\"utf8\":false}\n");
+    free(out);
+    /* after --, negative ids reach the id parser, which names the bad one */
+    out = expect_exit(2, "detokenize -m " GPT2 " -- -1 5");
+    if (!strstr(out, "'-1' is not a non-negative integer") || strstr(out, "unknown"))
+        fail_msg("detokenize -- -1 5: %s", out);
+    free(out);
+    /* after --, a text that looks like a flag is text */
+    out = expect_exit(0, "tokenize -m " GPT2 " -- --json");
+    assert_string_equal(out, "438 17752\n");
+    free(out);
+}
+
+/* KV bytes per token of the shipped Llama from its config.json. */
+static json_int_t llama_bytes_per_number(int bytes) {
+    json_error_t je;
+    json_t *c = json_load_file(LLAMA "/config.json", 0, &je);
+    if (!c) fail_msg("%s/config.json: %s", LLAMA, je.text);
+    json_int_t layers = jint_at(c, "num_hidden_layers", NULL), kvh = jint_at(c, "num_key_value_heads", NULL);
+    json_int_t hd = jint_at(c, "head_dim", NULL);
+    json_decref(c);
+    return 2 * layers * kvh * hd * bytes;
+}
+
+/* kvlm kv -m FILE.gguf reads the GGUF's configuration: the same bytes per
+ * token as the Hugging Face directory, 2 x layers x KV heads x head dim x 4
+ * in f32 (1,024 B for 8 layers, 2 KV heads of 8 dims). */
+static void test_readme_kv_gguf(void **state) {
+    (void)state;
+    const json_int_t f32 = llama_bytes_per_number(4);
+    assert_int_equal(f32, 1024);
+    const char *models[] = {LLAMA_GGUF, LLAMA};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "kv -m %s --kv-dtype f32 --ctx 128 --json", models[i]);
+        json_t *j = expect_json(args);
+        json_t *m = json_array_get(json_object_get(j, "models"), 0);
+        assert_int_equal(jint_at(m, "bytes_per_token", NULL), f32);
+        assert_int_equal(jint_at(m, "layers", NULL), 8);
+        assert_int_equal(jint_at(m, "kv_heads", NULL), 2);
+        assert_int_equal(jint_at(m, "head_dim", NULL), 8);
+        assert_int_equal(jint_at(json_array_get(json_object_get(m, "totals"), 0), "bytes", NULL), 128 * f32);
+        json_decref(j);
+    }
+    /* the human table, as README.md writes the command (f16 by default) */
+    char *out = expect_exit(0, "kv -m " LLAMA_GGUF);
+    if (!strstr(out, "512 B")) fail_msg("kv -m %s: no '512 B' in:\n%s", LLAMA_GGUF, out);
+    free(out);
+}
+
+/* The quick start's command and the shipped Llama (directory and GGUF),
+ * with fewer tokens. */
+static void test_readme_run(void **state) {
+    (void)state;
+    char *out = expect_exit(0, "run -m " GPT2 " -p \"ROMEO:\" -n 8 --temp 0.8 --top-k 40 --top-p 0.9 "
+                               "--frequency-penalty 0.7 --penalty-window 6 --stats");
+    const char *lines[] = {"ROMEO:", "prompt tokens        3\n", "generated tokens     8\n",
+                           "KV bytes per token   6144 (2 x 6 layers x 4 KV heads x 32 head dim x 4 B)\n",
+                           "KV live              61440 bytes for 10 tokens\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(out, lines[i])) fail_msg("run --stats: no '%s' in:\n%s", lines[i], out);
+    free(out);
+    const char *models[] = {LLAMA, LLAMA_GGUF};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "-m %s -p \"ROMEO:\" -n 6 --temp 0 --ignore-eos", models[i]);
+        json_t *j = run_json(args);
+        assert_int_equal(stat_int(j, "prompt_tokens"), 3);
+        assert_int_equal(stat_int(j, "kv_bytes_per_token"), llama_bytes_per_number(4));
+        assert_int_equal(json_array_size(json_object_get(j, "ids")), 6);
+        json_decref(j);
+    }
+}
+
+/* sample-stats and gen-stats with -m, as README.md's table shows them. */
+static void test_readme_stats(void **state) {
+    (void)state;
+    json_t *j = expect_json("sample-stats -m " GPT2 " -p \"ROMEO:\" --temps 0.2,0.7,1.0,1.5 --json");
+    assert_int_equal(jint_at(j, "prompt_tokens", NULL), 3);
+    assert_int_equal(jint_at(j, "vocab", NULL), 50257);
+    assert_int_equal(json_array_size(json_object_get(j, "temperatures")), 4);
+    json_decref(j);
+    char *out = expect_exit(0, "sample-stats -m " GPT2 " -p \"ROMEO:\" --temps 0.2,0.7,1.0,1.5");
+    if (!strstr(out, "next-token distribution after 3 prompt tokens (vocabulary 50257)")) fail_msg("%s", out);
+    free(out);
+    j = expect_json("gen-stats -m " GPT2 " -p \"ROMEO:\" -n 6 --seed 1 --json");
+    assert_int_equal(jint_at(j, "seed", NULL), 1);
+    assert_int_equal(json_array_size(json_object_get(j, "settings")), 7);
+    for (size_t i = 0; i < 7; i++) assert_int_equal(jint_at(json_array_get(json_object_get(j, "settings"), i), "tokens", NULL), 6);
+    json_decref(j);
+}
+
+/* bench -m on the shipped model: its defaults (120 + 48 tokens) exceed the
+ * context window of 128, so both shrink in proportion: 120 x 128 / 168 =
+ * 91 prompt tokens, 128 - 91 = 37 generated. */
+static void test_readme_bench(void **state) {
+    (void)state;
+    json_t *j = expect_json("bench -m " GPT2 " --repeats 1 --bw-mib 16 --no-cache-test --json");
+    assert_int_equal(jint_at(j, "pp", "tokens"), 91);
+    assert_int_equal(jint_at(j, "tg", "tokens"), 37);
+    assert_null(json_object_get(j, "cache"));
+    json_decref(j);
+    /* given sizes are kept; the other one shrinks */
+    j = expect_json("bench -m " GPT2 " --pp 100 --repeats 1 --bw-mib 16 --no-cache-test --json");
+    assert_int_equal(jint_at(j, "pp", "tokens"), 100);
+    assert_int_equal(jint_at(j, "tg", "tokens"), 28);
+    json_decref(j);
+}
+
+/* report -m MODEL -o DIR: the default prompt is `make report`'s. */
+static void test_readme_report(void **state) {
+    (void)state;
+    char *tmp = th_tempdir(), args[1024];
+    snprintf(args, sizeof args, "report -m " GPT2 " -o %s -n 4 --temps 1 --pp 8 --tg 4 --repeats 1 --bw-mib 16", tmp);
+    char *out = expect_exit(0, args);
+    free(out);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/report.json", tmp);
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    if (!r) fail_msg("%s: %s", path, je.text);
+    json_t *m = json_object_get(r, "model");
+    assert_string_equal(json_string_value(json_object_get(m, "prompt_text")), "JULIET: O Romeo, Romeo! wherefore art thou");
+    json_t *t = expect_json("tokenize -m " GPT2 " --json \"JULIET: O Romeo, Romeo! wherefore art thou\"");
+    assert_true(json_equal(json_object_get(m, "prompt_ids"), json_object_get(t, "ids")));
+    assert_int_equal(json_array_size(json_object_get(t, "ids")), 14);
+    json_decref(t);
+    json_decref(r);
+    th_rmtree(tmp);
+    free(tmp);
+}
+
+/* perplexity -m MODEL -f FILE on the start of Tiny Shakespeare. */
+static void test_readme_perplexity(void **state) {
+    (void)state;
+    char *tmp = th_tempdir(), file[1024], args[1200];
+    snprintf(file, sizeof file, "%s/text.txt", tmp);
+    const char text[] = "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    assert_int_equal(th_write_file(file, text, sizeof text - 1), 0);
+    snprintf(args, sizeof args, "tokenize -m " GPT2 " --json -f %s", file);
+    json_t *t = expect_json(args);
+    json_int_t n = jint_at(t, "n_tokens", NULL);
+    json_decref(t);
+    snprintf(args, sizeof args, "perplexity -m " GPT2 " -f %s --isa scalar --json", file);
+    json_t *j = expect_json(args);
+    assert_int_equal(jint_at(j, "file_tokens", NULL), n);
+    assert_int_equal(jint_at(j, "tokens", NULL), n - 1); /* one window: every token but the first */
+    assert_true(json_number_value(json_object_get(j, "perplexity")) > 1);
+    json_decref(j);
+    th_rmtree(tmp);
+    free(tmp);
+}
+
+/* kvlm --help names the model files and the synthetic presets, and the
+ * presets are the loader's. */
+static void test_main_help(void **state) {
+    (void)state;
+    char *out = expect_exit(0, "--help");
+    const char *needles[] = {".gguf", ".safetensors", "llm.c .bin", "--synthetic NAME", CLI_SYNTHETIC_PRESETS};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (!strstr(out, needles[i])) fail_msg("kvlm --help: no '%s' in:\n%s", needles[i], out);
+    free(out);
+    out = expect_exit(1, "run --synthetic no-such-preset --ids 1");
+    if (!strstr(out, "(" CLI_SYNTHETIC_PRESETS ")")) fail_msg("presets differ from the loader's: %s", out);
+    free(out);
+}
+
+/* ------------------------------------------------------ option layer */
+
+#define MAX_FLAGS 64
+
+typedef struct flag_help {
+    char key[48];    /* the flag's spellings and value name */
+    char text[512];  /* its help line(s) */
+} flag_help;
+
+/* The shared sections' flags of `kvlm CMD --help`, one block per flag. */
+static int shared_help(const char *cmd, flag_help *out) {
+    char args[128];
+    snprintf(args, sizeof args, "%s --help", cmd);
+    char *help = expect_exit(0, args);
+    const char *shared_sections[] = {"model:", "engine:", "KV cache:", "input:", "general:"};
+    int n = 0, in_shared = 0;
+    for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != ' ') {
+            in_shared = 0;
+            for (size_t k = 0; k < 5; k++) in_shared |= !strcmp(line, shared_sections[k]);
+            if (!strncmp(line, "sampling", 8)) in_shared = 1;
+            continue;
+        }
+        if (!in_shared) continue;
+        if (line[2] == '-') { /* a flag: "  NAMES METAVAR   help", or alone when long */
+            if (n == MAX_FLAGS) fail_msg("%s --help: too many flags", cmd);
+            const char *gap = strstr(line + 2, "  ");
+            int k = gap ? (int)(gap - (line + 2)) : (int)strlen(line + 2);
+            snprintf(out[n].key, sizeof out[n].key, "%.*s", k, line + 2);
+            snprintf(out[n].text, sizeof out[n].text, "%s\n", line);
+            n++;
+        } else if (n) { /* a continuation line */
+            strncat(out[n - 1].text, line, sizeof out[n - 1].text - strlen(out[n - 1].text) - 2);
+            strcat(out[n - 1].text, "\n");
+        }
+    }
+    free(help);
+    return n;
+}
+
+/* Every command that loads a model lists the model, engine and KV flags;
+ * a shared flag has the very same help text in every command. */
+static void test_help_shared_flags(void **state) {
+    (void)state;
+    const char *cmds[] = {"run",   "bench", "bench-kv", "perplexity", "sample-stats", "gen-stats",
+                          "report", "serve", "kv",       "loadgen",    "tokenize",     "detokenize"};
+    const size_t n_model_cmds = 8;
+    const char *must[] = {"-m, --model PATH", "--synthetic NAME", "--dtype T", "--threads N", "--isa NAME",
+                          "--kv-dtype T", "--block-size N", "-h, --help"};
+    static flag_help seen[MAX_FLAGS], got[MAX_FLAGS];
+    int n_seen = 0;
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        int n = shared_help(cmds[c], got);
+        for (size_t k = 0; c < n_model_cmds && k < sizeof must / sizeof must[0]; k++) {
+            int found = 0;
+            for (int i = 0; i < n; i++) found |= !strcmp(got[i].key, must[k]);
+            if (!found) fail_msg("kvlm %s --help: no %s", cmds[c], must[k]);
+        }
+        for (int i = 0; i < n; i++) {
+            int j = 0;
+            while (j < n_seen && strcmp(seen[j].key, got[i].key)) j++;
+            if (j == n_seen) seen[n_seen++] = got[i];
+            else if (strcmp(seen[j].text, got[i].text))
+                fail_msg("kvlm %s --help shows %s differently:\n%s\nvs\n%s", cmds[c], got[i].key, got[i].text,
+                         seen[j].text);
+        }
+    }
+    assert_true(n_seen >= 8);
+}
+
+/* --isa everywhere a model is loaded; the cache test's switches; --flag=value. */
+static void test_option_rules(void **state) {
+    (void)state;
+    const char *bench = "bench --synthetic gpt2-tiny --pp 8 --tg 4 --repeats 1 --bw-mib 16 --isa scalar --json";
+    const struct {
+        const char *flags;
+        int cache;
+    } cache_cases[] = {{"", 1}, {"--no-cache-test", 0}, {"--skip-cache-test", 0}, {"--no-cache-test --cache-test", 1}};
+    for (size_t i = 0; i < sizeof cache_cases / sizeof cache_cases[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "%s %s", bench, cache_cases[i].flags);
+        json_t *j = expect_json(args);
+        assert_string_equal(json_string_value(json_object_get(j, "isa")), "scalar");
+        if ((json_object_get(j, "cache") != NULL) != cache_cases[i].cache)
+            fail_msg("kvlm %s: cache test %s", args, cache_cases[i].cache ? "missing" : "present");
+        json_decref(j);
+    }
+    json_t *a = run_json("-m " TINY " --ids '" PROMPT8 "' -n 4 --temp 0 --isa scalar --block-size 4");
+    json_t *b = run_json("-m " TINY " --ids='" PROMPT8 "' -n 4 --temp=0 --isa=scalar --block-size=4");
+    assert_true(json_equal(json_object_get(a, "ids"), json_object_get(b, "ids")));
+    assert_int_equal(stat_int(a, "kv_block_size"), 4);
+    json_decref(a);
+    json_decref(b);
+}
+
+static void test_option_errors(void **state) {
+    (void)state;
+    const bad_case cases[] = {
+        {"bench -m " TINY " -p hello", 2, "-p is not used by this command"},
+        {"bench -m " TINY " --tokenizer x", 2, "--tokenizer is not used"},
+        {"kv --threads 2", 2, "--threads is not used"},
+        {"perplexity -m " GPT2 " -f x --temp 1", 2, "--temp is not used"},
+        {"gen-stats -m " TINY " --ids 1 --top-p 0.5", 2, "--top-p is not used"},
+        {"loadgen -m x", 2, "-m is not used"},
+        {"run -m " TINY " --ids 1 --stats=1", 2, "--stats takes no value"},
+        {"run -m " TINY " --ids 1 extra", 2, "unexpected argument 'extra'"},
+        {"run -m " TINY " --synthetic gpt2-tiny --ids 1", 2, "give exactly one"},
+        {"run -m " TINY " --ids 1 --threads", 2, "--threads needs a value"},
+        {"run -m " TINY " --ids 1 --block-size 0", 2, "--block-size: 0 is outside [1, 4096]"},
+        {"run -m " TINY " --ids 1 --kv-blocks 8", 2, "--kv-blocks is not used"},
+        {"serve -m " TINY " --kv-blocks 8 --kv-mib 1", 2, "--kv-blocks and --kv-mib"},
+        {"run -m " GPT2 " -f /nonexistent/prompt.txt", 1, "cannot read /nonexistent/prompt.txt"},
+        {"run -m " TINY " --ids 1 -p x", 2, "exactly one of -p TEXT, --ids LIST or -f FILE"},
+        {"bench -m " GPT2 " --pp 127", 2, "--pp 127 leaves 1 of the context window of 128 for --tg"},
+        {"tokenize -m " GPT2, 2, "usage: kvlm tokenize"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        int st = th_run_kvlm(&out, "%s", cases[i].args);
+        if (st != cases[i].status || !strstr(out, cases[i].needle))
+            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
+                     cases[i].needle);
+        free(out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes_gpt2_124m),
@@ -273,6 +622,17 @@ int main(void) {
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_measurement_commands),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_readme_tokenize),
+        cmocka_unit_test(test_readme_kv_gguf),
+        cmocka_unit_test(test_readme_run),
+        cmocka_unit_test(test_readme_stats),
+        cmocka_unit_test(test_readme_bench),
+        cmocka_unit_test(test_readme_report),
+        cmocka_unit_test(test_readme_perplexity),
+        cmocka_unit_test(test_main_help),
+        cmocka_unit_test(test_help_shared_flags),
+        cmocka_unit_test(test_option_rules),
+        cmocka_unit_test(test_option_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

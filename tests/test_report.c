@@ -1,6 +1,7 @@
 /*
  * `kvlm report` end to end on the reference fixture (small settings):
- * report.md holds every section and the very numbers report.json holds;
+ * report.md holds every section and the numbers report.json holds (each
+ * within half a unit of the last place it is printed to);
  * report.json carries each measurement's document, equal to what the
  * single commands print; every chart is one well-formed <svg> element.
  * The SVG writer itself (compiled in here from src/cli) is checked on
@@ -60,6 +61,44 @@ static json_t *get(json_t *o, const char *dotted) {
 
 static void expect_in(const char *text, const char *needle) {
     if (!strstr(text, needle)) fail_msg("missing '%s' in:\n%s", needle, text);
+}
+
+/* report.md prints each measured figure once, rounded to `decimals`
+ * places from the measured double; report.json holds the same double to 10
+ * significant digits. A printed figure therefore lies within half a unit
+ * of its last place of the JSON value, plus the JSON's own rounding
+ * (relative 5e-10, allowed as 1e-9); anything further off is wrong. The
+ * test never formats the JSON value a second time and compares strings,
+ * which would round twice and fail at a tie. */
+static void expect_close(double printed, double json, int decimals, const char *what) {
+    double tol = 0.5 * pow(10, -decimals) + 1e-9 * fmax(1, fabs(json));
+    if (fabs(printed - json) > tol)
+        fail_msg("%s: report.md shows %.*f, report.json holds %.12g (allowed: %g)", what, decimals, printed, json, tol);
+}
+
+/* The numbers after `head` on the first line of md, at or after the text
+ * `from`, that starts with head: up to max of them ('%' and 'x' after a
+ * number are skipped). Returns how many were read; fails if no line. */
+static int md_numbers(const char *md, const char *from, const char *head, double *v, int max) {
+    const char *p = strstr(md, from);
+    if (!p) fail_msg("no '%s' in report.md", from);
+    size_t hl = strlen(head);
+    while (p && strncmp(p, head, hl)) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) fail_msg("no line starting with '%s' after '%s' in report.md", head, from);
+    int n = 0;
+    for (p += hl; *p && *p != '\n' && n < max;) {
+        if ((*p >= '0' && *p <= '9') || (*p == '-' && p[1] >= '0' && p[1] <= '9')) {
+            char *end;
+            v[n++] = strtod(p, &end);
+            p = end;
+        } else {
+            p++;
+        }
+    }
+    return n;
 }
 
 /* Well-formed enough for a browser: one <svg> root, every tag closed in
@@ -139,8 +178,9 @@ static void test_report_files(void **state) {
     expect_in(md, buf);
     snprintf(buf, sizeof buf, "| date | %s |", json_string_value(get(r, "machine.date")));
     expect_in(md, buf);
-    snprintf(buf, sizeof buf, "%.1f GB/s", json_number_value(get(r, "machine.bandwidth_gbs")));
-    expect_in(md, buf);
+    double v[4];
+    assert_int_equal(md_numbers(md, "## Machine and run", "| measured read bandwidth | ", v, 1), 1);
+    expect_close(v[0], json_number_value(get(r, "machine.bandwidth_gbs")), 1, "bandwidth");
 
     /* KV: 2 x 2 layers x 4 heads x 16 dims = 256 numbers per token */
     assert_int_equal(json_array_size(get(r, "kv_presets.models")), 6);
@@ -156,23 +196,27 @@ static void test_report_files(void **state) {
     assert_int_equal(json_integer_value(get(b, "pp.tokens")), 8);
     assert_int_equal(json_integer_value(get(b, "tg.tokens")), 8);
     assert_true(json_number_value(get(b, "cache.speedup")) > 0);
-    snprintf(buf, sizeof buf, "| decode | 8 | %.2f | %.2f | %.2f | %.3f |", json_number_value(get(b, "tg.mean_tok_s")),
-             json_number_value(get(b, "tg.sd_tok_s")), json_number_value(get(b, "tg.median_tok_s")),
-             json_number_value(get(b, "tg.median_ms_per_token")));
-    expect_in(md, buf);
-    snprintf(buf, sizeof buf, "Speed-up with the cache: %.2fx.", json_number_value(get(b, "cache.speedup")));
-    expect_in(md, buf);
+    assert_int_equal(md_numbers(md, "## Prefill and decode", "| decode | 8 | ", v, 4), 4);
+    expect_close(v[0], json_number_value(get(b, "tg.mean_tok_s")), 2, "decode mean tok/s");
+    expect_close(v[1], json_number_value(get(b, "tg.sd_tok_s")), 2, "decode sd");
+    expect_close(v[2], json_number_value(get(b, "tg.median_tok_s")), 2, "decode median tok/s");
+    expect_close(v[3], json_number_value(get(b, "tg.median_ms_per_token")), 3, "decode ms/token");
+    assert_int_equal(md_numbers(md, "## KV cache on vs off", "Speed-up with the cache: ", v, 1), 1);
+    expect_close(v[0], json_number_value(get(b, "cache.speedup")), 2, "speed-up");
 
     /* next-token statistics: one row per temperature, the JSON's numbers */
     json_t *temps = get(r, "sample_stats.temperatures");
     assert_int_equal(json_array_size(temps), 3);
+    const double temp_values[3] = {0.5, 1, 1.5}; /* exact in binary: one way to print each */
     for (size_t i = 0; i < 3; i++) {
         json_t *st = get(json_array_get(temps, i), "stats");
-        snprintf(buf, sizeof buf, "| %.2f | %.3f | %.2f%% | %.2f%% | %lld |",
-                 json_number_value(get(json_array_get(temps, i), "temperature")), json_number_value(get(st, "entropy")),
-                 100 * json_number_value(get(st, "top1")), 100 * json_number_value(get(st, "top5")),
-                 (long long)json_integer_value(get(st, "n90")));
-        expect_in(md, buf);
+        assert_true(json_number_value(get(json_array_get(temps, i), "temperature")) == temp_values[i]);
+        snprintf(buf, sizeof buf, "| %.2f | ", temp_values[i]);
+        assert_int_equal(md_numbers(md, "## Next-token distribution by temperature", buf, v, 4), 4);
+        expect_close(v[0], json_number_value(get(st, "entropy")), 3, "entropy");
+        expect_close(v[1], 100 * json_number_value(get(st, "top1")), 2, "top-1 %");
+        expect_close(v[2], 100 * json_number_value(get(st, "top5")), 2, "top-5 %");
+        assert_true(v[3] == (double)json_integer_value(get(st, "n90")));
     }
 
     /* repetition: seven settings of 12 tokens */
@@ -181,9 +225,11 @@ static void test_report_files(void **state) {
     for (size_t i = 0; i < 7; i++) {
         json_t *row = json_array_get(settings, i);
         assert_int_equal(json_integer_value(get(row, "tokens")), 12);
-        snprintf(buf, sizeof buf, "| %s | %.3f | %.3f | 12 |", json_string_value(get(row, "setting")),
-                 json_number_value(get(row, "distinct_ratio")), json_number_value(get(row, "repeated_4gram_rate")));
-        expect_in(md, buf);
+        snprintf(buf, sizeof buf, "| %s | ", json_string_value(get(row, "setting")));
+        assert_int_equal(md_numbers(md, "## Repetition by decoding setting", buf, v, 3), 3);
+        expect_close(v[0], json_number_value(get(row, "distinct_ratio")), 3, "distinct ratio");
+        expect_close(v[1], json_number_value(get(row, "repeated_4gram_rate")), 3, "repeated 4-gram rate");
+        assert_true(v[2] == 12);
     }
 
     /* charts: referenced, present, well formed */
@@ -299,7 +345,9 @@ static void test_bad_input(void **state) {
         {"report -m " TINY " --ids 1 -o %s/plain-file", 1, "cannot write to %s/plain-file: Not a directory"},
         {"report -m " TINY " --ids 1 -o %s/plain-file/sub", 1, "cannot write to %s/plain-file/sub"},
         {"report -m /nonexistent/model --ids 1 -o %s/a", 1, "/nonexistent/model"},
-        {"report -m " TINY " -o %s/b", 2, "exactly one of -p"},
+        {"report -m " TINY " -o %s/b", 1, "the default prompt needs a tokenizer"},
+        {"report -m " TINY " -p x --ids 1 -o %s/h", 2, "exactly one of -p"},
+        {"report -m " TINY " --ids 1 -o %s/i --pp 31", 2, "--pp 31 leaves 1 of the context window of 32 for --tg"},
         {"report -m " TINY " --ids 1 -o %s/c --temps 0", 2, "--temps"},
         {"report -m " TINY " --ids 1 -o %s/d --pp 30 --tg 8", 2, "exceed the context window of 32"},
         {"report -m " TINY " --ids 1 -o %s/e --repeats 0", 2, "--repeats"},
@@ -316,7 +364,7 @@ static void test_bad_input(void **state) {
         free(out);
     }
     /* nothing measured, nothing written: no output directory was made */
-    const char *never[] = {"a", "b", "c", "d", "e", "f", "g"};
+    const char *never[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
     struct stat sb;
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (!stat(path_in(tmp, never[i]), &sb)) fail_msg("%s was created", path_in(tmp, never[i]));

@@ -417,12 +417,12 @@ static void test_cli(void **state) {
     CLI(0, NULL, "usage: kvlm tokenize", "tokenize --help");
     CLI(0, NULL, "usage: kvlm detokenize", "detokenize -h");
     CLI(2, NULL, "-m MODEL is required", "tokenize 'Hello'");
-    CLI(2, NULL, "unknown option '--bogus'", "tokenize %s --bogus x", m);
+    CLI(2, NULL, "unknown argument '--bogus'", "tokenize %s --bogus x", m);
     CLI(2, NULL, "usage", "tokenize %s", m);
     CLI(2, NULL, "usage", "tokenize %s -m", m);
     CLI(2, NULL, "no token ids", "detokenize %s", m);
     CLI(2, NULL, "not a list", "detokenize %s abc", m);
-    CLI(2, NULL, "unknown option '-5'", "detokenize %s -5", m);
+    CLI(2, NULL, "'-5' is not a non-negative integer", "detokenize %s -5", m);
     CLI(1, NULL, "/nonexistent/model", "tokenize -m /nonexistent/model x");
     CLI(1, NULL, "ids[1] = 99999", "detokenize %s 15496 99999", m);
     CLI(1, NULL, "cannot read /nonexistent/text", "tokenize %s --file /nonexistent/text", m);

@@ -80,26 +80,32 @@ int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n) {
     int32_t *v = malloc(cap * sizeof *v);
     const char *p = s;
     while (v) {
-        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n' || *p == '\r') p++;
         if (!*p) break;
+        size_t w = strcspn(p, " ,\t\n\r");
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && !strchr(" ,\t\n", *end))) {
-            fprintf(stderr, "kvlm: %s: '%s' is not a list of non-negative token ids\n", flag, s);
+        if (end != p + w || errno || x < 0 || x > INT32_MAX) {
+            fprintf(stderr, "kvlm: %s: '%s' is not a list of token ids: '%.*s' is not a non-negative integer\n",
+                    flag, s, (int)(w > 64 ? 64 : w), p);
             free(v);
             return -1;
         }
         if (k == cap) {
             int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) break;
+            if (!nv) {
+                free(v);
+                v = NULL;
+                break;
+            }
             v = nv;
         }
         v[k++] = (int32_t)x;
         p = end;
     }
     if (!v || k == 0) {
-        fprintf(stderr, "kvlm: %s: no token ids given\n", flag);
+        fprintf(stderr, "kvlm: %s: %s\n", flag, v ? "no token ids given" : "out of memory");
         free(v);
         return -1;
     }
@@ -108,19 +114,36 @@ int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n) {
     return 0;
 }
 
-const char *arg_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "kvlm: %s needs a value\n", argv[*i]);
+char *arg_read_file(const char *flag, const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "kvlm: %s: cannot read %s: %s\n", flag, path, strerror(errno));
         return NULL;
     }
-    return argv[++*i];
-}
-
-kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype) {
-    kvlm_error err;
-    kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);
-    if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
-    return m;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    if (bad || !buf) {
+        fprintf(stderr, "kvlm: %s: cannot read %s: %s\n", flag, path, bad ? "read error" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }
 
 void cli_print_json(const json_t *doc) {

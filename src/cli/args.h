@@ -1,7 +1,8 @@
 /*
- * Command-line helpers shared by the subcommands: strict number parsing
- * (the whole string, within a range, with a message naming the flag),
- * token-id lists, and loading a model from -m or --synthetic.
+ * Turning argument strings into values, for the option layer (options.h)
+ * and the subcommands: strict number parsing (the whole string, within a
+ * range, with a message naming the flag), token-id lists, the text of a
+ * file argument, and the JSON printer of the measurement commands.
  */
 #ifndef KVLM_CLI_ARGS_H
 #define KVLM_CLI_ARGS_H
@@ -21,16 +22,14 @@ int arg_u64(const char *flag, const char *s, uint64_t *out);
 int arg_float(const char *flag, const char *s, double lo, double hi, float *out);
 /* Parses a comma-separated list of at most max numbers, each in [lo, hi]. */
 int arg_floats(const char *flag, const char *s, double lo, double hi, float *out, int max, int *n);
-/* Parses ids separated by spaces or commas; *ids is malloc'ed. */
+/* Parses ids separated by spaces or commas; *ids is malloc'ed. A bad
+ * element is named in the message ("'-1' is not a token id"). */
 int arg_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
-/* Returns the value after argv[*i] (advancing *i) or NULL with a message. */
-const char *arg_value(int argc, char **argv, int *i);
+/* The whole file at path ('-': standard input), NUL-terminated, malloc'ed;
+ * NULL after "kvlm: FLAG: cannot read PATH: reason" on stderr. */
+char *arg_read_file(const char *flag, const char *path, size_t *len);
 
 /* Prints a measurement document as indented JSON (6 significant digits). */
 void cli_print_json(const json_t *doc);
-
-/* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
- * set); prints errors. */
-kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype);
 
 #endif

@@ -16,28 +16,14 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
+#include "cli/options.h"
+#include "cli/session.h"
 #include "kvlm_measure.h"
 
-static const char *usage =
-    "usage: kvlm bench (-m MODEL | --synthetic PRESET) [options]\n"
-    "  -m PATH           model directory or file\n"
-    "  --synthetic NAME  random weights with exact shapes (gpt2-124m, gpt2-355m, gpt2-tiny)\n"
-    "  --dtype T         synthetic weight dtype: f32 (default), f16, bf16, q8_0, q4_0\n"
-    "  --pp N            prompt tokens for the prefill test (default 120)\n"
-    "  --tg N            tokens generated for the decode and cache tests (default 48)\n"
-    "  --repeats N       repeats per test (default 5)\n"
-    "  --threads N       threads (default: all cores)\n"
-    "  --kv-dtype T      f32 (default) or f16\n"
-    "  --no-cache-test   also time generation with the KV cache off (default on; --skip-cache-test to skip)\n"
-    "  --skip-cache-test skip the cache on/off comparison\n"
-    "  --bw-mib N        buffer for the bandwidth measurement in MiB (default 1024)\n"
-    "  --json            one JSON object\n";
-
 typedef struct bench_opts {
-    const char *model, *synthetic;
-    kvlm_dtype dtype;
+    model_flags mf;
     bench_params p;
-    int json;
+    int json, pp_set, tg_set;
 } bench_opts;
 
 /* Per-repeat samples: mean and sd as requested, the median as the robust
@@ -74,27 +60,58 @@ static double acc_median(const stat_acc *a) {
 
 static int parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.p = {.pp = 120, .tg = 48, .repeats = 5, .bw_mib = 1024}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "--synthetic")) { VAL(); o->synthetic = v; }
-        else if (!strcmp(a, "--dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->dtype)) { fprintf(stderr, "kvlm: --dtype: '%s' is not f32, f16, bf16, q8_0 or q4_0\n", v); return -1; } }
-        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (kvlm_dtype_parse(v, &o->p.kv_dtype) || (o->p.kv_dtype != KVLM_F32 && o->p.kv_dtype != KVLM_F16)) { fprintf(stderr, "kvlm: --kv-dtype: '%s' is not f32 or f16\n", v); return -1; } }
-        else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->p.pp)) return -1; }
-        else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->p.tg)) return -1; }
-        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, MAX_REPEATS, &o->p.repeats)) return -1; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (arg_int(a, v, 1, 1024, &o->p.threads)) return -1; }
-        else if (!strcmp(a, "--bw-mib")) { VAL(); if (arg_int(a, v, 16, 1 << 16, &o->p.bw_mib)) return -1; }
-        else if (!strcmp(a, "--skip-cache-test")) o->p.skip_cache = 1;
-        else if (!strcmp(a, "--no-cache-test")) o->p.skip_cache = 0;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else { fprintf(stderr, "kvlm bench: unknown argument '%s' (see kvlm bench --help)\n", a); return -1; }
-#undef VAL
+    model_flags_init(&o->mf);
+    const cli_opt own[] = {
+        {.names = "--pp", .metavar = "N", .help = "prompt tokens for the prefill test (default 120)", .kind = OPT_INT,
+         .dst = &o->p.pp, .lo = 1, .hi = 1 << 20, .given = &o->pp_set},
+        {.names = "--tg", .metavar = "N",
+         .help = "tokens generated for the decode and cache tests (default 48)\n"
+                 "(without --pp/--tg both shrink to fit a small context window)",
+         .kind = OPT_INT, .dst = &o->p.tg, .lo = 2, .hi = 1 << 20, .given = &o->tg_set},
+        CLI_INT("--repeats", "N", "repeats per test (default 5)", &o->p.repeats, 1, MAX_REPEATS),
+        CLI_INT("--bw-mib", "N", "buffer for the bandwidth measurement in MiB (default 1024)", &o->p.bw_mib, 16,
+                1 << 16),
+        CLI_SWITCH("--cache-test", "also time generation with the KV cache off (the default)", &o->p.skip_cache, 0),
+        CLI_SWITCH("--no-cache-test, --skip-cache-test", "skip the cache on vs off comparison", &o->p.skip_cache, 1),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "bench",
+        .usage = "bench (-m MODEL | --synthetic PRESET) [options]",
+        .about = "Prefill and decode throughput over repeats (mean, sd, median), the decode roofline\n"
+                 "against the measured read bandwidth, generation with the KV cache on vs off.\n"
+                 "The prompt is a fixed pseudo-random sequence of token ids.\n",
+        .groups = CLI_LOADS_MODEL | CLI_JSON,
+        .unused = "it times a fixed pseudo-random prompt with greedy decoding",
+        .opts = own,
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    o->p.threads = o->mf.threads, o->p.isa = o->mf.isa;
+    o->p.kv_dtype = o->mf.kv_dtype, o->p.block_size = o->mf.block_size;
+    return 0;
+}
+
+int bench_fit_timing(const char *cmd, bench_params *p, int pp_set, int tg_set, int n_ctx) {
+    if (p->pp + p->tg > n_ctx) {
+        if (!pp_set && !tg_set) { /* both shrink in proportion */
+            long pp = (long)p->pp * n_ctx / (p->pp + p->tg);
+            p->pp = pp < 1 ? 1 : (int)pp;
+            p->tg = n_ctx - p->pp;
+        } else if (!tg_set) {
+            p->tg = n_ctx - p->pp;
+        } else if (!pp_set) {
+            p->pp = n_ctx - p->tg;
+        }
     }
-    if (!o->model == !o->synthetic) {
-        fprintf(stderr, "kvlm bench: no model: give exactly one of -m PATH or --synthetic PRESET\n");
+    if (p->pp + p->tg > n_ctx || p->pp < 1) {
+        fprintf(stderr, "kvlm %s: --pp %d + --tg %d exceed the context window of %d\n", cmd, p->pp, p->tg, n_ctx);
+        return -1;
+    }
+    if (p->tg < 2) {
+        fprintf(stderr, "kvlm %s: --pp %d leaves %d of the context window of %d for --tg (at least 2 needed)\n", cmd,
+                p->pp, p->tg, n_ctx);
         return -1;
     }
     return 0;
@@ -184,7 +201,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
         return NULL;
     }
-    kvlm_kv_options ko = {.dtype = p->kv_dtype, .max_seqs = 1, .no_prefix_cache = 1};
+    kvlm_kv_options ko = {.dtype = p->kv_dtype, .block_size = p->block_size, .max_seqs = 1, .no_prefix_cache = 1};
     kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa};
     b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
     if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err))) {
@@ -248,11 +265,9 @@ static void print_human(const kvlm_model *m, const json_t *d, int bw_mib) {
 int cli_bench(int argc, char **argv) {
     bench_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
-    kvlm_model *m = cli_load_model(o.model, o.synthetic, o.dtype);
+    kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype);
     if (!m) return 1;
-    const kvlm_config *c = kvlm_model_config(m);
-    if (o.p.pp + o.p.tg > c->n_ctx) {
-        fprintf(stderr, "kvlm bench: --pp %d + --tg %d exceed the context window of %d\n", o.p.pp, o.p.tg, c->n_ctx);
+    if (bench_fit_timing("bench", &o.p, o.pp_set, o.tg_set, kvlm_model_config(m)->n_ctx)) {
         kvlm_model_free(m);
         return EXIT_USAGE;
     }

@@ -30,41 +30,9 @@
 #include "cli/args.h"
 #include "cli/bench_kv.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "kvlm_measure.h"
-
-static const char *usage =
-    "usage: kvlm bench-kv (-m MODEL | --synthetic PRESET) [options]\n"
-    "Paged vs contiguous KV cache on one model: residency, KV utilisation and\n"
-    "tokens/s of batched serving, the paged attention kernel's cost, prefix caching.\n"
-    "model:\n"
-    "  -m PATH, --synthetic NAME, --dtype T, --threads N, --isa NAME, --kv-dtype T,\n"
-    "  --block-size N (default 16)\n"
-    "serve (a workload through the scheduler, contiguous then paged):\n"
-    "  -n, --requests N     requests (default 64)\n"
-    "  --seed N             seed of the drawn lengths and prompt ids (default 1)\n"
-    "  --prompt-median N    median prompt length (default n_ctx / 16)\n"
-    "  --prompt-sigma S     sigma of log(prompt length) (default 1.0)\n"
-    "  --output-median N    median output length (default n_ctx / 8: output-heavy, as chat is)\n"
-    "  --output-sigma S     sigma of log(output length) (default 1.0)\n"
-    "                       lengths ~ round(median x exp(sigma x Z)), Z standard normal;\n"
-    "                       prompt clipped to [1, n_ctx - 1], output to [1, n_ctx - prompt]\n"
-    "  --kv-blocks N        KV budget in blocks (default: 4 requests' contiguous reservation)\n"
-    "  --kv-mib X           KV budget in MiB instead (rounded down to whole blocks)\n"
-    "  --max-seqs N         sequence slots (default: min(requests, 256))\n"
-    "  --batch-tokens N     tokens per engine step, prefill chunks included (default 256)\n"
-    "  --prefix-cache       paged run with automatic prefix caching (default off: like for like)\n"
-    "  --repeats N          serve each policy N times, alternating; median timings (default 1)\n"
-    "attention:\n"
-    "  --attn-lengths LIST  context lengths, comma-separated (default 128,512,1024, clipped to n_ctx)\n"
-    "  --attn-rounds N      timed rounds per layout (default 9)\n"
-    "prefix:\n"
-    "  --prefix-requests K  requests sharing the system prompt (default 8, at least 2)\n"
-    "  --prefix-tokens N    system prompt length (default 1000, clipped to n_ctx - suffix - output)\n"
-    "  --suffix-tokens N    distinct suffix per request (default min(16, n_ctx / 16), at least 1)\n"
-    "  --prefix-output N    tokens generated per request (default 4)\n"
-    "  --sections LIST      serve,attention,prefix (default all three)\n"
-    "  --json               one JSON object\n";
 
 enum { SEC_SERVE = 1, SEC_ATTN = 2, SEC_PREFIX = 4 };
 #define MAX_ATTN_LENS 8
@@ -75,13 +43,15 @@ typedef struct bkv_opts {
     uint64_t seed;
     int prompt_median, output_median;  /* 0: from n_ctx */
     float prompt_sigma, output_sigma;
-    int kv_blocks;                     /* 0: default or from kv_mib */
+    int kv_blocks;                     /* 0: default or from kv_mib (copied from mf) */
     float kv_mib;
     int attn_lens[MAX_ATTN_LENS], n_attn_lens, attn_rounds;
     int prefix_requests, prefix_tokens, suffix_tokens, prefix_output; /* suffix 0: from n_ctx */
 } bkv_opts;
 
-static int parse_lengths(const char *flag, const char *s, int *out, int *n) {
+static int parse_lengths(const char *flag, const char *s, void *dst) {
+    bkv_opts *o = dst;
+    int *out = o->attn_lens, *n = &o->n_attn_lens;
     char buf[256];
     if (strlen(s) >= sizeof buf) {
         fprintf(stderr, "kvlm: %s: list too long\n", flag);
@@ -103,54 +73,26 @@ static int parse_lengths(const char *flag, const char *s, int *out, int *n) {
     return 0;
 }
 
-static int parse_sections(const char *s, int *out) {
+static int parse_sections(const char *flag, const char *s, void *dst) {
+    int *out = dst;
     char buf[128];
     *out = 0;
-    if (strlen(s) >= sizeof buf) return -1;
+    if (strlen(s) >= sizeof buf) {
+        fprintf(stderr, "kvlm: %s: list too long\n", flag);
+        return -1;
+    }
     strcpy(buf, s);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!strcmp(t, "serve")) *out |= SEC_SERVE;
         else if (!strcmp(t, "attention")) *out |= SEC_ATTN;
         else if (!strcmp(t, "prefix")) *out |= SEC_PREFIX;
         else {
-            fprintf(stderr, "kvlm: --sections: '%s' is not one of serve, attention, prefix\n", t);
+            fprintf(stderr, "kvlm: %s: '%s' is not one of serve, attention, prefix\n", flag, t);
             return -1;
         }
     }
-    if (!*out) fprintf(stderr, "kvlm: --sections: no section given\n");
+    if (!*out) fprintf(stderr, "kvlm: %s: no section given\n", flag);
     return *out ? 0 : -1;
-}
-
-/* One flag of bench-kv (not a model flag): 0 consumed, -1 error. */
-static int parse_one(bkv_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v = NULL;
-#define VAL() do { if (!(v = arg_value(argc, argv, i))) return -1; } while (0)
-    if (!strcmp(a, "--json")) o->json = 1;
-    else if (!strcmp(a, "--prefix-cache")) o->prefix_cache = 1;
-    else if (!strcmp(a, "-n") || !strcmp(a, "--requests")) { VAL(); return arg_int(a, v, 1, 4096, &o->requests); }
-    else if (!strcmp(a, "--seed")) { VAL(); return arg_u64(a, v, &o->seed); }
-    else if (!strcmp(a, "--prompt-median")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prompt_median); }
-    else if (!strcmp(a, "--output-median")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->output_median); }
-    else if (!strcmp(a, "--prompt-sigma")) { VAL(); return arg_float(a, v, 0, 4, &o->prompt_sigma); }
-    else if (!strcmp(a, "--output-sigma")) { VAL(); return arg_float(a, v, 0, 4, &o->output_sigma); }
-    else if (!strcmp(a, "--kv-blocks")) { VAL(); return arg_int(a, v, 1, 1 << 24, &o->kv_blocks); }
-    else if (!strcmp(a, "--kv-mib")) { VAL(); return arg_float(a, v, 1e-3, 1 << 20, &o->kv_mib); }
-    else if (!strcmp(a, "--max-seqs")) { VAL(); return arg_int(a, v, 1, 4096, &o->max_seqs); }
-    else if (!strcmp(a, "--batch-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 16, &o->batch_tokens); }
-    else if (!strcmp(a, "--repeats")) { VAL(); return arg_int(a, v, 1, 50, &o->repeats); }
-    else if (!strcmp(a, "--attn-lengths")) { VAL(); return parse_lengths(a, v, o->attn_lens, &o->n_attn_lens); }
-    else if (!strcmp(a, "--attn-rounds")) { VAL(); return arg_int(a, v, 1, 1000, &o->attn_rounds); }
-    else if (!strcmp(a, "--prefix-requests")) { VAL(); return arg_int(a, v, 2, 1000, &o->prefix_requests); }
-    else if (!strcmp(a, "--prefix-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prefix_tokens); }
-    else if (!strcmp(a, "--suffix-tokens")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->suffix_tokens); }
-    else if (!strcmp(a, "--prefix-output")) { VAL(); return arg_int(a, v, 1, 1 << 20, &o->prefix_output); }
-    else if (!strcmp(a, "--sections")) { VAL(); return parse_sections(v, &o->sections); }
-    else {
-        fprintf(stderr, "kvlm bench-kv: unknown argument '%s' (see kvlm bench-kv --help)\n", a);
-        return -1;
-    }
-#undef VAL
-    return 0;
 }
 
 static int parse(int argc, char **argv, bkv_opts *o) {
@@ -169,26 +111,57 @@ static int parse(int argc, char **argv, bkv_opts *o) {
     const int defaults[3] = {128, 512, 1024};
     memcpy(o->attn_lens, defaults, sizeof defaults);
     o->n_attn_lens = 3;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(usage, stdout);
-            exit(0);
-        }
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (r < 0 || (r == 0 && parse_one(o, argc, argv, &i))) return -1;
-    }
-    if (o->mf.prompt || o->mf.ids || o->mf.tokenizer) {
-        fprintf(stderr, "kvlm bench-kv: -p, --ids and --tokenizer are not used: prompts are drawn from --seed\n");
-        return -1;
-    }
-    if (o->kv_blocks && o->kv_mib > 0) {
-        fprintf(stderr, "kvlm bench-kv: --kv-blocks and --kv-mib: give at most one\n");
-        return -1;
-    }
-    if (!o->mf.model == !o->mf.synthetic) {
-        fprintf(stderr, "kvlm bench-kv: no model: give exactly one of -m PATH or --synthetic PRESET\n");
-        return -1;
-    }
+    const cli_opt own[] = {
+        CLI_HEADING("serve (a workload through the scheduler, contiguous then paged):"),
+        CLI_INT("-n, --requests", "N", "requests (default 64)", &o->requests, 1, 4096),
+        CLI_U64("--seed", "N", "seed of the drawn lengths and prompt ids (default 1)", &o->seed),
+        CLI_INT("--prompt-median", "N", "median prompt length (default n_ctx / 16)", &o->prompt_median, 1, 1 << 20),
+        CLI_FLOAT("--prompt-sigma", "S", "sigma of log(prompt length) (default 1.0)", &o->prompt_sigma, 0, 4),
+        CLI_INT("--output-median", "N", "median output length (default n_ctx / 8: output-heavy, as chat is)",
+                &o->output_median, 1, 1 << 20),
+        CLI_FLOAT("--output-sigma", "S",
+                  "sigma of log(output length) (default 1.0)\n"
+                  "lengths ~ round(median x exp(sigma x Z)), Z standard normal;\n"
+                  "prompt clipped to [1, n_ctx - 1], output to [1, n_ctx - prompt]",
+                  &o->output_sigma, 0, 4),
+        CLI_INT("--max-seqs", "N", "sequence slots (default: min(requests, 256))", &o->max_seqs, 1, 4096),
+        CLI_INT("--batch-tokens", "N", "tokens per engine step, prefill chunks included (default 256)",
+                &o->batch_tokens, 1, 1 << 16),
+        CLI_SWITCH("--prefix-cache", "paged run with automatic prefix caching (default off: like for like)",
+                   &o->prefix_cache, 1),
+        CLI_INT("--repeats", "N", "serve each policy N times, alternating; median timings (default 1)", &o->repeats,
+                1, 50),
+        CLI_HEADING("attention:"),
+        CLI_FN("--attn-lengths", "LIST", "context lengths, comma-separated (default 128,512,1024, clipped to n_ctx)",
+               parse_lengths, o),
+        CLI_INT("--attn-rounds", "N", "timed rounds per layout (default 9)", &o->attn_rounds, 1, 1000),
+        CLI_HEADING("prefix:"),
+        CLI_INT("--prefix-requests", "K", "requests sharing the system prompt (default 8, at least 2)",
+                &o->prefix_requests, 2, 1000),
+        CLI_INT("--prefix-tokens", "N", "system prompt length (default 1000, clipped to n_ctx - suffix - output)",
+                &o->prefix_tokens, 1, 1 << 20),
+        CLI_INT("--suffix-tokens", "N", "distinct suffix per request (default min(16, n_ctx / 16), at least 1)",
+                &o->suffix_tokens, 1, 1 << 20),
+        CLI_INT("--prefix-output", "N", "tokens generated per request (default 4)", &o->prefix_output, 1, 1 << 20),
+        CLI_HEADING("sections:"),
+        CLI_FN("--sections", "LIST", "serve,attention,prefix (default all three)", parse_sections, &o->sections),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "bench-kv",
+        .usage = "bench-kv (-m MODEL | --synthetic PRESET) [options]",
+        .about = "Paged vs contiguous KV cache on one model: residency, KV utilisation and\n"
+                 "tokens/s of batched serving, the paged attention kernel's cost, prefix caching.\n",
+        .groups = CLI_LOADS_MODEL | CLI_KV_POOL | CLI_JSON,
+        .unused = "prompts are drawn from --seed",
+        .opts = own,
+        .notes = "The KV pool of the serve section defaults to 4 requests' contiguous reservation.\n",
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    o->kv_blocks = o->mf.kv_blocks;
+    o->kv_mib = o->mf.kv_mib;
     return 0;
 }
 

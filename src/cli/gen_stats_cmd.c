@@ -15,24 +15,10 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/text_sink.h"
 #include "kvlm_measure.h"
-
-static const char *usage =
-    "usage: kvlm gen-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST) [options]\n"
-    "Generates -n tokens under each setting from the same prompt and seed and reports:\n"
-    "  distinct-token ratio = distinct generated ids / generated ids;\n"
-    "  repeated 4-gram rate = share of the generated 4-grams (runs of 4 consecutive\n"
-    "  generated ids) that already occurred earlier in the same generation.\n"
-    "Settings: greedy; temperature 0.2, 0.7, 1.0, 1.5; temperature 0.7 with top-p 0.9;\n"
-    "temperature 0.7 with top-k 5. Generation does not stop at end-of-sequence unless\n"
-    "--stop-at-eos is given, so every setting is measured over the same length.\n";
-static const char *usage_own =
-    "  -n N               tokens per setting (default 60)\n"
-    "  --seed S           seed shared by every setting (default 1)\n"
-    "  --stop-at-eos      end a generation at the end-of-sequence token\n"
-    "  --json             one JSON document (with the full texts)\n";
 
 typedef struct setting {
     const char *name;
@@ -60,26 +46,31 @@ typedef struct gs_opts {
 static int parse(int argc, char **argv, gs_opts *o) {
     *o = (gs_opts){.n = 60, .seed = 1};
     model_flags_init(&o->mf);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (r < 0) return -1;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s%s", usage, model_flags_help, usage_own);
-            exit(0);
-        } else if (!strcmp(a, "-n")) {
-            if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 1 << 20, &o->n)) return -1;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = arg_value(argc, argv, &i)) || arg_u64(a, v, &o->seed)) return -1;
-        } else if (!strcmp(a, "--stop-at-eos")) o->stop_at_eos = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else {
-            fprintf(stderr, "kvlm gen-stats: unknown argument '%s' (see --help)\n", a);
-            return -1;
-        }
-    }
-    return 0;
+    const cli_opt own[] = {
+        CLI_INT("-n", "N", "tokens per setting (default 60)", &o->n, 1, 1 << 20),
+        CLI_U64("--seed", "S", "seed shared by every setting (default 1)", &o->seed),
+        CLI_SWITCH("--stop-at-eos", "end a generation at the end-of-sequence token", &o->stop_at_eos, 1),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "gen-stats",
+        .usage = "gen-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST | -f FILE) [options]",
+        .about =
+            "Generates -n tokens under each setting from the same prompt and seed and reports:\n"
+            "  distinct-token ratio = distinct generated ids / generated ids;\n"
+            "  repeated 4-gram rate = share of the generated 4-grams (runs of 4 consecutive\n"
+            "  generated ids) that already occurred earlier in the same generation.\n"
+            "Settings: greedy; temperature 0.2, 0.7, 1.0, 1.5; temperature 0.7 with top-p 0.9;\n"
+            "temperature 0.7 with top-k 5. Generation does not stop at end-of-sequence unless\n"
+            "--stop-at-eos is given, so every setting is measured over the same length.\n"
+            "--json prints the full texts too.\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_PROMPT | CLI_FILE | CLI_JSON,
+        .unused = "its decoding settings are fixed; --seed and -n apply",
+        .opts = own,
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    return cli_parse(&spec, argc, argv);
 }
 
 /* One setting: one request with the shared seed (the same generation path

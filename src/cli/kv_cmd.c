@@ -17,35 +17,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/measure.h"
+#include "cli/options.h"
 #include "measure/kv_sizing.h"
-
-static const char *usage =
-    "usage: kvlm kv [-m MODEL | --preset NAME] [options]\n"
-    "KV cache size: bytes per token = 2 x layers x KV heads x head dim x bytes per number.\n"
-    "With no model, prints every preset.\n"
-    "  -m, --model PATH     model directory, config.json, .safetensors or llm.c .bin\n"
-    "                       (only the configuration is read)\n"
-    "  --preset NAME        gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b,\n"
-    "                       llama-2-70b, llama-2-7b\n"
-    "  --kv-dtype T         f32, f16 (default), bf16, q8 (1 byte per number; no\n"
-    "                       per-block scales counted: kvlm has no 8-bit KV format yet)\n"
-    "  --ctx N[,N...]       context lengths to total (default 4096,131072)\n"
-    "  --json               one JSON document with exact byte counts\n"
-    "capacity planning (needs --memory):\n"
-    "  --memory SIZE        memory for weights + KV: bytes or with a unit, e.g. 24GiB,\n"
-    "                       80GB (B, KB, MB, GB, TB = powers of 1000; KiB, MiB, GiB,\n"
-    "                       TiB = powers of 1024)\n"
-    "  --weights-bytes SIZE weights' bytes (default: params x --weight-dtype for a\n"
-    "                       preset; for -m, the tensors in the model's weight files)\n"
-    "  --weight-dtype T     f32, f16 (default for presets), bf16, q8; with -m, counts\n"
-    "                       the model's parameters at this dtype instead of as stored\n"
-    "  --ctx-len L          tokens reserved per request (default: the model's max context)\n"
-    "  --mean-len M         mean tokens per request (default L/4)\n"
-    "  --block-size B       tokens per paged block (default 16)\n"
-    "  contiguous requests = floor((memory - weights) / (L x bytes per token))\n"
-    "  paged requests      = floor((memory - weights) / (ceil(M / B) x B x bytes per token))\n"
-    "  utilisation         = tokens held / tokens reserved: M / L contiguous,\n"
-    "                        M / (ceil(M / B) x B) paged\n";
 
 #define MAX_CTX KV_MAX_CTX
 #define MAX_ROWS 8
@@ -82,7 +55,9 @@ static int parse_count(const char *flag, const char *s, uint64_t hi, uint64_t *o
     return 0;
 }
 
-static int parse_ctx_list(const char *s, kv_opts *o) {
+static int parse_ctx_list(const char *flag, const char *s, void *dst) {
+    (void)flag;
+    kv_opts *o = dst;
     char buf[512];
     if (strlen(s) >= sizeof buf) {
         fprintf(stderr, "kvlm kv: --ctx: list too long\n");
@@ -105,63 +80,89 @@ static int parse_ctx_list(const char *s, kv_opts *o) {
     return 0;
 }
 
-static int parse_dtype(const char *flag, const char *s, kvs_dtype *out) {
+static int parse_dtype(const char *flag, const char *s, void *out) {
     if (!kvs_dtype_parse(s, out)) return 0;
     fprintf(stderr, "kvlm kv: %s: '%s' is not one of f32, f16, bf16, q8\n", flag, s);
     return -1;
 }
 
-static int parse_size(const char *flag, const char *s, uint64_t *out) {
+static int parse_size(const char *flag, const char *s, void *out) {
     if (!kvs_parse_size(s, out)) return 0;
     fprintf(stderr, "kvlm kv: %s: '%s' is not a size (a non-negative number of bytes, optionally with a unit "
                     "B, KB, KiB, MB, MiB, GB, GiB, TB or TiB, e.g. 24GiB)\n", flag, s);
     return -1;
 }
 
+static int parse_length(const char *flag, const char *s, void *out) { return parse_count(flag, s, 1ull << 40, out); }
+static int parse_block(const char *flag, const char *s, void *out) { return parse_count(flag, s, 1u << 20, out); }
+
 static int parse(int argc, char **argv, kv_opts *o, int *json) {
     *o = kv_request_default();
     *json = 0;
-    int plan_flag = 0;
-    const char *plan_name = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "--preset")) { VAL(); o->preset = v; }
-        else if (!strcmp(a, "--kv-dtype")) { VAL(); if (parse_dtype(a, v, &o->kv_dtype)) return -1; }
-        else if (!strcmp(a, "--weight-dtype")) { VAL(); if (parse_dtype(a, v, &o->weight_dtype)) return -1; o->have_weight_dtype = plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--ctx")) { VAL(); if (parse_ctx_list(v, o)) return -1; }
-        else if (!strcmp(a, "--memory")) { VAL(); if (parse_size(a, v, &o->memory)) return -1; o->have_memory = 1; }
-        else if (!strcmp(a, "--weights-bytes")) { VAL(); if (parse_size(a, v, &o->weights)) return -1; o->have_weights = 1; plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--ctx-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->ctx_len)) return -1; plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--mean-len")) { VAL(); if (parse_count(a, v, 1ull << 40, &o->mean_len)) return -1; plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--block-size")) { VAL(); if (parse_count(a, v, 1u << 20, &o->block_size)) return -1; plan_flag = 1; plan_name = a; }
-        else if (!strcmp(a, "--json")) *json = 1;
-        else { fprintf(stderr, "kvlm kv: unknown argument '%s' (see kvlm kv --help)\n", a); return -1; }
-#undef VAL
-    }
-    if (o->model && o->preset) {
-        fprintf(stderr, "kvlm kv: -m and --preset: give at most one\n");
-        return -1;
-    }
-    if (o->preset && !kvs_preset_find(o->preset)) {
-        fprintf(stderr, "kvlm kv: --preset: unknown preset '%s' (known: %s)\n", o->preset, kvs_preset_names());
-        return -1;
-    }
-    if (plan_flag && !o->have_memory) {
-        fprintf(stderr, "kvlm kv: %s: capacity planning flags need --memory\n", plan_name);
-        return -1;
-    }
-    if (o->have_weights && !o->model && !o->preset) {
-        fprintf(stderr, "kvlm kv: --weights-bytes: applies to one model; give -m or --preset\n");
-        return -1;
-    }
-    if (o->mean_len && o->ctx_len && o->mean_len > o->ctx_len) {
-        fprintf(stderr, "kvlm kv: --mean-len %llu exceeds --ctx-len %llu\n", (unsigned long long)o->mean_len,
-                (unsigned long long)o->ctx_len);
-        return -1;
-    }
+    int ctx_len_given = 0, mean_len_given = 0, block_given = 0;
+    const cli_opt own[] = {
+        CLI_STR("-m, --model", "PATH",
+                "model directory, config.json, .safetensors, .gguf or llm.c .bin\n(only the configuration is read)",
+                &o->model),
+        CLI_STR("--preset", "NAME", "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b,\nllama-2-70b, llama-2-7b",
+                &o->preset),
+        CLI_FN("--kv-dtype", "T",
+               "f32, f16 (default), bf16, q8 (1 byte per number; no per-block\n"
+               "scales counted: kvlm has no 8-bit KV format yet)",
+               parse_dtype, &o->kv_dtype),
+        CLI_FN("--ctx", "N[,N...]", "context lengths to total (default 4096,131072)", parse_ctx_list, o),
+        CLI_HEADING("capacity planning (needs --memory):"),
+        {.names = "--memory", .metavar = "SIZE",
+         .help = "memory for weights + KV: bytes or with a unit, e.g. 24GiB,\n"
+                 "80GB (B, KB, MB, GB, TB = powers of 1000; KiB, MiB, GiB,\nTiB = powers of 1024)",
+         .kind = OPT_FN, .fn = parse_size, .dst = &o->memory, .given = &o->have_memory},
+        {.names = "--weights-bytes", .metavar = "SIZE",
+         .help = "weights' bytes (default: params x --weight-dtype for a\n"
+                 "preset; for -m, the tensors in the model's weight files)",
+         .kind = OPT_FN, .fn = parse_size, .dst = &o->weights, .given = &o->have_weights},
+        {.names = "--weight-dtype", .metavar = "T",
+         .help = "f32, f16 (default for presets), bf16, q8; with -m, counts\n"
+                 "the model's parameters at this dtype instead of as stored",
+         .kind = OPT_FN, .fn = parse_dtype, .dst = &o->weight_dtype, .given = &o->have_weight_dtype},
+        {.names = "--ctx-len", .metavar = "L", .help = "tokens reserved per request (default: the model's max context)",
+         .kind = OPT_FN, .fn = parse_length, .dst = &o->ctx_len, .given = &ctx_len_given},
+        {.names = "--mean-len", .metavar = "M", .help = "mean tokens per request (default L/4)", .kind = OPT_FN,
+         .fn = parse_length, .dst = &o->mean_len, .given = &mean_len_given},
+        {.names = "--block-size", .metavar = "B", .help = "tokens per paged block (default 16)", .kind = OPT_FN,
+         .fn = parse_block, .dst = &o->block_size, .given = &block_given},
+        CLI_HEADING("  contiguous requests = floor((memory - weights) / (L x bytes per token))\n"
+                    "  paged requests      = floor((memory - weights) / (ceil(M / B) x B x bytes per token))\n"
+                    "  utilisation         = tokens held / tokens reserved: M / L contiguous,\n"
+                    "                        M / (ceil(M / B) x B) paged"),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "kv",
+        .usage = "kv [-m MODEL | --preset NAME] [options]",
+        .about = "KV cache size: bytes per token = 2 x layers x KV heads x head dim x bytes per number.\n"
+                 "With no model, prints every preset. Nothing is loaded but the configuration.\n",
+        .groups = CLI_JSON,
+        .unused = "it reads only the model's configuration",
+        .opts = own,
+        .json = json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    const char *plan_name = o->have_weights        ? "--weights-bytes"
+                            : o->have_weight_dtype ? "--weight-dtype"
+                            : ctx_len_given        ? "--ctx-len"
+                            : mean_len_given       ? "--mean-len"
+                            : block_given          ? "--block-size"
+                                                   : NULL;
+    if (o->model && o->preset) return cli_usage_error(&spec, "-m and --preset: give at most one");
+    if (o->preset && !kvs_preset_find(o->preset))
+        return cli_usage_error(&spec, "--preset: unknown preset '%s' (known: %s)", o->preset, kvs_preset_names());
+    if (plan_name && !o->have_memory)
+        return cli_usage_error(&spec, "%s: capacity planning flags need --memory", plan_name);
+    if (o->have_weights && !o->model && !o->preset)
+        return cli_usage_error(&spec, "--weights-bytes: applies to one model; give -m or --preset");
+    if (o->mean_len && o->ctx_len && o->mean_len > o->ctx_len)
+        return cli_usage_error(&spec, "--mean-len %llu exceeds --ctx-len %llu", (unsigned long long)o->mean_len,
+                               (unsigned long long)o->ctx_len);
     return 0;
 }
 

@@ -33,21 +33,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-
-static const char *usage =
-    "usage: kvlm loadgen --url http://HOST:PORT [options]\n"
-    "  --rate R           open loop: Poisson arrivals at R requests/s\n"
-    "  --concurrency C    closed loop: C requests in flight (default 1)\n"
-    "  -n N               requests to send (default 32)\n"
-    "  --prompt-file F    prompts as text, one per line (used in turn)\n"
-    "  --prompt-len L     generated prompts of L token ids (default 32)\n"
-    "  --vocab V          generated ids are drawn from [0, V) (default 200)\n"
-    "  --max-tokens N     tokens to generate per request (default 64)\n"
-    "  --temperature T    sampling temperature (default 1; seeds differ per request)\n"
-    "  --allow-eos        let requests stop at end-of-text (default: ignore_eos, fixed lengths)\n"
-    "  --model NAME       the model field to send (default: none, the server's model)\n"
-    "  --seed S           seed of arrivals and generated prompts (default 1)\n"
-    "  --json             one JSON object instead of the table\n";
+#include "cli/options.h"
 
 typedef struct lg_opts {
     char host[256];
@@ -106,47 +92,48 @@ static int parse_url(const char *url, lg_opts *o) {
     return o->host[0] ? 0 : -1;
 }
 
+static int parse_rate(const char *flag, const char *v, void *dst) {
+    float f;
+    if (arg_float(flag, v, 1e-6, 1e6, &f)) return -1;
+    *(double *)dst = f;
+    return 0;
+}
+
 static int parse(int argc, char **argv, lg_opts *o) {
     *o = (lg_opts){.concurrency = 0, .n = 32, .prompt_len = 32, .vocab = 200, .max_tokens = 64, .temperature = 1,
                    .seed = 1};
     const char *url = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        float f;
-        int rc = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s", usage);
-            exit(0);
-        } else if (!strcmp(a, "--allow-eos")) o->allow_eos = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!(v = arg_value(argc, argv, &i))) return -1;
-        else if (!strcmp(a, "--url")) url = v;
-        else if (!strcmp(a, "--rate")) {
-            rc = arg_float(a, v, 1e-6, 1e6, &f);
-            o->rate = f;
-        } else if (!strcmp(a, "--concurrency")) rc = arg_int(a, v, 1, 4096, &o->concurrency);
-        else if (!strcmp(a, "-n")) rc = arg_int(a, v, 1, 1 << 24, &o->n);
-        else if (!strcmp(a, "--prompt-file")) o->prompt_file = v;
-        else if (!strcmp(a, "--prompt-len")) rc = arg_int(a, v, 1, 1 << 20, &o->prompt_len);
-        else if (!strcmp(a, "--vocab")) rc = arg_int(a, v, 1, 1 << 30, &o->vocab);
-        else if (!strcmp(a, "--max-tokens")) rc = arg_int(a, v, 1, 1 << 20, &o->max_tokens);
-        else if (!strcmp(a, "--temperature")) rc = arg_float(a, v, 0, 2, &o->temperature);
-        else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--seed")) rc = arg_u64(a, v, &o->seed);
-        else {
-            fprintf(stderr, "kvlm loadgen: unknown argument '%s' (see kvlm loadgen --help)\n", a);
-            return -1;
-        }
-        if (rc) return -1;
-    }
-    if (!url || parse_url(url, o)) {
-        fprintf(stderr, "kvlm loadgen: give --url http://HOST:PORT\n");
-        return -1;
-    }
-    if (o->rate > 0 && o->concurrency > 0) {
-        fprintf(stderr, "kvlm loadgen: give at most one of --rate and --concurrency\n");
-        return -1;
-    }
+    const cli_opt own[] = {
+        CLI_STR("--url", "URL", "the server: http://HOST:PORT (required)", &url),
+        CLI_FN("--rate", "R", "open loop: Poisson arrivals at R requests/s", parse_rate, &o->rate),
+        CLI_INT("--concurrency", "C", "closed loop: C requests in flight (default 1)", &o->concurrency, 1, 4096),
+        CLI_INT("-n", "N", "requests to send (default 32)", &o->n, 1, 1 << 24),
+        CLI_STR("--prompt-file", "F", "prompts as text, one per line (used in turn)", &o->prompt_file),
+        CLI_INT("--prompt-len", "L", "generated prompts of L token ids (default 32)", &o->prompt_len, 1, 1 << 20),
+        CLI_INT("--vocab", "V", "generated ids are drawn from [0, V) (default 200)", &o->vocab, 1, 1 << 30),
+        CLI_INT("--max-tokens", "N", "tokens to generate per request (default 64)", &o->max_tokens, 1, 1 << 20),
+        CLI_FLOAT("--temperature", "T", "sampling temperature (default 1; seeds differ per request)", &o->temperature,
+                  0, 2),
+        CLI_SWITCH("--allow-eos", "let requests stop at end-of-text (default: ignore_eos, fixed lengths)",
+                   &o->allow_eos, 1),
+        CLI_STR("--model", "NAME", "the model field to send (default: none, the server's model)", &o->model),
+        CLI_U64("--seed", "S", "seed of arrivals and generated prompts (default 1)", &o->seed),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "loadgen",
+        .usage = "loadgen --url http://HOST:PORT [options]",
+        .about = "Streaming /v1/completions load for an OpenAI-compatible server: throughput, TTFT,\n"
+                 "TPOT, inter-token and end-to-end latency percentiles.\n",
+        .groups = CLI_JSON,
+        .unused = "the server holds the model; loadgen only sends requests",
+        .opts = own,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (!url || parse_url(url, o)) return cli_usage_error(&spec, "give --url http://HOST:PORT");
+    if (o->rate > 0 && o->concurrency > 0)
+        return cli_usage_error(&spec, "give at most one of --rate and --concurrency");
     if (o->rate <= 0 && o->concurrency == 0) o->concurrency = 1;
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 typedef struct command {
     const char *name;
@@ -37,6 +38,13 @@ static void usage(FILE *f) {
                "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nmodels:\n"
+               "  -m PATH            a Hugging Face directory (config.json + safetensors), a .safetensors\n"
+               "                     or model.safetensors.index.json file, a .gguf file (f32, f16, bf16,\n"
+               "                     Q8_0, Q4_0) or an llm.c .bin checkpoint\n"
+               "  --synthetic NAME   random weights with exact shapes, no files:\n"
+               "                     " CLI_SYNTHETIC_PRESETS "\n"
+               "every command that loads a model takes the same model, engine and KV flags.\n");
 }
 
 int main(int argc, char **argv) {

@@ -51,6 +51,7 @@ typedef struct bench_params {
     int threads;           /* 0: all cores */
     kvlm_isa isa;
     kvlm_dtype kv_dtype;
+    int block_size;        /* KV block size; 0: 16 */
     int skip_cache;        /* no cache on/off comparison */
     int bw_mib;            /* buffer for the bandwidth measurement */
     int progress;          /* "measuring read bandwidth..." on stderr */
@@ -60,6 +61,12 @@ typedef struct bench_params {
 
 /* Prefill and decode throughput, the decode roofline, cache on vs off. */
 json_t *measure_bench(kvlm_model *m, const bench_params *p);
+
+/* Fits pp + tg into a context window of n_ctx tokens: the sizes not given
+ * on the command line (pp_set, tg_set 0) shrink, in proportion when both
+ * do; given ones are kept. Returns 0, or -1 after "kvlm CMD: ..." naming
+ * the flags when they cannot fit (tg needs at least 2). */
+int bench_fit_timing(const char *cmd, bench_params *p, int pp_set, int tg_set, int n_ctx);
 
 /* ----------------------------------------------------------------- kv */
 

@@ -26,87 +26,45 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/session.h"
 
 #define CHUNK 256
 
-static const char *usage =
-    "usage: kvlm perplexity -m MODEL -f FILE [options]\n"
-    "  -m PATH            model directory (its tokenizer files are used)\n"
-    "  -f FILE            text file to score (encoded without special tokens)\n"
-    "  --context N        window length in tokens, 2..n_ctx (default: the model's n_ctx)\n"
-    "  --stride S         window step in tokens, 1..context (default: context / 2)\n"
-    "  --threads N        threads (default: all cores)\n"
-    "  --kv-dtype T       KV cache dtype: f32 (default) or f16\n"
-    "  --json             print one JSON object\n"
-    "\n"
-    "Sliding windows of N tokens start every S tokens. The first window scores\n"
-    "every token after its first; each later window scores only the tokens no\n"
-    "earlier window scored (its last positions), conditioned on the window's\n"
-    "preceding tokens. With stride < context every token but the first of the\n"
-    "file is scored once; with stride == context each window's first token is not.\n"
-    "Reports the tokens scored, the mean negative log-likelihood in nats and\n"
-    "perplexity = exp(mean NLL).\n";
-
 typedef struct ppl_opts {
-    const char *model, *file;
-    int context, stride, threads, json;
-    kvlm_dtype kv_dtype;
+    model_flags mf;
+    int context, stride, json;
 } ppl_opts;
 
 static int parse(int argc, char **argv, ppl_opts *o) {
-    *o = (ppl_opts){.kv_dtype = KVLM_F32};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); o->file = v; }
-        else if (!strcmp(a, "--context")) { VAL(); if (arg_int(a, v, 2, 1 << 24, &o->context)) return -1; }
-        else if (!strcmp(a, "--stride")) { VAL(); if (arg_int(a, v, 1, 1 << 24, &o->stride)) return -1; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (arg_int(a, v, 1, 1024, &o->threads)) return -1; }
-        else if (!strcmp(a, "--kv-dtype")) {
-            VAL();
-            if (kvlm_dtype_parse(v, &o->kv_dtype) || o->kv_dtype == KVLM_BF16) {
-                fprintf(stderr, "kvlm: --kv-dtype: '%s' is not one of f32, f16\n", v);
-                return -1;
-            }
-        }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else { fprintf(stderr, "kvlm perplexity: unknown argument '%s' (see kvlm perplexity --help)\n", a); return -1; }
-#undef VAL
-    }
-    if (!o->model || !o->file) {
-        fprintf(stderr, "kvlm perplexity: give both -m MODEL and -f FILE (see kvlm perplexity --help)\n");
-        return -1;
-    }
+    *o = (ppl_opts){0};
+    model_flags_init(&o->mf);
+    const cli_opt own[] = {
+        CLI_INT("--context", "N", "window length in tokens, 2..n_ctx (default: the model's n_ctx)", &o->context, 2,
+                1 << 24),
+        CLI_INT("--stride", "S", "window step in tokens, 1..context (default: context / 2)", &o->stride, 1, 1 << 24),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "perplexity",
+        .usage = "perplexity (-m MODEL | --synthetic PRESET) -f FILE [options]",
+        .about = "Sliding-window perplexity of the text in FILE (encoded without special tokens).\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_FILE | CLI_JSON,
+        .unused = "it scores the text of -f FILE",
+        .opts = own,
+        .notes = "Sliding windows of N tokens start every S tokens. The first window scores\n"
+                 "every token after its first; each later window scores only the tokens no\n"
+                 "earlier window scored (its last positions), conditioned on the window's\n"
+                 "preceding tokens. With stride < context every token but the first of the\n"
+                 "file is scored once; with stride == context each window's first token is not.\n"
+                 "Reports the tokens scored, the mean negative log-likelihood in nats and\n"
+                 "perplexity = exp(mean NLL).\n",
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (!o->mf.file) return cli_usage_error(&spec, "no text: give -f FILE");
     return 0;
-}
-
-/* Whole file, malloc'ed; NULL with a message naming the file. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "kvlm perplexity: cannot open text file '%s'\n", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; }
-        else buf = nb;
-    }
-    int bad = !buf || ferror(f);
-    fclose(f);
-    if (bad) {
-        fprintf(stderr, "kvlm perplexity: cannot read text file '%s'\n", path);
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 /* -log softmax(logits)[target], in double. */
@@ -173,11 +131,11 @@ static void print_result(const ppl_opts *o, const ppl_result *r, long n_tokens, 
     double mean = r->nll_sum / (double)r->scored, ppl = exp(mean);
     double tps = r->seconds > 0 ? r->evaluated / r->seconds : 0;
     if (o->json) {
-        json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:i,s:I,s:f,s:f,s:f,s:f,s:s,s:i}", "model", o->model,
-                              "file", o->file, "context", context, "stride", stride, "tokens", (json_int_t)r->scored,
+        json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:i,s:I,s:f,s:f,s:f,s:f,s:s,s:i}", "model",
+                              o->mf.model ? o->mf.model : o->mf.synthetic, "file", o->mf.file, "context", context, "stride", stride, "tokens", (json_int_t)r->scored,
                               "file_tokens", (json_int_t)n_tokens, "windows", r->windows, "evaluated_tokens",
                               (json_int_t)r->evaluated, "mean_nll", mean, "perplexity", ppl, "seconds", r->seconds,
-                              "tokens_per_s", tps, "kv_dtype", kvlm_dtype_name(o->kv_dtype), "threads", threads);
+                              "tokens_per_s", tps, "kv_dtype", kvlm_dtype_name(o->mf.kv_dtype), "threads", threads);
         char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12));
         puts(s);
         free(s);
@@ -190,7 +148,7 @@ static void print_result(const ppl_opts *o, const ppl_result *r, long n_tokens, 
            "mean NLL     %.6f nats\n"
            "perplexity   %.4f\n"
            "speed        %.0f tokens/s (%ld tokens through the model in %.2f s, %d threads)\n",
-           o->file, n_tokens, r->windows, context, stride, r->scored, mean, ppl, tps, r->evaluated, r->seconds,
+           o->mf.file, n_tokens, r->windows, context, stride, r->scored, mean, ppl, tps, r->evaluated, r->seconds,
            threads);
 }
 
@@ -198,18 +156,18 @@ int cli_perplexity(int argc, char **argv) {
     ppl_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
     size_t text_len = 0;
-    char *text = read_text(o.file, &text_len);
+    char *text = arg_read_file("-f", o.mf.file, &text_len);
     if (!text) return 1;
-    kvlm_model *m = cli_load_model(o.model, NULL, KVLM_F32);
+    cli_session ss;
     kvlm_error err;
-    kvlm_tokenizer *tok = NULL;
     kvlm_kv *kv = NULL;
     kvlm_engine *e = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    int rc = 1;
-    if (!m) goto out;
-    const kvlm_config *c = kvlm_model_config(m);
+    int rc = session_open(&ss, &o.mf, SESSION_TOKENIZER);
+    if (rc) goto out;
+    rc = 1;
+    const kvlm_config *c = ss.c;
     int context = o.context ? o.context : c->n_ctx;
     if (context < 2 || context > c->n_ctx) {
         fprintf(stderr, "kvlm perplexity: --context %d is outside [2, %d] (the model's n_ctx)\n", context, c->n_ctx);
@@ -222,28 +180,24 @@ int cli_perplexity(int argc, char **argv) {
         rc = EXIT_USAGE;
         goto out;
     }
-    if (!(tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(m), &err))) {
-        fprintf(stderr, "kvlm perplexity: the model needs tokenizer files: %s\n", err.msg);
-        goto out;
-    }
-    if (kvlm_tokenizer_encode(tok, text, text_len, 0, &ids, &n_ids, &err)) {
-        fprintf(stderr, "kvlm perplexity: %s: %s\n", o.file, err.msg);
+    if (kvlm_tokenizer_encode(ss.tok, text, text_len, 0, &ids, &n_ids, &err)) {
+        fprintf(stderr, "kvlm perplexity: %s: %s\n", o.mf.file, err.msg);
         goto out;
     }
     if (n_ids < 2) {
-        fprintf(stderr, "kvlm perplexity: '%s' has %zu tokens; at least 2 are needed\n", o.file, n_ids);
+        fprintf(stderr, "kvlm perplexity: '%s' has %zu tokens; at least 2 are needed\n", o.mf.file, n_ids);
         goto out;
     }
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] >= c->vocab_size) {
             fprintf(stderr, "kvlm perplexity: token id %d of '%s' is outside the model's vocabulary [0, %d)\n",
-                    ids[i], o.file, c->vocab_size);
+                    ids[i], o.mf.file, c->vocab_size);
             goto out;
         }
-    kvlm_kv_options ko = {.dtype = o.kv_dtype, .max_seqs = 1};
-    kvlm_engine_options eo = {.threads = o.threads};
+    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
+    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
     ppl_result r = {0};
-    if (!(kv = kvlm_kv_create(m, &ko, &err)) || !(e = kvlm_engine_create(m, kv, &eo, &err)) ||
+    if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||
         score(e, kv, c->vocab_size, ids, (long)n_ids, context, stride, &r, &err)) {
         fprintf(stderr, "kvlm perplexity: %s\n", err.msg);
         goto out;
@@ -255,7 +209,6 @@ out:
     free(text);
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
-    kvlm_tokenizer_free(tok);
-    kvlm_model_free(m);
+    session_close(&ss);
     return rc;
 }

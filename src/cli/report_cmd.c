@@ -22,29 +22,12 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/measure.h"
+#include "cli/options.h"
 #include "cli/report.h"
 #include "cli/session.h"
 
-static const char *usage =
-    "usage: kvlm report (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST) -o DIR [options]\n"
-    "Runs every measurement on the model and writes DIR/report.md with SVG charts beside it:\n"
-    "  KV cache bytes per token and per context, for the model and the presets (kvlm kv);\n"
-    "  prefill and decode time per token, the decode roofline, KV cache on vs off (kvlm bench);\n"
-    "  entropy, top-1 and top-5 mass of the next token per temperature (kvlm sample-stats);\n"
-    "  distinct-token ratio and repeated 4-gram rate per decoding setting (kvlm gen-stats).\n"
-    "DIR/report.json holds every raw JSON document. Progress is printed on stderr.\n";
-static const char *usage_own =
-    "  -o, --out DIR      output directory (created if missing)\n"
-    "  --temps LIST       temperatures for the next-token statistics\n"
-    "                     (default 0.2,0.3,0.5,0.7,1.0,1.2,1.5,2.0)\n"
-    "  -n N               tokens generated per decoding setting (default 60)\n"
-    "  --seed S           seed of the sampled generations (default 1)\n"
-    "  --pp N             prompt tokens of the timing runs (default 64)\n"
-    "  --tg N             tokens generated per timing run (default 32)\n"
-    "                     (without --pp/--tg both shrink to fit a small context window)\n"
-    "  --repeats N        repeats per timing test (default 3)\n"
-    "  --bw-mib N         buffer for the bandwidth measurement in MiB (default 256)\n"
-    "  --json             also print report.json on stdout\n";
+/* The prompt when none is given: the one `make report` uses (REPORT_PROMPT). */
+#define REPORT_DEFAULT_PROMPT "JULIET: O Romeo, Romeo! wherefore art thou"
 
 typedef struct report_opts {
     model_flags mf;
@@ -54,37 +37,51 @@ typedef struct report_opts {
     uint64_t seed;
 } report_opts;
 
-static int parse_temps(const char *s, report_opts *o) {
-    return arg_floats("--temps", s, 1e-3, 100, o->temps, REPORT_MAX_TEMPS, &o->n_temps);
+static int parse_temps(const char *flag, const char *v, void *dst) {
+    report_opts *o = dst;
+    return arg_floats(flag, v, 1e-3, 100, o->temps, REPORT_MAX_TEMPS, &o->n_temps);
 }
 
 static int parse(int argc, char **argv, report_opts *o) {
     *o = (report_opts){.n = 60, .seed = 1, .pp = 64, .tg = 32, .repeats = 3, .bw_mib = 256};
     model_flags_init(&o->mf);
-    parse_temps("0.2,0.3,0.5,0.7,1.0,1.2,1.5,2.0", o);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (r < 0) return -1;
-        if (r > 0) continue;
-#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { printf("%s%s%s", usage, model_flags_help, usage_own); exit(0); }
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) { VAL(); o->out = v; }
-        else if (!strcmp(a, "--temps")) { VAL(); if (parse_temps(v, o)) return -1; }
-        else if (!strcmp(a, "-n")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->n)) return -1; }
-        else if (!strcmp(a, "--seed")) { VAL(); if (arg_u64(a, v, &o->seed)) return -1; }
-        else if (!strcmp(a, "--pp")) { VAL(); if (arg_int(a, v, 1, 1 << 20, &o->pp)) return -1; o->pp_set = 1; }
-        else if (!strcmp(a, "--tg")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->tg)) return -1; o->tg_set = 1; }
-        else if (!strcmp(a, "--repeats")) { VAL(); if (arg_int(a, v, 1, BENCH_MAX_REPEATS, &o->repeats)) return -1; }
-        else if (!strcmp(a, "--bw-mib")) { VAL(); if (arg_int(a, v, 16, 1 << 16, &o->bw_mib)) return -1; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else { fprintf(stderr, "kvlm report: unknown argument '%s' (see kvlm report --help)\n", a); return -1; }
-#undef VAL
-    }
-    if (!o->out || !*o->out) {
-        fprintf(stderr, "kvlm report: no output directory: give -o DIR\n");
-        return -1;
-    }
+    o->mf.default_prompt = REPORT_DEFAULT_PROMPT;
+    parse_temps("--temps", "0.2,0.3,0.5,0.7,1.0,1.2,1.5,2.0", o);
+    const cli_opt own[] = {
+        CLI_STR("-o, --out", "DIR", "output directory (created if missing)", &o->out),
+        CLI_FN("--temps", "LIST", "temperatures for the next-token statistics\n(default 0.2,0.3,0.5,0.7,1.0,1.2,1.5,2.0)",
+               parse_temps, o),
+        CLI_INT("-n", "N", "tokens generated per decoding setting (default 60)", &o->n, 1, 1 << 20),
+        CLI_U64("--seed", "S", "seed of the sampled generations (default 1)", &o->seed),
+        {.names = "--pp", .metavar = "N", .help = "prompt tokens of the timing runs (default 64)", .kind = OPT_INT,
+         .dst = &o->pp, .lo = 1, .hi = 1 << 20, .given = &o->pp_set},
+        {.names = "--tg", .metavar = "N",
+         .help = "tokens generated per timing run (default 32)\n(without --pp/--tg both shrink to fit a small context window)",
+         .kind = OPT_INT, .dst = &o->tg, .lo = 2, .hi = 1 << 20, .given = &o->tg_set},
+        CLI_INT("--repeats", "N", "repeats per timing test (default 3)", &o->repeats, 1, BENCH_MAX_REPEATS),
+        CLI_INT("--bw-mib", "N", "buffer for the bandwidth measurement in MiB (default 256)", &o->bw_mib, 16, 1 << 16),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "report",
+        .usage = "report (-m MODEL | --synthetic PRESET) [-p TEXT | --ids LIST | -f FILE] -o DIR [options]",
+        .about =
+            "Runs every measurement on the model and writes DIR/report.md with SVG charts beside it:\n"
+            "  KV cache bytes per token and per context, for the model and the presets (kvlm kv);\n"
+            "  prefill and decode time per token, the decode roofline, KV cache on vs off (kvlm bench);\n"
+            "  entropy, top-1 and top-5 mass of the next token per temperature (kvlm sample-stats);\n"
+            "  distinct-token ratio and repeated 4-gram rate per decoding setting (kvlm gen-stats).\n"
+            "The prompt of the statistics defaults to \"" REPORT_DEFAULT_PROMPT "\".\n"
+            "DIR/report.json holds every raw JSON document (--json also prints it).\n"
+            "Progress is printed on stderr.\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_PROMPT | CLI_FILE | CLI_JSON,
+        .unused = "the decoding settings of the report are fixed",
+        .opts = own,
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (!o->out || !*o->out) return cli_usage_error(&spec, "no output directory: give -o DIR");
     return 0;
 }
 
@@ -192,7 +189,8 @@ static json_t *model_json(const cli_session *ss, const model_flags *mf) {
                           c->n_embd, "head_dim", c->head_dim, "context", c->n_ctx, "vocab", c->vocab_size, "params",
                           (json_int_t)kvlm_model_param_count(ss->m), "weight_dtype", kvlm_dtype_name(c->weight_dtype),
                           "prompt_ids", prompt);
-    if (j && mf->prompt) json_object_set_new(j, "prompt_text", json_string(mf->prompt));
+    const char *text = mf->prompt ? mf->prompt : !mf->ids && !mf->file ? mf->default_prompt : NULL;
+    if (j && text) json_object_set_new(j, "prompt_text", json_string(text));
     return j;
 }
 
@@ -237,7 +235,7 @@ static int run_all(const report_opts *o, const cli_session *ss, json_t *root) {
     fprintf(stderr, "report: kv done\n");
 
     bench_params bp = {.pp = o->pp, .tg = o->tg, .repeats = o->repeats, .threads = o->mf.threads, .isa = o->mf.isa,
-                       .kv_dtype = o->mf.kv_dtype, .bw_mib = o->bw_mib};
+                       .kv_dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .bw_mib = o->bw_mib};
     fprintf(stderr, "report: bench (read bandwidth, pp%d and tg%d x %d repeats, cache on vs off)...\n", o->pp, o->tg,
             o->repeats);
     json_t *bench = measure_bench(ss->m, &bp);
@@ -259,23 +257,14 @@ static int run_all(const report_opts *o, const cli_session *ss, json_t *root) {
     return 0;
 }
 
-/* --pp/--tg: the defaults shrink to fit the context; given ones must fit. */
-static int fit_timing(report_opts *o, int n_ctx) {
-    if (!o->pp_set && o->pp + (o->tg_set ? o->tg : 2) > n_ctx) o->pp = n_ctx / 2 > 1 ? n_ctx / 2 : 1;
-    if (!o->tg_set && o->pp + o->tg > n_ctx) o->tg = n_ctx - o->pp;
-    if (o->tg < 2 || o->pp + o->tg > n_ctx) {
-        fprintf(stderr, "kvlm report: --pp %d + --tg %d exceed the context window of %d\n", o->pp, o->tg, n_ctx);
-        return -1;
-    }
-    return 0;
-}
-
 int cli_report(int argc, char **argv) {
     report_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
     cli_session ss;
     int rc = session_open(&ss, &o.mf, 1);
-    if (!rc && fit_timing(&o, ss.c->n_ctx)) rc = EXIT_USAGE;
+    bench_params fit = {.pp = o.pp, .tg = o.tg};
+    if (!rc && bench_fit_timing("report", &fit, o.pp_set, o.tg_set, ss.c->n_ctx)) rc = EXIT_USAGE;
+    o.pp = fit.pp, o.tg = fit.tg;
     if (!rc && prepare_dir(o.out)) rc = 1;
     char *cmd = rc ? NULL : command_line(argc, argv);
     json_t *root = json_object();

@@ -15,20 +15,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
-#include "cli/sampling_flags.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/text_sink.h"
-
-static const char *usage =
-    "usage: kvlm run (-m MODEL | --synthetic PRESET) (-p TEXT | --ids \"ID ID ...\") [options]\n";
-static const char *usage_run =
-    "  -n N               tokens to generate at most (default 64; 0 = prefill only)\n"
-    "  --ignore-eos       do not stop at the end-of-sequence token\n"
-    "  --no-cache         recompute the whole context at every step\n"
-    "  --stats            print timings and KV cache figures after the text (stderr)\n"
-    "  --json             print one JSON object instead of streaming text\n"
-    "  --logprobs K       with --json: top K log-probabilities per generated token\n"
-    "sampling (processors applied in --sampler-order; see docs/sampling.md):\n";
 
 typedef struct run_opts {
     model_flags mf;
@@ -40,32 +29,26 @@ static int parse(int argc, char **argv, run_opts *o) {
     *o = (run_opts){.n = 64};
     model_flags_init(&o->mf);
     sampling_flags_init(&o->smp);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (!r) r = sampling_flags_parse(&o->smp, argc, argv, &i);
-        if (r < 0) return -1;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s%s%s", usage, model_flags_help, usage_run, sampling_flags_help);
-            exit(0);
-        } else if (!strcmp(a, "-n")) {
-            if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 20, &o->n)) return -1;
-        } else if (!strcmp(a, "--logprobs")) {
-            if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 100, &o->logprobs)) return -1;
-        } else if (!strcmp(a, "--no-cache")) o->no_cache = 1;
-        else if (!strcmp(a, "--stats")) o->stats = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
-        else {
-            fprintf(stderr, "kvlm run: unknown argument '%s' (see kvlm run --help)\n", a);
-            return -1;
-        }
-    }
-    if (o->logprobs && !o->json) {
-        fprintf(stderr, "kvlm run: --logprobs needs --json\n");
-        return -1;
-    }
+    const cli_opt own[] = {
+        CLI_INT("-n", "N", "tokens to generate at most (default 64; 0 = prefill only)", &o->n, 0, 1 << 20),
+        CLI_SWITCH("--ignore-eos", "do not stop at the end-of-sequence token", &o->ignore_eos, 1),
+        CLI_SWITCH("--no-cache", "recompute the whole context at every step", &o->no_cache, 1),
+        CLI_SWITCH("--stats", "print timings and KV cache figures after the text (stderr)", &o->stats, 1),
+        CLI_INT("--logprobs", "K", "with --json: top K log-probabilities per generated token", &o->logprobs, 1, 100),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "run",
+        .usage = "run (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST | -f FILE) [options]",
+        .about = "Generates from the prompt on one sequence, streaming the text as tokens arrive.\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_PROMPT | CLI_FILE | CLI_SAMPLING | CLI_JSON,
+        .opts = own,
+        .mf = &o->mf,
+        .smp = &o->smp,
+        .json = &o->json,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (o->logprobs && !o->json) return cli_usage_error(&spec, "--logprobs needs --json");
     return 0;
 }
 

@@ -15,21 +15,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/measure.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "cli/text_sink.h"
 #include "kvlm_measure.h"
-
-static const char *usage =
-    "usage: kvlm sample-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST) [options]\n"
-    "Statistics of the next-token distribution after the prompt, per temperature:\n"
-    "  entropy (nats) = -sum p ln p; top-1 = largest p; top-5 = mass of the 5 largest;\n"
-    "  tokens for 90% = size of the smallest set of most likely tokens with mass >= 0.9.\n";
-static const char *usage_own =
-    "  --temps LIST       temperatures (default 0.2,0.7,1.0,1.5; each > 0)\n"
-    "  --top-k K, --top-p P, --min-p P\n"
-    "                     also report the distribution the sampler keeps after these filters\n"
-    "  --top N            list the N most likely tokens at temperature 1 (default 5)\n"
-    "  --json             one JSON document\n";
 
 #define MAX_TEMPS 32
 
@@ -40,31 +29,36 @@ typedef struct ss_opts {
     float top_p, min_p;
 } ss_opts;
 
-static int parse_temps(const char *s, ss_opts *o) {
-    return arg_floats("--temps", s, 1e-3, 100, o->temps, MAX_TEMPS, &o->n_temps);
+static int parse_temps(const char *flag, const char *v, void *dst) {
+    ss_opts *o = dst;
+    return arg_floats(flag, v, 1e-3, 100, o->temps, MAX_TEMPS, &o->n_temps);
 }
 
 static int parse(int argc, char **argv, ss_opts *o) {
     *o = (ss_opts){.top_p = 1, .top_n = 5};
     model_flags_init(&o->mf);
-    parse_temps("0.2,0.7,1.0,1.5", o);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (r < 0) return -1;
-        if (r > 0) continue;
-#define VAL() do { if (!(v = arg_value(argc, argv, &i))) return -1; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { printf("%s%s%s", usage, model_flags_help, usage_own); exit(0); }
-        else if (!strcmp(a, "--temps")) { VAL(); if (parse_temps(v, o)) return -1; }
-        else if (!strcmp(a, "--top-k")) { VAL(); if (arg_int(a, v, 0, 1 << 22, &o->top_k)) return -1; }
-        else if (!strcmp(a, "--top-p")) { VAL(); if (arg_float(a, v, 1e-6, 1, &o->top_p)) return -1; }
-        else if (!strcmp(a, "--min-p")) { VAL(); if (arg_float(a, v, 0, 1, &o->min_p)) return -1; }
-        else if (!strcmp(a, "--top")) { VAL(); if (arg_int(a, v, 0, 100, &o->top_n)) return -1; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else { fprintf(stderr, "kvlm sample-stats: unknown argument '%s' (see --help)\n", a); return -1; }
-#undef VAL
-    }
-    return 0;
+    parse_temps("--temps", "0.2,0.7,1.0,1.5", o);
+    const cli_opt own[] = {
+        CLI_FN("--temps", "LIST", "temperatures (default 0.2,0.7,1.0,1.5; each > 0)", parse_temps, o),
+        CLI_INT("--top-k", "K", "also report the distribution top-k K keeps (default 0 = off)", &o->top_k, 0, 1 << 22),
+        CLI_FLOAT("--top-p", "P", "also report the distribution top-p P keeps (default 1 = off)", &o->top_p, 1e-6, 1),
+        CLI_FLOAT("--min-p", "P", "also report the distribution min-p P keeps (default 0 = off)", &o->min_p, 0, 1),
+        CLI_INT("--top", "N", "list the N most likely tokens at temperature 1 (default 5)", &o->top_n, 0, 100),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "sample-stats",
+        .usage = "sample-stats (-m MODEL | --synthetic PRESET) (-p TEXT | --ids LIST | -f FILE) [options]",
+        .about = "Statistics of the next-token distribution after the prompt, per temperature:\n"
+                 "  entropy (nats) = -sum p ln p; top-1 = largest p; top-5 = mass of the 5 largest;\n"
+                 "  tokens for 90% = size of the smallest set of most likely tokens with mass >= 0.9.\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_PROMPT | CLI_FILE | CLI_JSON,
+        .unused = "it samples nothing; --temps and the filters --top-k, --top-p, --min-p apply",
+        .opts = own,
+        .mf = &o->mf,
+        .json = &o->json,
+    };
+    return cli_parse(&spec, argc, argv);
 }
 
 /* Next-token logits after the prompt (one prefill on a fresh sequence). */

@@ -13,96 +13,70 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "server/server.h"
-
-static const char *usage =
-    "usage: kvlm serve (-m MODEL | --synthetic PRESET) [options]\n"
-    "  --host ADDR            numeric address to listen on (default 127.0.0.1: this machine only)\n"
-    "  --port N               TCP port (default 8080; 0: any free port, printed at start)\n"
-    "  --max-seqs N           sequences in the running batch (default 16)\n"
-    "  --kv-blocks N          KV pool size in blocks (default: max-seqs x context)\n"
-    "  --kv-mib N             KV pool size in MiB (instead of --kv-blocks)\n"
-    "  --max-batch-tokens N   tokens per engine step, prefill chunks included (default 256)\n"
-    "  --max-waiting N        requests waiting for admission before 429 (default 64)\n"
-    "  --timeout S            seconds a request may take, queueing included (default 600; 0: none)\n"
-    "  --max-body BYTES       request body limit; beyond it 413 (default 1048576)\n"
-    "  --served-model-name S  the model id clients send (default: the model directory's name)\n"
-    "  --chat-template NAME   auto (default), plain, chatml, llama3\n";
 
 typedef struct serve_opts {
     model_flags mf;
     srv_config cfg;
 } serve_opts;
 
-static int parse_size(const char *flag, const char *v, size_t *out) {
+static int parse_size(const char *flag, const char *v, void *dst) {
     uint64_t x;
     if (arg_u64(flag, v, &x)) return -1;
-    *out = (size_t)x;
+    *(size_t *)dst = (size_t)x;
     return 0;
 }
 
-static int parse_flag(serve_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v;
-    srv_config *c = &o->cfg;
-    static const char *const valued[] = {"--host", "--port", "--max-seqs", "--kv-blocks", "--kv-mib",
-                                         "--max-batch-tokens", "--max-waiting", "--timeout", "--max-body",
-                                         "--served-model-name", "--chat-template"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
-    if (!known) {
-        fprintf(stderr, "kvlm serve: unknown argument '%s' (see kvlm serve --help)\n", a);
-        return -1;
-    }
-    if (!(v = arg_value(argc, argv, i))) return -1;
+static int parse_seconds(const char *flag, const char *v, void *dst) {
     float f;
-    if (!strcmp(a, "--host")) c->host = v;
-    else if (!strcmp(a, "--port")) return arg_int(a, v, 0, 65535, &c->port);
-    else if (!strcmp(a, "--max-seqs")) return arg_int(a, v, 1, 4096, &c->max_seqs);
-    else if (!strcmp(a, "--kv-blocks")) return parse_size(a, v, &c->kv_blocks);
-    else if (!strcmp(a, "--kv-mib")) {
-        if (arg_float(a, v, 0.001, 1 << 24, &f)) return -1;
-        c->kv_mib = f;
-    } else if (!strcmp(a, "--max-batch-tokens")) return arg_int(a, v, 1, 1 << 20, &c->max_batch_tokens);
-    else if (!strcmp(a, "--max-waiting")) return arg_int(a, v, 1, 1 << 20, &c->max_waiting);
-    else if (!strcmp(a, "--timeout")) {
-        if (arg_float(a, v, 0, 1e7, &f)) return -1;
-        c->timeout = f;
-    } else if (!strcmp(a, "--max-body")) return parse_size(a, v, &c->max_body);
-    else if (!strcmp(a, "--served-model-name")) c->served_name = v;
-    else if (!strcmp(a, "--chat-template")) c->chat_template = v;
+    if (arg_float(flag, v, 0, 1e7, &f)) return -1;
+    *(double *)dst = f;
     return 0;
 }
 
 static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
-    o->cfg = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 256, .max_waiting = 64,
-                          .timeout = 600, .max_body = 1 << 20};
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("%s%s", usage, model_flags_help);
-            exit(0);
-        }
-        int r = model_flags_parse(&o->mf, argc, argv, &i);
-        if (r < 0 || (r == 0 && parse_flag(o, argc, argv, &i))) return -1;
-    }
-    if (o->mf.prompt || o->mf.ids) {
-        fprintf(stderr, "kvlm serve: -p and --ids do not apply; prompts come with each request\n");
-        return -1;
-    }
-    if (o->cfg.kv_blocks && o->cfg.kv_mib > 0) {
-        fprintf(stderr, "kvlm serve: give at most one of --kv-blocks and --kv-mib\n");
-        return -1;
-    }
-    if (o->cfg.max_body < 64) {
-        fprintf(stderr, "kvlm serve: --max-body %zu is too small for any request\n", o->cfg.max_body);
-        return -1;
-    }
-    o->cfg.block_size = o->mf.block_size;
-    o->cfg.kv_dtype = o->mf.kv_dtype;
-    o->cfg.engine = session_engine_options(&o->mf, 0);
-    if (o->mf.synthetic && !o->cfg.served_name) o->cfg.served_name = o->mf.synthetic;
+    srv_config *c = &o->cfg;
+    *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 256, .max_waiting = 64, .timeout = 600,
+                      .max_body = 1 << 20};
+    const cli_opt own[] = {
+        CLI_STR("--host", "ADDR", "numeric address to listen on (default 127.0.0.1: this machine only)", &c->host),
+        CLI_INT("--port", "N", "TCP port (default 8080; 0: any free port, printed at start)", &c->port, 0, 65535),
+        CLI_INT("--max-seqs", "N", "sequences in the running batch (default 16)", &c->max_seqs, 1, 4096),
+        CLI_INT("--max-batch-tokens", "N", "tokens per engine step, prefill chunks included (default 256)",
+                &c->max_batch_tokens, 1, 1 << 20),
+        CLI_INT("--max-waiting", "N", "requests waiting for admission before 429 (default 64)", &c->max_waiting, 1,
+                1 << 20),
+        CLI_FN("--timeout", "S", "seconds a request may take, queueing included (default 600; 0: none)",
+               parse_seconds, &c->timeout),
+        CLI_FN("--max-body", "BYTES", "request body limit; beyond it 413 (default 1048576)", parse_size,
+               &c->max_body),
+        CLI_STR("--served-model-name", "S", "the model id clients send (default: the model directory's name)",
+                &c->served_name),
+        CLI_STR("--chat-template", "NAME", "auto (default), plain, chatml, llama3", &c->chat_template),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "serve",
+        .usage = "serve (-m MODEL | --synthetic PRESET) [options]",
+        .about = "An OpenAI-compatible HTTP server with continuous batching (docs/server.md).\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_KV_POOL,
+        .unused = "prompts and sampling settings come with each request",
+        .opts = own,
+        .notes = "The KV pool defaults to max-seqs x the context window.\n",
+        .mf = &o->mf,
+    };
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (c->max_body < 64) return cli_usage_error(&spec, "--max-body %zu is too small for any request", c->max_body);
+    c->kv_blocks = (size_t)o->mf.kv_blocks;
+    c->kv_mib = o->mf.kv_mib;
+    c->block_size = o->mf.block_size;
+    c->kv_dtype = o->mf.kv_dtype;
+    c->engine = session_engine_options(&o->mf, 0);
+    if (o->mf.synthetic && !c->served_name) c->served_name = o->mf.synthetic;
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Model flags and opening model, tokenizer and prompt (see session.h). */
+/* Opening model, tokenizer and prompt from the model flags (see session.h). */
 #include "cli/session.h"
 
 #include <stdio.h>
@@ -7,77 +7,46 @@
 
 #include "cli/args.h"
 
-const char *model_flags_help =
-    "  -m PATH            model directory (Hugging Face) or file (.safetensors, llm.c .bin)\n"
-    "  --synthetic NAME   random weights with exact shapes: gpt2-124m, gpt2-355m, gpt2-tiny\n"
-    "  --dtype T          weight dtype of a synthetic model: f32 (default), f16, bf16, q8_0, q4_0\n"
-    "  --tokenizer PATH   tokenizer directory or file (default: the model's directory)\n"
-    "  -p, --prompt TEXT  prompt text (needs a tokenizer)\n"
-    "  --ids LIST         prompt as token ids, separated by spaces or commas\n"
-    "  --threads N        threads (default: all cores)\n"
-    "  --isa NAME         kernels: auto, scalar, avx2, avx512 (default auto)\n"
-    "  --kv-dtype T       KV cache dtype: f32 (default) or f16\n"
-    "  --block-size N     KV block size in tokens (default 16)\n";
-
-void model_flags_init(model_flags *f) {
-    memset(f, 0, sizeof *f);
-    f->block_size = 16;
-}
-
-static int parse_isa(const char *s, kvlm_isa *out) {
-    const char *names[] = {"auto", "scalar", "avx2", "avx512"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) {
-            *out = (kvlm_isa)i;
-            return 0;
-        }
-    fprintf(stderr, "kvlm: --isa: '%s' is not one of auto, scalar, avx2, avx512\n", s);
-    return -1;
-}
-
-static int parse_dtype(const char *flag, const char *s, int allow_bf16, kvlm_dtype *out) {
-    if (kvlm_dtype_parse(s, out) || (!allow_bf16 && *out != KVLM_F32 && *out != KVLM_F16)) {
-        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s, allow_bf16 ? "f32, f16, bf16, q8_0, q4_0" : "f32, f16");
-        return -1;
-    }
-    return 0;
-}
-
-int model_flags_parse(model_flags *f, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v;
-    static const char *names[] = {"-m", "--model", "--synthetic", "--dtype", "--tokenizer", "-p", "--prompt",
-                                  "--ids", "--threads", "--isa", "--kv-dtype", "--block-size"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) known |= !strcmp(a, names[k]);
-    if (!known) return 0;
-    if (!(v = arg_value(argc, argv, i))) return -1;
-    int rc = 0;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) f->model = v;
-    else if (!strcmp(a, "--synthetic")) f->synthetic = v;
-    else if (!strcmp(a, "--dtype")) rc = parse_dtype(a, v, 1, &f->synth_dtype);
-    else if (!strcmp(a, "--tokenizer")) f->tokenizer = v;
-    else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) f->prompt = v;
-    else if (!strcmp(a, "--ids")) f->ids = v;
-    else if (!strcmp(a, "--threads")) rc = arg_int(a, v, 1, 1024, &f->threads);
-    else if (!strcmp(a, "--isa")) rc = parse_isa(v, &f->isa);
-    else if (!strcmp(a, "--kv-dtype")) rc = parse_dtype(a, v, 0, &f->kv_dtype);
-    else if (!strcmp(a, "--block-size")) rc = arg_int(a, v, 1, 4096, &f->block_size);
-    return rc ? -1 : 1;
-}
-
 kvlm_engine_options session_engine_options(const model_flags *f, int no_cache) {
     return (kvlm_engine_options){.threads = f->threads, .isa = f->isa, .no_cache = no_cache};
 }
 
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype) {
+    kvlm_error err;
+    kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);
+    if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
+    return m;
+}
+
+/* The prompt's text from -p or -f (or the default); NULL for --ids. */
+static int prompt_text(const model_flags *f, char **own, const char **text, size_t *len) {
+    *own = NULL;
+    *text = f->prompt ? f->prompt : f->ids || f->file ? NULL : f->default_prompt;
+    if (*text) {
+        *len = strlen(*text);
+        return 0;
+    }
+    if (!f->file) return 0;
+    if (!(*own = arg_read_file("--file", f->file, len))) return 1;
+    *text = *own;
+    return 0;
+}
+
 static int open_prompt(cli_session *s, const model_flags *f) {
     kvlm_error err;
-    if (f->ids) {
+    char *own;
+    const char *text;
+    size_t len = 0;
+    if (prompt_text(f, &own, &text, &len)) return 1;
+    if (!text) {
         if (arg_ids("--ids", f->ids, &s->prompt, &s->n_prompt)) return 2;
-    } else if (kvlm_tokenizer_encode_prompt(s->tok, f->prompt, strlen(f->prompt), 1, &s->prompt, &s->n_prompt,
+    } else if (kvlm_tokenizer_encode_prompt(s->tok, text, len, 1, &s->prompt, &s->n_prompt,
                                             &err)) { /* as kvlm serve encodes a completion prompt */
         fprintf(stderr, "kvlm: %s\n", err.msg);
+        free(own);
         return 2;
     }
+    free(own);
     if (s->n_prompt == 0) {
         fprintf(stderr, "kvlm: the prompt is empty\n");
         return 2;
@@ -95,14 +64,15 @@ static int open_prompt(cli_session *s, const model_flags *f) {
     return 0;
 }
 
-int session_open(cli_session *s, const model_flags *f, int need_prompt) {
+int session_open(cli_session *s, const model_flags *f, int need) {
     memset(s, 0, sizeof *s);
     if (!f->model == !f->synthetic) {
-        fprintf(stderr, "kvlm: no model: give exactly one of -m PATH or --synthetic PRESET\n");
+        fprintf(stderr, "kvlm: no model: give exactly one of -m MODEL or --synthetic PRESET\n");
         return 2;
     }
-    if (need_prompt && !f->prompt == !f->ids) {
-        fprintf(stderr, "kvlm: give exactly one of -p TEXT or --ids LIST\n");
+    int given = !!f->prompt + !!f->ids + !!f->file;
+    if ((need & SESSION_PROMPT) && (given > 1 || (given == 0 && !f->default_prompt))) {
+        fprintf(stderr, "kvlm: give exactly one of -p TEXT, --ids LIST or -f FILE\n");
         return 2;
     }
     if (!(s->m = cli_load_model(f->model, f->synthetic, f->synth_dtype))) return 1;
@@ -110,12 +80,20 @@ int session_open(cli_session *s, const model_flags *f, int need_prompt) {
     kvlm_error err;
     const char *tok_path = f->tokenizer ? f->tokenizer : kvlm_model_tokenizer_path(s->m);
     if (*tok_path) s->tok = kvlm_tokenizer_load(tok_path, &err);
-    if (!s->tok && (f->prompt || f->tokenizer)) {
-        fprintf(stderr, "kvlm: -p needs a tokenizer: %s\n",
-                *tok_path ? err.msg : "a synthetic model has none (use --tokenizer PATH or --ids)");
+    if (!s->tok && f->tokenizer) {
+        fprintf(stderr, "kvlm: --tokenizer: %s\n", err.msg);
         return 1;
     }
-    return need_prompt ? open_prompt(s, f) : 0;
+    const int text = (need & SESSION_PROMPT) && !f->ids;
+    if (!s->tok && (text || (need & SESSION_TOKENIZER))) {
+        const char *what = !text ? "the text needs a tokenizer"
+                           : f->prompt ? "-p needs a tokenizer"
+                           : f->file   ? "-f needs a tokenizer"
+                                       : "the default prompt needs a tokenizer (or give --ids LIST)";
+        fprintf(stderr, "kvlm: %s: %s\n", what, *tok_path ? err.msg : "a synthetic model has none (use --tokenizer PATH)");
+        return 1;
+    }
+    return (need & SESSION_PROMPT) ? open_prompt(s, f) : 0;
 }
 
 void session_close(cli_session *s) {

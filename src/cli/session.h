@@ -1,8 +1,8 @@
 /*
- * What every model-running command shares: the model flags (-m or
- * --synthetic, --tokenizer, -p or --ids, threads, kernels, KV dtype and
- * block size) and opening them: the model, its tokenizer, the prompt as
- * checked token ids.
+ * Opening what the model flags (options.h) name: the model, its tokenizer
+ * and the prompt as checked token ids (within the vocabulary and the
+ * context window), and the engine options the flags ask for. Parsing the
+ * flags is options.c's; this file loads and checks.
  */
 #ifndef KVLM_CLI_SESSION_H
 #define KVLM_CLI_SESSION_H
@@ -10,20 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/options.h"
 #include "kvlm.h"
-
-typedef struct model_flags {
-    const char *model, *synthetic, *tokenizer, *prompt, *ids;
-    kvlm_dtype synth_dtype, kv_dtype;
-    int threads, block_size;
-    kvlm_isa isa;
-} model_flags;
-
-void model_flags_init(model_flags *f);
-/* If argv[*i] is a model flag, consumes it and returns 1; 0 if it is not
- * one; -1 after printing an error. */
-int model_flags_parse(model_flags *f, int argc, char **argv, int *i);
-extern const char *model_flags_help;
 
 typedef struct cli_session {
     kvlm_model *m;
@@ -33,15 +21,23 @@ typedef struct cli_session {
     size_t n_prompt;
 } cli_session;
 
-/* Opens model, tokenizer and (when need_prompt) the prompt: -p text is
- * encoded as kvlm serve encodes a completion prompt (special tokens
- * matched, BOS when the model's files ask for it); --ids are taken as
- * given. Returns 0 or
- * the exit status to use (1 runtime error, 2 usage error), after printing
- * the reason. */
-int session_open(cli_session *s, const model_flags *f, int need_prompt);
+/* What session_open must provide besides the model (bits; 1 keeps the
+ * meaning of the former need_prompt argument). */
+#define SESSION_PROMPT 1    /* the prompt from -p, --ids, -f or the default */
+#define SESSION_TOKENIZER 2 /* a tokenizer, even without -p */
+
+/* Opens model, tokenizer and what `need` asks for. -p/-f text is encoded
+ * as kvlm serve encodes a completion prompt (special tokens matched, BOS
+ * when the model's files ask for it); --ids are taken as given. Returns 0 or the exit
+ * status to use (1 runtime error, 2 usage error), after printing the
+ * reason. session_close is safe after a failed open. */
+int session_open(cli_session *s, const model_flags *f, int need);
 void session_close(cli_session *s);
 /* Engine options from the flags. */
 kvlm_engine_options session_engine_options(const model_flags *f, int no_cache);
+
+/* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
+ * set); prints errors. */
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype);
 
 #endif

@@ -4,56 +4,22 @@
  * prints the ids on one line, detokenize prints the raw bytes of the
  * tokens (invalid UTF-8 included) and nothing else, so
  * `kvlm tokenize ... | kvlm detokenize -m M -` reproduces the input.
+ * --json prints one document instead: {"ids": [...], "n_tokens": N} (plus
+ * "pieces" with --pieces) and {"ids": [...], "text": "...", "bytes": N,
+ * "utf8": true|false}; JSON strings cannot hold invalid UTF-8, so such
+ * bytes show as U+FFFD there ("bytes" counts the exact ones).
  * Exit status: 0 ok, 1 runtime error (files, ids), 2 usage error.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/text_sink.h"
 #include "kvlm.h"
-
-static const char *tokenize_usage =
-    "usage: kvlm tokenize -m MODEL [--special] [--pieces] (TEXT... | --file PATH)\n"
-    "  -m, --model PATH  model directory or tokenizer file (tokenizer.json,\n"
-    "                    vocab.json + merges.txt, encoder.json + vocab.bpe)\n"
-    "  --file PATH       read the text from a file ('-' for standard input)\n"
-    "  --special         match special tokens such as <|endoftext|> (default: plain text)\n"
-    "  --pieces          one token per line: the id, a tab, the token's bytes in quotes\n"
-    "                    (bytes outside printable ASCII as \\xHH, and \\n \\t \\r \\\" \\\\)\n"
-    "  -h, --help        this help\n"
-    "Several TEXT arguments are joined with single spaces. Prints the ids on one\n"
-    "line, separated by spaces.\n";
-
-static const char *detokenize_usage =
-    "usage: kvlm detokenize -m MODEL (IDS... | -)\n"
-    "  -m, --model PATH  model directory or tokenizer file\n"
-    "  IDS               token ids separated by spaces or commas, in one or more\n"
-    "                    arguments; '-' reads them from standard input\n"
-    "  -h, --help        this help\n"
-    "Prints the exact bytes of the tokens, without adding a newline.\n";
-
-/* Reads a whole file ('-' = stdin). Returns malloc'ed bytes or NULL. */
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) { free(buf); return NULL; }
-    if (buf) { buf[n] = 0; *len = n; }
-    return buf;
-}
 
 /* Joins argv[0..n) with single spaces. */
 static char *join_args(char **args, int n, size_t *len) {
@@ -94,51 +60,27 @@ static kvlm_tokenizer *load(const char *cmd, const char *model) {
     return t;
 }
 
-int cli_tokenize(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
-    int special = 0, pieces = 0, n_text = 0;
-    char **text_args = calloc((size_t)argc + 1, sizeof *text_args);
-    if (!text_args) return 1;
-    int only_text = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (only_text || a[0] != '-' || !a[1]) { text_args[n_text++] = argv[i]; continue; }
-        if (!strcmp(a, "--")) only_text = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(tokenize_usage, stdout);
-            free(text_args);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = arg_value(argc, argv, &i))) goto usage;
-        } else if (!strcmp(a, "--file")) {
-            if (!(file = arg_value(argc, argv, &i))) goto usage;
-        } else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--pieces")) pieces = 1;
-        else {
-            fprintf(stderr, "kvlm tokenize: unknown option '%s'\n", a);
-            goto usage;
+static int print_json_doc(json_t *doc) {
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    int rc = s ? 0 : -1;
+    if (s) puts(s);
+    free(s);
+    json_decref(doc);
+    return rc;
+}
+
+static void print_ids(const kvlm_tokenizer *t, const int32_t *ids, size_t n, int pieces, int json) {
+    if (json) {
+        json_t *a = json_array(), *pa = pieces ? json_array() : NULL;
+        for (size_t i = 0; i < n; i++) {
+            json_array_append_new(a, json_integer(ids[i]));
+            size_t plen;
+            const char *p = pa ? kvlm_tokenizer_piece(t, ids[i], &plen) : NULL;
+            if (pa) json_array_append_new(pa, cli_json_text(p, p ? plen : 0));
         }
-    }
-    if (!model) { fprintf(stderr, "kvlm tokenize: -m MODEL is required\n"); goto usage; }
-    if (!file == !n_text) {
-        fprintf(stderr, "kvlm tokenize: give the text as arguments or with --file, not both\n");
-        goto usage;
-    }
-    size_t len = 0;
-    char *text = file ? slurp(file, &len) : join_args(text_args, n_text, &len);
-    free(text_args);
-    if (!text) {
-        fprintf(stderr, "kvlm tokenize: cannot read %s\n", file ? file : "the text");
-        return 1;
-    }
-    kvlm_tokenizer *t = load("tokenize", model);
-    if (!t) { free(text); return 1; }
-    kvlm_error err = {0};
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int rc = kvlm_tokenizer_encode(t, text, len, special, &ids, &n, &err);
-    if (rc != 0) {
-        fprintf(stderr, "kvlm tokenize: %s\n", err.msg);
+        json_t *doc = json_pack("{s:o,s:I}", "ids", a, "n_tokens", (json_int_t)n);
+        if (doc && pa) json_object_set_new(doc, "pieces", pa);
+        print_json_doc(doc);
     } else if (pieces) {
         for (size_t i = 0; i < n; i++) {
             size_t plen;
@@ -151,61 +93,120 @@ int cli_tokenize(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
         putchar('\n');
     }
+}
+
+int cli_tokenize(int argc, char **argv) {
+    const char *model = NULL;
+    int special = 0, pieces = 0, json = 0;
+    model_flags mf;
+    model_flags_init(&mf);
+    const cli_opt own[] = {
+        CLI_STR("-m, --model", "PATH",
+                "model directory or tokenizer file (tokenizer.json,\nvocab.json + merges.txt, encoder.json + vocab.bpe)",
+                &model),
+        CLI_SWITCH("--special", "match special tokens such as <|endoftext|> (default: plain text)", &special, 1),
+        CLI_SWITCH("--pieces",
+                   "one token per line: the id, a tab, the token's bytes in quotes\n"
+                   "(bytes outside printable ASCII as \\xHH, and \\n \\t \\r \\\" \\\\)",
+                   &pieces, 1),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "tokenize",
+        .usage = "tokenize -m MODEL [--special] [--pieces] [--json] (TEXT... | -f FILE)",
+        .about = "Prints the token ids of the text on one line, separated by spaces. Several TEXT\n"
+                 "arguments are joined with single spaces; after --, a TEXT may start with '-'.\n",
+        .groups = CLI_FILE | CLI_JSON,
+        .unused = "it needs only a tokenizer (-m)",
+        .opts = own,
+        .operands = "TEXT...",
+        .mf = &mf,
+        .json = &json,
+    };
+    if (cli_parse(&spec, argc, argv)) return EXIT_USAGE;
+    int rc = 0;
+    if (!model) rc = cli_usage_error(&spec, "-m MODEL is required");
+    else if (!mf.file == !spec.n_operands) rc = cli_usage_error(&spec, "give the text as arguments or with -f FILE (one of them)");
+    size_t len = 0;
+    char *text = rc ? NULL : mf.file ? arg_read_file("--file", mf.file, &len) : join_args(spec.operand, spec.n_operands, &len);
+    free(spec.operand);
+    if (rc) return EXIT_USAGE;
+    if (!text) return 1;
+    kvlm_tokenizer *t = load("tokenize", model);
+    if (!t) {
+        free(text);
+        return 1;
+    }
+    kvlm_error err = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    rc = kvlm_tokenizer_encode(t, text, len, special, &ids, &n, &err);
+    if (rc != 0) fprintf(stderr, "kvlm tokenize: %s\n", err.msg);
+    else print_ids(t, ids, n, pieces, json);
     free(ids);
     free(text);
     kvlm_tokenizer_free(t);
     return rc != 0 || fflush(stdout) != 0 ? 1 : 0;
-usage:
-    free(text_args);
-    fputs(tokenize_usage, stderr);
-    return EXIT_USAGE;
 }
 
 int cli_detokenize(int argc, char **argv) {
     const char *model = NULL;
-    char **id_args = calloc((size_t)argc + 1, sizeof *id_args);
-    int n_args = 0;
-    if (!id_args) return 1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || !a[1]) { id_args[n_args++] = argv[i]; continue; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(detokenize_usage, stdout);
-            free(id_args);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = arg_value(argc, argv, &i))) goto usage;
-        } else {
-            fprintf(stderr, "kvlm detokenize: unknown option '%s'\n", a);
-            goto usage;
-        }
-    }
-    if (!model) { fprintf(stderr, "kvlm detokenize: -m MODEL is required\n"); goto usage; }
-    if (n_args == 0) { fprintf(stderr, "kvlm detokenize: no token ids given\n"); goto usage; }
+    int json = 0;
+    const cli_opt own[] = {
+        CLI_STR("-m, --model", "PATH", "model directory or tokenizer file", &model),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "detokenize",
+        .usage = "detokenize -m MODEL [--json] (IDS... | -)",
+        .about = "Prints the exact bytes of the tokens, without adding a newline. IDS are token ids\n"
+                 "separated by spaces or commas, in one or more arguments; '-' reads them from\n"
+                 "standard input.\n",
+        .groups = CLI_JSON,
+        .unused = "it needs only a tokenizer (-m)",
+        .opts = own,
+        .operands = "IDS...",
+        .json = &json,
+    };
+    if (cli_parse(&spec, argc, argv)) return EXIT_USAGE;
+    int rc = 0;
+    if (!model) rc = cli_usage_error(&spec, "-m MODEL is required");
+    else if (spec.n_operands == 0) rc = cli_usage_error(&spec, "no token ids given");
     size_t len = 0;
-    int from_stdin = n_args == 1 && !strcmp(id_args[0], "-");
-    char *list = from_stdin ? slurp("-", &len) : join_args(id_args, n_args, &len);
-    free(id_args);
-    if (!list) { fprintf(stderr, "kvlm detokenize: cannot read the ids\n"); return 1; }
+    int from_stdin = spec.n_operands == 1 && !strcmp(spec.operand[0], "-");
+    char *list = rc ? NULL : from_stdin ? arg_read_file("-", "-", &len) : join_args(spec.operand, spec.n_operands, &len);
+    free(spec.operand);
+    if (rc) return EXIT_USAGE;
+    if (!list) return 1;
     int32_t *ids = NULL;
     size_t n = 0;
     int bad_list = arg_ids("IDS", list, &ids, &n) != 0;
     free(list);
     if (bad_list) return EXIT_USAGE;
     kvlm_tokenizer *t = load("detokenize", model);
-    if (!t) { free(ids); return 1; }
+    if (!t) {
+        free(ids);
+        return 1;
+    }
     kvlm_error err = {0};
     char *text = NULL;
     size_t tlen = 0;
-    int rc = kvlm_tokenizer_decode(t, ids, n, &text, &tlen, &err);
-    if (rc != 0) fprintf(stderr, "kvlm detokenize: %s\n", err.msg);
-    else fwrite(text, 1, tlen, stdout);
+    rc = kvlm_tokenizer_decode(t, ids, n, &text, &tlen, &err);
+    if (rc != 0) {
+        fprintf(stderr, "kvlm detokenize: %s\n", err.msg);
+    } else if (json) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+        json_t *exact = json_stringn(text ? text : "", tlen); /* NULL: not valid UTF-8 */
+        json_t *doc = json_pack("{s:o,s:o,s:I,s:b}", "ids", a, "text", cli_json_text(text, tlen), "bytes",
+                                (json_int_t)tlen, "utf8", exact != NULL);
+        json_decref(exact);
+        rc = print_json_doc(doc) ? 1 : 0;
+    } else {
+        fwrite(text, 1, tlen, stdout);
+    }
     free(text);
     free(ids);
     kvlm_tokenizer_free(t);
     return rc != 0 || fflush(stdout) != 0 ? 1 : 0;
-usage:
-    free(id_args);
-    fputs(detokenize_usage, stderr);
-    return EXIT_USAGE;
 }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "formats/gguf.h"
 #include "formats/llmc.h"
 #include "formats/safetensors.h"
 
@@ -159,6 +160,16 @@ static int load_any(tensor_set *ts, const char *path, kvlm_error *err) {
         if (!dup) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
         int rc = load_dir(ts, dirname(dup), err);
         free(dup);
+        return rc;
+    }
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    if (n == sizeof magic && !memcmp(magic, "GGUF", 4)) {
+        gguf_meta g = {0};
+        int rc = gguf_load(ts, &g, path, err);
+        gguf_meta_free(&g);
         return rc;
     }
     llmc_header h;

@@ -85,11 +85,11 @@ int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err);
 
 /* Bytes of weights a checkpoint holds: the sum of its tensors' sizes as
  * its headers declare them (a model directory, a .safetensors file or
- * index, a config.json with weights beside it, an llm.c .bin), and the
- * number of parameters (elements; params may be NULL). Stored buffers that
- * are not parameters (GPT-2 "attn.bias" causal masks, "inv_freq" rotary
- * tables) are left out. Files are mapped
- * to read the headers; the weights themselves are not touched. Returns 0,
+ * index, a config.json with weights beside it, a .gguf file, an llm.c
+ * .bin), and the number of parameters (elements; params may be NULL).
+ * Stored buffers that are not parameters (GPT-2 "attn.bias" causal masks,
+ * "inv_freq" rotary tables) are left out. Files are mapped to read the
+ * headers; the weights themselves are not touched. Returns 0,
  * or an error naming the file (KVLM_ERR_IO if there is no weight file). */
 int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err);
 

@@ -2,9 +2,10 @@
  * kvlm_config_load: a model's configuration without its weights, for
  * commands that only need shapes (kvlm kv sizes the KV cache of models
  * kvlm cannot run yet). It reuses the readers kvlm_model_load uses
- * (hf_config_load, the llm.c header check) and applies the same GPT-2
- * validation, so a config accepted here is the config the loader would
- * build. Nothing is memory-mapped; an llm.c file is read for its
+ * (hf_config_load, the llm.c header check, the GGUF metadata) and applies
+ * the same GPT-2 validation, so a config accepted here is the config the
+ * loader would build. Only a GGUF file is memory-mapped (its metadata and
+ * tensor table; no weight is touched); an llm.c file is read for its
  * 1,024-byte header only, so a truncated weight section goes unnoticed.
  */
 #include <libgen.h>
@@ -46,10 +47,11 @@ static int load_config(const char *path, kvlm_config *cfg, char *origin, size_t 
     if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open", path);
     size_t n = fread(magic, 1, sizeof magic, f);
     fclose(f);
+    if (n == sizeof magic && !memcmp(magic, "GGUF", 4)) return model_gguf_config(path, cfg, err);
     if (!llmc_sniff(magic, n))
         return kvlm_fail(err, KVLM_ERR_FORMAT,
                          "%s: unrecognised model file (expected a model directory, config.json, .safetensors, "
-                         "model.safetensors.index.json or an llm.c checkpoint)", path);
+                         "model.safetensors.index.json, .gguf or an llm.c checkpoint)", path);
     int rc = llmc_read_header(path, &h, err);
     if (rc) return rc;
     llmc_header_config(&h, cfg);

@@ -103,3 +103,15 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
     gguf_meta_free(&g);
     return rc;
 }
+
+int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err) {
+    tensor_set ts;
+    tensor_set_init(&ts);
+    gguf_meta g = {0};
+    int rc = gguf_load(&ts, &g, path, err);
+    if (!rc) rc = read_config(&g, &ts, cfg, err);
+    if (!rc) rc = model_check_config(cfg, MODEL_SRC_GGUF, path, err);
+    gguf_meta_free(&g);
+    tensor_set_free(&ts);
+    return rc;
+}

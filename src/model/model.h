@@ -64,6 +64,9 @@ int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 /* Reads a GGUF file into m (config from its metadata, weights in place). */
 int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);
+/* The configuration of a GGUF file, as model_load_gguf builds it (its
+ * metadata and the embedding's shape), without binding any weights. */
+int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err);
 /* Frequencies of the rotary embedding for m->cfg (llama3 scaling applied). */
 int rope_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */
