@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+    if (!strcmp(argv[1], "--version")) {
         printf("kvlm %s (%s)\n", kvlm_version(), kvlm_isa_name(kvlm_isa_best()));
         return 0;
     }
