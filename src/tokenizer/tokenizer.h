@@ -126,15 +126,21 @@ struct kvlm_tokenizer {
     tok_cache cache;
 };
 
-/* tokenizer/load.c: allocation, pieces, the bytes->id map, shared loaders */
-kvlm_tokenizer *tok_alloc(void);
+/* tokenizer/load.c: the format dispatch (which files a path names) */
 int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err);
+
+/* tokenizer/files.c: a file's bytes (malloc'ed), a JSON object file */
+int tok_read_file(const char *path, char **buf, size_t *len, kvlm_error *err);
+json_t *tok_load_json(const char *path, kvlm_error *err);
+
+/* tokenizer/vocab_builder.c: allocation, pieces, the bytes->id map,
+ * vocabulary and merges, the finishing checks (no files, no formats) */
+kvlm_tokenizer *tok_alloc(void);
 int32_t tok_map_get(const kvlm_tokenizer *t, const void *bytes, size_t len);
 int tok_set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len);
 int tok_reserve_ids(kvlm_tokenizer *t, int32_t n);
 int tok_map_build(kvlm_tokenizer *t);
 const char *tok_show(const char *s, size_t n, char *buf, size_t cap);
-json_t *tok_load_json(const char *path, kvlm_error *err);
 /* GPT-2's byte-to-unicode table, inverted (code point -> byte, or -1). */
 #define TOK_UNMAP_SIZE 0x144
 void tok_build_unmap(int16_t rev[TOK_UNMAP_SIZE]);
