@@ -210,7 +210,11 @@ const char *kvlm_isa_name(kvlm_isa isa);
 kvlm_isa kvlm_isa_best(void);
 
 typedef struct kvlm_engine_options {
-    int threads;       /* 0 means all cores */
+    int threads;       /* threads of every parallel region of a step (0: every
+                          processor the process may run on). The engine's own
+                          count: omp_set_num_threads / OMP_NUM_THREADS and other
+                          engines do not change it, and it sets nothing
+                          process-wide. */
     kvlm_isa isa;
     int no_cache;      /* 1: recompute the whole context at every step */
 } kvlm_engine_options;
@@ -238,6 +242,9 @@ size_t kvlm_engine_logits_size(const kvlm_engine *e,
                                const kvlm_batch_item *items, int n_items);
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e);
 int kvlm_engine_threads(const kvlm_engine *e);
+/* The largest number of threads that ran one of the engine's parallel
+ * regions so far (0 before the first step); never above kvlm_engine_threads. */
+int kvlm_engine_threads_used(const kvlm_engine *e);
 
 /* --------------------------------------------------------------- sampler */
 
@@ -424,8 +431,9 @@ void kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len);
 /* Monotonic clock in seconds. */
 double kvlm_now(void);
 
-/* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
- * `bytes` (make it much larger than the last-level cache). */
+/* Best-of-`passes` read bandwidth in bytes/s, one thread per processor the
+ * process may run on reading a buffer of `bytes` (make it much larger than
+ * the last-level cache). */
 double kvlm_measure_read_bandwidth(size_t bytes, int passes);
 
 /* Attention read through a block table against the same context stored

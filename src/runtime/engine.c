@@ -10,6 +10,15 @@
  * sequence in the batch (its blocks are rewritten from position 0), which
  * is what generation costs without a KV cache.
  *
+ * Threads: the engine owns its thread count. Every parallel region it opens,
+ * here and in the kernels (through its kern_team), names its team size with
+ * num_threads(threads); nothing reads or sets the process-wide OpenMP
+ * default, so neither another engine nor a host calling omp_set_num_threads
+ * changes how many threads a step uses. Per-thread scratch (attention
+ * scores) is sized for `threads`, the most any region can run, so a thread
+ * number never reaches past it. The largest team that actually ran is kept
+ * (kvlm_engine_threads_used).
+ *
  * Invariant: a failed step leaves every sequence as it was.
  */
 #include <math.h>
@@ -31,14 +40,15 @@ struct kvlm_engine {
     kvlm_model *m;
     kvlm_kv *kv;
     const kern_ops *ops;
-    int threads, no_cache;
+    kern_team team;       /* threads lent to every parallel region of a step */
+    int no_cache;
     int cap_rows;
     eng_row *rows;
     int *logit_rows;      /* indices into rows whose logits are returned */
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
     float *rope;          /* per row: cos then sin of head_dim / 2 angles */
-    float *scores;        /* per thread, n_ctx floats */
+    float *scores;        /* per thread (team.threads of them), n_ctx floats */
 };
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
@@ -67,9 +77,8 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
     e->ops = ops;
     e->no_cache = o.no_cache;
-    e->threads = o.threads ? o.threads : omp_get_num_procs();
-    omp_set_num_threads(e->threads);
-    e->scores = malloc((size_t)e->threads * c->n_ctx * sizeof(float));
+    e->team.threads = o.threads ? o.threads : omp_get_num_procs();
+    e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
     if (!e->scores) {
         kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
         kvlm_engine_free(e);
@@ -98,7 +107,15 @@ void kvlm_engine_free(kvlm_engine *e) {
 }
 
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e) { return e->ops->isa; }
-int kvlm_engine_threads(const kvlm_engine *e) { return e->threads; }
+int kvlm_engine_threads(const kvlm_engine *e) { return e->team.threads; }
+int kvlm_engine_threads_used(const kvlm_engine *e) { return e->team.peak; }
+
+/* Activations are 64-byte aligned for the SIMD kernels; aligned_alloc wants
+ * a size that is a multiple of the alignment. */
+static float *alloc_rows(size_t rows, size_t width) {
+    const size_t bytes = rows * width * sizeof(float);
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
 
 static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     if (T <= e->cap_rows) return KVLM_OK;
@@ -106,16 +123,16 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     int cap = T > 2 * e->cap_rows ? T : 2 * e->cap_rows;
     free_scratch(e);
     e->cap_rows = 0;
-    const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
-    e->rows = malloc((size_t)cap * sizeof *e->rows);
-    e->logit_rows = malloc((size_t)cap * sizeof(int));
-    e->x = aligned_alloc(64, n * C);
-    e->h = aligned_alloc(64, n * C);
-    e->qkv = aligned_alloc(64, n * (size_t)e->qkv_dim);
-    e->att = aligned_alloc(64, n * (size_t)e->q_dim);
-    e->ff = aligned_alloc(64, n * (size_t)e->ff_dim);
-    e->act = aligned_alloc(64, n * (size_t)c->n_ff);
-    e->rope = aligned_alloc(64, n * (size_t)c->head_dim);
+    const size_t C = (size_t)c->n_embd, n = (size_t)cap;
+    e->rows = malloc(n * sizeof *e->rows);
+    e->logit_rows = malloc(n * sizeof(int));
+    e->x = alloc_rows(n, C);
+    e->h = alloc_rows(n, C);
+    e->qkv = alloc_rows(n, (size_t)e->qkv_dim);
+    e->att = alloc_rows(n, (size_t)e->q_dim);
+    e->ff = alloc_rows(n, (size_t)e->ff_dim);
+    e->act = alloc_rows(n, (size_t)c->n_ff);
+    e->rope = alloc_rows(n, (size_t)c->head_dim);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
@@ -128,13 +145,17 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
 static void embed(kvlm_engine *e, int T) {
     const kvlm_model *m = e->m;
     const int C = m->cfg.n_embd;
-    #pragma omp parallel for if (T > 1)
-    for (int t = 0; t < T; t++) {
-        float *xr = e->x + (size_t)t * C;
-        dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
-        if (m->wpe.data) {
-            const size_t po = (size_t)e->rows[t].pos * C;
-            for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 1)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++) {
+            float *xr = e->x + (size_t)t * C;
+            dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+            if (m->wpe.data) {
+                const size_t po = (size_t)e->rows[t].pos * C;
+                for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+            }
         }
     }
 }
@@ -143,10 +164,14 @@ static void embed(kvlm_engine *e, int T) {
 static void norm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
     const int C = e->m->cfg.n_embd;
     const float eps = e->m->cfg.norm_eps;
-    #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++) {
-        if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
-        else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++) {
+            if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
+            else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+        }
     }
 }
 
@@ -213,15 +238,20 @@ static void attend(kvlm_engine *e, int l, int T) {
      * short contexts). */
     long work = 0;
     for (int t = 0; t < T; t++) work += (long)(e->rows[t].pos + 1) * H * hd;
-    #pragma omp parallel for schedule(dynamic, 1) if (work > 65536)
-    for (int th = 0; th < T * H; th++) {
-        const int t = th / H, h = th % H, kh = h / group;
-        const eng_row *r = &e->rows[t];
-        const kv_seq *s = &kv->seqs[r->seq];
-        const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+    #pragma omp parallel num_threads(e->team.threads) if (work > 65536)
+    {
+        kern_team_note(&e->team);
+        /* thread number < team.threads: the team never exceeds num_threads */
         float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
-        float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-        attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
+        #pragma omp for schedule(dynamic, 1)
+        for (int th = 0; th < T * H; th++) {
+            const int t = th / H, h = th % H, kh = h / group;
+            const eng_row *r = &e->rows[t];
+            const kv_seq *s = &kv->seqs[r->seq];
+            const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+            float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
+            attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
+        }
     }
 }
 
@@ -230,12 +260,12 @@ static void attend(kvlm_engine *e, int l, int T) {
 static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     if (L->wqkv.data) {
-        kern_matmul(ops, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
     } else {
         const float *b = L->bqkv;
-        kern_matmul(ops, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
-        kern_matmul(ops, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
-        kern_matmul(ops, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
+        kern_matmul(ops, &e->team, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
                     e->qkv_dim);
     }
     if (e->m->rope_inv_freq) apply_rope(e, T);
@@ -246,17 +276,22 @@ static void mlp(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     const int F = e->m->cfg.n_ff, C = e->m->cfg.n_embd;
     if (!L->w_gate.data) {
-        kern_matmul(ops, e->h, T, &L->w_up, L->b_up, e->ff, F);
+        kern_matmul(ops, &e->team, e->h, T, &L->w_up, L->b_up, e->ff, F);
         ops->gelu(e->ff, (size_t)T * F);
-        kern_matmul(ops, e->ff, T, &L->w_down, L->b_down, e->h, C);
+        kern_matmul(ops, &e->team, e->ff, T, &L->w_down, L->b_down, e->h, C);
         return;
     }
-    kern_matmul(ops, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
-    kern_matmul(ops, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
-    #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++)
-        ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
-    kern_matmul(ops, e->act, T, &L->w_down, L->b_down, e->h, C);
+    kern_matmul(ops, &e->team, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
+    kern_matmul(ops, &e->team, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++)
+            ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F,
+                        (size_t)F);
+    }
+    kern_matmul(ops, &e->team, e->act, T, &L->w_down, L->b_down, e->h, C);
 }
 
 static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
@@ -272,7 +307,7 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
         project_qkv(e, L, T);
         store_kv(e, l, T);
         attend(e, l, T);
-        kern_matmul(ops, e->att, T, &L->wo, L->bo, e->h, C);
+        kern_matmul(ops, &e->team, e->att, T, &L->wo, L->bo, e->h, C);
         add_rows(e->x, e->h, (size_t)T * C);
         norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
         mlp(e, L, T);
@@ -286,7 +321,7 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
     }
     kern_matrix head = m->lm_head;
     head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
-    if (n_logits > 0) kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);
+    if (n_logits > 0) kern_matmul(ops, &e->team, e->h, n_logits, &head, NULL, logits, c->vocab_size);
 }
 
 size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {
