@@ -127,10 +127,6 @@ typedef enum kvlm_alloc_policy {
     KVLM_ALLOC_RESERVE_MAX = 1 /* n_ctx worth of blocks reserved per sequence */
 } kvlm_alloc_policy;
 
-/* Hash of one full block for the prefix index: chained over the parent
- * block's hash (0 for the first block) and the block's token ids. */
-typedef uint64_t (*kvlm_block_hash_fn)(uint64_t parent, const int32_t *tokens, int n);
-
 typedef struct kvlm_kv_options {
     kvlm_dtype dtype;          /* KVLM_F32 or KVLM_F16 */
     int block_size;            /* tokens per block; 0 means 16 */
@@ -139,7 +135,6 @@ typedef struct kvlm_kv_options {
     kvlm_alloc_policy policy;
     int no_prefix_cache;       /* 1: do not index full blocks for reuse (always
                                   off under RESERVE_MAX) */
-    kvlm_block_hash_fn hash;   /* NULL: XXH3-64 (tests inject colliding ones) */
 } kvlm_kv_options;
 
 typedef struct kvlm_kv_stats {

@@ -2,13 +2,18 @@
  * The engine step: one forward pass of the model over a batch of sequences,
  * each contributing one or more new tokens (prefill chunks and decode tokens
  * mixed). All rows of the batch go through each weight matrix together, so
- * a step reads the weights once however many sequences it serves. New K/V
- * are written into the paged cache before attention, and attention reads
- * every sequence's context through its block table.
+ * a step reads the weights once however many sequences it serves. Each
+ * item's new positions are reserved in the paged cache first
+ * (kv_append_reserve: a full pool fails the step before any work), their K/V
+ * written before attention (attn_store_kv), attention reads every
+ * sequence's context through its block table (attn_seq_head), and the
+ * appends are committed after the forward pass. The engine never sees the
+ * cache's layout (runtime/kv_layout.h).
  *
  * No-cache mode recomputes: each step re-runs the whole context of every
- * sequence in the batch (its blocks are rewritten from position 0), which
- * is what generation costs without a KV cache.
+ * sequence in the batch (the sequence is truncated to 0 and its whole
+ * context appended again), which is what generation costs without a KV
+ * cache.
  *
  * Threads: the engine owns its thread count. Every parallel region it opens,
  * here and in the kernels (through its kern_team), names its team size with
@@ -44,6 +49,7 @@ struct kvlm_engine {
     int no_cache;
     int cap_rows;
     eng_row *rows;
+    int32_t *ctx_tokens;  /* no-cache mode: the tokens each item appends again */
     int *logit_rows;      /* indices into rows whose logits are returned */
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
@@ -63,7 +69,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
         return NULL;
     }
     const kvlm_config *c = &m->cfg;
-    if (kv->n_layer != c->n_layer || kv->n_kv_head != c->n_kv_head || kv->head_dim != c->head_dim) {
+    if (!kv_fits_model(kv, c)) {
         kvlm_fail(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
         return NULL;
     }
@@ -89,6 +95,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
 
 static void free_scratch(kvlm_engine *e) {
     free(e->rows);
+    free(e->ctx_tokens);
     free(e->logit_rows);
     free(e->x);
     free(e->h);
@@ -125,6 +132,7 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->cap_rows = 0;
     const size_t C = (size_t)c->n_embd, n = (size_t)cap;
     e->rows = malloc(n * sizeof *e->rows);
+    e->ctx_tokens = malloc(n * sizeof(int32_t));
     e->logit_rows = malloc(n * sizeof(int));
     e->x = alloc_rows(n, C);
     e->h = alloc_rows(n, C);
@@ -133,9 +141,11 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->ff = alloc_rows(n, (size_t)e->ff_dim);
     e->act = alloc_rows(n, (size_t)c->n_ff);
     e->rope = alloc_rows(n, (size_t)c->head_dim);
-    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
+    if (!e->rows || !e->ctx_tokens || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act ||
+        !e->rope) {
         free_scratch(e);
-        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
+        e->rows = NULL, e->ctx_tokens = NULL, e->logit_rows = NULL;
+        e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
         return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
     }
     e->cap_rows = cap;
@@ -212,18 +222,12 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Writes this step's K and V (the columns after the queries) into the cache. */
+/* Writes this step's K and V (the columns after the queries) into the
+ * slots the step reserved. */
 static void store_kv(kvlm_engine *e, int l, int T) {
-    const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, qd = e->q_dim, kvd = e->kv_dim;
-    kvlm_kv *kv = e->kv;
     for (int t = 0; t < T; t++) {
-        const kv_seq *s = &kv->seqs[e->rows[t].seq];
         const float *r = e->qkv + (size_t)t * e->qkv_dim;
-        for (int h = 0; h < c->n_kv_head; h++) {
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 0), kv->dtype, r + qd + h * hd, hd);
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 1), kv->dtype, r + qd + kvd + h * hd, hd);
-        }
+        attn_store_kv(e->ops, e->kv, e->rows[t].seq, e->rows[t].pos, l, r + e->q_dim, r + e->q_dim + e->kv_dim);
     }
 }
 
@@ -247,10 +251,9 @@ static void attend(kvlm_engine *e, int l, int T) {
         for (int th = 0; th < T * H; th++) {
             const int t = th / H, h = th % H, kh = h / group;
             const eng_row *r = &e->rows[t];
-            const kv_seq *s = &kv->seqs[r->seq];
             const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
             float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-            attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
+            attn_seq_head(e->ops, kv, r->seq, l, kh, q, r->pos + 1, scale, sc, out);
         }
     }
 }
@@ -344,7 +347,7 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
                 return kvlm_fail(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
         if (it->n_tokens < 1 || !it->tokens)
             return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
-        int len = e->kv->seqs[it->seq].len;
+        int len = kvlm_kv_seq_len(e->kv, it->seq);
         if ((long)len + it->n_tokens > c->n_ctx)
             return kvlm_fail(err, KVLM_ERR_ARG,
                              "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
@@ -364,31 +367,34 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
     if ((rc = check_items(e, items, n_items, &T, err))) return rc;
     if ((rc = ensure_rows(e, T, err))) return rc;
     kvlm_kv *kv = e->kv;
-    /* Reserve blocks for every item first, so a full pool fails cleanly.
-     * Without a cache every step rewrites the whole context into fresh
-     * blocks (its old ones may be shared or indexed). */
-    for (int i = 0; i < n_items; i++) {
-        if (e->no_cache) kv_seq_drop_blocks(kv, items[i].seq);
-        if ((rc = kv_seq_reserve(kv, items[i].seq, kv->seqs[items[i].seq].len + items[i].n_tokens, err))) {
-            for (int j = 0; j <= i; j++) {
-                if (e->no_cache) kv_seq_drop_blocks(kv, items[j].seq);
-                else kv_seq_truncate(kv, items[j].seq, kv->seqs[items[j].seq].len);
-            }
-            return rc;
-        }
-    }
+    /* The rows: each item's new tokens at positions len.. (without a cache,
+     * its whole context from position 0). */
     int t = 0, nl = 0;
     for (int i = 0; i < n_items; i++) {
         const kvlm_batch_item *it = &items[i];
-        const kv_seq *s = &kv->seqs[it->seq];
-        int start = e->no_cache ? 0 : s->len, n = s->len - start + it->n_tokens;
+        const int len = kvlm_kv_seq_len(kv, it->seq), start = e->no_cache ? 0 : len, n = len - start + it->n_tokens;
+        const int32_t *old = kv_seq_tokens(kv, it->seq);
         for (int j = 0; j < n; j++, t++) {
             int abs = start + j;
-            e->rows[t] = (eng_row){it->seq, abs, abs < s->len ? s->tokens[abs] : it->tokens[abs - s->len]};
-            if (it->logits_all > 0 ? abs >= s->len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
+            e->rows[t] = (eng_row){it->seq, abs, abs < len ? old[abs] : it->tokens[abs - len]};
+            e->ctx_tokens[t] = e->rows[t].token;
+            if (it->logits_all > 0 ? abs >= len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
+        }
+    }
+    /* Reserve every item's positions first, so a full pool fails cleanly. */
+    for (int i = 0; i < n_items; i++) {
+        const int seq = items[i].seq, len = kvlm_kv_seq_len(kv, seq);
+        if (e->no_cache) kvlm_kv_seq_truncate(kv, seq, 0, err);
+        if ((rc = kv_append_reserve(kv, seq, e->no_cache ? len + items[i].n_tokens : items[i].n_tokens, err))) {
+            for (int j = 0; j < i; j++) kv_append_abort(kv, items[j].seq);
+            return rc;
         }
     }
     forward(e, T, nl, logits);
-    for (int i = 0; i < n_items; i++) kv_seq_append(kv, items[i].seq, items[i].tokens, items[i].n_tokens);
+    for (int i = 0, r0 = 0; i < n_items; i++) {
+        const int n = kv_append_pending(kv, items[i].seq);
+        kv_append_commit(kv, items[i].seq, e->no_cache ? e->ctx_tokens + r0 : items[i].tokens);
+        r0 += n;
+    }
     return KVLM_OK;
 }
