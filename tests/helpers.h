@@ -39,9 +39,10 @@ int th_expected_load(const char *path, th_expected *ex);
 void th_expected_free(th_expected *ex);
 
 struct kvlm_model;
-/* Prefill (all positions' logits) then 8 cached decode steps on a fresh
- * cache with the given kernels, KV dtype and cache mode; returns the
- * largest absolute logit difference from the fixture. */
+/* Prefill (all positions' logits) then 8 decode steps on a fresh cache with
+ * the given kernels and KV dtype, cached or (no_cache) each recomputing the
+ * whole context (measure/recompute.h); returns the largest absolute logit
+ * difference from the fixture. */
 double th_parity_run(struct kvlm_model *m, const th_expected *ex, int isa, int kv_dtype, int no_cache);
 
 #endif

@@ -106,14 +106,19 @@ static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_fi
     return 0;
 }
 
-static void test_property(void **state) {
-    (void)state;
+/* reserve: kvlm_kv_options.reserve_tokens (0: paged with prefix caching;
+ * 6: every sequence holds 2 blocks of its own from creation, forks copy
+ * into them and share the rest). */
+static void property_run(int reserve) {
     kvlm_error err;
     kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, &err); /* n_ctx 32 */
     assert_non_null(m);
     for (uint32_t seed = 1; seed <= 4; seed++) {
-        kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8};
+        kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8,
+                             .reserve_tokens = reserve};
         kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
+        assert_non_null(kv);
+        assert_int_equal(kv_new_seq_blocks(kv), (size_t)(reserve + 3) / 4);
         int live[8], n_live = 0;
         uint32_t r = seed * 2654435761u;
 #define RND(n) ((r = r * 1664525u + 1013904223u), (int)((r >> 8) % (uint32_t)(n)))
@@ -137,6 +142,9 @@ static void test_property(void **state) {
             } else if (op < 8 && n_live && n_live < 8) { /* fork */
                 int id = kvlm_kv_seq_fork(kv, live[RND(n_live)], &err);
                 if (id >= 0) live[n_live++] = id;
+            } else if (op == 8 && n_live) { /* truncate to a block boundary (0: recompute from scratch) */
+                int i = RND(n_live), len = kvlm_kv_seq_len(kv, live[i]);
+                assert_int_equal(kvlm_kv_seq_truncate(kv, live[i], RND(len / 4 + 1) * 4, &err), 0);
             } else if (n_live) { /* free */
                 int i = RND(n_live);
                 kvlm_kv_seq_free(kv, live[i]);
@@ -153,7 +161,9 @@ static void test_property(void **state) {
         }
         kvlm_kv_stats st;
         kvlm_kv_get_stats(kv, &st);
-        assert_true(st.prefix_hits > 0 && st.evictions > 0 && st.cow_copies > 0); /* every path was exercised */
+        /* every path was exercised (a reservation turns the prefix cache off) */
+        assert_true(st.cow_copies > 0);
+        assert_true(reserve ? st.prefix_queries == 0 : st.prefix_hits > 0 && st.evictions > 0);
         while (n_live) kvlm_kv_seq_free(kv, live[--n_live]);
         kvlm_kv_get_stats(kv, &st);
         assert_int_equal(st.blocks_used, 0);
@@ -161,6 +171,16 @@ static void test_property(void **state) {
         kvlm_kv_free(kv);
     }
     kvlm_model_free(m);
+}
+
+static void test_property(void **state) {
+    (void)state;
+    property_run(0);
+}
+
+static void test_property_reserved(void **state) {
+    (void)state;
+    property_run(6);
 }
 
 /* The append protocol on its own: a reservation that had to copy a shared
@@ -217,6 +237,33 @@ static void test_append_abort_restores(void **state) {
     assert_int_equal(st.blocks_shared, 1);
     assert_int_equal(kv_seq_blocks(kv, a, &ta), 2);
     assert_memory_equal(ta, before, 2 * sizeof(int)); /* the parent kept the original */
+    check_contents(kv);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+
+    /* Rolled back into an indexed block: the next append copies it, and the
+     * indexed original stays cached for prefix reuse. */
+    kvlm_kv_seq_free(kv, a);
+    kvlm_kv_seq_free(kv, b);
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.blocks_cached, 2); /* [1 2 3 4] and [5 6 1 2] */
+    int c = kvlm_kv_seq_new(kv, &err);
+    assert_int_equal(append(kv, c, toks, 8, 0), 0); /* [1 2 3 4] joins the cached twin, [5 6 7 8] is indexed */
+    assert_int_equal(kvlm_kv_seq_truncate(kv, c, 6, &err), 0);
+    const int *tc;
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    const int indexed = tc[1];
+    assert_int_equal(kv_append_reserve(kv, c, 1, &err), 0);
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    assert_int_not_equal(tc[1], indexed);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+    kv_append_abort(kv, c);
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    assert_int_equal(tc[1], indexed);
+    assert_int_equal(append(kv, c, toks + 7, 1, 0), 0);
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.blocks_cached, 3);
+    assert_int_equal(st.blocks_free, 0);
+    assert_int_equal(st.cow_copies, 2);
     check_contents(kv);
     assert_int_equal(kv_check_invariants(kv, &err), 0);
     kvlm_kv_free(kv);
@@ -413,6 +460,7 @@ static void test_hash_collision(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_property),
+        cmocka_unit_test(test_property_reserved),
         cmocka_unit_test(test_append_abort_restores),
         cmocka_unit_test(test_batched_equals_single),
         cmocka_unit_test(test_fork_equals_independent),

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
+#include "measure/recompute.h"
 
 static const char *usage =
     "usage: kvlm bench (-m MODEL | --synthetic PRESET) [options]\n"
@@ -102,7 +103,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
 typedef struct bench_ctx {
     kvlm_model *m;
     kvlm_kv *kv;
-    kvlm_engine *e, *e_nocache;
+    kvlm_engine *e;
     kvlm_sampler *greedy;
     int32_t *prompt;
     const kvlm_config *c;
@@ -142,10 +143,17 @@ static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
         if (i == 0) r->cache_on_s = g.ttft_s + g.decode_s;
         gen_result_free(&g);
     }
-    if (!o->skip_cache) {
-        if (one_gen(b, b->e_nocache, o->pp, o->tg, &g)) return -1;
-        r->cache_off_s = g.ttft_s + g.decode_s;
-        gen_result_free(&g);
+    if (!o->skip_cache) { /* the same generation recomputing the whole context at every step */
+        kvlm_error err;
+        int32_t *ids = malloc((size_t)o->tg * sizeof(int32_t));
+        int seq = ids ? kvlm_kv_seq_new(b->kv, &err) : -1;
+        int rc = seq < 0 ? -1
+                         : measure_recompute_generate(b->e, b->kv, seq, b->c->vocab_size, b->prompt, o->pp, o->tg, ids,
+                                                      &r->cache_off_s, &err);
+        if (rc) fprintf(stderr, "kvlm bench: %s\n", ids ? err.msg : "out of memory");
+        kvlm_kv_seq_free(b->kv, seq);
+        free(ids);
+        if (rc) return -1;
     }
     return 0;
 }
@@ -184,13 +192,11 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         return NULL;
     }
     kvlm_kv_options ko = {.dtype = p->kv_dtype, .max_seqs = 1};
-    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa},
-                        eo_nc = {.threads = p->threads, .isa = p->isa, .no_cache = 1};
+    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa};
     kvlm_sampler_options so = kvlm_sampler_options_default();
     so.temperature = 0;
     b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
     if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err)) ||
-        !(b.e_nocache = kvlm_engine_create(m, b.kv, &eo_nc, &err)) ||
         !(b.greedy = kvlm_sampler_create(&so, b.c->vocab_size, &err))) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
         goto out;
@@ -213,7 +219,6 @@ out:
     free(b.prompt);
     kvlm_sampler_free(b.greedy);
     kvlm_engine_free(b.e);
-    kvlm_engine_free(b.e_nocache);
     kvlm_kv_free(b.kv);
     return doc;
 }

@@ -66,7 +66,8 @@ int model_flags_parse(model_flags *f, int argc, char **argv, int *i) {
 }
 
 kvlm_engine_options session_engine_options(const model_flags *f, int no_cache) {
-    return (kvlm_engine_options){.threads = f->threads, .isa = f->isa, .no_cache = no_cache};
+    (void)no_cache; /* recomputation is no longer an engine mode (see measure/recompute.h) */
+    return (kvlm_engine_options){.threads = f->threads, .isa = f->isa};
 }
 
 static int open_prompt(cli_session *s, const model_flags *f) {

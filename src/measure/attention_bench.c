@@ -56,7 +56,7 @@ static int layout_open(attn_layout *a, const kvlm_model *m, const kvlm_attn_benc
     const int nb = (o->ctx_len + bs - 1) / bs;
     const size_t pool = (size_t)nb * (scatter ? SCATTER_SPREAD : 1);
     kvlm_kv_options ko = {.dtype = o->kv_dtype, .block_size = bs, .n_blocks = pool, .max_seqs = 1,
-                          .policy = KVLM_ALLOC_PAGED, .no_prefix_cache = 1};
+                          .no_prefix_cache = 1};
     memset(a, 0, sizeof *a);
     a->block_size = bs;
     a->n_blocks = nb;

@@ -8,12 +8,9 @@
  * written before attention (attn_store_kv), attention reads every
  * sequence's context through its block table (attn_seq_head), and the
  * appends are committed after the forward pass. The engine never sees the
- * cache's layout (runtime/kv_layout.h).
- *
- * No-cache mode recomputes: each step re-runs the whole context of every
- * sequence in the batch (the sequence is truncated to 0 and its whole
- * context appended again), which is what generation costs without a KV
- * cache.
+ * cache's layout (runtime/kv_layout.h). The engine has one mode: generation
+ * without a cache is the caller truncating a sequence to 0 and stepping its
+ * whole context again (src/measure/recompute.h).
  *
  * Threads: the engine owns its thread count. Every parallel region it opens,
  * here and in the kernels (through its kern_team), names its team size with
@@ -46,10 +43,8 @@ struct kvlm_engine {
     kvlm_kv *kv;
     const kern_ops *ops;
     kern_team team;       /* threads lent to every parallel region of a step */
-    int no_cache;
     int cap_rows;
     eng_row *rows;
-    int32_t *ctx_tokens;  /* no-cache mode: the tokens each item appends again */
     int *logit_rows;      /* indices into rows whose logits are returned */
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
@@ -82,7 +77,6 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
     e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
     e->ops = ops;
-    e->no_cache = o.no_cache;
     e->team.threads = o.threads ? o.threads : omp_get_num_procs();
     e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
     if (!e->scores) {
@@ -95,7 +89,6 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
 
 static void free_scratch(kvlm_engine *e) {
     free(e->rows);
-    free(e->ctx_tokens);
     free(e->logit_rows);
     free(e->x);
     free(e->h);
@@ -132,7 +125,6 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->cap_rows = 0;
     const size_t C = (size_t)c->n_embd, n = (size_t)cap;
     e->rows = malloc(n * sizeof *e->rows);
-    e->ctx_tokens = malloc(n * sizeof(int32_t));
     e->logit_rows = malloc(n * sizeof(int));
     e->x = alloc_rows(n, C);
     e->h = alloc_rows(n, C);
@@ -141,11 +133,9 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->ff = alloc_rows(n, (size_t)e->ff_dim);
     e->act = alloc_rows(n, (size_t)c->n_ff);
     e->rope = alloc_rows(n, (size_t)c->head_dim);
-    if (!e->rows || !e->ctx_tokens || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act ||
-        !e->rope) {
+    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
-        e->rows = NULL, e->ctx_tokens = NULL, e->logit_rows = NULL;
-        e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
+        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
         return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
     }
     e->cap_rows = cap;
@@ -356,7 +346,7 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
             if (it->tokens[j] < 0 || it->tokens[j] >= c->vocab_size)
                 return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],
                                  c->vocab_size);
-        T += e->no_cache ? len + it->n_tokens : it->n_tokens;
+        T += it->n_tokens;
     }
     *total = (int)T;
     return KVLM_OK;
@@ -367,34 +357,23 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
     if ((rc = check_items(e, items, n_items, &T, err))) return rc;
     if ((rc = ensure_rows(e, T, err))) return rc;
     kvlm_kv *kv = e->kv;
-    /* The rows: each item's new tokens at positions len.. (without a cache,
-     * its whole context from position 0). */
-    int t = 0, nl = 0;
-    for (int i = 0; i < n_items; i++) {
-        const kvlm_batch_item *it = &items[i];
-        const int len = kvlm_kv_seq_len(kv, it->seq), start = e->no_cache ? 0 : len, n = len - start + it->n_tokens;
-        const int32_t *old = kv_seq_tokens(kv, it->seq);
-        for (int j = 0; j < n; j++, t++) {
-            int abs = start + j;
-            e->rows[t] = (eng_row){it->seq, abs, abs < len ? old[abs] : it->tokens[abs - len]};
-            e->ctx_tokens[t] = e->rows[t].token;
-            if (it->logits_all > 0 ? abs >= len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
-        }
-    }
-    /* Reserve every item's positions first, so a full pool fails cleanly. */
-    for (int i = 0; i < n_items; i++) {
-        const int seq = items[i].seq, len = kvlm_kv_seq_len(kv, seq);
-        if (e->no_cache) kvlm_kv_seq_truncate(kv, seq, 0, err);
-        if ((rc = kv_append_reserve(kv, seq, e->no_cache ? len + items[i].n_tokens : items[i].n_tokens, err))) {
+    /* Reserve every item's new positions first, so a full pool fails the
+     * step before any work, leaving every sequence as it was. */
+    for (int i = 0; i < n_items; i++)
+        if ((rc = kv_append_reserve(kv, items[i].seq, items[i].n_tokens, err))) {
             for (int j = 0; j < i; j++) kv_append_abort(kv, items[j].seq);
             return rc;
         }
+    int t = 0, nl = 0;
+    for (int i = 0; i < n_items; i++) {
+        const kvlm_batch_item *it = &items[i];
+        const int len = kvlm_kv_seq_len(kv, it->seq);
+        for (int j = 0; j < it->n_tokens; j++, t++) {
+            e->rows[t] = (eng_row){it->seq, len + j, it->tokens[j]};
+            if (it->logits_all > 0 || (it->logits_all == 0 && j == it->n_tokens - 1)) e->logit_rows[nl++] = t;
+        }
     }
     forward(e, T, nl, logits);
-    for (int i = 0, r0 = 0; i < n_items; i++) {
-        const int n = kv_append_pending(kv, items[i].seq);
-        kv_append_commit(kv, items[i].seq, e->no_cache ? e->ctx_tokens + r0 : items[i].tokens);
-        r0 += n;
-    }
+    for (int i = 0; i < n_items; i++) kv_append_commit(kv, items[i].seq, items[i].tokens);
     return KVLM_OK;
 }

@@ -53,7 +53,7 @@ struct kvlm_kv {
     int n_layer, n_kv_head, head_dim, n_ctx;
     int block_size, max_blocks_per_seq;
     kvlm_dtype dtype;
-    kvlm_alloc_policy policy;
+    int reserve_blocks;          /* every sequence holds at least this many (reserve_tokens) */
     int prefix_cache;
     kv_block_hash_fn hash;
     size_t bytes_per_token, block_bytes, head_bytes; /* head_bytes: one head, one block */

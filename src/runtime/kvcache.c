@@ -137,6 +137,11 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
         kvlm_fail(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16)", kvlm_dtype_name(o.dtype));
         return NULL;
     }
+    if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
+        kvlm_fail(err, KVLM_ERR_ARG, "kv option reserve_tokens %d is outside [0, %d] (the context window)",
+                  o.reserve_tokens, c->n_ctx);
+        return NULL;
+    }
     if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20)) {
         kvlm_fail(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d)",
                   o.block_size, o.max_seqs, 1 << 20);
@@ -151,8 +156,10 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->block_size = o.block_size;
     kv->max_blocks_per_seq = (c->n_ctx + o.block_size - 1) / o.block_size;
     kv->dtype = o.dtype;
-    kv->policy = o.policy;
-    kv->prefix_cache = !o.no_prefix_cache && o.policy == KVLM_ALLOC_PAGED;
+    kv->reserve_blocks = (o.reserve_tokens + o.block_size - 1) / o.block_size;
+    /* A lookup hands a new sequence shared blocks; a reservation gives it
+     * blocks of its own: the two do not mix. */
+    kv->prefix_cache = !o.no_prefix_cache && o.reserve_tokens == 0;
     kv->hash = default_hash;
     kv->max_seqs = o.max_seqs;
     size_t es = kvlm_dtype_size(o.dtype);
@@ -224,9 +231,7 @@ int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c) {
            kv->n_ctx == c->n_ctx;
 }
 
-size_t kv_new_seq_blocks(const kvlm_kv *kv) {
-    return kv->policy == KVLM_ALLOC_RESERVE_MAX ? (size_t)kv->max_blocks_per_seq : 0;
-}
+size_t kv_new_seq_blocks(const kvlm_kv *kv) { return (size_t)kv->reserve_blocks; }
 
 const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq) {
     return kv_seq_valid(kv, seq) ? kv->seqs[seq].tokens : NULL;
@@ -271,8 +276,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
 
 int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
     int id = seq_alloc(kv, err);
-    if (id >= 0 && kv->policy == KVLM_ALLOC_RESERVE_MAX &&
-        take_blocks(kv, &kv->seqs[id], kv->max_blocks_per_seq, err)) {
+    if (id >= 0 && take_blocks(kv, &kv->seqs[id], kv->reserve_blocks, err)) {
         kvlm_kv_seq_free(kv, id);
         return -1;
     }
@@ -326,20 +330,22 @@ int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
     if (id < 0) return -1;
     const kv_seq *p = &kv->seqs[parent];
     kv_seq *s = &kv->seqs[id];
-    if (kv->policy == KVLM_ALLOC_RESERVE_MAX) { /* the contiguous baseline copies */
-        for (int j = 0; j * kv->block_size < p->len; j++) {
-            memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)p->blocks[j] * kv->block_bytes,
+    /* The parent's blocks with tokens: copied into blocks the child already
+     * holds (its reservation), shared beyond them. */
+    for (int j = 0; j * kv->block_size < p->len; j++) {
+        const int b = p->blocks[j];
+        if (j < s->n_blocks) {
+            memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes,
                    kv->block_bytes);
-            kv->blk[s->blocks[j]].filled = kv->blk[p->blocks[j]].filled;
+            kv->blk[s->blocks[j]].filled = kv->blk[b].filled;
+        } else {
+            ref_block(kv, b);
+            s->blocks[s->n_blocks++] = b;
         }
-    } else {
-        for (int j = 0; j < p->n_blocks; j++) ref_block(kv, p->blocks[j]);
-        memcpy(s->blocks, p->blocks, (size_t)p->n_blocks * sizeof(int));
-        memcpy(s->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
-        memcpy(s->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
-        s->n_blocks = p->n_blocks;
-        s->n_indexed = p->n_indexed;
     }
+    memcpy(s->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
+    memcpy(s->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
+    s->n_indexed = p->n_indexed;
     memcpy(s->tokens, p->tokens, (size_t)p->len * sizeof(int32_t));
     s->len = p->len;
     return id;
@@ -456,12 +462,15 @@ static void seq_truncate(kvlm_kv *kv, int seq, int len) {
     const int bs = kv->block_size;
     if (len < s->len) s->len = len;
     if (s->n_indexed > s->len / bs) s->n_indexed = s->len / bs;
-    if (kv->policy == KVLM_ALLOC_RESERVE_MAX) return;
     int need = (s->len + bs - 1) / bs;
+    if (need < kv->reserve_blocks) need = kv->reserve_blocks;
     while (s->n_blocks > need) unref_block(kv, s->blocks[--s->n_blocks]);
-    if (s->n_blocks > 0 && s->len % bs) {
-        kv_block *k = &kv->blk[s->blocks[s->n_blocks - 1]];
-        if (k->refcount == 1 && !k->node) k->filled = s->len % bs;
+    /* Blocks this sequence alone writes now hold only its remaining tokens
+     * (a shared or indexed block keeps its fill for its other holders). */
+    for (int j = s->len / bs; j < s->n_blocks; j++) {
+        kv_block *k = &kv->blk[s->blocks[j]];
+        const int f = s->len - j * bs; /* < bs here; < 0 for reserved blocks past the tokens */
+        if (k->refcount == 1 && !k->node) k->filled = f > 0 ? f : 0;
     }
 }
 
@@ -555,6 +564,11 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     }
     size_t used = 0;
     for (size_t b = 0; b < N; b++) {
+        if (kv->blk[b].filled < 0 || kv->blk[b].filled > kv->block_size) {
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
+                           kv->block_size);
+            goto out;
+        }
         if (refs[b] != kv->blk[b].refcount) {
             rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
                            kv->blk[b].refcount, refs[b]);

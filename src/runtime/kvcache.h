@@ -17,6 +17,15 @@
  * accepts a block only if hash, parent and every token id match, so a hash
  * collision never hands out another prefix's KV.
  *
+ * Allocation has one policy knob, kvlm_kv_options.reserve_tokens: the
+ * blocks a sequence takes at creation and keeps until it is freed. 0 is
+ * paging (blocks on demand); n_ctx is the contiguous max-length baseline
+ * kvlm bench-kv measures against. Nothing else in the allocator or the
+ * forward pass depends on it: reservation is just a minimum block count,
+ * and a fork copies into blocks the child already holds and shares the
+ * rest. Generation without a cache is not a mode either: truncate the
+ * sequence to 0 and step its whole context again (src/measure/recompute.h).
+ *
  * Appending is one protocol: kv_append_reserve gives a sequence private,
  * writable slots for its next n positions; the caller writes their K/V
  * (attn_store_kv in runtime/attention.h); kv_append_commit records the n
@@ -40,8 +49,9 @@ kvlm_dtype kv_dtype(const kvlm_kv *kv);
 /* 1 when the cache was created for a model of this shape (layers, KV
  * heads, head dim, context). */
 int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c);
-/* Blocks every new sequence takes when it is created (0 when blocks are
- * taken on demand). */
+/* Blocks every new sequence takes when it is created and keeps until it is
+ * freed (kvlm_kv_options.reserve_tokens; 0 when blocks are taken on
+ * demand). */
 size_t kv_new_seq_blocks(const kvlm_kv *kv);
 /* 1 when seq names a live sequence. */
 int kv_seq_valid(const kvlm_kv *kv, int seq);
