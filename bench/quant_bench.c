@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
     const int calls = argc > 3 ? atoi(argv[3]) : 40;
     cpu_mode = argc > 4 && !strcmp(argv[4], "cpu");
     if (cpu_mode) omp_set_num_threads(1);
+    kern_team team = {.threads = omp_get_max_threads()}; /* the program's own OpenMP default */
     if (N <= 0 || K <= 0 || K % QK || calls <= 0) {
         fprintf(stderr, "usage: quant_bench [N K (K a multiple of 32) [calls]]\n");
         return 2;
@@ -122,7 +123,7 @@ int main(int argc, char **argv) {
             for (int i = -1; i < r; i++) { /* i = -1: warm-up */
                 kern_matrix km = {dts[d], w + (size_t)((i + 1) % (int)ring) * mb, N, K};
                 double t0 = now();
-                kern_matmul(ops, x, 1, &km, NULL, y, N);
+                kern_matmul(ops, &team, x, 1, &km, NULL, y, N);
                 if (i >= 0) t[i] = now() - t0;
             }
             qsort(t, (size_t)r, sizeof *t, cmp_double);

@@ -156,24 +156,20 @@ int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
 typedef struct kvlm_kv kvlm_kv;
 
-typedef enum kvlm_alloc_policy {
-    KVLM_ALLOC_PAGED = 0,      /* blocks allocated on demand */
-    KVLM_ALLOC_RESERVE_MAX = 1 /* n_ctx worth of blocks reserved per sequence */
-} kvlm_alloc_policy;
-
-/* Hash of one full block for the prefix index: chained over the parent
- * block's hash (0 for the first block) and the block's token ids. */
-typedef uint64_t (*kvlm_block_hash_fn)(uint64_t parent, const int32_t *tokens, int n);
-
 typedef struct kvlm_kv_options {
     kvlm_dtype dtype;          /* KVLM_F32 or KVLM_F16 */
     int block_size;            /* tokens per block; 0 means 16 */
     size_t n_blocks;           /* pool size; 0 means max_seqs * ceil(n_ctx / block_size) */
     int max_seqs;              /* 0 means 1 */
-    kvlm_alloc_policy policy;
-    int no_prefix_cache;       /* 1: do not index full blocks for reuse (always
-                                  off under RESERVE_MAX) */
-    kvlm_block_hash_fn hash;   /* NULL: XXH3-64 (tests inject colliding ones) */
+    int reserve_tokens;        /* 0..n_ctx: every new sequence holds blocks for at least
+                                  this many tokens from creation until it is freed
+                                  (truncation keeps them). 0: blocks are taken on demand
+                                  (paging); n_ctx: the contiguous max-length reservation
+                                  (the baseline kvlm bench-kv compares against). A
+                                  sequence created under a reservation copies what it
+                                  forks into its own blocks. */
+    int no_prefix_cache;       /* 1: do not index full blocks for reuse (always off
+                                  when reserve_tokens > 0) */
 } kvlm_kv_options;
 
 typedef struct kvlm_kv_stats {
@@ -216,8 +212,10 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err);
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
 /* Drops the sequence's tokens from position len on (0 <= len <= its length),
- * returning blocks it no longer needs; shared and indexed blocks stay with
- * their other holders. Used to roll back or recompute. */
+ * returning blocks it no longer needs (those of its reserve_tokens stay);
+ * shared and indexed blocks stay with their other holders. Used to roll
+ * back, or to recompute: truncated to 0 and the whole context stepped
+ * again is generation without a KV cache. */
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err);
 /* Number of token positions cached for the sequence (-1: no such sequence). */
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);
@@ -244,9 +242,12 @@ const char *kvlm_isa_name(kvlm_isa isa);
 kvlm_isa kvlm_isa_best(void);
 
 typedef struct kvlm_engine_options {
-    int threads;       /* 0 means all cores */
+    int threads;       /* threads of every parallel region of a step (0: every
+                          processor the process may run on). The engine's own
+                          count: omp_set_num_threads / OMP_NUM_THREADS and other
+                          engines do not change it, and it sets nothing
+                          process-wide. */
     kvlm_isa isa;
-    int no_cache;      /* 1: recompute the whole context at every step */
 } kvlm_engine_options;
 
 /* One sequence's share of a step: n_tokens new tokens appended at the end of
@@ -272,6 +273,9 @@ size_t kvlm_engine_logits_size(const kvlm_engine *e,
                                const kvlm_batch_item *items, int n_items);
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e);
 int kvlm_engine_threads(const kvlm_engine *e);
+/* The largest number of threads that ran one of the engine's parallel
+ * regions so far (0 before the first step); never above kvlm_engine_threads. */
+int kvlm_engine_threads_used(const kvlm_engine *e);
 
 /* --------------------------------------------------------------- sampler */
 

@@ -51,8 +51,9 @@ size_t kvlm_model_decode_bytes(const kvlm_model *m);
 
 /* ----------------------------------------------------------- benchmarks */
 
-/* Best-of-`passes` read bandwidth in bytes/s, all threads reading a buffer of
- * `bytes` (make it much larger than the last-level cache). */
+/* Best-of-`passes` read bandwidth in bytes/s, one thread per processor the
+ * process may run on reading a buffer of `bytes` (make it much larger than
+ * the last-level cache). */
 double kvlm_measure_read_bandwidth(size_t bytes, int passes);
 
 /* Attention read through a block table against the same context stored

@@ -110,7 +110,7 @@ double th_parity_run(kvlm_model *m, const th_expected *ex, int isa, int kv_dtype
     kvlm_error err;
     kvlm_kv_options ko = {.dtype = (kvlm_dtype)kv_dtype};
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
-    kvlm_engine_options eo = {.threads = 2, .isa = (kvlm_isa)isa, .no_cache = no_cache};
+    kvlm_engine_options eo = {.threads = 2, .isa = (kvlm_isa)isa};
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     int seq = e ? kvlm_kv_seq_new(kv, &err) : -1;
     const int V = ex->vocab;
@@ -120,9 +120,14 @@ double th_parity_run(kvlm_model *m, const th_expected *ex, int isa, int kv_dtype
     if (seq >= 0 && lg && kvlm_engine_step(e, &it, 1, lg, &err) == 0) {
         worst = 0;
         for (int i = 0; i < TH_NPOS * V; i++) worst = fmax(worst, fabs((double)lg[i] - ex->prefill[i]));
+        int32_t ctx[2 * TH_NPOS];
+        memcpy(ctx, ex->prompt, sizeof ex->prompt);
+        memcpy(ctx + TH_NPOS, ex->decode, sizeof ex->decode);
         for (int j = 0; j < TH_NPOS && worst < INFINITY; j++) {
             it = (kvlm_batch_item){seq, &ex->decode[j], 1, 0};
-            if (kvlm_engine_step(e, &it, 1, lg, &err)) worst = INFINITY;
+            if (no_cache ? th_recompute_step(e, kv, seq, ctx, TH_NPOS + j + 1, lg, &err)
+                         : kvlm_engine_step(e, &it, 1, lg, &err))
+                worst = INFINITY;
             for (int i = 0; i < V && worst < INFINITY; i++)
                 worst = fmax(worst, fabs((double)lg[i] - ex->dec[(size_t)j * V + i]));
         }
@@ -131,4 +136,12 @@ double th_parity_run(kvlm_model *m, const th_expected *ex, int isa, int kv_dtype
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
     return worst;
+}
+
+int th_recompute_step(kvlm_engine *e, kvlm_kv *kv, int seq, const int32_t *context, int n, float *logits,
+                      kvlm_error *err) {
+    int rc = kvlm_kv_seq_truncate(kv, seq, 0, err);
+    if (rc) return rc;
+    kvlm_batch_item it = {.seq = seq, .tokens = context, .n_tokens = n, .logits_all = 0};
+    return kvlm_engine_step(e, &it, 1, logits, err);
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kvlm.h"
+
 /* Reads a whole file; returns malloc'ed bytes (NUL-terminated) or NULL. */
 char *th_read_file(const char *path, size_t *len);
 /* Writes bytes to path; returns 0 on success. */
@@ -39,9 +41,16 @@ int th_expected_load(const char *path, th_expected *ex);
 void th_expected_free(th_expected *ex);
 
 struct kvlm_model;
-/* Prefill (all positions' logits) then 8 cached decode steps on a fresh
- * cache with the given kernels, KV dtype and cache mode; returns the
- * largest absolute logit difference from the fixture. */
+/* Prefill (all positions' logits) then 8 decode steps on a fresh cache with
+ * the given kernels and KV dtype, cached or (no_cache) each recomputing the
+ * whole context (th_recompute_step); returns the largest absolute logit
+ * difference from the fixture. */
 double th_parity_run(struct kvlm_model *m, const th_expected *ex, int isa, int kv_dtype, int no_cache);
+
+/* Generation without a KV cache, one step of it: truncates seq to 0 tokens
+ * and runs context[0..n) again in one engine step; logits receives the last
+ * position's. What the scheduler's `recompute` option does per step. */
+int th_recompute_step(kvlm_engine *e, kvlm_kv *kv, int seq, const int32_t *context, int n, float *logits,
+                      kvlm_error *err);
 
 #endif

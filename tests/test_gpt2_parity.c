@@ -2,7 +2,8 @@
  * GPT-2 forward pass against the PyTorch reference (tests/fixtures/gpt2):
  * every checkpoint variant through the real loaders, every kernel set the
  * CPU supports, prefill logits and 8 cached decode steps, f32 and f16 KV;
- * cached decode against no-cache recomputation.
+ * cached decode against recomputation without a cache (truncate to 0 and
+ * step the whole context, th_recompute_step).
  *
  * Tolerances: the reference is float64 from the weights exactly as stored,
  * so the only difference is kvlm's f32 arithmetic: 1e-4 absolute for every
@@ -65,13 +66,14 @@ static double max_abs_diff(const float *a, const float *b, int n) {
     return m;
 }
 
-/* Runs prefill + 8 decode steps; returns the worst logit difference. */
+/* Runs prefill + 8 decode steps, cached or (no_cache) each recomputing the
+ * whole context; returns the worst logit difference. */
 static double run_variant(kvlm_model *m, const expected *ex, kvlm_isa isa, kvlm_dtype kvt, int no_cache) {
     kvlm_error err;
     kvlm_kv_options ko = {.dtype = kvt};
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     assert_non_null(kv);
-    kvlm_engine_options eo = {.threads = 2, .isa = isa, .no_cache = no_cache};
+    kvlm_engine_options eo = {.threads = 2, .isa = isa};
     kvlm_engine *e = kvlm_engine_create(m, kv, &eo, &err);
     assert_non_null(e);
     int seq = kvlm_kv_seq_new(kv, &err);
@@ -81,9 +83,13 @@ static double run_variant(kvlm_model *m, const expected *ex, kvlm_isa isa, kvlm_
     kvlm_batch_item it = {.seq = seq, .tokens = ex->prompt, .n_tokens = NPOS, .logits_all = 1};
     assert_int_equal(kvlm_engine_step(e, &it, 1, logits, &err), 0);
     double worst = max_abs_diff(logits, ex->prefill, NPOS * V);
+    int32_t ctx[2 * NPOS];
+    memcpy(ctx, ex->prompt, sizeof ex->prompt);
+    memcpy(ctx + NPOS, ex->decode, sizeof ex->decode);
     for (int j = 0; j < NPOS; j++) {
         it = (kvlm_batch_item){.seq = seq, .tokens = &ex->decode[j], .n_tokens = 1};
-        assert_int_equal(kvlm_engine_step(e, &it, 1, logits, &err), 0);
+        if (no_cache) assert_int_equal(th_recompute_step(e, kv, seq, ctx, NPOS + j + 1, logits, &err), 0);
+        else assert_int_equal(kvlm_engine_step(e, &it, 1, logits, &err), 0);
         worst = fmax(worst, max_abs_diff(logits, ex->dec + (size_t)j * V, V));
     }
     assert_int_equal(kvlm_kv_seq_len(kv, seq), 2 * NPOS);
@@ -129,7 +135,8 @@ static void test_all_variants_all_isas(void **state) {
     }
 }
 
-/* Cached decode and no-cache recomputation produce the same logits. */
+/* Cached decode and recomputation without a cache (the sequence truncated
+ * to 0 and its whole context stepped again) produce the same logits. */
 static void test_cache_equals_recompute(void **state) {
     (void)state;
     kvlm_error err;
@@ -142,16 +149,21 @@ static void test_cache_equals_recompute(void **state) {
     int seq[2];
     for (int k = 0; k < 2; k++) {
         kv[k] = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32}, &err);
-        e[k] = kvlm_engine_create(m, kv[k], &(kvlm_engine_options){.threads = 2, .no_cache = k}, &err);
+        e[k] = kvlm_engine_create(m, kv[k], &(kvlm_engine_options){.threads = 2}, &err);
         seq[k] = kvlm_kv_seq_new(kv[k], &err);
     }
     float *a = malloc((size_t)V * 4), *b = malloc((size_t)V * 4);
+    int32_t ctx[32];
+    int n_ctx = 0;
     for (int step = 0; step < 24; step++) {
         const int32_t *tok = step == 0 ? ex.prompt : &ex.decode[(step - 1) % NPOS];
         int n = step == 0 ? NPOS : 1;
-        kvlm_batch_item ia = {seq[0], tok, n, 0}, ib = {seq[1], tok, n, 0};
+        memcpy(ctx + n_ctx, tok, (size_t)n * sizeof(int32_t));
+        n_ctx += n;
+        kvlm_batch_item ia = {seq[0], tok, n, 0};
         assert_int_equal(kvlm_engine_step(e[0], &ia, 1, a, &err), 0);
-        assert_int_equal(kvlm_engine_step(e[1], &ib, 1, b, &err), 0);
+        assert_int_equal(th_recompute_step(e[1], kv[1], seq[1], ctx, n_ctx, b, &err), 0);
+        assert_int_equal(kvlm_kv_seq_len(kv[1], seq[1]), n_ctx);
         assert_true(max_abs_diff(a, b, V) < 1e-4);
     }
     /* 8 + 23 = 31 tokens; two more would pass the 32-token window. */

@@ -42,11 +42,11 @@ static void test_matmul(void **state) {
                     for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
                     for (int i = 0; i < N; i++) bias[i] = frand(&seed);
                     kern_matrix km = {dts[d], w, N, K};
-                    kern_matmul(kern_select(KVLM_ISA_SCALAR), x, M, &km, bias, ref, N);
+                    kern_matmul(kern_select(KVLM_ISA_SCALAR), &(kern_team){.threads = 2}, x, M, &km, bias, ref, N);
                     for (size_t s = 0; s < 2; s++) {
                         const kern_ops *ops = kern_select(simd[s]);
                         if (!ops) continue;
-                        kern_matmul(ops, x, M, &km, bias, got, N);
+                        kern_matmul(ops, &(kern_team){.threads = 2}, x, M, &km, bias, got, N);
                         for (int i = 0; i < M * N; i++)
                             if (fabsf(got[i] - ref[i]) > 1e-5f * (1 + sqrtf((float)K)))
                                 fail_msg("%s matmul %s M=%d N=%d K=%d [%d]: %g vs %g", kvlm_isa_name(simd[s]),
@@ -69,7 +69,7 @@ static void test_matmul_threaded(void **state) {
     kern_matrix km = {KVLM_F16, w, N, K};
     const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
     sc->matmul_rows(x, M, &km, 0, N, NULL, ref, N);
-    kern_matmul(kern_select(KVLM_ISA_AUTO), x, M, &km, NULL, got, N);
+    kern_matmul(kern_select(KVLM_ISA_AUTO), &(kern_team){.threads = 2}, x, M, &km, NULL, got, N);
     for (int i = 0; i < M * N; i++) assert_true(fabsf(got[i] - ref[i]) < 1e-4f);
     free(w), free(x), free(ref), free(got);
 }

@@ -1,9 +1,10 @@
 /*
  * The paged KV cache under sharing: a randomized property test of create /
- * append / fork / free with prefix reuse and eviction (no leaked block, no
- * block freed while referenced, no shared block written, exact byte
- * accounting, and every sequence reads back exactly the states its own
- * tokens produced); then, through the engine, batched decode against single
+ * append (reserve, write, commit, with aborts) / fork / free with prefix
+ * reuse and eviction (no leaked block, no block freed while referenced, no
+ * shared block written, an abort changes nothing, exact byte accounting,
+ * and every sequence reads back exactly the states its own tokens
+ * produced); the append protocol's abort on a copied tail; then, through the engine, batched decode against single
  * decode, a fork against an independent run, a prefix-cache hit against a
  * cold run, and a colliding hash that must not hand out another prompt's KV.
  */
@@ -12,80 +13,112 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "runtime/kvcache.h"
 #include "kvlm.h"
+#include "runtime/attention.h"
+#include "runtime/kvcache.h"
 
 #define TINY "tests/fixtures/gpt2/hf_f32"
 
 /* ---------------------------------------------------------- property test */
 
 /* The state a position holds: a hash of the tokens up to and including it,
- * written into the first 8 bytes of its layer-0, head-0 key. */
+ * written as four exact 16-bit pieces into the first floats of its layer-0,
+ * head-0 key (the rest of the K/V stays zero). */
 static uint64_t prefix_sig(const int32_t *t, int p) {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i <= p; i++) h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
     return h;
 }
 
+#define KV_W (4 * 16) /* gpt2-tiny: 4 KV heads x head dim 16 */
+
 static void check_contents(const kvlm_kv *kv) {
-    for (int i = 0; i < kv->max_seqs; i++) {
-        const kv_seq *s = &kv->seqs[i];
-        if (!s->live) continue;
-        for (int p = 0; p < s->len; p++) {
-            uint64_t got;
-            memcpy(&got, kv_slot_ptr(kv, s, p, 0, 0, 0), 8);
-            if (got != prefix_sig(s->tokens, p)) fail_msg("seq %d position %d holds another sequence's state", i, p);
+    for (int i = 0; i < kv_max_seqs(kv); i++) {
+        if (!kv_seq_valid(kv, i)) continue;
+        const int32_t *toks = kv_seq_tokens(kv, i);
+        for (int p = 0; p < kvlm_kv_seq_len(kv, i); p++) {
+            float k[16];
+            attn_load_kv(kv, i, p, 0, 0, 0, k);
+            uint64_t got = 0;
+            for (int q = 0; q < 4; q++) got |= (uint64_t)k[q] << (16 * q);
+            if (got != prefix_sig(toks, p)) fail_msg("seq %d position %d holds another sequence's state", i, p);
         }
     }
 }
 
 /* Tokens stored, recomputed from the block tables. */
-static size_t expected_stored(const kvlm_kv *kv) {
-    int *fill = calloc(kv->n_blocks, sizeof(int));
-    for (int i = 0; i < kv->max_seqs; i++) {
-        const kv_seq *s = &kv->seqs[i];
-        if (!s->live) continue;
-        for (int j = 0; j < s->n_blocks; j++) {
-            int f = s->len - j * kv->block_size;
-            f = f < 0 ? 0 : f > kv->block_size ? kv->block_size : f;
-            if (fill[s->blocks[j]] < f) fill[s->blocks[j]] = f;
+static size_t expected_stored(const kvlm_kv *kv, size_t n_blocks) {
+    int *fill = calloc(n_blocks, sizeof(int));
+    const int bs = kv_block_size(kv);
+    for (int i = 0; i < kv_max_seqs(kv); i++) {
+        const int *table;
+        const int nb = kv_seq_blocks(kv, i, &table), len = kvlm_kv_seq_len(kv, i);
+        for (int j = 0; j < nb; j++) {
+            int f = len - j * bs;
+            f = f < 0 ? 0 : f > bs ? bs : f;
+            if (fill[table[j]] < f) fill[table[j]] = f;
         }
     }
     size_t sum = 0;
-    for (size_t b = 0; b < kv->n_blocks; b++) sum += (size_t)fill[b];
+    for (size_t b = 0; b < n_blocks; b++) sum += (size_t)fill[b];
     free(fill);
     return sum;
 }
 
-/* Appends n tokens to seq the way the engine does: reserve, write, record. */
-static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n) {
+/* Appends n tokens to seq as the engine does: reserve the slots, write
+ * their K/V, commit. Between reserve and commit the invariant check
+ * verifies that every reserved slot is in a private, unindexed block (no
+ * shared block is ever written). Every other append is aborted once first,
+ * which must leave the cache exactly as it was. */
+static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_first) {
     kvlm_error err;
-    kv_seq *s = &kv->seqs[seq];
-    if (kv_seq_reserve(kv, seq, s->len + n, &err)) {
-        kv_seq_truncate(kv, seq, s->len);
+    const int len = kvlm_kv_seq_len(kv, seq);
+    kvlm_kv_stats before, after;
+    kvlm_kv_get_stats(kv, &before);
+    if (abort_first && kv_append_reserve(kv, seq, n, &err) == KVLM_OK) {
+        kv_append_abort(kv, seq);
+        kvlm_kv_get_stats(kv, &after);
+        assert_int_equal(kvlm_kv_seq_len(kv, seq), len);
+        assert_int_equal(kv_append_pending(kv, seq), 0);
+        assert_int_equal(after.tokens_stored, before.tokens_stored);
+        assert_int_equal(after.blocks_used, before.blocks_used);
+        assert_int_equal(after.blocks_shared, before.blocks_shared);
+        if (kv_check_invariants(kv, &err)) fail_msg("after an abort: %s", err.msg);
+    }
+    if (kv_append_reserve(kv, seq, n, &err)) {
+        assert_int_equal(kvlm_kv_seq_len(kv, seq), len); /* a failed reservation changes nothing */
         return -1;
     }
+    assert_int_equal(kv_append_pending(kv, seq), n);
+    if (kv_check_invariants(kv, &err)) fail_msg("seq %d with %d positions reserved: %s", seq, n, err.msg);
     int32_t all[64];
-    memcpy(all, s->tokens, (size_t)s->len * 4);
-    memcpy(all + s->len, toks, (size_t)n * 4);
-    for (int p = s->len; p < s->len + n; p++) {
-        const kv_block *k = &kv->blk[s->blocks[p / kv->block_size]];
-        if (k->refcount != 1 || k->node) fail_msg("seq %d writes position %d into a shared or indexed block", seq, p);
+    memcpy(all, kv_seq_tokens(kv, seq), (size_t)len * 4);
+    memcpy(all + len, toks, (size_t)n * 4);
+    const kern_ops *ops = kern_select(KVLM_ISA_SCALAR);
+    for (int p = len; p < len + n; p++) {
+        float k[KV_W] = {0}, v[KV_W] = {0};
         uint64_t sig = prefix_sig(all, p);
-        memcpy(kv_slot_ptr(kv, s, p, 0, 0, 0), &sig, 8);
+        for (int q = 0; q < 4; q++) k[q] = (float)((sig >> (16 * q)) & 0xFFFF);
+        attn_store_kv(ops, kv, seq, p, 0, k, v);
     }
-    kv_seq_append(kv, seq, toks, n);
+    kv_append_commit(kv, seq, toks);
+    assert_int_equal(kvlm_kv_seq_len(kv, seq), len + n);
     return 0;
 }
 
-static void test_property(void **state) {
-    (void)state;
+/* reserve: kvlm_kv_options.reserve_tokens (0: paged with prefix caching;
+ * 6: every sequence holds 2 blocks of its own from creation, forks copy
+ * into them and share the rest). */
+static void property_run(int reserve) {
     kvlm_error err;
     kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, &err); /* n_ctx 32 */
     assert_non_null(m);
     for (uint32_t seed = 1; seed <= 4; seed++) {
-        kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8};
+        kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8,
+                             .reserve_tokens = reserve};
         kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
+        assert_non_null(kv);
+        assert_int_equal(kv_new_seq_blocks(kv), (size_t)(reserve + 3) / 4);
         int live[8], n_live = 0;
         uint32_t r = seed * 2654435761u;
 #define RND(n) ((r = r * 1664525u + 1013904223u), (int)((r >> 8) % (uint32_t)(n)))
@@ -98,17 +131,20 @@ static void test_property(void **state) {
                 int cached, id = kvlm_kv_seq_new_prefixed(kv, prompt, n, &cached, &err);
                 if (id >= 0) {
                     assert_true(cached < n && cached % 4 == 0);
-                    if (append(kv, id, prompt + cached, n - cached)) kvlm_kv_seq_free(kv, id);
+                    if (append(kv, id, prompt + cached, n - cached, step % 2)) kvlm_kv_seq_free(kv, id);
                     else live[n_live++] = id;
                 }
             } else if (op < 6 && n_live) { /* append */
                 int i = RND(n_live), n = 1 + RND(5);
                 int32_t t[8];
                 for (int k = 0; k < n; k++) t[k] = RND(3);
-                if (kv->seqs[live[i]].len + n <= 32) append(kv, live[i], t, n);
+                if (kvlm_kv_seq_len(kv, live[i]) + n <= 32) append(kv, live[i], t, n, step % 2);
             } else if (op < 8 && n_live && n_live < 8) { /* fork */
                 int id = kvlm_kv_seq_fork(kv, live[RND(n_live)], &err);
                 if (id >= 0) live[n_live++] = id;
+            } else if (op == 8 && n_live) { /* truncate to a block boundary (0: recompute from scratch) */
+                int i = RND(n_live), len = kvlm_kv_seq_len(kv, live[i]);
+                assert_int_equal(kvlm_kv_seq_truncate(kv, live[i], RND(len / 4 + 1) * 4, &err), 0);
             } else if (n_live) { /* free */
                 int i = RND(n_live);
                 kvlm_kv_seq_free(kv, live[i]);
@@ -117,7 +153,7 @@ static void test_property(void **state) {
             if (kv_check_invariants(kv, &err)) fail_msg("seed %u step %d: %s", seed, step, err.msg);
             kvlm_kv_stats st;
             kvlm_kv_get_stats(kv, &st);
-            assert_int_equal(st.tokens_stored, expected_stored(kv));
+            assert_int_equal(st.tokens_stored, expected_stored(kv, 20));
             assert_int_equal(st.bytes_live, st.tokens_stored * st.bytes_per_token);
             assert_int_equal(st.bytes_reserved, st.blocks_used * st.block_bytes);
             assert_int_equal(st.blocks_used + st.blocks_cached + st.blocks_free, 20);
@@ -125,13 +161,112 @@ static void test_property(void **state) {
         }
         kvlm_kv_stats st;
         kvlm_kv_get_stats(kv, &st);
-        assert_true(st.prefix_hits > 0 && st.evictions > 0 && st.cow_copies > 0); /* every path was exercised */
+        /* every path was exercised (a reservation turns the prefix cache off) */
+        assert_true(st.cow_copies > 0);
+        assert_true(reserve ? st.prefix_queries == 0 : st.prefix_hits > 0 && st.evictions > 0);
         while (n_live) kvlm_kv_seq_free(kv, live[--n_live]);
         kvlm_kv_get_stats(kv, &st);
         assert_int_equal(st.blocks_used, 0);
         assert_int_equal(kv_check_invariants(kv, &err), 0);
         kvlm_kv_free(kv);
     }
+    kvlm_model_free(m);
+}
+
+static void test_property(void **state) {
+    (void)state;
+    property_run(0);
+}
+
+static void test_property_reserved(void **state) {
+    (void)state;
+    property_run(6);
+}
+
+/* The append protocol on its own: a reservation that had to copy a shared
+ * tail block, then aborted, leaves the block table exactly as it was; a
+ * pending append blocks fork and truncate; a reservation the pool cannot
+ * hold fails without changing the sequence. */
+static void test_append_abort_restores(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, &err); /* n_ctx 32 */
+    assert_non_null(m);
+    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 5, .max_seqs = 3};
+    kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
+    assert_non_null(kv);
+    const int32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int a = kvlm_kv_seq_new(kv, &err);
+    assert_int_equal(append(kv, a, toks, 6, 0), 0); /* blocks: one full, one with 2 of 4 slots */
+    int b = kvlm_kv_seq_fork(kv, a, &err);
+    assert_true(b >= 0);
+    const int *ta, *tb;
+    int before[8];
+    assert_int_equal(kv_seq_blocks(kv, b, &tb), 2);
+    memcpy(before, tb, 2 * sizeof(int));
+    kvlm_kv_stats st0, st;
+    kvlm_kv_get_stats(kv, &st0);
+    assert_int_equal(st0.blocks_shared, 2);
+
+    assert_int_equal(kv_append_reserve(kv, b, 3, &err), 0); /* copies the shared tail, takes one more block */
+    assert_int_equal(kv_seq_blocks(kv, b, &tb), 3);
+    assert_int_not_equal(tb[1], before[1]);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+    assert_int_equal(kvlm_kv_seq_fork(kv, b, &err), -1);
+    assert_int_equal(kvlm_kv_seq_truncate(kv, b, 2, &err), KVLM_ERR_ARG);
+    assert_int_equal(kv_append_reserve(kv, b, 1, &err), KVLM_ERR_ARG); /* one pending append at a time */
+    kv_append_abort(kv, b);
+    assert_int_equal(kv_seq_blocks(kv, b, &tb), 2);
+    assert_memory_equal(tb, before, 2 * sizeof(int));
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.blocks_used, st0.blocks_used);
+    assert_int_equal(st.blocks_shared, 2);
+    assert_int_equal(st.cow_copies, 0);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+
+    /* 5 blocks: 2 shared, so b can copy its tail and take at most 2 more. */
+    assert_int_equal(kv_append_reserve(kv, b, 26, &err), KVLM_ERR_NOMEM);
+    assert_int_equal(kv_seq_blocks(kv, b, &tb), 2);
+    assert_memory_equal(tb, before, 2 * sizeof(int));
+    assert_int_equal(kvlm_kv_seq_len(kv, b), 6);
+    assert_int_equal(kv_append_reserve(kv, b, 27, &err), KVLM_ERR_ARG); /* past the 32-token window */
+
+    assert_int_equal(append(kv, b, toks, 3, 1), 0); /* now for real: the copy is counted once */
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.cow_copies, 1);
+    assert_int_equal(st.blocks_shared, 1);
+    assert_int_equal(kv_seq_blocks(kv, a, &ta), 2);
+    assert_memory_equal(ta, before, 2 * sizeof(int)); /* the parent kept the original */
+    check_contents(kv);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+
+    /* Rolled back into an indexed block: the next append copies it, and the
+     * indexed original stays cached for prefix reuse. */
+    kvlm_kv_seq_free(kv, a);
+    kvlm_kv_seq_free(kv, b);
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.blocks_cached, 2); /* [1 2 3 4] and [5 6 1 2] */
+    int c = kvlm_kv_seq_new(kv, &err);
+    assert_int_equal(append(kv, c, toks, 8, 0), 0); /* [1 2 3 4] joins the cached twin, [5 6 7 8] is indexed */
+    assert_int_equal(kvlm_kv_seq_truncate(kv, c, 6, &err), 0);
+    const int *tc;
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    const int indexed = tc[1];
+    assert_int_equal(kv_append_reserve(kv, c, 1, &err), 0);
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    assert_int_not_equal(tc[1], indexed);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+    kv_append_abort(kv, c);
+    assert_int_equal(kv_seq_blocks(kv, c, &tc), 2);
+    assert_int_equal(tc[1], indexed);
+    assert_int_equal(append(kv, c, toks + 7, 1, 0), 0);
+    kvlm_kv_get_stats(kv, &st);
+    assert_int_equal(st.blocks_cached, 3);
+    assert_int_equal(st.blocks_free, 0);
+    assert_int_equal(st.cow_copies, 2);
+    check_contents(kv);
+    assert_int_equal(kv_check_invariants(kv, &err), 0);
+    kvlm_kv_free(kv);
     kvlm_model_free(m);
 }
 
@@ -144,14 +279,16 @@ typedef struct rig {
     int V;
 } rig;
 
-static rig rig_open(kvlm_block_hash_fn hash) {
+static rig rig_open(kv_block_hash_fn hash) {
     kvlm_error err;
     rig r = {0};
     r.m = kvlm_model_load(TINY, &err);
     assert_non_null(r.m);
     r.V = kvlm_model_config(r.m)->vocab_size;
-    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 6, .hash = hash};
+    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 6};
     r.kv = kvlm_kv_create(r.m, &o, &err);
+    assert_non_null(r.kv);
+    assert_int_equal(kv_set_block_hash(r.kv, hash, &err), 0);
     kvlm_engine_options eo = {.threads = 2};
     r.e = kvlm_engine_create(r.m, r.kv, &eo, &err);
     assert_non_null(r.e);
@@ -323,6 +460,8 @@ static void test_hash_collision(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_property),
+        cmocka_unit_test(test_property_reserved),
+        cmocka_unit_test(test_append_abort_restores),
         cmocka_unit_test(test_batched_equals_single),
         cmocka_unit_test(test_fork_equals_independent),
         cmocka_unit_test(test_prefix_hit_equals_cold),

@@ -236,7 +236,7 @@ static void test_matmul_threaded_and_ranges(void **state) {
         kern_matrix kq = {qtypes[t], wq, N, K};
         const kern_ops *sc = kern_select(KVLM_ISA_SCALAR), *best = kern_select(KVLM_ISA_AUTO);
         sc->matmul_rows(x, M, &kq, 0, N, NULL, ref, N);
-        kern_matmul(best, x, M, &kq, NULL, got, N);
+        kern_matmul(best, &(kern_team){.threads = 2}, x, M, &kq, NULL, got, N);
         for (int i = 0; i < M * N; i++) assert_true(fabsf(got[i] - ref[i]) < 1e-3f);
         for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
         best->matmul_rows(x, M, &kq, 333, 345, NULL, got, N);

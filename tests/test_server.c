@@ -14,11 +14,16 @@
  * enough to interrupt): a client that hangs up mid-stream gets its KV blocks
  * back (checked through /metrics), a full waiting queue answers 429 with
  * Retry-After, and the per-request timeout ends a long request.
-
+ *
+ * Group 3 starts the shipped GPT-2 with --threads 1 and 2, twice each, under
+ * 8 concurrent requests: every request is answered and the engine runs no
+ * more threads than it was given (threads counted in /proc).
  *
  * Each server is a child process that dies with the test (PR_SET_PDEATHSIG)
  * and is stopped in the group teardown (tests/server_harness.h).
  */
+#include <dirent.h>
+#include <pthread.h>
 
 #include "server_harness.h"
 
@@ -567,6 +572,119 @@ static void test_queue_full_and_timeout(void **state) {
     resp_free(&r);
 }
 
+/* ------------------------------------------ group 3: --threads binds */
+
+/* CPU time (utime + stime, clock ticks) of every thread of pid; returns
+ * how many were read into tids / ticks (at most cap). */
+static int thread_ticks(pid_t pid, long *tids, long long *ticks, int cap) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *de; d && n < cap && (de = readdir(d));) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+        char sp[320];
+        snprintf(sp, sizeof sp, "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+        char st[1024] = "";
+        FILE *f = fopen(sp, "r"); /* /proc files have no size: read what there is */
+        if (f) st[fread(st, 1, sizeof st - 1, f)] = 0, fclose(f);
+        const char *p = strrchr(st, ')'); /* the thread name may hold spaces */
+        unsigned long ut, kt;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &kt) == 2) {
+            tids[n] = atol(de->d_name);
+            ticks[n++] = (long long)(ut + kt);
+        }
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+typedef struct bound_req {
+    int port, seed;
+    int completion_tokens;
+} bound_req;
+
+static void *bound_thread(void *arg) {
+    bound_req *r = arg;
+    in_worker = 1;
+    char body[512];
+    int n = snprintf(body, sizeof body, "{\"prompt\":[");
+    for (int i = 0; i < 30; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s%d", i ? "," : "", 100 + 37 * (i + r->seed));
+    snprintf(body + n, sizeof body - (size_t)n,
+             "],\"max_tokens\":40,\"temperature\":0.8,\"seed\":%d,\"ignore_eos\":true}", r->seed);
+    json_t *j = post(r->port, "/v1/completions", body, 200);
+    r->completion_tokens = (int)jint(j, "usage.completion_tokens");
+    json_decref(j);
+    return NULL;
+}
+
+/* `kvlm serve --threads N` on the shipped GPT-2 (its output head alone makes
+ * every step's matmuls fork), two fresh starts, 8 concurrent requests each.
+ * libgomp starts a team's worker threads the first time a thread opens a
+ * region with more than one thread, and the server's threads (main, HTTP,
+ * engine) all exist once it listens: so exactly N - 1 threads may appear
+ * while the requests run, and at most the engine's N plus the HTTP thread
+ * may gain CPU time. An engine running more threads than it was given (the
+ * process-wide OpenMP default) shows as extra threads here and, under ASan,
+ * as an overflow of its per-thread scratch. */
+static void check_threads_bound(int threads) {
+    enum { N = 8, CAP = 256 };
+    for (int start = 0; start < 2; start++) {
+        server sv = {0};
+        char *d = th_tempdir(), args[128];
+        assert_non_null(d);
+        snprintf(sv.dir, sizeof sv.dir, "%s", d);
+        free(d);
+        snprintf(args, sizeof args, "-m models/shakespeare-gpt2 --max-seqs %d --threads %d", N, threads);
+        if (start_server(&sv, args)) fail_msg("kvlm serve %s did not start", args);
+        long tid0[CAP], tid1[CAP];
+        long long tick0[CAP], tick1[CAP];
+        int n0 = thread_ticks(sv.pid, tid0, tick0, CAP);
+        bound_req rq[N];
+        pthread_t th[N];
+        for (int i = 0; i < N; i++) {
+            rq[i] = (bound_req){.port = sv.port, .seed = 10 * start + i};
+            pthread_create(&th[i], NULL, bound_thread, &rq[i]);
+        }
+        char *failure = NULL;
+        for (int i = 0; i < N; i++) {
+            void *ret = NULL;
+            pthread_join(th[i], &ret);
+            if (ret && !failure) failure = ret;
+            else free(ret);
+        }
+        int n1 = thread_ticks(sv.pid, tid1, tick1, CAP), created = 0, busy = 0;
+        for (int i = 0; i < n1; i++) {
+            long long before = -1;
+            for (int j = 0; j < n0; j++)
+                if (tid0[j] == tid1[i]) before = tick0[j];
+            created += before < 0;
+            busy += tick1[i] > (before < 0 ? 0 : before);
+        }
+        int stopped = stop_server(&sv);
+        th_rmtree(sv.dir);
+        if (failure) fail_msg("--threads %d, start %d: %s", threads, start + 1, failure);
+        for (int i = 0; i < N; i++) assert_int_equal(rq[i].completion_tokens, 40);
+        printf("  --threads %d, start %d: %d threads at start, %d created while serving, %d gained CPU time\n", threads,
+               start + 1, n0, created, busy);
+        assert_true(n0 >= 3 && n1 >= n0);
+        assert_int_equal(created, threads - 1);
+        assert_true(busy >= 1 && busy <= threads + 1);
+        assert_int_equal(stopped, 0);
+    }
+}
+
+static void test_threads_1_bound(void **state) {
+    (void)state;
+    check_threads_bound(1);
+}
+
+static void test_threads_2_bound(void **state) {
+    (void)state;
+    check_threads_bound(2);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_server")) return 1;
@@ -585,7 +703,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_disconnect_non_streaming),
         cmocka_unit_test(test_queue_full_and_timeout),
     };
+    const struct CMUnitTest threads_tests[] = {
+        cmocka_unit_test(test_threads_1_bound),
+        cmocka_unit_test(test_threads_2_bound),
+    };
     int failed = cmocka_run_group_tests_name("server_tiny", tiny_tests, tiny_setup, tiny_teardown);
     failed += cmocka_run_group_tests_name("server_gpt2_124m", big_tests, big_setup, big_teardown);
+    failed += cmocka_run_group_tests_name("server_threads", threads_tests, NULL, NULL);
     return failed || dirty_exit;
 }

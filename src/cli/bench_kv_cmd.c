@@ -312,13 +312,14 @@ static double cpu_now(void) {
 }
 
 /* Serves the first n requests of w under one policy; r may be NULL (warm-up). */
-static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy policy, serve_result *r) {
+static int serve(serve_ctx *ctx, const workload *w, int n, int contiguous, serve_result *r) {
     const bkv_opts *o = ctx->o;
     kvlm_error err;
+    /* contiguous: every sequence reserves the whole context window at creation */
     kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .n_blocks = ctx->kv_blocks,
-                          .max_seqs = ctx->max_seqs, .policy = policy,
-                          .no_prefix_cache = policy == KVLM_ALLOC_PAGED ? !o->prefix_cache : 1};
-    kvlm_engine_options eo = session_engine_options(&o->mf, 0);
+                          .max_seqs = ctx->max_seqs, .reserve_tokens = contiguous ? ctx->c->n_ctx : 0,
+                          .no_prefix_cache = contiguous || !o->prefix_cache};
+    kvlm_engine_options eo = session_engine_options(&o->mf);
     kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens, .max_waiting = n};
     kvlm_kv *kv = kvlm_kv_create(ctx->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ctx->m, kv, &eo, &err) : NULL;
@@ -370,18 +371,17 @@ static int serve(serve_ctx *ctx, const workload *w, int n, kvlm_alloc_policy pol
  * schedule is deterministic, so only the timings differ between repeats
  * and their medians are kept. res[0] contiguous, res[1] paged. */
 static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
-    const kvlm_alloc_policy pol[2] = {KVLM_ALLOC_RESERVE_MAX, KVLM_ALLOC_PAGED};
     const int R = ctx->o->repeats;
     double tps[2][50], tot[2][50], tpc[2][50], cpu[2][50];
     if (!ctx->o->json) fprintf(stderr, "bench-kv: warming up...\n");
-    if (serve(ctx, w, w->n < 2 ? w->n : 2, KVLM_ALLOC_PAGED, NULL)) return -1;
+    if (serve(ctx, w, w->n < 2 ? w->n : 2, 0, NULL)) return -1;
     for (int r = 0; r < R; r++)
         for (int k = 0; k < 2; k++) {
             int p = (r + k) % 2;
             serve_result cur;
             if (!ctx->o->json) fprintf(stderr, "bench-kv: serving %d requests, %s (%d/%d)...\n", w->n,
                                        p ? "paged" : "contiguous", r + 1, R);
-            if (serve(ctx, w, w->n, pol[p], &cur)) return -1;
+            if (serve(ctx, w, w->n, !p, &cur)) return -1;
             if (r == 0) res[p] = cur;
             tps[p][r] = cur.tokens_per_s;
             tot[p][r] = cur.total_s;
@@ -684,7 +684,7 @@ int cli_bench_kv(int argc, char **argv) {
         return EXIT_USAGE;
     }
     kvlm_error err;
-    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
+    kvlm_engine_options eo = session_engine_options(&o.mf);
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size}, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     if (!e) {

@@ -35,8 +35,8 @@ typedef struct prefix_rig {
 static int rig_open(prefix_rig *g, kvlm_model *m, const model_flags *mf, const bkv_prefix_params *o,
                     int prefix_cache, kvlm_error *err) {
     kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 2,
-                          .policy = KVLM_ALLOC_PAGED, .no_prefix_cache = !prefix_cache};
-    kvlm_engine_options eo = session_engine_options(mf, 0);
+                          .no_prefix_cache = !prefix_cache};
+    kvlm_engine_options eo = session_engine_options(mf);
     kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens};
     const kvlm_config *c = kvlm_model_config(m);
     memset(g, 0, sizeof *g);

@@ -120,7 +120,7 @@ json_t *measure_gen_stats(const cli_session *ss, const model_flags *mf, const ge
                 ss->c->n_ctx, max_new);
     }
     kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 1};
-    kvlm_engine_options eo = session_engine_options(mf, 0);
+    kvlm_engine_options eo = session_engine_options(mf);
     kvlm_kv *kv = kvlm_kv_create(ss->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ss->m, kv, &eo, &err) : NULL;
     json_t *rows = json_array(), *root = NULL;

@@ -195,7 +195,7 @@ int cli_perplexity(int argc, char **argv) {
             goto out;
         }
     kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
-    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
+    kvlm_engine_options eo = session_engine_options(&o.mf);
     ppl_result r = {0};
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||
         score(e, kv, c->vocab_size, ids, (long)n_ids, context, stride, &r, &err)) {

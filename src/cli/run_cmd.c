@@ -164,7 +164,7 @@ int cli_run(int argc, char **argv) {
     }
     kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1,
                           .no_prefix_cache = o.no_cache};
-    kvlm_engine_options eo = session_engine_options(&o.mf, 0);
+    kvlm_engine_options eo = session_engine_options(&o.mf);
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err))) {
         fprintf(stderr, "kvlm: %s\n", err.msg);
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;

@@ -65,7 +65,7 @@ static int parse(int argc, char **argv, ss_opts *o) {
 static float *next_logits(const cli_session *ss, const model_flags *mf) {
     kvlm_error err;
     kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 1};
-    kvlm_engine_options eo = session_engine_options(mf, 0);
+    kvlm_engine_options eo = session_engine_options(mf);
     kvlm_kv *kv = kvlm_kv_create(ss->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ss->m, kv, &eo, &err) : NULL;
     float *lg = malloc((size_t)ss->c->vocab_size * sizeof(float));

@@ -75,7 +75,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     c->kv_mib = o->mf.kv_mib;
     c->block_size = o->mf.block_size;
     c->kv_dtype = o->mf.kv_dtype;
-    c->engine = session_engine_options(&o->mf, 0);
+    c->engine = session_engine_options(&o->mf);
     if (o->mf.synthetic && !c->served_name) c->served_name = o->mf.synthetic;
     return 0;
 }

@@ -7,8 +7,8 @@
 
 #include "cli/args.h"
 
-kvlm_engine_options session_engine_options(const model_flags *f, int no_cache) {
-    return (kvlm_engine_options){.threads = f->threads, .isa = f->isa, .no_cache = no_cache};
+kvlm_engine_options session_engine_options(const model_flags *f) {
+    return (kvlm_engine_options){.threads = f->threads, .isa = f->isa};
 }
 
 kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype) {

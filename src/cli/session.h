@@ -34,7 +34,7 @@ typedef struct cli_session {
 int session_open(cli_session *s, const model_flags *f, int need);
 void session_close(cli_session *s);
 /* Engine options from the flags. */
-kvlm_engine_options session_engine_options(const model_flags *f, int no_cache);
+kvlm_engine_options session_engine_options(const model_flags *f);
 
 /* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
  * set); prints errors. */

@@ -1,6 +1,8 @@
 /*
  * Run-time choice of kernel set from cpuid, and the threaded matmul driver
- * that splits output features across OpenMP threads.
+ * that splits output features across the caller's threads (a kern_team:
+ * every region names its team size; the process-wide OpenMP default is
+ * never used).
  */
 #include <math.h>
 #include <omp.h>
@@ -49,25 +51,38 @@ const kern_ops *kern_select(kvlm_isa isa) {
     }
 }
 
+int kern_load_threads(void) { return omp_get_num_procs(); }
+
+void kern_team_note(kern_team *t) {
+    if (omp_get_thread_num() != 0) return;
+    const int n = omp_get_num_threads();
+    if (n > t->peak) t->peak = n;
+}
+
 /* Output features are split into chunks that are a multiple of the SIMD
  * tile so every thread streams whole weight rows; small matrices stay on one
  * thread to avoid fork/join costs larger than the work. */
-void kern_matmul(const kern_ops *ops, const float *x, int M, const kern_matrix *w,
+void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy) {
     const int N = w->rows;
     double work = (double)M * N * w->cols;
-    int nt = omp_get_max_threads();
+    const int nt = team->threads;
     if (nt <= 1 || work < 65536.0) {
+        kern_team_note(team);
         ops->matmul_rows(x, M, w, 0, N, bias, y, ldy);
         return;
     }
     int chunks = nt * 8;
     int step = (N + chunks - 1) / chunks;
     step = (step + 15) & ~15;
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (int n0 = 0; n0 < N; n0 += step) {
-        int n1 = n0 + step < N ? n0 + step : N;
-        ops->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
+    #pragma omp parallel num_threads(nt)
+    {
+        kern_team_note(team);
+        #pragma omp for schedule(dynamic, 1)
+        for (int n0 = 0; n0 < N; n0 += step) {
+            int n1 = n0 + step < N ? n0 + step : N;
+            ops->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
+        }
     }
 }
 

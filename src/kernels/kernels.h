@@ -67,8 +67,32 @@ extern const kern_ops kern_ops_avx512;
 const kern_ops *kern_select(kvlm_isa isa);
 int kern_cpu_supports(kvlm_isa isa);
 
-/* y = x W^T + bias for M rows, split across the OpenMP threads. */
-void kern_matmul(const kern_ops *ops, const float *x, int M, const kern_matrix *w,
+/* The threads a caller lends the kernels. Every parallel region opened on
+ * its behalf names its team size (num_threads(threads)), so the process-wide
+ * OpenMP default (omp_set_num_threads, OMP_NUM_THREADS) never applies and no
+ * region can run more than `threads` threads: thread numbers stay below
+ * `threads`, which is what per-thread scratch is sized for. `peak` is the
+ * largest team that actually ran (written only by the calling thread, the
+ * team's thread 0). One kern_team per caller; not shared between threads
+ * that step concurrently. */
+typedef struct kern_team {
+    int threads;   /* >= 1 */
+    int peak;      /* 0 until a region (or a serial kernel call) has run */
+} kern_team;
+
+/* Called by each thread of a region the team opened (and once on the
+ * serial path): thread 0 records the team's size in peak. */
+void kern_team_note(kern_team *t);
+
+/* Threads for one-off work outside any engine (model load: synthetic
+ * weights, layout transposes; the read-bandwidth measurement): every
+ * processor this process may run on (omp_get_num_procs honours the CPU
+ * affinity mask, so taskset or a cpuset bounds it). Load runs once, before
+ * an engine exists, and its results do not depend on the count. */
+int kern_load_threads(void);
+
+/* y = x W^T + bias for M rows, split across at most team->threads threads. */
+void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy);
 
 /* Softmax in place over n scores; returns nothing, keeps max-subtraction. */

@@ -27,11 +27,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/attention.h"
 #include "error.h"
 #include "kernels/kernels.h"
-#include "runtime/kvcache.h"
 #include "kvlm_measure.h"
+#include "runtime/attention.h"
 
 #define SCATTER_SPREAD 4        /* paged pool = blocks needed x this, when scattered */
 #define MAX_ROUNDS 1000
@@ -58,7 +57,7 @@ static int layout_open(attn_layout *a, const kvlm_model *m, const kvlm_attn_benc
     const int nb = (o->ctx_len + bs - 1) / bs;
     const size_t pool = (size_t)nb * (scatter ? SCATTER_SPREAD : 1);
     kvlm_kv_options ko = {.dtype = o->kv_dtype, .block_size = bs, .n_blocks = pool, .max_seqs = 1,
-                          .policy = KVLM_ALLOC_PAGED, .no_prefix_cache = 1};
+                          .no_prefix_cache = 1};
     memset(a, 0, sizeof *a);
     a->block_size = bs;
     a->n_blocks = nb;
@@ -85,19 +84,16 @@ static void layout_close(attn_layout *a) {
 
 /* Writes the same pseudo-random K and V into a layout for every position,
  * layer and KV head (the generator runs in one fixed order). */
-static void layout_fill(attn_layout *a, const kern_ops *ops, const kvlm_attn_bench_options *o, float *row) {
-    const kvlm_kv *kv = a->kv;
-    const int hd = kv->head_dim;
-    const size_t es = kvlm_dtype_size(kv->dtype);
+static void layout_fill(attn_layout *a, const kern_ops *ops, const kvlm_config *c, const kvlm_attn_bench_options *o,
+                        float *row) {
+    const int hd = c->head_dim;
     uint64_t s = o->seed;
     for (int p = 0; p < o->ctx_len; p++)
-        for (int l = 0; l < kv->n_layer; l++)
-            for (int h = 0; h < kv->n_kv_head; h++)
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_kv_head; h++)
                 for (int v = 0; v < 2; v++) {
                     for (int i = 0; i < hd; i++) row[i] = rand_unit(&s);
-                    unsigned char *dst = kv_head_ptr(kv, a->table[p / a->block_size], l, h, v) +
-                                         (size_t)(p % a->block_size) * hd * es;
-                    ops->store_row(dst, kv->dtype, row, hd);
+                    attn_store_at(ops, a->kv, a->table, p, l, h, v, row);
                 }
 }
 
@@ -185,8 +181,8 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     if ((rc = layout_open(&lay[0], m, &o, o.ctx_len, 0, err)) ||
         (rc = layout_open(&lay[1], m, &o, o.block_size, o.scatter, err)))
         goto done;
-    layout_fill(&lay[0], ops, &o, row);
-    layout_fill(&lay[1], ops, &o, row);
+    layout_fill(&lay[0], ops, c, &o, row);
+    layout_fill(&lay[1], ops, c, &o, row);
     uint64_t s = o.seed + 99;
     for (size_t i = 0; i < all_heads * hd; i++) q[i] = 4.0f * rand_unit(&s);
     /* Warm-up and calibration: enough sweeps per round to outlast the clock's noise. */

@@ -65,7 +65,7 @@ int bind_vector_opt(bind_ctx *b, const char *name, int64_t n, float **out) {
 /* Cache-blocked transpose of a rows x cols matrix of es-byte elements. */
 static void transpose(const unsigned char *src, unsigned char *dst, int64_t rows, int64_t cols, size_t es) {
     const int64_t B = 32;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for num_threads(kern_load_threads()) schedule(static)
     for (int64_t r0 = 0; r0 < rows; r0 += B)
         for (int64_t c0 = 0; c0 < cols; c0 += B)
             for (int64_t r = r0; r < r0 + B && r < rows; r++)

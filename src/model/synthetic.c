@@ -52,7 +52,7 @@ static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_d
     if (!buf) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     if (dtype_is_blocked(dt)) { /* the f32 values of each row, quantised a row at a time */
         int oom = 0;
-        #pragma omp parallel reduction(| : oom)
+        #pragma omp parallel num_threads(kern_load_threads()) reduction(| : oom)
         {
             float *row = malloc((size_t)cols * sizeof(float));
             oom |= !row;
@@ -66,7 +66,7 @@ static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_d
         }
         if (oom) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     } else {
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for num_threads(kern_load_threads()) schedule(static)
         for (size_t i = 0; i < n; i++) dtype_store(dt, buf, i, rand_uniform(seed, stream, i, scale));
     }
     *w = (kern_matrix){.dtype = dt, .data = buf, .rows = rows, .cols = cols};

@@ -1,5 +1,8 @@
 /*
- * Paged attention for one query head (see runtime/attention.c).
+ * Attention over the paged KV cache and the writes that fill it (see
+ * runtime/attention.c). The only module besides runtime/kvcache.c that
+ * knows the cache's layout; the engine and the attention benchmark reach
+ * K/V only through these functions.
  */
 #ifndef KVLM_ATTENTION_H
 #define KVLM_ATTENTION_H
@@ -11,5 +14,19 @@
  * kv_head, K and V read through table; scores holds n floats of scratch. */
 void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
                int n, float scale, float *scores, float *out);
+/* The same over the first n positions of sequence seq (its block table). */
+void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int n,
+                   float scale, float *scores, float *out);
+
+/* Writes the K and V of every KV head of position pos of seq for layer (k
+ * and v: n_kv_head x head_dim floats each, head after head) in the cache's
+ * dtype. pos must be a slot a pending append reserved (kv_append_reserve). */
+void attn_store_kv(const kern_ops *ops, kvlm_kv *kv, int seq, int pos, int layer, const float *k, const float *v);
+/* Writes one head's K (is_v 0) or V (1) of position pos through a block
+ * table (the attention benchmark fills pools it lays out itself). */
+void attn_store_at(const kern_ops *ops, kvlm_kv *kv, const int *table, int pos, int layer, int kv_head, int is_v,
+                   const float *x);
+/* Reads one head's K or V of position pos of seq back as floats (tests). */
+void attn_load_kv(const kvlm_kv *kv, int seq, int pos, int layer, int kv_head, int is_v, float *out);
 
 #endif

@@ -2,13 +2,24 @@
  * The engine step: one forward pass of the model over a batch of sequences,
  * each contributing one or more new tokens (prefill chunks and decode tokens
  * mixed). All rows of the batch go through each weight matrix together, so
- * a step reads the weights once however many sequences it serves. New K/V
- * are written into the paged cache before attention, and attention reads
- * every sequence's context through its block table.
+ * a step reads the weights once however many sequences it serves. Each
+ * item's new positions are reserved in the paged cache first
+ * (kv_append_reserve: a full pool fails the step before any work), their K/V
+ * written before attention (attn_store_kv), attention reads every
+ * sequence's context through its block table (attn_seq_head), and the
+ * appends are committed after the forward pass. The engine never sees the
+ * cache's layout (runtime/kv_layout.h). The engine has one mode: generation
+ * without a cache is the caller truncating a sequence to 0 and stepping its
+ * whole context again (the scheduler's recompute option).
  *
- * No-cache mode recomputes: each step re-runs the whole context of every
- * sequence in the batch (its blocks are rewritten from position 0), which
- * is what generation costs without a KV cache.
+ * Threads: the engine owns its thread count. Every parallel region it opens,
+ * here and in the kernels (through its kern_team), names its team size with
+ * num_threads(threads); nothing reads or sets the process-wide OpenMP
+ * default, so neither another engine nor a host calling omp_set_num_threads
+ * changes how many threads a step uses. Per-thread scratch (attention
+ * scores) is sized for `threads`, the most any region can run, so a thread
+ * number never reaches past it. The largest team that actually ran is kept
+ * (kvlm_engine_threads_used).
  *
  * Invariant: a failed step leaves every sequence as it was.
  */
@@ -31,14 +42,14 @@ struct kvlm_engine {
     kvlm_model *m;
     kvlm_kv *kv;
     const kern_ops *ops;
-    int threads, no_cache;
+    kern_team team;       /* threads lent to every parallel region of a step */
     int cap_rows;
     eng_row *rows;
     int *logit_rows;      /* indices into rows whose logits are returned */
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
     float *rope;          /* per row: cos then sin of head_dim / 2 angles */
-    float *scores;        /* per thread, n_ctx floats */
+    float *scores;        /* per thread (team.threads of them), n_ctx floats */
 };
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
@@ -53,7 +64,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
         return NULL;
     }
     const kvlm_config *c = &m->cfg;
-    if (kv->n_layer != c->n_layer || kv->n_kv_head != c->n_kv_head || kv->head_dim != c->head_dim) {
+    if (!kv_fits_model(kv, c)) {
         kvlm_fail(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
         return NULL;
     }
@@ -66,10 +77,8 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
     e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
     e->ops = ops;
-    e->no_cache = o.no_cache;
-    e->threads = o.threads ? o.threads : omp_get_num_procs();
-    omp_set_num_threads(e->threads);
-    e->scores = malloc((size_t)e->threads * c->n_ctx * sizeof(float));
+    e->team.threads = o.threads ? o.threads : omp_get_num_procs();
+    e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
     if (!e->scores) {
         kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
         kvlm_engine_free(e);
@@ -98,12 +107,15 @@ void kvlm_engine_free(kvlm_engine *e) {
 }
 
 kvlm_isa kvlm_engine_isa(const kvlm_engine *e) { return e->ops->isa; }
-int kvlm_engine_threads(const kvlm_engine *e) { return e->threads; }
+int kvlm_engine_threads(const kvlm_engine *e) { return e->team.threads; }
+int kvlm_engine_threads_used(const kvlm_engine *e) { return e->team.peak; }
 
-/* aligned_alloc wants a size that is a multiple of the alignment (C11;
- * AddressSanitizer enforces it): a 3-row step of a head_dim-8 model asks
- * for 96 bytes of rope scratch. */
-static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
+/* Activations are 64-byte aligned for the SIMD kernels; aligned_alloc wants
+ * a size that is a multiple of the alignment. */
+static float *alloc_rows(size_t rows, size_t width) {
+    const size_t bytes = rows * width * sizeof(float);
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
 
 static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     if (T <= e->cap_rows) return KVLM_OK;
@@ -111,16 +123,16 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     int cap = T > 2 * e->cap_rows ? T : 2 * e->cap_rows;
     free_scratch(e);
     e->cap_rows = 0;
-    const size_t C = (size_t)c->n_embd, n = (size_t)cap * 4;
-    e->rows = malloc((size_t)cap * sizeof *e->rows);
-    e->logit_rows = malloc((size_t)cap * sizeof(int));
-    e->x = alloc64(n * C);
-    e->h = alloc64(n * C);
-    e->qkv = alloc64(n * (size_t)e->qkv_dim);
-    e->att = alloc64(n * (size_t)e->q_dim);
-    e->ff = alloc64(n * (size_t)e->ff_dim);
-    e->act = alloc64(n * (size_t)c->n_ff);
-    e->rope = alloc64(n * (size_t)c->head_dim);
+    const size_t C = (size_t)c->n_embd, n = (size_t)cap;
+    e->rows = malloc(n * sizeof *e->rows);
+    e->logit_rows = malloc(n * sizeof(int));
+    e->x = alloc_rows(n, C);
+    e->h = alloc_rows(n, C);
+    e->qkv = alloc_rows(n, (size_t)e->qkv_dim);
+    e->att = alloc_rows(n, (size_t)e->q_dim);
+    e->ff = alloc_rows(n, (size_t)e->ff_dim);
+    e->act = alloc_rows(n, (size_t)c->n_ff);
+    e->rope = alloc_rows(n, (size_t)c->head_dim);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
@@ -133,13 +145,17 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
 static void embed(kvlm_engine *e, int T) {
     const kvlm_model *m = e->m;
     const int C = m->cfg.n_embd;
-    #pragma omp parallel for if (T > 1)
-    for (int t = 0; t < T; t++) {
-        float *xr = e->x + (size_t)t * C;
-        dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
-        if (m->wpe.data) {
-            const size_t po = (size_t)e->rows[t].pos * C;
-            for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 1)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++) {
+            float *xr = e->x + (size_t)t * C;
+            dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+            if (m->wpe.data) {
+                const size_t po = (size_t)e->rows[t].pos * C;
+                for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
+            }
         }
     }
 }
@@ -148,10 +164,14 @@ static void embed(kvlm_engine *e, int T) {
 static void norm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
     const int C = e->m->cfg.n_embd;
     const float eps = e->m->cfg.norm_eps;
-    #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++) {
-        if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
-        else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++) {
+            if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
+            else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
+        }
     }
 }
 
@@ -192,18 +212,12 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Writes this step's K and V (the columns after the queries) into the cache. */
+/* Writes this step's K and V (the columns after the queries) into the
+ * slots the step reserved. */
 static void store_kv(kvlm_engine *e, int l, int T) {
-    const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, qd = e->q_dim, kvd = e->kv_dim;
-    kvlm_kv *kv = e->kv;
     for (int t = 0; t < T; t++) {
-        const kv_seq *s = &kv->seqs[e->rows[t].seq];
         const float *r = e->qkv + (size_t)t * e->qkv_dim;
-        for (int h = 0; h < c->n_kv_head; h++) {
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 0), kv->dtype, r + qd + h * hd, hd);
-            e->ops->store_row(kv_slot_ptr(kv, s, e->rows[t].pos, l, h, 1), kv->dtype, r + qd + kvd + h * hd, hd);
-        }
+        attn_store_kv(e->ops, e->kv, e->rows[t].seq, e->rows[t].pos, l, r + e->q_dim, r + e->q_dim + e->kv_dim);
     }
 }
 
@@ -218,15 +232,19 @@ static void attend(kvlm_engine *e, int l, int T) {
      * short contexts). */
     long work = 0;
     for (int t = 0; t < T; t++) work += (long)(e->rows[t].pos + 1) * H * hd;
-    #pragma omp parallel for schedule(dynamic, 1) if (work > 65536)
-    for (int th = 0; th < T * H; th++) {
-        const int t = th / H, h = th % H, kh = h / group;
-        const eng_row *r = &e->rows[t];
-        const kv_seq *s = &kv->seqs[r->seq];
-        const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+    #pragma omp parallel num_threads(e->team.threads) if (work > 65536)
+    {
+        kern_team_note(&e->team);
+        /* thread number < team.threads: the team never exceeds num_threads */
         float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
-        float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-        attn_head(e->ops, kv, s->blocks, l, kh, q, r->pos + 1, scale, sc, out);
+        #pragma omp for schedule(dynamic, 1)
+        for (int th = 0; th < T * H; th++) {
+            const int t = th / H, h = th % H, kh = h / group;
+            const eng_row *r = &e->rows[t];
+            const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+            float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
+            attn_seq_head(e->ops, kv, r->seq, l, kh, q, r->pos + 1, scale, sc, out);
+        }
     }
 }
 
@@ -235,12 +253,12 @@ static void attend(kvlm_engine *e, int l, int T) {
 static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     if (L->wqkv.data) {
-        kern_matmul(ops, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
     } else {
         const float *b = L->bqkv;
-        kern_matmul(ops, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
-        kern_matmul(ops, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
-        kern_matmul(ops, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
+        kern_matmul(ops, &e->team, e->h, T, &L->wq, b, e->qkv, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wk, b ? b + e->q_dim : NULL, e->qkv + e->q_dim, e->qkv_dim);
+        kern_matmul(ops, &e->team, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
                     e->qkv_dim);
     }
     if (e->m->rope_inv_freq) apply_rope(e, T);
@@ -251,17 +269,22 @@ static void mlp(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     const int F = e->m->cfg.n_ff, C = e->m->cfg.n_embd;
     if (!L->w_gate.data) {
-        kern_matmul(ops, e->h, T, &L->w_up, L->b_up, e->ff, F);
+        kern_matmul(ops, &e->team, e->h, T, &L->w_up, L->b_up, e->ff, F);
         ops->gelu(e->ff, (size_t)T * F);
-        kern_matmul(ops, e->ff, T, &L->w_down, L->b_down, e->h, C);
+        kern_matmul(ops, &e->team, e->ff, T, &L->w_down, L->b_down, e->h, C);
         return;
     }
-    kern_matmul(ops, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
-    kern_matmul(ops, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
-    #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++)
-        ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
-    kern_matmul(ops, e->act, T, &L->w_down, L->b_down, e->h, C);
+    kern_matmul(ops, &e->team, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
+    kern_matmul(ops, &e->team, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++)
+            ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F,
+                        (size_t)F);
+    }
+    kern_matmul(ops, &e->team, e->act, T, &L->w_down, L->b_down, e->h, C);
 }
 
 static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
@@ -277,7 +300,7 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
         project_qkv(e, L, T);
         store_kv(e, l, T);
         attend(e, l, T);
-        kern_matmul(ops, e->att, T, &L->wo, L->bo, e->h, C);
+        kern_matmul(ops, &e->team, e->att, T, &L->wo, L->bo, e->h, C);
         add_rows(e->x, e->h, (size_t)T * C);
         norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
         mlp(e, L, T);
@@ -291,7 +314,7 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
     }
     kern_matrix head = m->lm_head;
     head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
-    if (n_logits > 0) kern_matmul(ops, e->h, n_logits, &head, NULL, logits, c->vocab_size);
+    if (n_logits > 0) kern_matmul(ops, &e->team, e->h, n_logits, &head, NULL, logits, c->vocab_size);
 }
 
 size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {
@@ -314,7 +337,7 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
                 return kvlm_fail(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
         if (it->n_tokens < 1 || !it->tokens)
             return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
-        int len = e->kv->seqs[it->seq].len;
+        int len = kvlm_kv_seq_len(e->kv, it->seq);
         if ((long)len + it->n_tokens > c->n_ctx)
             return kvlm_fail(err, KVLM_ERR_ARG,
                              "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
@@ -323,7 +346,7 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
             if (it->tokens[j] < 0 || it->tokens[j] >= c->vocab_size)
                 return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],
                                  c->vocab_size);
-        T += e->no_cache ? len + it->n_tokens : it->n_tokens;
+        T += it->n_tokens;
     }
     *total = (int)T;
     return KVLM_OK;
@@ -334,31 +357,23 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
     if ((rc = check_items(e, items, n_items, &T, err))) return rc;
     if ((rc = ensure_rows(e, T, err))) return rc;
     kvlm_kv *kv = e->kv;
-    /* Reserve blocks for every item first, so a full pool fails cleanly.
-     * Without a cache every step rewrites the whole context into fresh
-     * blocks (its old ones may be shared or indexed). */
-    for (int i = 0; i < n_items; i++) {
-        if (e->no_cache) kv_seq_drop_blocks(kv, items[i].seq);
-        if ((rc = kv_seq_reserve(kv, items[i].seq, kv->seqs[items[i].seq].len + items[i].n_tokens, err))) {
-            for (int j = 0; j <= i; j++) {
-                if (e->no_cache) kv_seq_drop_blocks(kv, items[j].seq);
-                else kv_seq_truncate(kv, items[j].seq, kv->seqs[items[j].seq].len);
-            }
+    /* Reserve every item's new positions first, so a full pool fails the
+     * step before any work, leaving every sequence as it was. */
+    for (int i = 0; i < n_items; i++)
+        if ((rc = kv_append_reserve(kv, items[i].seq, items[i].n_tokens, err))) {
+            for (int j = 0; j < i; j++) kv_append_abort(kv, items[j].seq);
             return rc;
         }
-    }
     int t = 0, nl = 0;
     for (int i = 0; i < n_items; i++) {
         const kvlm_batch_item *it = &items[i];
-        const kv_seq *s = &kv->seqs[it->seq];
-        int start = e->no_cache ? 0 : s->len, n = s->len - start + it->n_tokens;
-        for (int j = 0; j < n; j++, t++) {
-            int abs = start + j;
-            e->rows[t] = (eng_row){it->seq, abs, abs < s->len ? s->tokens[abs] : it->tokens[abs - s->len]};
-            if (it->logits_all > 0 ? abs >= s->len : it->logits_all == 0 && j == n - 1) e->logit_rows[nl++] = t;
+        const int len = kvlm_kv_seq_len(kv, it->seq);
+        for (int j = 0; j < it->n_tokens; j++, t++) {
+            e->rows[t] = (eng_row){it->seq, len + j, it->tokens[j]};
+            if (it->logits_all > 0 || (it->logits_all == 0 && j == it->n_tokens - 1)) e->logit_rows[nl++] = t;
         }
     }
     forward(e, T, nl, logits);
-    for (int i = 0; i < n_items; i++) kv_seq_append(kv, items[i].seq, items[i].tokens, items[i].n_tokens);
+    for (int i = 0; i < n_items; i++) kv_append_commit(kv, items[i].seq, items[i].tokens);
     return KVLM_OK;
 }

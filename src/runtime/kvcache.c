@@ -1,7 +1,8 @@
 /*
- * Paged KV cache: block pool, reference counts, copy-on-write, the prefix
- * index with its LRU of reusable blocks, and byte accounting (see
- * runtime/kvcache.h for the design and its invariants).
+ * Paged KV cache: block pool, reference counts, the append protocol with
+ * copy-on-write, the prefix index with its LRU of reusable blocks, and byte
+ * accounting (see runtime/kvcache.h for the interface and design,
+ * runtime/kv_layout.h for the layout and its invariants).
  */
 #include "runtime/kvcache.h"
 
@@ -12,6 +13,7 @@
 #include <xxhash.h>
 
 #include "error.h"
+#include "runtime/kv_layout.h"
 
 static uint64_t default_hash(uint64_t parent, const int32_t *tokens, int n) {
     return XXH3_64bits_withSeed(tokens, (size_t)n * sizeof(int32_t), parent);
@@ -111,6 +113,19 @@ static void unref_block(kvlm_kv *kv, int b) {
     }
 }
 
+/* Grows seq's block table to `need` blocks with fresh private ones. On
+ * failure the blocks taken so far stay in the table. */
+static int take_blocks(kvlm_kv *kv, kv_seq *s, int need, kvlm_error *err) {
+    while (s->n_blocks < need) {
+        int b = alloc_block(kv);
+        if (b < 0)
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
+                             kv->n_blocks, kv->block_size);
+        s->blocks[s->n_blocks++] = b;
+    }
+    return KVLM_OK;
+}
+
 /* ------------------------------------------------------------ create */
 
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_error *err) {
@@ -120,6 +135,11 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     if (o.max_seqs == 0) o.max_seqs = 1;
     if (o.dtype != KVLM_F32 && o.dtype != KVLM_F16) {
         kvlm_fail(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16)", kvlm_dtype_name(o.dtype));
+        return NULL;
+    }
+    if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
+        kvlm_fail(err, KVLM_ERR_ARG, "kv option reserve_tokens %d is outside [0, %d] (the context window)",
+                  o.reserve_tokens, c->n_ctx);
         return NULL;
     }
     if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20)) {
@@ -136,9 +156,11 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->block_size = o.block_size;
     kv->max_blocks_per_seq = (c->n_ctx + o.block_size - 1) / o.block_size;
     kv->dtype = o.dtype;
-    kv->policy = o.policy;
-    kv->prefix_cache = !o.no_prefix_cache && o.policy == KVLM_ALLOC_PAGED;
-    kv->hash = o.hash ? o.hash : default_hash;
+    kv->reserve_blocks = (o.reserve_tokens + o.block_size - 1) / o.block_size;
+    /* A lookup hands a new sequence shared blocks; a reservation gives it
+     * blocks of its own: the two do not mix. */
+    kv->prefix_cache = !o.no_prefix_cache && o.reserve_tokens == 0;
+    kv->hash = default_hash;
     kv->max_seqs = o.max_seqs;
     size_t es = kvlm_dtype_size(o.dtype);
     kv->bytes_per_token = 2 * (size_t)c->n_layer * c->n_kv_head * c->head_dim * es;
@@ -197,6 +219,35 @@ void kvlm_kv_free(kvlm_kv *kv) {
 
 int kv_seq_valid(const kvlm_kv *kv, int seq) { return seq >= 0 && seq < kv->max_seqs && kv->seqs[seq].live; }
 
+/* ------------------------------------------------------------ accessors */
+
+int kv_block_size(const kvlm_kv *kv) { return kv->block_size; }
+int kv_max_seqs(const kvlm_kv *kv) { return kv->max_seqs; }
+int kv_n_ctx(const kvlm_kv *kv) { return kv->n_ctx; }
+kvlm_dtype kv_dtype(const kvlm_kv *kv) { return kv->dtype; }
+
+int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c) {
+    return kv->n_layer == c->n_layer && kv->n_kv_head == c->n_kv_head && kv->head_dim == c->head_dim &&
+           kv->n_ctx == c->n_ctx;
+}
+
+size_t kv_new_seq_blocks(const kvlm_kv *kv) { return (size_t)kv->reserve_blocks; }
+
+const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq) {
+    return kv_seq_valid(kv, seq) ? kv->seqs[seq].tokens : NULL;
+}
+
+int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table) {
+    *table = kv_seq_valid(kv, seq) ? kv->seqs[seq].blocks : NULL;
+    return *table ? kv->seqs[seq].n_blocks : 0;
+}
+
+int kv_set_block_hash(kvlm_kv *kv, kv_block_hash_fn fn, kvlm_error *err) {
+    if (kv->next_node) return kvlm_fail(err, KVLM_ERR_ARG, "the prefix index already holds blocks");
+    kv->hash = fn ? fn : default_hash;
+    return KVLM_OK;
+}
+
 /* ------------------------------------------------------------ sequences */
 
 static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
@@ -218,13 +269,14 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
         return -1;
     }
     s->live = 1;
-    s->len = s->n_blocks = s->n_indexed = 0;
+    s->len = s->n_blocks = s->n_indexed = s->pend_n = s->pend_blocks = 0;
+    s->pend_cow = -1;
     return id;
 }
 
 int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
     int id = seq_alloc(kv, err);
-    if (id >= 0 && kv->policy == KVLM_ALLOC_RESERVE_MAX && kv_seq_reserve(kv, id, kv->n_ctx, err) != KVLM_OK) {
+    if (id >= 0 && take_blocks(kv, &kv->seqs[id], kv->reserve_blocks, err)) {
         kvlm_kv_seq_free(kv, id);
         return -1;
     }
@@ -270,24 +322,30 @@ int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
         kvlm_fail(err, KVLM_ERR_ARG, "fork: no sequence %d", parent);
         return -1;
     }
+    if (kv->seqs[parent].pend_n) {
+        kvlm_fail(err, KVLM_ERR_ARG, "fork: sequence %d has an append in progress", parent);
+        return -1;
+    }
     int id = kvlm_kv_seq_new(kv, err);
     if (id < 0) return -1;
     const kv_seq *p = &kv->seqs[parent];
     kv_seq *s = &kv->seqs[id];
-    if (kv->policy == KVLM_ALLOC_RESERVE_MAX) { /* the contiguous baseline copies */
-        for (int j = 0; j * kv->block_size < p->len; j++) {
-            memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)p->blocks[j] * kv->block_bytes,
+    /* The parent's blocks with tokens: copied into blocks the child already
+     * holds (its reservation), shared beyond them. */
+    for (int j = 0; j * kv->block_size < p->len; j++) {
+        const int b = p->blocks[j];
+        if (j < s->n_blocks) {
+            memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes,
                    kv->block_bytes);
-            kv->blk[s->blocks[j]].filled = kv->blk[p->blocks[j]].filled;
+            kv->blk[s->blocks[j]].filled = kv->blk[b].filled;
+        } else {
+            ref_block(kv, b);
+            s->blocks[s->n_blocks++] = b;
         }
-    } else {
-        for (int j = 0; j < p->n_blocks; j++) ref_block(kv, p->blocks[j]);
-        memcpy(s->blocks, p->blocks, (size_t)p->n_blocks * sizeof(int));
-        memcpy(s->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
-        memcpy(s->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
-        s->n_blocks = p->n_blocks;
-        s->n_indexed = p->n_indexed;
     }
+    memcpy(s->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
+    memcpy(s->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
+    s->n_indexed = p->n_indexed;
     memcpy(s->tokens, p->tokens, (size_t)p->len * sizeof(int32_t));
     s->len = p->len;
     return id;
@@ -295,51 +353,11 @@ int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
 
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq) {
     if (!kv_seq_valid(kv, seq)) return;
+    kv_append_abort(kv, seq);
     kv_seq *s = &kv->seqs[seq];
     while (s->n_blocks > 0) unref_block(kv, s->blocks[--s->n_blocks]);
     s->live = 0;
     s->len = s->n_indexed = 0;
-}
-
-/* The block holding position len must be private and unindexed before a
- * write: copy it if shared, take it out of the index if only indexed. */
-static int make_tail_writable(kvlm_kv *kv, kv_seq *s, kvlm_error *err) {
-    const int j = s->len / kv->block_size;
-    if (s->len % kv->block_size == 0 || j >= s->n_blocks) return KVLM_OK;
-    int b = s->blocks[j];
-    if (kv->blk[b].refcount == 1) {
-        if (kv->blk[b].node) index_remove(kv, b);
-    } else {
-        int nb = alloc_block(kv);
-        if (nb < 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
-                             kv->n_blocks);
-        memcpy(kv->pool + (size_t)nb * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes, kv->block_bytes);
-        kv->blk[nb].filled = s->len % kv->block_size;
-        unref_block(kv, b);
-        s->blocks[j] = nb;
-        kv->counters.cow_copies++;
-    }
-    if (s->n_indexed > j) s->n_indexed = j;
-    return KVLM_OK;
-}
-
-int kv_seq_reserve(kvlm_kv *kv, int seq, int new_len, kvlm_error *err) {
-    kv_seq *s = &kv->seqs[seq];
-    if (new_len > kv->n_ctx)
-        return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d would hold %d tokens, beyond the context window of %d", seq,
-                         new_len, kv->n_ctx);
-    int rc;
-    if (new_len > s->len && (rc = make_tail_writable(kv, s, err))) return rc;
-    int need = (new_len + kv->block_size - 1) / kv->block_size;
-    while (s->n_blocks < need) {
-        int b = alloc_block(kv);
-        if (b < 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
-                             kv->n_blocks, kv->block_size);
-        s->blocks[s->n_blocks++] = b;
-    }
-    return KVLM_OK;
 }
 
 /* Full blocks not yet in the chain enter the index (or join an identical
@@ -372,9 +390,64 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *s) {
     }
 }
 
-void kv_seq_append(kvlm_kv *kv, int seq, const int32_t *tokens, int n) {
+/* ------------------------------------------------------------ appending */
+
+/* Gives back the blocks a reservation took and puts a copied tail back. */
+static void undo_reservation(kvlm_kv *kv, kv_seq *s) {
+    while (s->n_blocks > s->pend_blocks) unref_block(kv, s->blocks[--s->n_blocks]);
+    if (s->pend_cow >= 0) {
+        const int j = s->len / kv->block_size;
+        unref_block(kv, s->blocks[j]); /* the private copy: back to the free stack */
+        s->blocks[j] = s->pend_cow;
+    }
+    s->pend_n = 0;
+    s->pend_cow = -1;
+}
+
+int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
+    if (!kv_seq_valid(kv, seq)) return kvlm_fail(err, KVLM_ERR_ARG, "no sequence %d", seq);
     kv_seq *s = &kv->seqs[seq];
-    const int bs = kv->block_size, old = s->len;
+    if (s->pend_n)
+        return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, s->pend_n);
+    if (n < 1 || n > kv->n_ctx - s->len)
+        return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d of %d tokens cannot take %d more (context window %d)", seq,
+                         s->len, n, kv->n_ctx);
+    const int bs = kv->block_size, j = s->len / bs;
+    s->pend_blocks = s->n_blocks;
+    s->pend_cow = -1;
+    /* A partly filled tail block that is shared or indexed is copied: the
+     * sharers and the index keep the original, put back by an abort. */
+    if (s->len % bs && j < s->n_blocks && (kv->blk[s->blocks[j]].refcount > 1 || kv->blk[s->blocks[j]].node)) {
+        const int b = s->blocks[j], nb = alloc_block(kv);
+        if (nb < 0)
+            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
+                             kv->n_blocks);
+        memcpy(kv->pool + (size_t)nb * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes, kv->block_bytes);
+        kv->blk[nb].filled = s->len % bs;
+        s->blocks[j] = nb;
+        s->pend_cow = b;
+    }
+    int rc = take_blocks(kv, s, (s->len + n + bs - 1) / bs, err);
+    if (rc) undo_reservation(kv, s);
+    else s->pend_n = n;
+    return rc;
+}
+
+int kv_append_pending(const kvlm_kv *kv, int seq) { return kv_seq_valid(kv, seq) ? kv->seqs[seq].pend_n : 0; }
+
+void kv_append_abort(kvlm_kv *kv, int seq) {
+    if (kv_seq_valid(kv, seq) && kv->seqs[seq].pend_n) undo_reservation(kv, &kv->seqs[seq]);
+}
+
+void kv_append_commit(kvlm_kv *kv, int seq, const int32_t *tokens) {
+    kv_seq *s = &kv->seqs[seq];
+    const int bs = kv->block_size, old = s->len, n = s->pend_n;
+    if (s->pend_cow >= 0) {
+        unref_block(kv, s->pend_cow);
+        kv->counters.cow_copies++;
+    }
+    s->pend_n = 0;
+    s->pend_cow = -1;
     memcpy(s->tokens + old, tokens, (size_t)n * sizeof(int32_t));
     s->len += n;
     for (int j = old / bs; j * bs < s->len; j++) {
@@ -384,32 +457,30 @@ void kv_seq_append(kvlm_kv *kv, int seq, const int32_t *tokens, int n) {
     if (kv->prefix_cache) index_full_blocks(kv, s);
 }
 
-void kv_seq_truncate(kvlm_kv *kv, int seq, int len) {
+static void seq_truncate(kvlm_kv *kv, int seq, int len) {
     kv_seq *s = &kv->seqs[seq];
     const int bs = kv->block_size;
     if (len < s->len) s->len = len;
     if (s->n_indexed > s->len / bs) s->n_indexed = s->len / bs;
-    if (kv->policy == KVLM_ALLOC_RESERVE_MAX) return;
     int need = (s->len + bs - 1) / bs;
+    if (need < kv->reserve_blocks) need = kv->reserve_blocks;
     while (s->n_blocks > need) unref_block(kv, s->blocks[--s->n_blocks]);
-    if (s->n_blocks > 0 && s->len % bs) {
-        kv_block *k = &kv->blk[s->blocks[s->n_blocks - 1]];
-        if (k->refcount == 1 && !k->node) k->filled = s->len % bs;
+    /* Blocks this sequence alone writes now hold only its remaining tokens
+     * (a shared or indexed block keeps its fill for its other holders). */
+    for (int j = s->len / bs; j < s->n_blocks; j++) {
+        kv_block *k = &kv->blk[s->blocks[j]];
+        const int f = s->len - j * bs; /* < bs here; < 0 for reserved blocks past the tokens */
+        if (k->refcount == 1 && !k->node) k->filled = f > 0 ? f : 0;
     }
-}
-
-void kv_seq_drop_blocks(kvlm_kv *kv, int seq) {
-    kv_seq *s = &kv->seqs[seq];
-    while (s->n_blocks > 0) unref_block(kv, s->blocks[--s->n_blocks]);
-    s->n_indexed = 0;
 }
 
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
     if (!kv_seq_valid(kv, seq)) return kvlm_fail(err, KVLM_ERR_ARG, "no sequence %d", seq);
+    if (kv->seqs[seq].pend_n) return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
     if (len < 0 || len > kv->seqs[seq].len)
         return kvlm_fail(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
                          len);
-    kv_seq_truncate(kv, seq, len);
+    seq_truncate(kv, seq, len);
     return KVLM_OK;
 }
 
@@ -422,7 +493,9 @@ size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len) {
     const kv_seq *s = &kv->seqs[seq];
     const int bs = kv->block_size, j = s->len / bs;
     size_t need = (size_t)((len + bs - 1) / bs), have = (size_t)s->n_blocks, cow = 0;
-    if (len > s->len && s->len % bs && j < s->n_blocks && kv->blk[s->blocks[j]].refcount > 1) cow = 1;
+    if (len > s->len && s->len % bs && j < s->n_blocks &&
+        (kv->blk[s->blocks[j]].refcount > 1 || kv->blk[s->blocks[j]].node))
+        cow = 1;
     return (need > have ? need - have : 0) + cow;
 }
 
@@ -463,24 +536,39 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     for (int i = 0; i < kv->max_seqs; i++) {
         const kv_seq *s = &kv->seqs[i];
         if (!s->live) continue;
-        if (s->n_blocks * kv->block_size < s->len || s->n_indexed > s->len / kv->block_size) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens", i, s->n_blocks,
-                           s->n_indexed, s->len);
+        const int bs = kv->block_size;
+        if (s->n_blocks * bs < s->len + s->pend_n || s->n_indexed > s->len / bs) {
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens + %d pending", i,
+                           s->n_blocks, s->n_indexed, s->len, s->pend_n);
             goto out;
         }
+        if (s->pend_cow >= 0) refs[s->pend_cow]++; /* held until the pending append commits */
+        /* Blocks a pending append writes, and blocks past the tokens (a
+         * reservation), belong to this sequence alone and are not indexed. */
+        const int first_private = s->pend_n ? s->len / bs : (s->len + bs - 1) / bs;
         for (int j = 0; j < s->n_blocks; j++) {
             int b = s->blocks[j];
             refs[b]++;
-            int need = s->len - j * kv->block_size;
-            if (need > kv->block_size) need = kv->block_size;
+            int need = s->len - j * bs;
+            if (need > bs) need = bs;
             if (need > 0 && kv->blk[b].filled < need) {
                 rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d block %d: filled %d < %d", i, b, kv->blk[b].filled, need);
+                goto out;
+            }
+            if (j >= first_private && (kv->blk[b].refcount != 1 || kv->blk[b].node)) {
+                rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d block %d (table entry %d) is written next but %s", i, b,
+                               j, kv->blk[b].node ? "indexed" : "shared");
                 goto out;
             }
         }
     }
     size_t used = 0;
     for (size_t b = 0; b < N; b++) {
+        if (kv->blk[b].filled < 0 || kv->blk[b].filled > kv->block_size) {
+            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
+                           kv->block_size);
+            goto out;
+        }
         if (refs[b] != kv->blk[b].refcount) {
             rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
                            kv->blk[b].refcount, refs[b]);

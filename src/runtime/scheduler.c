@@ -97,7 +97,7 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     s->o = opt ? *opt : (kvlm_sched_options){0};
     if (s->o.max_batch_tokens <= 0) s->o.max_batch_tokens = 256;
     if (s->o.max_waiting <= 0) s->o.max_waiting = 256;
-    const int m = kv->max_seqs;
+    const int m = kv_max_seqs(kv);
     s->items = malloc((size_t)m * sizeof *s->items);
     s->item_choice = malloc((size_t)m * sizeof *s->item_choice);
     s->logits = malloc((size_t)m * vocab * sizeof(float));
@@ -166,16 +166,16 @@ static int grow_reqs(kvlm_sched *s) {
 }
 
 int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err) {
-    const int n_ctx = s->kv->n_ctx, nc = p->n_choices ? p->n_choices : 1;
+    const int n_ctx = kv_n_ctx(s->kv), nc = p->n_choices ? p->n_choices : 1;
     if (p->n_prompt < 1 || p->n_prompt >= n_ctx)
         return kvlm_fail(err, KVLM_ERR_ARG, "prompt of %d tokens: must be 1 to %d (context window %d)", p->n_prompt,
                          n_ctx - 1, n_ctx);
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
             return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
-    if (p->max_tokens < 1 || nc < 1 || nc > s->kv->max_seqs || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
+    if (p->max_tokens < 1 || nc < 1 || nc > kv_max_seqs(s->kv) || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
         return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
-                         nc, s->kv->max_seqs, p->logprobs);
+                         nc, kv_max_seqs(s->kv), p->logprobs);
     if (p->n_eos < 0 || p->n_eos > 1024 || (p->n_eos > 0 && !p->eos_ids) || p->n_stops < 0 ||
         (p->n_stops > 0 && (!p->stops || !p->text)))
         return kvlm_fail(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
@@ -309,12 +309,12 @@ static void preempt(kvlm_sched *s, sched_choice *c) {
 
 static int admit(kvlm_sched *s, sched_choice *c) {
     kvlm_error err;
-    const int bs = s->kv->block_size;
+    const int bs = kv_block_size(s->kv);
     /* Paged admission keeps one free block per running sequence in hand
      * (each may cross into a new block on its next step), so admitting a
      * request does not immediately force a preemption. */
-    size_t need = s->kv->policy == KVLM_ALLOC_RESERVE_MAX ? (size_t)s->kv->max_blocks_per_seq
-                                                          : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
+    size_t need = kv_new_seq_blocks(s->kv) ? kv_new_seq_blocks(s->kv)
+                                           : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
     if (kvlm_kv_available_blocks(s->kv) < need) return 0;
     int cached = 0;
     int seq = s->o.recompute ? kvlm_kv_seq_new(s->kv, &err)
@@ -347,7 +347,7 @@ static int plan(kvlm_sched *s) {
             c->chunk = left < budget ? left : budget;
             budget -= c->chunk;
         }
-    while (s->n_wait > 0 && budget > 0 && s->n_run < s->kv->max_seqs && admit(s, s->wait[0])) {
+    while (s->n_wait > 0 && budget > 0 && s->n_run < kv_max_seqs(s->kv) && admit(s, s->wait[0])) {
         sched_choice *c = s->run[s->n_run - 1];
         int left = c->n_tokens - c->n_computed;
         c->chunk = left < budget ? left : budget;
@@ -383,7 +383,7 @@ static void fork_siblings(kvlm_sched *s, sched_choice *first, sched_choice **gro
         sched_choice *c = &r->choices[i];
         if (c->state != CS_FORKWAIT) continue;
         kvlm_error err;
-        int seq = s->n_run < s->kv->max_seqs ? kvlm_kv_seq_fork(s->kv, first->seq, &err) : -1;
+        int seq = s->n_run < kv_max_seqs(s->kv) ? kvlm_kv_seq_fork(s->kv, first->seq, &err) : -1;
         if (seq >= 0) {
             c->seq = seq;
             c->n_computed = first->n_computed;
@@ -429,7 +429,7 @@ static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     if (r->p.on_token && r->p.on_token(r->p.user, &ev) && stop == 0) stop = 1;
     if (stop < 0) finish(s, c, KVLM_FINISH_ERROR);
     else if (stop || eos) finish(s, c, KVLM_FINISH_STOP);
-    else if (c->generated >= r->p.max_tokens || c->n_tokens >= s->kv->n_ctx) finish(s, c, KVLM_FINISH_LENGTH);
+    else if (c->generated >= r->p.max_tokens || c->n_tokens >= kv_n_ctx(s->kv)) finish(s, c, KVLM_FINISH_LENGTH);
 }
 
 static void expire(kvlm_sched *s) {
