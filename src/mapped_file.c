@@ -14,19 +14,19 @@
 int mapped_file_open(mapped_file *f, const char *path, kvlm_error *err) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return kvlm_error_set(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return kvlm_fail(err, KVLM_ERR_IO, "%s: not a regular file", path);
+        return kvlm_error_set(err, KVLM_ERR_IO, "%s: not a regular file", path);
     }
     if (st.st_size == 0) {
         close(fd);
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: file is empty", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: file is empty", path);
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (p == MAP_FAILED) return kvlm_fail(err, KVLM_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    if (p == MAP_FAILED) return kvlm_error_set(err, KVLM_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
     f->data = p;
     f->size = (size_t)st.st_size;
     f->path = strdup(path);

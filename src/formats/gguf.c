@@ -36,7 +36,7 @@ static size_t left(const cur *c) { return c->size - c->off; }
 /* Fails unless n more bytes exist; what names the field being read. */
 static int need(cur *c, uint64_t n, const char *what) {
     if (n > left(c))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: %s: needs %llu bytes at offset %zu but the file ends after %zu",
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: needs %llu bytes at offset %zu but the file ends after %zu",
                          c->path, what, (unsigned long long)n, c->off, left(c));
     return KVLM_OK;
 }
@@ -68,7 +68,7 @@ static int rd_str(cur *c, gguf_str *s, const char *what) {
     int rc = rd_u64(c, &len, what);
     if (rc) return rc;
     if (len > left(c))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                          "%s: %s: string length %llu at offset %zu exceeds the %zu bytes left in the file", c->path,
                          what, (unsigned long long)len, c->off - 8, left(c));
     s->s = (const char *)c->p + c->off;
@@ -110,7 +110,7 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
     const char *key = kv->key;
     char what[GGUF_MSG_KEY + 64];
     if (type >= GGUF_TYPE_COUNT)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': unknown value type %u", c->path, key, type);
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': unknown value type %u", c->path, key, type);
     kv->type = kv->elem = (gguf_type)type;
     kv->n = 1;
     int rc;
@@ -119,10 +119,10 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
         snprintf(what, sizeof what, "metadata '%s': array element type", key);
         if ((rc = rd_u32(c, &et, what))) return rc;
         if (et == GGUF_TYPE_ARRAY)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': nested arrays (array of array) are not supported",
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': nested arrays (array of array) are not supported",
                              c->path, key);
         if (et >= GGUF_TYPE_COUNT)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': unknown array element type %u", c->path, key, et);
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': unknown array element type %u", c->path, key, et);
         kv->elem = (gguf_type)et;
         snprintf(what, sizeof what, "metadata '%s': array length", key);
         if ((rc = rd_u64(c, &kv->n, what))) return rc;
@@ -131,7 +131,7 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
     if (kv->elem == GGUF_TYPE_STRING) {
         /* each string takes at least its 8-byte length */
         if (kv->n > left(c) / 8)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                              "%s: metadata '%s': array length %llu of strings exceeds what the %zu bytes left can hold",
                              c->path, key, (unsigned long long)kv->n, left(c));
         const size_t start = c->off;
@@ -141,25 +141,25 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
             if ((rc = rd_str(c, &s, what))) return rc;
         }
         kv->strs = malloc((size_t)(kv->n ? kv->n : 1) * sizeof *kv->strs);
-        if (!kv->strs) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: metadata '%s': out of memory", c->path, key);
+        if (!kv->strs) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: metadata '%s': out of memory", c->path, key);
         c->off = start;
         for (uint64_t i = 0; i < kv->n; i++) rd_str(c, &kv->strs[i], "string"); /* validated above */
         if (kv->type == GGUF_TYPE_STRING) {
             kv->str = strndup(kv->strs[0].s, kv->strs[0].len);
-            if (!kv->str) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: metadata '%s': out of memory", c->path, key);
+            if (!kv->str) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: metadata '%s': out of memory", c->path, key);
         }
         return KVLM_OK;
     }
     const size_t es = scalar_size(kv->elem);
     if (kv->n > left(c) / es)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                          "%s: metadata '%s': %s of %llu x %s needs more than the %zu bytes left in the file", c->path,
                          key, kv->type == GGUF_TYPE_ARRAY ? "array length" : "value", (unsigned long long)kv->n,
                          gguf_type_name(kv->elem), left(c));
     if (kv->elem == GGUF_TYPE_BOOL)
         for (uint64_t i = 0; i < kv->n; i++)
             if (kv->data[i] > 1)
-                return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': bool value %u is neither 0 nor 1",
+                return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': bool value %u is neither 0 nor 1",
                                  c->path, key, kv->data[i]);
     c->off += (size_t)(kv->n * es);
     return KVLM_OK;
@@ -172,10 +172,10 @@ static int parse_kv(cur *c, gguf_kv *kv, uint64_t idx) {
     int rc = rd_str(c, &k, what);
     if (rc) return rc;
     if (k.len == 0 || k.len > GGUF_MAX_KEY || has_nul(k))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: %s: key must be 1..%d bytes without NUL (length %zu)", c->path,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: key must be 1..%d bytes without NUL (length %zu)", c->path,
                          what, GGUF_MAX_KEY, k.len);
     kv->key = strndup(k.s, k.len);
-    if (!kv->key) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+    if (!kv->key) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     char twhat[GGUF_MSG_KEY + 64];
     snprintf(twhat, sizeof twhat, "metadata '%s': value type", kv->key);
     uint32_t type;
@@ -193,7 +193,7 @@ static int parse_metadata(cur *c, gguf_meta *m, uint64_t n_kv) {
         if (m->n_kv == cap) {
             cap = cap ? cap * 2 : 32;
             gguf_kv *nk = realloc(m->kv, cap * sizeof *nk);
-            if (!nk) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+            if (!nk) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
             m->kv = nk;
         }
         memset(&m->kv[m->n_kv], 0, sizeof *m->kv);
@@ -204,7 +204,7 @@ static int parse_metadata(cur *c, gguf_meta *m, uint64_t n_kv) {
     if (m->n_kv) qsort(m->kv, m->n_kv, sizeof *m->kv, kv_cmp);
     for (size_t i = 1; i < m->n_kv; i++)
         if (!strcmp(m->kv[i - 1].key, m->kv[i].key))
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': duplicate key", c->path, m->kv[i].key);
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': duplicate key", c->path, m->kv[i].key);
     return KVLM_OK;
 }
 
@@ -226,10 +226,10 @@ static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     }
     const char *tn = gguf_ggml_type_name(type);
     if (tn)
-        return kvlm_fail(c->err, KVLM_ERR_UNSUPPORTED,
+        return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
                          "%s: tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0)", c->path, name,
                          tn, type);
-    return kvlm_fail(c->err, KVLM_ERR_UNSUPPORTED,
+    return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
                      "%s: tensor '%s': unknown type %u (supported: F32, F16, BF16, Q8_0, Q4_0)", c->path, name, type);
 }
 
@@ -240,16 +240,16 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
     int rc = rd_str(c, &s, what);
     if (rc) return rc;
     if (s.len == 0 || s.len > GGUF_MAX_NAME || has_nul(s))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: %s: name must be 1..%d bytes without NUL (length %zu)", c->path,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: name must be 1..%d bytes without NUL (length %zu)", c->path,
                          what, GGUF_MAX_NAME, s.len);
     ti->name = strndup(s.s, s.len);
-    if (!ti->name) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+    if (!ti->name) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     const char *nm = ti->name;
     uint32_t nd;
     snprintf(what, sizeof what, "tensor '%s': n_dims", nm);
     if ((rc = rd_u32(c, &nd, what))) return rc;
     if (nd < 1 || nd > TENSOR_MAX_DIMS)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': n_dims %u is not in 1..%d", c->path, nm, nd,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': n_dims %u is not in 1..%d", c->path, nm, nd,
                          TENSOR_MAX_DIMS);
     ti->t.ndim = (int)nd;
     uint64_t numel = 1;
@@ -258,10 +258,10 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
         snprintf(what, sizeof what, "tensor '%s': ne[%u]", nm, i);
         if ((rc = rd_u64(c, &ne, what))) return rc;
         if (ne == 0 || ne > (uint64_t)INT64_MAX)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[%u] = %llu must be positive", c->path, nm, i,
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[%u] = %llu must be positive", c->path, nm, i,
                              (unsigned long long)ne);
         if (__builtin_mul_overflow(numel, ne, &numel) || numel > (uint64_t)INT64_MAX)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': element count overflows at ne[%u]", c->path, nm,
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': element count overflows at ne[%u]", c->path, nm,
                              i);
         ti->t.shape[nd - 1 - i] = (int64_t)ne; /* ne[0] (contiguous) is the last view dimension */
     }
@@ -273,11 +273,11 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
     if ((rc = map_type(c, nm, type, &ti->t.dtype))) return rc;
     const int64_t row = ti->t.shape[nd - 1];
     if (row % dtype_block_len(ti->t.dtype))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[0] = %lld is not a multiple of the %s block of %d",
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[0] = %lld is not a multiple of the %s block of %d",
                          c->path, nm, (long long)row, kvlm_dtype_name(ti->t.dtype), dtype_block_len(ti->t.dtype));
     size_t nb;
     if (tensor_nbytes_checked(&ti->t, &nb))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': byte size overflows", c->path, nm);
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': byte size overflows", c->path, nm);
     ti->nbytes = nb;
     return KVLM_OK;
 }
@@ -296,35 +296,35 @@ static int check_spans(cur *c, const gguf_meta *m, tinfo *ti, size_t n) {
     const uint64_t data_size = c->size - m->data_offset;
     for (size_t i = 0; i < n; i++) {
         if (ti[i].offset % m->alignment)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                              "%s: tensor '%s': offset %llu is not a multiple of general.alignment %u", c->path,
                              ti[i].name, (unsigned long long)ti[i].offset, m->alignment);
         if (ti[i].offset > data_size || ti[i].nbytes > data_size - ti[i].offset)
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                              "%s: tensor '%s': data [%llu, +%llu) at offset lies beyond the end of the file "
                              "(data section of %llu bytes at file offset %llu)",
                              c->path, ti[i].name, (unsigned long long)ti[i].offset, (unsigned long long)ti[i].nbytes,
                              (unsigned long long)data_size, (unsigned long long)m->data_offset);
         if ((m->data_offset + ti[i].offset) % dtype_align(ti[i].t.dtype))
-            return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': offset is not aligned to its %zu-byte values",
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': offset is not aligned to its %zu-byte values",
                              c->path, ti[i].name, dtype_align(ti[i].t.dtype));
     }
     if (n < 2) return KVLM_OK;
     tinfo **ord = malloc(n * sizeof *ord);
-    if (!ord) return kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+    if (!ord) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     for (size_t i = 0; i < n; i++) ord[i] = &ti[i];
     int rc = KVLM_OK;
     qsort(ord, n, sizeof *ord, name_cmp);
     for (size_t i = 1; i < n && !rc; i++)
         if (!strcmp(ord[i - 1]->name, ord[i]->name))
-            rc = kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': duplicate tensor name", c->path, ord[i]->name);
+            rc = kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': duplicate tensor name", c->path, ord[i]->name);
     if (!rc) {
         /* every tensor is non-empty; compare with the furthest-reaching one before it */
         qsort(ord, n, sizeof *ord, off_cmp);
         const tinfo *reach = ord[0];
         for (size_t i = 1; i < n && !rc; i++) {
             if (ord[i]->offset < reach->offset + reach->nbytes)
-                rc = kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)",
+                rc = kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)",
                                c->path, reach->name, ord[i]->name, (unsigned long long)reach->offset,
                                (unsigned long long)ord[i]->offset);
             if (ord[i]->offset + ord[i]->nbytes > reach->offset + reach->nbytes) reach = ord[i];
@@ -340,11 +340,11 @@ static int read_alignment(cur *c, gguf_meta *m) {
     const gguf_kv *kv = gguf_meta_find(m, "general.alignment");
     if (!kv) return KVLM_OK;
     if (kv->type == GGUF_TYPE_ARRAY || !gguf_type_is_int(kv->elem))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: must be an integer (u32), not %s", c->path,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: must be an integer (u32), not %s", c->path,
                          gguf_type_name(kv->type));
     int64_t a = gguf_kv_int(kv, 0);
     if (a <= 0 || a > (1ll << 30) || (a & (a - 1)))
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: %lld is not a power of two in 1..2^30",
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: %lld is not a power of two in 1..2^30",
                          c->path, (long long)a);
     m->alignment = (uint32_t)a;
     return KVLM_OK;
@@ -356,21 +356,21 @@ static int parse_header(cur *c, gguf_meta *m, uint64_t *n_tensors, uint64_t *n_k
     if (rc) return rc;
     magic = (uint32_t)le(c->p, 4);
     if (magic != GGUF_MAGIC)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT, "%s: magic: expected \"GGUF\", found bytes %02x %02x %02x %02x", c->path,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: magic: expected \"GGUF\", found bytes %02x %02x %02x %02x", c->path,
                          c->p[0], c->p[1], c->p[2], c->p[3]);
     c->off = 4;
     if ((rc = rd_u32(c, &m->version, "version"))) return rc;
     if (m->version == 0x03000000u || m->version == 0x02000000u)
-        return kvlm_fail(c->err, KVLM_ERR_UNSUPPORTED, "%s: version: big-endian GGUF files are not supported", c->path);
+        return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED, "%s: version: big-endian GGUF files are not supported", c->path);
     if (m->version != 2 && m->version != 3)
-        return kvlm_fail(c->err, KVLM_ERR_UNSUPPORTED, "%s: version: %u is not supported (2 or 3)", c->path, m->version);
+        return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED, "%s: version: %u is not supported (2 or 3)", c->path, m->version);
     if ((rc = rd_u64(c, n_tensors, "tensor_count")) || (rc = rd_u64(c, n_kv, "metadata_kv_count"))) return rc;
     if (*n_kv > left(c) / MIN_KV_BYTES)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                          "%s: metadata_kv_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
                          c->path, (unsigned long long)*n_kv, left(c), MIN_KV_BYTES);
     if (*n_tensors > (left(c) - *n_kv * MIN_KV_BYTES) / MIN_TENSOR_BYTES)
-        return kvlm_fail(c->err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                          "%s: tensor_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
                          c->path, (unsigned long long)*n_tensors, left(c), MIN_TENSOR_BYTES);
     return KVLM_OK;
@@ -388,7 +388,7 @@ static int parse_file(cur *c, tensor_set *ts, gguf_meta *m) {
             cap = cap ? cap * 2 : 64;
             tinfo *nti = realloc(ti, cap * sizeof *nti);
             if (!nti) {
-                rc = kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+                rc = kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
                 break;
             }
             ti = nti;
@@ -400,7 +400,7 @@ static int parse_file(cur *c, tensor_set *ts, gguf_meta *m) {
         /* the data section starts at the next multiple of the alignment */
         uint64_t pad = (m->alignment - c->off % m->alignment) % m->alignment;
         if (nt > 0 && pad > left(c))
-            rc = kvlm_fail(c->err, KVLM_ERR_FORMAT,
+            rc = kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                            "%s: tensor data: the file ends inside the alignment padding after the tensor infos", c->path);
         m->data_offset = nt > 0 ? c->off + pad : c->off;
     }
@@ -408,7 +408,7 @@ static int parse_file(cur *c, tensor_set *ts, gguf_meta *m) {
     for (size_t i = 0; i < n && !rc; i++) {
         ti[i].t.data = c->p + m->data_offset + ti[i].offset;
         if (tensor_set_add(ts, ti[i].name, ts->files[ts->n_files - 1].path, &ti[i].t))
-            rc = kvlm_fail(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
+            rc = kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     }
     for (size_t i = 0; i < n; i++) free(ti[i].name);
     free(ti);
@@ -423,11 +423,11 @@ int gguf_load(tensor_set *ts, gguf_meta *meta, const char *path, kvlm_error *err
     int fi = tensor_set_add_file(ts, &f);
     if (fi < 0) {
         mapped_file_close(&f);
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     }
     ts->layout = LAYOUT_OUT_IN;
     meta->path = strdup(path);
-    if (!meta->path) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    if (!meta->path) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     cur c = {.p = ts->files[fi].data, .off = 0, .size = ts->files[fi].size, .path = path, .err = err};
     rc = parse_file(&c, ts, meta);
     if (rc) gguf_meta_free(meta);
@@ -498,14 +498,14 @@ gguf_str gguf_kv_str(const gguf_kv *kv, uint64_t i) {
 }
 
 static int missing(const gguf_meta *m, const char *key, kvlm_error *err) {
-    return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: metadata '%s' is missing", m->path, key);
+    return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s' is missing", m->path, key);
 }
 
 static int wrong_type(const gguf_meta *m, const gguf_kv *kv, const char *want, kvlm_error *err) {
     if (kv->type == GGUF_TYPE_ARRAY)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found array of %s", m->path, kv->key,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found array of %s", m->path, kv->key,
                          want, gguf_type_name(kv->elem));
-    return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found %s", m->path, kv->key, want,
+    return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found %s", m->path, kv->key, want,
                      gguf_type_name(kv->type));
 }
 
@@ -513,7 +513,7 @@ static int get_int(const gguf_meta *m, const gguf_kv *kv, int64_t lo, int64_t hi
     if (kv->type == GGUF_TYPE_ARRAY || !gguf_type_is_int(kv->type)) return wrong_type(m, kv, "an integer", err);
     int64_t v = gguf_kv_int(kv, 0);
     if (v < lo || v > hi || (kv->type == GGUF_TYPE_U64 && le(kv->data, 8) > (uint64_t)INT64_MAX))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: metadata '%s': %lld is outside [%lld, %lld]", m->path, kv->key,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': %lld is outside [%lld, %lld]", m->path, kv->key,
                          (long long)v, (long long)lo, (long long)hi);
     *out = v;
     return KVLM_OK;

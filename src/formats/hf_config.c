@@ -18,12 +18,12 @@ static int get_int(json_t *root, const char *path, const char *key, int required
                    kvlm_error *err) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) {
-        if (required) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing field '%s'", path, key);
+        if (required) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: missing field '%s'", path, key);
         *out = def;
         return KVLM_OK;
     }
     if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) > (1 << 30))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: field '%s' must be an integer in range", path, key);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: field '%s' must be an integer in range", path, key);
     *out = (int)json_integer_value(v);
     return KVLM_OK;
 }
@@ -34,11 +34,11 @@ static int get_int(json_t *root, const char *path, const char *key, int required
 static int add_eos(kvlm_config *cfg, json_int_t id, const char *path, kvlm_error *err) {
     if (id == -1) return KVLM_OK; /* "none", as some files write it */
     if (id < 0 || id > (1 << 30))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id %lld is not a token id", path, (long long)id);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: eos_token_id %lld is not a token id", path, (long long)id);
     for (int i = 0; i < cfg->n_eos; i++)
         if (cfg->eos_ids[i] == id) return KVLM_OK;
     if (cfg->n_eos == KVLM_MAX_EOS)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id: more than %d distinct ids", path, KVLM_MAX_EOS);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: eos_token_id: more than %d distinct ids", path, KVLM_MAX_EOS);
     cfg->eos_ids[cfg->n_eos++] = (int32_t)id;
     if (cfg->eos_id < 0) cfg->eos_id = (int)id;
     return KVLM_OK;
@@ -49,12 +49,12 @@ static int get_eos(json_t *root, const char *path, kvlm_config *cfg, kvlm_error 
     if (!v || json_is_null(v)) return KVLM_OK;
     if (json_is_integer(v)) return add_eos(cfg, json_integer_value(v), path, err);
     if (!json_is_array(v))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: field 'eos_token_id' must be an integer or a list of them", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: field 'eos_token_id' must be an integer or a list of them", path);
     size_t i;
     json_t *x;
     json_array_foreach(v, i, x) {
         if (!json_is_integer(x))
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id[%zu] is not an integer", path, i);
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: eos_token_id[%zu] is not an integer", path, i);
         int rc = add_eos(cfg, json_integer_value(x), path, err);
         if (rc) return rc;
     }
@@ -64,7 +64,7 @@ static int get_eos(json_t *root, const char *path, kvlm_config *cfg, kvlm_error 
 static int check_eos(const char *path, const kvlm_config *cfg, kvlm_error *err) {
     for (int i = 0; i < cfg->n_eos; i++)
         if (cfg->eos_ids[i] >= cfg->vocab_size)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
                              cfg->eos_ids[i], cfg->vocab_size);
     return KVLM_OK;
 }
@@ -82,9 +82,9 @@ static int load_generation_config(const char *path, kvlm_config *cfg, kvlm_error
     fclose(f);
     json_error_t je;
     json_t *root = json_load_file(gen, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", gen, je.text, je.line);
+    if (!root) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", gen, je.text, je.line);
     int rc = json_is_object(root) ? get_eos(root, gen, cfg, err)
-                                  : kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", gen);
+                                  : kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: not a JSON object", gen);
     if (!rc) rc = check_eos(gen, cfg, err);
     json_decref(root);
     return rc;
@@ -132,7 +132,7 @@ static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     json_t *act = json_object_get(root, "activation_function");
     if (json_is_string(act) && strcmp(json_string_value(act), "gelu_new") &&
         strcmp(json_string_value(act), "gelu_pytorch_tanh"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported (gelu_new)", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported (gelu_new)", path,
                          json_string_value(act));
     int rc, n_pos = 0;
     if ((rc = get_int(root, path, "n_layer", 1, 0, &cfg->n_layer, err)) ||
@@ -154,7 +154,7 @@ static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
 
 static int check_range(const char *path, const char *field, int v, int lo, int hi, kvlm_error *err) {
     if (v < lo || v > hi)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", path, field, v, lo, hi);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", path, field, v, lo, hi);
     return KVLM_OK;
 }
 
@@ -168,7 +168,7 @@ static double get_num(json_t *o, const char *key, double def) {
 static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     cfg->rope_theta = (float)get_num(root, "rope_theta", 10000.0);
     if (!(cfg->rope_theta > 1 && cfg->rope_theta < 1e12))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
     json_t *tie = json_object_get(root, "tie_word_embeddings"), *ab = json_object_get(root, "attention_bias");
     cfg->tie_embeddings = json_is_true(tie);
     cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || json_is_true(ab);
@@ -177,7 +177,7 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     json_t *type = json_object_get(sc, "rope_type");
     if (!type) type = json_object_get(sc, "type");
     if (!json_is_object(sc) || !json_is_string(type) || strcmp(json_string_value(type), "llama3"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: rope_scaling of type '%s' is not supported (llama3)", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: rope_scaling of type '%s' is not supported (llama3)", path,
                          json_is_string(type) ? json_string_value(type) : "?");
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
@@ -185,7 +185,7 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     cfg->rope_original_ctx = (int)get_num(sc, "original_max_position_embeddings", 8192);
     if (!(cfg->rope_factor >= 1 && cfg->rope_factor < 1e4) || !(cfg->rope_low_freq_factor > 0) ||
         !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || cfg->rope_original_ctx < 1)
-        return kvlm_fail(err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT,
                          "%s: rope_scaling: factor %g (>= 1), low_freq_factor %g, high_freq_factor %g (> low), "
                          "original_max_position_embeddings %d out of range",
                          path, cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
@@ -214,13 +214,13 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
         (rc = check_range(path, "vocab_size", cfg->vocab_size, 1, 1 << 22, err)))
         return rc;
     if (cfg->n_head % cfg->n_kv_head)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: num_attention_heads = %d is not a multiple of num_key_value_heads = %d",
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: num_attention_heads = %d is not a multiple of num_key_value_heads = %d",
                          path, cfg->n_head, cfg->n_kv_head);
     /* head_dim may be set explicitly (and differ from hidden_size / heads). */
     if ((rc = get_int(root, path, "head_dim", 0, 0, &cfg->head_dim, err))) return rc;
     if (cfg->head_dim == 0) {
         if (cfg->n_embd % cfg->n_head)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: hidden_size = %d is not a multiple of num_attention_heads = %d",
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: hidden_size = %d is not a multiple of num_attention_heads = %d",
                              path, cfg->n_embd, cfg->n_head);
         cfg->head_dim = cfg->n_embd / cfg->n_head;
     }
@@ -229,7 +229,7 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
     json_t *eps = json_object_get(root, "rms_norm_eps");
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rms_norm_eps = %g is outside (0, 1)", path, cfg->norm_eps);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rms_norm_eps = %g is outside (0, 1)", path, cfg->norm_eps);
     return load_rope(root, path, cfg, err);
 }
 
@@ -239,18 +239,18 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         if (je.line < 0 || strstr(je.text, "unable to open"))
-            return kvlm_fail(err, KVLM_ERR_IO, "%s: %s", path, je.text);
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+            return kvlm_error_set(err, KVLM_ERR_IO, "%s: %s", path, je.text);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
     }
     int rc = KVLM_OK;
     if (!json_is_object(root)) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: not a JSON object", path);
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: not a JSON object", path);
         goto done;
     }
     const char *arch = find_arch(root);
     if (!arch) {
         json_t *mt = json_object_get(root, "model_type");
-        rc = kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (" HF_ARCH_NAMES ")", path,
+        rc = kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (" HF_ARCH_NAMES ")", path,
                        json_is_string(mt) ? json_string_value(mt) : "(missing)");
         goto done;
     }

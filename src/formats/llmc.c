@@ -19,16 +19,16 @@ int llmc_sniff(const unsigned char *data, size_t size) {
 
 static int check_field(const char *path, const char *field, int v, int lo, int hi, kvlm_error *err) {
     if (v < lo || v > hi)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field %s = %d is outside [%d, %d]", path, field, v, lo, hi);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header field %s = %d is outside [%d, %d]", path, field, v, lo, hi);
     return KVLM_OK;
 }
 
 int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llmc_header *h, kvlm_error *err) {
     if (size < LLMC_HEADER_INTS * 4)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: file is shorter than the %d-byte llm.c header", path,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: file is shorter than the %d-byte llm.c header", path,
                          LLMC_HEADER_INTS * 4);
     if (rd32(d) != LLMC_MAGIC)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field magic = %d, expected %d", path, rd32(d), LLMC_MAGIC);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header field magic = %d, expected %d", path, rd32(d), LLMC_MAGIC);
     h->version = rd32(d + 4);
     h->max_t = rd32(d + 8);
     h->vocab = rd32(d + 12);
@@ -37,7 +37,7 @@ int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llm
     h->channels = rd32(d + 24);
     h->padded_vocab = rd32(d + 28);
     if (h->version != 3 && h->version != 5)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: header field version = %d, expected 3 (fp32) or 5 (bf16)", path,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header field version = %d, expected 3 (fp32) or 5 (bf16)", path,
                          h->version);
     int rc;
     if ((rc = check_field(path, "max_seq_len", h->max_t, 1, 1 << 20, err)) ||
@@ -48,7 +48,7 @@ int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llm
         (rc = check_field(path, "padded_vocab_size", h->padded_vocab, h->vocab, 1 << 22, err)))
         return rc;
     if (h->channels % h->n_head)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: channels = %d is not a multiple of num_heads = %d", path,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: channels = %d is not a multiple of num_heads = %d", path,
                          h->channels, h->n_head);
     return KVLM_OK;
 }
@@ -56,11 +56,11 @@ int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llm
 int llmc_read_header(const char *path, llmc_header *h, kvlm_error *err) {
     unsigned char d[LLMC_HEADER_INTS * 4];
     FILE *f = fopen(path, "rb");
-    if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return kvlm_error_set(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t n = fread(d, 1, sizeof d, f);
     int bad = ferror(f);
     fclose(f);
-    if (bad) return kvlm_fail(err, KVLM_ERR_IO, "%s: read error", path);
+    if (bad) return kvlm_error_set(err, KVLM_ERR_IO, "%s: read error", path);
     return llmc_parse_header(path, d, n, h, err);
 }
 
@@ -112,7 +112,7 @@ int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err)
     for (size_t i = 0; i < np; i++)
         need += (uint64_t)(params[i].per_layer ? L : 1) * params[i].rows * (params[i].cols ? params[i].cols : 1) * es;
     if (f.size != need) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: file has %zu bytes but its header implies %llu (truncated or mismatched)",
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: file has %zu bytes but its header implies %llu (truncated or mismatched)",
                        path, f.size, (unsigned long long)need);
         mapped_file_close(&f);
         return rc;
@@ -120,7 +120,7 @@ int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err)
     int fi = tensor_set_add_file(ts, &f);
     if (fi < 0) {
         mapped_file_close(&f);
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     }
     ts->layout = LAYOUT_OUT_IN;
     const mapped_file *mf = &ts->files[fi];
@@ -132,7 +132,7 @@ int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err)
             char name[96];
             snprintf(name, sizeof name, pp->name, (int)l);
             tensor t = {.dtype = dt, .ndim = pp->cols ? 2 : 1, .shape = {pp->rows, pp->cols}, .data = p};
-            if (tensor_set_add(ts, name, mf->path, &t)) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+            if (tensor_set_add(ts, name, mf->path, &t)) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
             p += (size_t)per * es;
         }
     }

@@ -63,7 +63,7 @@ static int layout_open(attn_layout *a, const kvlm_model *m, const kvlm_attn_benc
     a->n_blocks = nb;
     if (!(a->kv = kvlm_kv_create(m, &ko, err))) return err->code;
     int *perm = malloc(pool * sizeof(int));
-    if (!perm) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    if (!perm) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pool; i++) perm[i] = (int)i;
     uint64_t s = o->seed ^ 0x5eedu;
     for (size_t i = pool; scatter && i > 1; i--) { /* Fisher-Yates */
@@ -142,15 +142,15 @@ static double median(double *v, int n) {
 
 static int check_options(const kvlm_config *c, const kvlm_attn_bench_options *o, kvlm_error *err) {
     if (o->ctx_len < 1 || o->ctx_len > c->n_ctx)
-        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: ctx_len %d is outside [1, %d] (the context window)",
+        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: ctx_len %d is outside [1, %d] (the context window)",
                          o->ctx_len, c->n_ctx);
     if (o->block_size < 1 || o->block_size > 4096)
-        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: block_size %d is outside [1, 4096]", o->block_size);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: block_size %d is outside [1, 4096]", o->block_size);
     if (o->rounds < 1 || o->rounds > MAX_ROUNDS)
-        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, %d]", o->rounds,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, %d]", o->rounds,
                          MAX_ROUNDS);
     if (o->kv_dtype != KVLM_F32 && o->kv_dtype != KVLM_F16)
-        return kvlm_fail(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32 or f16",
+        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32 or f16",
                          kvlm_dtype_name(o->kv_dtype));
     return KVLM_OK;
 }
@@ -165,7 +165,7 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     if (rc) return rc;
     const kern_ops *ops = kern_select(o.isa);
     if (!ops)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
     memset(res, 0, sizeof *res);
     const size_t all_heads = (size_t)c->n_layer * c->n_head, hd = (size_t)c->head_dim;
     const size_t heads = o.hot ? 1 : all_heads; /* passes per sweep */
@@ -175,7 +175,7 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     float *out[2] = {calloc(all_heads * hd, sizeof(float)), calloc(all_heads * hd, sizeof(float))};
     double *t[2] = {malloc((size_t)o.rounds * sizeof(double)), malloc((size_t)o.rounds * sizeof(double))};
     if (!q || !scores || !row || !out[0] || !out[1] || !t[0] || !t[1]) {
-        rc = kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         goto done;
     }
     if ((rc = layout_open(&lay[0], m, &o, o.ctx_len, 0, err)) ||
@@ -199,7 +199,7 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     float diff = 0;
     for (size_t i = 0; i < all_heads * hd; i++) diff = fmaxf(diff, fabsf(out[0][i] - out[1][i]));
     if (!(diff <= 1e-5f)) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "attention benchmark: paged and contiguous outputs differ by %g", diff);
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "attention benchmark: paged and contiguous outputs differ by %g", diff);
         goto done;
     }
     res->passes_per_round = (long)reps * (long)heads;

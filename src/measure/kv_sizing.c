@@ -102,18 +102,18 @@ int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out) {
 
 int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
     memset(out, 0, sizeof *out);
-    if (!in->bytes_per_token) return kvlm_fail(err, KVLM_ERR_ARG, "bytes per token must be positive");
-    if (!in->ctx_len) return kvlm_fail(err, KVLM_ERR_ARG, "ctx-len must be positive");
-    if (!in->block_size) return kvlm_fail(err, KVLM_ERR_ARG, "block-size must be positive");
+    if (!in->bytes_per_token) return kvlm_error_set(err, KVLM_ERR_ARG, "bytes per token must be positive");
+    if (!in->ctx_len) return kvlm_error_set(err, KVLM_ERR_ARG, "ctx-len must be positive");
+    if (!in->block_size) return kvlm_error_set(err, KVLM_ERR_ARG, "block-size must be positive");
     if (!in->mean_len || in->mean_len > in->ctx_len)
-        return kvlm_fail(err, KVLM_ERR_ARG, "mean-len = %llu must be in [1, ctx-len = %llu]",
+        return kvlm_error_set(err, KVLM_ERR_ARG, "mean-len = %llu must be in [1, ctx-len = %llu]",
                          (unsigned long long)in->mean_len, (unsigned long long)in->ctx_len);
     const uint64_t blocks = in->mean_len / in->block_size + (in->mean_len % in->block_size != 0);
     uint64_t paged_tokens;
     if (kvs_mul(in->ctx_len, in->bytes_per_token, &out->contig_bytes))
-        return kvlm_fail(err, KVLM_ERR_ARG, "ctx-len x bytes per token does not fit in 64 bits");
+        return kvlm_error_set(err, KVLM_ERR_ARG, "ctx-len x bytes per token does not fit in 64 bits");
     if (kvs_mul(blocks, in->block_size, &paged_tokens) || kvs_mul(paged_tokens, in->bytes_per_token, &out->paged_bytes))
-        return kvlm_fail(err, KVLM_ERR_ARG, "ceil(mean-len / block-size) x block-size x bytes per token does not fit "
+        return kvlm_error_set(err, KVLM_ERR_ARG, "ceil(mean-len / block-size) x block-size x bytes per token does not fit "
                                             "in 64 bits");
     out->paged_blocks = blocks;
     out->contig_util = (double)in->mean_len / (double)in->ctx_len;
@@ -146,18 +146,18 @@ static int load_dir(tensor_set *ts, const char *dir, kvlm_error *err) {
     if (stat(p, &st) == 0) return safetensors_load_index(ts, p, err);
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     if (stat(p, &st) == 0) return safetensors_load(ts, p, err);
-    return kvlm_fail(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory", dir);
+    return kvlm_error_set(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory", dir);
 }
 
 static int load_any(tensor_set *ts, const char *path, kvlm_error *err) {
     struct stat st;
-    if (stat(path, &st) != 0) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    if (stat(path, &st) != 0) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
     if (is_dir(path)) return load_dir(ts, path, err);
     if (has_suffix(path, ".index.json")) return safetensors_load_index(ts, path, err);
     if (has_suffix(path, ".safetensors")) return safetensors_load(ts, path, err);
     if (has_suffix(path, ".json")) {
         char *dup = strdup(path);
-        if (!dup) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        if (!dup) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         int rc = load_dir(ts, dirname(dup), err);
         free(dup);
         return rc;
@@ -191,7 +191,7 @@ int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_e
         if (!is_buffer(ts.items[i].name) &&
             (__builtin_add_overflow(sum, (uint64_t)tensor_nbytes(&ts.items[i].t), &sum) ||
              __builtin_add_overflow(count, (uint64_t)tensor_numel(&ts.items[i].t), &count)))
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: weight bytes do not fit in 64 bits", path);
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: weight bytes do not fit in 64 bits", path);
     tensor_set_free(&ts);
     if (!rc) {
         *bytes = sum;

@@ -37,15 +37,15 @@ static void stats_of_sorted(const double *p, int n, kvlm_dist_stats *out) {
 
 int kvlm_dist_stats_compute(const float *logits, int vocab, float temperature, kvlm_sampler *chain,
                             kvlm_dist_stats *out, kvlm_error *err) {
-    if (vocab < 1) return kvlm_fail(err, KVLM_ERR_ARG, "empty vocabulary");
+    if (vocab < 1) return kvlm_error_set(err, KVLM_ERR_ARG, "empty vocabulary");
     if (!chain && !(temperature > 0))
-        return kvlm_fail(err, KVLM_ERR_ARG, "temperature = %g: statistics need a temperature above 0", temperature);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "temperature = %g: statistics need a temperature above 0", temperature);
     double *p = malloc((size_t)vocab * sizeof(double));
     int32_t *ids = chain ? malloc((size_t)vocab * sizeof(int32_t)) : NULL;
     float *pf = chain ? malloc((size_t)vocab * sizeof(float)) : NULL;
     if (!p || (chain && (!ids || !pf))) {
         free(p), free(ids), free(pf);
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
     int n = vocab;
     if (chain) {

@@ -27,7 +27,7 @@ static int has_suffix(const char *s, const char *suf) {
 /* Reads the config path names; origin receives the file it came from. */
 static int load_config(const char *path, kvlm_config *cfg, char *origin, size_t cap, kvlm_error *err) {
     struct stat st;
-    if (stat(path, &st) != 0) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    if (stat(path, &st) != 0) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
     snprintf(origin, cap, "%s", path);
     if (S_ISDIR(st.st_mode)) {
         snprintf(origin, cap, "%s/config.json", path);
@@ -35,7 +35,7 @@ static int load_config(const char *path, kvlm_config *cfg, char *origin, size_t 
     }
     if (has_suffix(path, ".safetensors") || has_suffix(path, ".index.json")) {
         char *dup = strdup(path);
-        if (!dup) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        if (!dup) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         snprintf(origin, cap, "%s/config.json", dirname(dup));
         free(dup);
         return hf_config_load(origin, cfg, err);
@@ -44,12 +44,12 @@ static int load_config(const char *path, kvlm_config *cfg, char *origin, size_t 
     llmc_header h;
     unsigned char magic[4] = {0};
     FILE *f = fopen(path, "rb");
-    if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open", path);
+    if (!f) return kvlm_error_set(err, KVLM_ERR_IO, "%s: cannot open", path);
     size_t n = fread(magic, 1, sizeof magic, f);
     fclose(f);
     if (n == sizeof magic && !memcmp(magic, "GGUF", 4)) return model_gguf_config(path, cfg, err);
     if (!llmc_sniff(magic, n))
-        return kvlm_fail(err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT,
                          "%s: unrecognised model file (expected a model directory, config.json, .safetensors, "
                          "model.safetensors.index.json, .gguf or an llm.c checkpoint)", path);
     int rc = llmc_read_header(path, &h, err);
@@ -62,9 +62,9 @@ int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     kvlm_error local;
     if (!err) err = &local;
     kvlm_error_clear(err);
-    if (!cfg) return kvlm_fail(err, KVLM_ERR_ARG, "kvlm_config_load: cfg is NULL");
+    if (!cfg) return kvlm_error_set(err, KVLM_ERR_ARG, "kvlm_config_load: cfg is NULL");
     memset(cfg, 0, sizeof *cfg);
-    if (!path || !*path) return kvlm_fail(err, KVLM_ERR_ARG, "model path is empty");
+    if (!path || !*path) return kvlm_error_set(err, KVLM_ERR_ARG, "model path is empty");
     char origin[4200];
     int rc = load_config(path, cfg, origin, sizeof origin, err);
     /* GPT-2 configs get the loader's own checks (and its field names). */

@@ -31,7 +31,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
     if (rc) return rc;
     const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral");
     if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
                          "mistral, qwen2)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
@@ -45,7 +45,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
         return rc;
     const named_tensor *emb = tensor_set_find(ts, "token_embd.weight", NULL);
     if (!emb || emb->t.ndim != 2)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing 2-D tensor 'token_embd.weight'", g->path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: missing 2-D tensor 'token_embd.weight'", g->path);
     c->vocab_size = (int)emb->t.shape[0];
     /* End of generation: the end-of-sequence id, and the end-of-turn id
      * that chat models' files add (llama.cpp stops at both). */
@@ -66,7 +66,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
     if (!gpt2) {
         snprintf(k, sizeof k, "%s.rope.freq_base", arch);
         if ((rc = gguf_get_float_or(g, k, 10000.0, &v, err))) return rc;
-        if (!(v > 1 && v < 1e12)) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (1, 1e12)", g->path, k, v);
+        if (!(v > 1 && v < 1e12)) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (1, 1e12)", g->path, k, v);
         c->rope_theta = (float)v;
         c->rope_interleaved = rope_pairs;
         c->tie_embeddings = !tensor_set_find(ts, "output.weight", NULL);
@@ -81,10 +81,10 @@ static int apply_rope_freqs(kvlm_model *m, kvlm_error *err) {
     if (!rf || !m->rope_inv_freq) return KVLM_OK;
     const int half = m->cfg.head_dim / 2;
     if (rf->t.ndim != 1 || rf->t.shape[0] != half || rf->t.dtype != KVLM_F32)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight must be F32 [%d]", rf->file, half);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight must be F32 [%d]", rf->file, half);
     for (int i = 0; i < half; i++) {
         float d = ((const float *)rf->t.data)[i];
-        if (!(d > 0)) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", rf->file, i, d);
+        if (!(d > 0)) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", rf->file, i, d);
         m->rope_inv_freq[i] /= d;
     }
     return KVLM_OK;

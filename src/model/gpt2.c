@@ -61,7 +61,7 @@ int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err) {
     m->lm_head = m->wte;
     if (bind_find(&b, nm->head, 0) && (rc = bind_table(&b, nm->head, c->vocab_size, C, &m->lm_head))) return rc;
     m->layers = model_own(m, calloc((size_t)c->n_layer, sizeof *m->layers));
-    if (!m->layers) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
+    if (!m->layers) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = bind_layer(&b, nm, l, &m->layers[l]))) return rc;
     m->cfg.weight_dtype = m->layers[0].wqkv.dtype;

@@ -48,7 +48,7 @@ static int bind_qkv_bias(bind_ctx *b, const llama_names *nm, int l, model_layer 
         (rc = bind_vector(b, NAME(nm->v_bias), kd, &v)))
         return rc;
     L->bqkv = model_own(b->m, malloc((size_t)(qd + 2 * kd) * sizeof(float)));
-    if (!L->bqkv) return kvlm_fail(b->err, KVLM_ERR_NOMEM, "out of memory");
+    if (!L->bqkv) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "out of memory");
     memcpy(L->bqkv, q, (size_t)qd * sizeof(float));
     memcpy(L->bqkv + qd, k, (size_t)kd * sizeof(float));
     memcpy(L->bqkv + qd + kd, v, (size_t)kd * sizeof(float));
@@ -84,7 +84,7 @@ static int bind_with(kvlm_model *m, const llama_names *nm, const char *origin, k
         (rc = bind_table(&b, nm->head, c->vocab_size, c->n_embd, &m->lm_head)))
         return rc;
     m->layers = model_own(m, calloc((size_t)c->n_layer, sizeof *m->layers));
-    if (!m->layers) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
+    if (!m->layers) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = bind_layer(&b, nm, l, &m->layers[l]))) return rc;
     m->cfg.weight_dtype = m->layers[0].wq.dtype;

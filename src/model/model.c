@@ -53,21 +53,21 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin,
                              name_of(src, c, f[i].field).s, f[i].v, f[i].lo, f[i].hi);
     if (!strcmp(c->arch, "gpt2") && c->n_embd % c->n_head)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is not a multiple of %s = %d", origin,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is not a multiple of %s = %d", origin,
                          name_of(src, c, F_EMBD).s, c->n_embd, name_of(src, c, F_HEAD).s, c->n_head);
     if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->head_dim < 1 || c->head_dim > 4096)
-        return kvlm_fail(err, KVLM_ERR_FORMAT,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT,
                          "%s: %d query heads (%s) over %d KV heads (%s) of dimension %d (%s) is not a valid layout",
                          origin, c->n_head, name_of(src, c, F_HEAD).s, c->n_kv_head, name_of(src, c, F_KV_HEAD).s,
                          c->head_dim, name_of(src, c, F_HEAD_DIM).s);
     if (c->eos_id >= c->vocab_size)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %d is not below %s = %d", origin, name_of(src, c, F_EOS).s,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is not below %s = %d", origin, name_of(src, c, F_EOS).s,
                          c->eos_id, name_of(src, c, F_VOCAB).s, c->vocab_size);
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (0, 1)", origin, name_of(src, c, F_EPS).s,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (0, 1)", origin, name_of(src, c, F_EPS).s,
                          c->norm_eps);
     return KVLM_OK;
 }
@@ -122,10 +122,10 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
         if (exists(weights)) return load_hf(m, path, weights, 1, err);
         snprintf(weights, sizeof weights, "%s/model.safetensors", path);
         if (exists(weights)) return load_hf(m, path, weights, 0, err);
-        return kvlm_fail(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
+        return kvlm_error_set(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
                          path);
     }
-    if (!exists(path)) return kvlm_fail(err, KVLM_ERR_IO, "%s: no such file or directory", path);
+    if (!exists(path)) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
     char *dup = strdup(path);
     snprintf(m->dir, sizeof m->dir, "%s", dirname(dup));
     free(dup);
@@ -141,7 +141,7 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
         snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s", path);
         return model_load_gguf(m, path, err);
     }
-    return kvlm_fail(err, KVLM_ERR_FORMAT,
+    return kvlm_error_set(err, KVLM_ERR_FORMAT,
                      "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
                      "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
 }
@@ -151,9 +151,9 @@ kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {
     if (!err) err = &local;
     kvlm_error_clear(err);
     kvlm_model *m = calloc(1, sizeof *m);
-    if (!m) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);
-    if (!path || !*path) kvlm_fail(err, KVLM_ERR_ARG, "model path is empty");
+    if (!path || !*path) kvlm_error_set(err, KVLM_ERR_ARG, "model path is empty");
     else if (load_path(m, path, err) == KVLM_OK) return m;
     kvlm_model_free(m);
     return NULL;

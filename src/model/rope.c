@@ -17,9 +17,9 @@ int rope_init(kvlm_model *m, kvlm_error *err) {
     if (c->rope_theta <= 0) return KVLM_OK;
     const int half = c->head_dim / 2;
     if (c->head_dim % 2)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "rotary embedding needs an even head_dim, not %d", c->head_dim);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "rotary embedding needs an even head_dim, not %d", c->head_dim);
     float *f = model_own(m, malloc((size_t)half * sizeof(float)));
-    if (!f) return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    if (!f) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     const double pi2 = 2 * M_PI;
     for (int i = 0; i < half; i++) {
         double freq = 1.0 / pow((double)c->rope_theta, (2.0 * i) / c->head_dim);

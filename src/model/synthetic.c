@@ -46,10 +46,10 @@ static float rand_uniform(uint64_t seed, uint64_t stream, uint64_t i, float a) {
 static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_dtype dt, uint64_t seed,
                        uint64_t stream, float scale, kvlm_error *err) {
     size_t n = (size_t)rows * cols, rb = dtype_row_bytes(dt, cols, NULL);
-    if (!rb) return kvlm_fail(err, KVLM_ERR_ARG, "synthetic model: %d columns are not whole %s blocks", cols,
+    if (!rb) return kvlm_error_set(err, KVLM_ERR_ARG, "synthetic model: %d columns are not whole %s blocks", cols,
                               kvlm_dtype_name(dt));
     void *buf = model_own(m, aligned_alloc(64, ((size_t)rows * rb + 63) & ~(size_t)63));
-    if (!buf) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    if (!buf) return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     if (dtype_is_blocked(dt)) { /* the f32 values of each row, quantised a row at a time */
         int oom = 0;
         #pragma omp parallel num_threads(kern_load_threads()) reduction(| : oom)
@@ -64,7 +64,7 @@ static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_d
             }
             free(row);
         }
-        if (oom) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+        if (oom) return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     } else {
         #pragma omp parallel for num_threads(kern_load_threads()) schedule(static)
         for (size_t i = 0; i < n; i++) dtype_store(dt, buf, i, rand_uniform(seed, stream, i, scale));
@@ -116,7 +116,7 @@ static int build_layer(kvlm_model *m, const synth_preset *p, model_layer *L, kvl
         L->b_up = const_vector(m, F, 0.0f);
         L->b_down = const_vector(m, C, 0.0f);
         if (!L->norm1_b || !L->norm2_b || !L->bqkv || !L->bo || !L->b_up || !L->b_down)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     }
     if ((rc = fill_matrix(m, &L->wo, C, qd, dt, seed, (*s)++, a, err)) ||
         (rc = fill_matrix(m, &L->w_up, F, C, dt, seed, (*s)++, a, err)) ||
@@ -124,7 +124,7 @@ static int build_layer(kvlm_model *m, const synth_preset *p, model_layer *L, kvl
         return rc;
     L->norm1_w = const_vector(m, C, 1.0f);
     L->norm2_w = const_vector(m, C, 1.0f);
-    if (!L->norm1_w || !L->norm2_w) return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    if (!L->norm1_w || !L->norm2_w) return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     return KVLM_OK;
 }
 
@@ -143,7 +143,7 @@ static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t s
     m->normf_w = const_vector(m, C, 1.0f);
     m->normf_b = p->llama ? NULL : const_vector(m, C, 0.0f);
     if (!m->layers || !m->normf_w || (!p->llama && !m->normf_b))
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = build_layer(m, p, &m->layers[l], dt, seed, &s, a, err))) return rc;
     return rope_init(m, err);
@@ -156,11 +156,11 @@ kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t 
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (preset && !strcmp(presets[i].name, preset)) p = &presets[i];
     if (!p) {
-        kvlm_fail(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
+        kvlm_error_set(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
         return NULL;
     }
     kvlm_model *m = calloc(1, sizeof *m);
-    if (!m) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);
     snprintf(m->source, sizeof m->source, "synthetic %s (random %s weights, seed %llu)", p->name,
              kvlm_dtype_name(dtype), (unsigned long long)seed);

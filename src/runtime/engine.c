@@ -56,20 +56,20 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     kvlm_engine_options o = opt ? *opt : (kvlm_engine_options){0};
     const kern_ops *ops = kern_select(o.isa);
     if (!ops) {
-        kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
+        kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));
         return NULL;
     }
     if (o.threads < 0 || o.threads > 1024) {
-        kvlm_fail(err, KVLM_ERR_ARG, "threads = %d is outside [0, 1024]", o.threads);
+        kvlm_error_set(err, KVLM_ERR_ARG, "threads = %d is outside [0, 1024]", o.threads);
         return NULL;
     }
     const kvlm_config *c = &m->cfg;
     if (!kv_fits_model(kv, c)) {
-        kvlm_fail(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
+        kvlm_error_set(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
         return NULL;
     }
     kvlm_engine *e = calloc(1, sizeof *e);
-    if (!e) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!e) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     e->m = m;
     e->kv = kv;
     e->q_dim = c->n_head * c->head_dim;
@@ -80,7 +80,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->team.threads = o.threads ? o.threads : omp_get_num_procs();
     e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
     if (!e->scores) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         kvlm_engine_free(e);
         return NULL;
     }
@@ -136,7 +136,7 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
     }
     e->cap_rows = cap;
     return KVLM_OK;
@@ -328,23 +328,23 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
                        kvlm_error *err) {
     const kvlm_config *c = &e->m->cfg;
     long T = 0;
-    if (n_items < 1) return kvlm_fail(err, KVLM_ERR_ARG, "empty batch");
+    if (n_items < 1) return kvlm_error_set(err, KVLM_ERR_ARG, "empty batch");
     for (int i = 0; i < n_items; i++) {
         const kvlm_batch_item *it = &items[i];
-        if (!kv_seq_valid(e->kv, it->seq)) return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: no sequence %d", i, it->seq);
+        if (!kv_seq_valid(e->kv, it->seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "batch item %d: no sequence %d", i, it->seq);
         for (int j = 0; j < i; j++)
             if (items[j].seq == it->seq)
-                return kvlm_fail(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
+                return kvlm_error_set(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
         if (it->n_tokens < 1 || !it->tokens)
-            return kvlm_fail(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
+            return kvlm_error_set(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
         int len = kvlm_kv_seq_len(e->kv, it->seq);
         if ((long)len + it->n_tokens > c->n_ctx)
-            return kvlm_fail(err, KVLM_ERR_ARG,
+            return kvlm_error_set(err, KVLM_ERR_ARG,
                              "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
                              len, it->n_tokens, c->n_ctx);
         for (int j = 0; j < it->n_tokens; j++)
             if (it->tokens[j] < 0 || it->tokens[j] >= c->vocab_size)
-                return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],
+                return kvlm_error_set(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],
                                  c->vocab_size);
         T += it->n_tokens;
     }

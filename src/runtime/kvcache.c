@@ -119,7 +119,7 @@ static int take_blocks(kvlm_kv *kv, kv_seq *s, int need, kvlm_error *err) {
     while (s->n_blocks < need) {
         int b = alloc_block(kv);
         if (b < 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
                              kv->n_blocks, kv->block_size);
         s->blocks[s->n_blocks++] = b;
     }
@@ -134,21 +134,21 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     if (o.block_size == 0) o.block_size = 16;
     if (o.max_seqs == 0) o.max_seqs = 1;
     if (o.dtype != KVLM_F32 && o.dtype != KVLM_F16) {
-        kvlm_fail(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16)", kvlm_dtype_name(o.dtype));
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16)", kvlm_dtype_name(o.dtype));
         return NULL;
     }
     if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
-        kvlm_fail(err, KVLM_ERR_ARG, "kv option reserve_tokens %d is outside [0, %d] (the context window)",
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv option reserve_tokens %d is outside [0, %d] (the context window)",
                   o.reserve_tokens, c->n_ctx);
         return NULL;
     }
     if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20)) {
-        kvlm_fail(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d)",
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d)",
                   o.block_size, o.max_seqs, 1 << 20);
         return NULL;
     }
     kvlm_kv *kv = calloc(1, sizeof *kv);
-    if (!kv) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!kv) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     kv->n_layer = c->n_layer;
     kv->n_kv_head = c->n_kv_head;
     kv->head_dim = c->head_dim;
@@ -168,7 +168,7 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->block_bytes = kv->bytes_per_token * o.block_size;
     kv->n_blocks = o.n_blocks ? o.n_blocks : (size_t)o.max_seqs * kv->max_blocks_per_seq;
     if (kv->n_blocks > ((size_t)1 << 28) || kv->n_blocks > SIZE_MAX / kv->block_bytes) {
-        kvlm_fail(err, KVLM_ERR_ARG, "kv pool of %zu blocks is too large", kv->n_blocks);
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv pool of %zu blocks is too large", kv->n_blocks);
         free(kv);
         return NULL;
     }
@@ -185,7 +185,7 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->seqs = calloc((size_t)o.max_seqs, sizeof(kv_seq));
     if (!kv->pool || !kv->blk || (kv->prefix_cache && !kv->blk_tokens) || !kv->bucket || !kv->free_stack ||
         !kv->seqs) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "cannot allocate a KV pool of %zu bytes", kv->pool_bytes);
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "cannot allocate a KV pool of %zu bytes", kv->pool_bytes);
         kvlm_kv_free(kv);
         return NULL;
     }
@@ -243,7 +243,7 @@ int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table) {
 }
 
 int kv_set_block_hash(kvlm_kv *kv, kv_block_hash_fn fn, kvlm_error *err) {
-    if (kv->next_node) return kvlm_fail(err, KVLM_ERR_ARG, "the prefix index already holds blocks");
+    if (kv->next_node) return kvlm_error_set(err, KVLM_ERR_ARG, "the prefix index already holds blocks");
     kv->hash = fn ? fn : default_hash;
     return KVLM_OK;
 }
@@ -255,7 +255,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
     for (int i = 0; i < kv->max_seqs && id < 0; i++)
         if (!kv->seqs[i].live) id = i;
     if (id < 0) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "all %d sequence slots are in use", kv->max_seqs);
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "all %d sequence slots are in use", kv->max_seqs);
         return -1;
     }
     kv_seq *s = &kv->seqs[id];
@@ -265,7 +265,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
     if (!s->bnode) s->bnode = malloc(mb * sizeof(uint64_t));
     if (!s->tokens) s->tokens = malloc((size_t)kv->n_ctx * sizeof(int32_t));
     if (!s->blocks || !s->bhash || !s->bnode || !s->tokens) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return -1;
     }
     s->live = 1;
@@ -286,7 +286,7 @@ int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
 int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
     *n_cached = 0;
     if (n < 0 || n > kv->n_ctx) {
-        kvlm_fail(err, KVLM_ERR_ARG, "prompt of %d tokens is outside the context window of %d", n, kv->n_ctx);
+        kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens is outside the context window of %d", n, kv->n_ctx);
         return -1;
     }
     int id = kvlm_kv_seq_new(kv, err);
@@ -319,11 +319,11 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
 
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
     if (!kv_seq_valid(kv, parent)) {
-        kvlm_fail(err, KVLM_ERR_ARG, "fork: no sequence %d", parent);
+        kvlm_error_set(err, KVLM_ERR_ARG, "fork: no sequence %d", parent);
         return -1;
     }
     if (kv->seqs[parent].pend_n) {
-        kvlm_fail(err, KVLM_ERR_ARG, "fork: sequence %d has an append in progress", parent);
+        kvlm_error_set(err, KVLM_ERR_ARG, "fork: sequence %d has an append in progress", parent);
         return -1;
     }
     int id = kvlm_kv_seq_new(kv, err);
@@ -405,12 +405,12 @@ static void undo_reservation(kvlm_kv *kv, kv_seq *s) {
 }
 
 int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
-    if (!kv_seq_valid(kv, seq)) return kvlm_fail(err, KVLM_ERR_ARG, "no sequence %d", seq);
+    if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
     kv_seq *s = &kv->seqs[seq];
     if (s->pend_n)
-        return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, s->pend_n);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, s->pend_n);
     if (n < 1 || n > kv->n_ctx - s->len)
-        return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d of %d tokens cannot take %d more (context window %d)", seq,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d of %d tokens cannot take %d more (context window %d)", seq,
                          s->len, n, kv->n_ctx);
     const int bs = kv->block_size, j = s->len / bs;
     s->pend_blocks = s->n_blocks;
@@ -420,7 +420,7 @@ int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
     if (s->len % bs && j < s->n_blocks && (kv->blk[s->blocks[j]].refcount > 1 || kv->blk[s->blocks[j]].node)) {
         const int b = s->blocks[j], nb = alloc_block(kv);
         if (nb < 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
                              kv->n_blocks);
         memcpy(kv->pool + (size_t)nb * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes, kv->block_bytes);
         kv->blk[nb].filled = s->len % bs;
@@ -475,10 +475,10 @@ static void seq_truncate(kvlm_kv *kv, int seq, int len) {
 }
 
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
-    if (!kv_seq_valid(kv, seq)) return kvlm_fail(err, KVLM_ERR_ARG, "no sequence %d", seq);
-    if (kv->seqs[seq].pend_n) return kvlm_fail(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
+    if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
+    if (kv->seqs[seq].pend_n) return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
     if (len < 0 || len > kv->seqs[seq].len)
-        return kvlm_fail(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
                          len);
     seq_truncate(kv, seq, len);
     return KVLM_OK;
@@ -532,13 +532,13 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     const size_t N = kv->n_blocks;
     int *refs = calloc(N, sizeof(int)), *place = calloc(N, sizeof(int)); /* 1 used, 2 lru, 3 free */
     int rc = KVLM_OK;
-    if (!refs || !place) { rc = kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); goto out; }
+    if (!refs || !place) { rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); goto out; }
     for (int i = 0; i < kv->max_seqs; i++) {
         const kv_seq *s = &kv->seqs[i];
         if (!s->live) continue;
         const int bs = kv->block_size;
         if (s->n_blocks * bs < s->len + s->pend_n || s->n_indexed > s->len / bs) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens + %d pending", i,
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens + %d pending", i,
                            s->n_blocks, s->n_indexed, s->len, s->pend_n);
             goto out;
         }
@@ -552,11 +552,11 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
             int need = s->len - j * bs;
             if (need > bs) need = bs;
             if (need > 0 && kv->blk[b].filled < need) {
-                rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d block %d: filled %d < %d", i, b, kv->blk[b].filled, need);
+                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d block %d: filled %d < %d", i, b, kv->blk[b].filled, need);
                 goto out;
             }
             if (j >= first_private && (kv->blk[b].refcount != 1 || kv->blk[b].node)) {
-                rc = kvlm_fail(err, KVLM_ERR_FORMAT, "seq %d block %d (table entry %d) is written next but %s", i, b,
+                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d block %d (table entry %d) is written next but %s", i, b,
                                j, kv->blk[b].node ? "indexed" : "shared");
                 goto out;
             }
@@ -565,12 +565,12 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     size_t used = 0;
     for (size_t b = 0; b < N; b++) {
         if (kv->blk[b].filled < 0 || kv->blk[b].filled > kv->block_size) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
                            kv->block_size);
             goto out;
         }
         if (refs[b] != kv->blk[b].refcount) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
                            kv->blk[b].refcount, refs[b]);
             goto out;
         }
@@ -579,7 +579,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     size_t lru = 0;
     for (int b = kv->lru_head; b >= 0; b = kv->blk[b].lru_next, lru++) {
         if (place[b] || !kv->blk[b].node || lru > N) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %d: on the LRU list but used, unindexed or listed twice", b);
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %d: on the LRU list but used, unindexed or listed twice", b);
             goto out;
         }
         place[b] = 2;
@@ -587,20 +587,20 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     for (size_t i = 0; i < kv->n_free; i++) {
         int b = kv->free_stack[i];
         if (place[b] || kv->blk[b].node) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %d: on the free list but used, cached or indexed", b);
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %d: on the free list but used, cached or indexed", b);
             goto out;
         }
         place[b] = 3;
     }
     if (used != kv->n_used || lru != kv->n_lru || used + lru + kv->n_free != N) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block counts: used %zu/%zu lru %zu/%zu free %zu, total %zu", used,
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block counts: used %zu/%zu lru %zu/%zu free %zu, total %zu", used,
                        kv->n_used, lru, kv->n_lru, kv->n_free, N);
         goto out;
     }
     size_t indexed = 0, chained = 0;
     for (size_t b = 0; b < N; b++) {
         if (!place[b]) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "block %zu is nowhere (leaked)", b);
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu is nowhere (leaked)", b);
             goto out;
         }
         indexed += kv->blk[b].node != 0;
@@ -608,10 +608,10 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     for (size_t i = 0; i < kv->n_bucket; i++)
         for (int b = kv->bucket[i]; b >= 0; b = kv->blk[b].next_in_bucket, chained++)
             if (!kv->blk[b].node || bucket_of(kv, kv->blk[b].hash) != i || chained > N) {
-                rc = kvlm_fail(err, KVLM_ERR_FORMAT, "index bucket %zu holds block %d wrongly", i, b);
+                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "index bucket %zu holds block %d wrongly", i, b);
                 goto out;
             }
-    if (indexed != chained) rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%zu blocks indexed, %zu in buckets", indexed, chained);
+    if (indexed != chained) rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%zu blocks indexed, %zu in buckets", indexed, chained);
 out:
     free(refs);
     free(place);

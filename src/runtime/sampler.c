@@ -76,38 +76,38 @@ static int parse_order(const char *s, int *order, kvlm_error *err) {
         for (int i = 0; i < ST_COUNT; i++)
             if (strlen(stage_names[i]) == len && !strncmp(p, stage_names[i], len)) st = i;
         if (st < 0 || seen[st] || n == ST_COUNT)
-            return kvlm_fail(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s,
+            return kvlm_error_set(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s,
                              DEFAULT_ORDER);
         seen[st] = 1;
         order[n++] = st;
         p += len + (p[len] == ',');
     }
     if (n != ST_COUNT)
-        return kvlm_fail(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s, DEFAULT_ORDER);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s, DEFAULT_ORDER);
     return KVLM_OK;
 }
 
 static int check_options(const kvlm_sampler_options *o, int vocab, kvlm_error *err) {
     if (!(o->temperature >= 0 && o->temperature <= 100))
-        return kvlm_fail(err, KVLM_ERR_ARG, "temperature = %g is outside [0, 100]", o->temperature);
-    if (o->top_k < 0) return kvlm_fail(err, KVLM_ERR_ARG, "top_k = %d must be >= 0", o->top_k);
-    if (!(o->top_p > 0 && o->top_p <= 1)) return kvlm_fail(err, KVLM_ERR_ARG, "top_p = %g is outside (0, 1]", o->top_p);
-    if (!(o->min_p >= 0 && o->min_p <= 1)) return kvlm_fail(err, KVLM_ERR_ARG, "min_p = %g is outside [0, 1]", o->min_p);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "temperature = %g is outside [0, 100]", o->temperature);
+    if (o->top_k < 0) return kvlm_error_set(err, KVLM_ERR_ARG, "top_k = %d must be >= 0", o->top_k);
+    if (!(o->top_p > 0 && o->top_p <= 1)) return kvlm_error_set(err, KVLM_ERR_ARG, "top_p = %g is outside (0, 1]", o->top_p);
+    if (!(o->min_p >= 0 && o->min_p <= 1)) return kvlm_error_set(err, KVLM_ERR_ARG, "min_p = %g is outside [0, 1]", o->min_p);
     if (!(o->repetition_penalty > 0 && o->repetition_penalty <= 100))
-        return kvlm_fail(err, KVLM_ERR_ARG, "repetition_penalty = %g is outside (0, 100]", o->repetition_penalty);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "repetition_penalty = %g is outside (0, 100]", o->repetition_penalty);
     if (!(o->frequency_penalty >= -2 && o->frequency_penalty <= 2))
-        return kvlm_fail(err, KVLM_ERR_ARG, "frequency_penalty = %g is outside [-2, 2]", o->frequency_penalty);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "frequency_penalty = %g is outside [-2, 2]", o->frequency_penalty);
     if (!(o->presence_penalty >= -2 && o->presence_penalty <= 2))
-        return kvlm_fail(err, KVLM_ERR_ARG, "presence_penalty = %g is outside [-2, 2]", o->presence_penalty);
-    if (o->penalty_window < 0) return kvlm_fail(err, KVLM_ERR_ARG, "penalty_window = %d must be >= 0", o->penalty_window);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "presence_penalty = %g is outside [-2, 2]", o->presence_penalty);
+    if (o->penalty_window < 0) return kvlm_error_set(err, KVLM_ERR_ARG, "penalty_window = %d must be >= 0", o->penalty_window);
     if (o->n_logit_bias < 0 || (o->n_logit_bias > 0 && !o->logit_bias))
-        return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: %d entries but no array", o->n_logit_bias);
+        return kvlm_error_set(err, KVLM_ERR_ARG, "logit_bias: %d entries but no array", o->n_logit_bias);
     for (int i = 0; i < o->n_logit_bias; i++) {
         if (o->logit_bias[i].id < 0 || o->logit_bias[i].id >= vocab)
-            return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: token id %d is outside the vocabulary [0, %d)",
+            return kvlm_error_set(err, KVLM_ERR_ARG, "logit_bias: token id %d is outside the vocabulary [0, %d)",
                              o->logit_bias[i].id, vocab);
         if (!(o->logit_bias[i].bias >= -100 && o->logit_bias[i].bias <= 100))
-            return kvlm_fail(err, KVLM_ERR_ARG, "logit_bias: bias %g for token %d is outside [-100, 100]",
+            return kvlm_error_set(err, KVLM_ERR_ARG, "logit_bias: bias %g for token %d is outside [-100, 100]",
                              o->logit_bias[i].bias, o->logit_bias[i].id);
     }
     return KVLM_OK;
@@ -115,13 +115,13 @@ static int check_options(const kvlm_sampler_options *o, int vocab, kvlm_error *e
 
 kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab, kvlm_error *err) {
     if (!opt || vocab < 1) {
-        kvlm_fail(err, KVLM_ERR_ARG, "sampler: missing options or empty vocabulary");
+        kvlm_error_set(err, KVLM_ERR_ARG, "sampler: missing options or empty vocabulary");
         return NULL;
     }
     int order[ST_COUNT];
     if (check_options(opt, vocab, err) || parse_order(opt->order, order, err)) return NULL;
     kvlm_sampler *s = calloc(1, sizeof *s);
-    if (!s) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!s) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     s->o = *opt;
     s->o.order = NULL; /* the caller's string is not kept */
     s->vocab = vocab;
@@ -142,7 +142,7 @@ kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab, kv
     if (!s->logits || !s->prob || !s->idx || !s->tmp || !s->counts || !s->stamp || !s->hist ||
         (opt->n_logit_bias && !s->bias)) {
         kvlm_sampler_free(s);
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     smp_rng_seed(&s->rng, opt->seed);

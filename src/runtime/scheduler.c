@@ -86,11 +86,11 @@ struct kvlm_sched {
 kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
                               kvlm_error *err) {
     if (!e || !kv || vocab < 1) {
-        kvlm_fail(err, KVLM_ERR_ARG, "kvlm_sched_create: engine, KV cache and a vocabulary of at least 1 are needed");
+        kvlm_error_set(err, KVLM_ERR_ARG, "kvlm_sched_create: engine, KV cache and a vocabulary of at least 1 are needed");
         return NULL;
     }
     kvlm_sched *s = calloc(1, sizeof *s);
-    if (!s) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!s) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     s->e = e;
     s->kv = kv;
     s->vocab = vocab;
@@ -105,7 +105,7 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     s->top_lps = malloc(100 * sizeof(float));
     if (!s->items || !s->item_choice || !s->logits || !s->top_ids || !s->top_lps) {
         kvlm_sched_free(s);
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     return s;
@@ -168,20 +168,20 @@ static int grow_reqs(kvlm_sched *s) {
 int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err) {
     const int n_ctx = kv_n_ctx(s->kv), nc = p->n_choices ? p->n_choices : 1;
     if (p->n_prompt < 1 || p->n_prompt >= n_ctx)
-        return kvlm_fail(err, KVLM_ERR_ARG, "prompt of %d tokens: must be 1 to %d (context window %d)", p->n_prompt,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens: must be 1 to %d (context window %d)", p->n_prompt,
                          n_ctx - 1, n_ctx);
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
-            return kvlm_fail(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
+            return kvlm_error_set(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
     if (p->max_tokens < 1 || nc < 1 || nc > kv_max_seqs(s->kv) || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
-        return kvlm_fail(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
                          nc, kv_max_seqs(s->kv), p->logprobs);
     if (p->n_eos < 0 || p->n_eos > 1024 || (p->n_eos > 0 && !p->eos_ids) || p->n_stops < 0 ||
         (p->n_stops > 0 && (!p->stops || !p->text)))
-        return kvlm_fail(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
+        return kvlm_error_set(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
                          p->n_eos, p->n_stops);
     if (s->n_wait >= s->o.max_waiting)
-        return kvlm_fail(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
+        return kvlm_error_set(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
     sched_req *r = calloc(1, sizeof *r);
     int32_t *prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
     int32_t *eos = p->n_eos > 0 ? malloc((size_t)p->n_eos * sizeof(int32_t)) : NULL;
@@ -189,7 +189,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         free(r);
         free(prompt);
         free(eos);
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
     memcpy(prompt, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     if (eos) memcpy(eos, p->eos_ids, (size_t)p->n_eos * sizeof(int32_t));
@@ -200,7 +200,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     r->p.n_choices = nc;
     r->id = s->next_id++;
     r->choices = calloc((size_t)nc, sizeof *r->choices);
-    int rc = r->choices ? KVLM_OK : kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    int rc = r->choices ? KVLM_OK : kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     for (int i = 0; !rc && i < nc; i++) {
         sched_choice *c = &r->choices[i];
         kvlm_sampler_options so = p->sampling;
@@ -213,7 +213,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         c->smp = kvlm_sampler_create(&so, s->vocab, err);
         if (c->smp && p->text && !(c->text = kvlm_text_stream_create(p->tokenizer, p->stops, p->n_stops, err)))
             rc = err->code;
-        else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
+        else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
         else {
             memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
             c->n_tokens = p->n_prompt;

@@ -26,11 +26,11 @@ struct kvlm_stop {
 
 kvlm_stop *kvlm_stop_create(const char *const *stops, int n, kvlm_error *err) {
     if (n < 0 || (n > 0 && !stops)) {
-        kvlm_fail(err, KVLM_ERR_ARG, "stop strings: %d given without an array", n);
+        kvlm_error_set(err, KVLM_ERR_ARG, "stop strings: %d given without an array", n);
         return NULL;
     }
     kvlm_stop *st = calloc(1, sizeof *st);
-    if (!st) { kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!st) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     st->stops = calloc((size_t)n + 1, sizeof(char *));
     st->lens = calloc((size_t)n + 1, sizeof(size_t));
     if (!st->stops || !st->lens) goto nomem;
@@ -44,7 +44,7 @@ kvlm_stop *kvlm_stop_create(const char *const *stops, int n, kvlm_error *err) {
     return st;
 nomem:
     kvlm_stop_free(st);
-    kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     return NULL;
 }
 

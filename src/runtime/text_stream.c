@@ -32,12 +32,12 @@ struct kvlm_text_stream {
 kvlm_text_stream *kvlm_text_stream_create(const kvlm_tokenizer *tok, const char *const *stops, int n_stops,
                                           kvlm_error *err) {
     if (n_stops < 0 || (n_stops > 0 && !stops)) {
-        kvlm_fail(err, KVLM_ERR_ARG, "text stream: %d stop strings given without an array", n_stops);
+        kvlm_error_set(err, KVLM_ERR_ARG, "text stream: %d stop strings given without an array", n_stops);
         return NULL;
     }
     kvlm_text_stream *ts = calloc(1, sizeof *ts);
     if (!ts) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     ts->tok = tok;

@@ -15,7 +15,7 @@
 
 int tok_read_file(const char *path, char **buf, size_t *len, kvlm_error *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return kvlm_error_set(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     while (b) {
@@ -28,10 +28,10 @@ int tok_read_file(const char *path, char **buf, size_t *len, kvlm_error *err) {
     }
     int bad = ferror(f);
     fclose(f);
-    if (!b) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory reading the file", path);
+    if (!b) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory reading the file", path);
     if (bad) {
         free(b);
-        return kvlm_fail(err, KVLM_ERR_IO, "%s: read error", path);
+        return kvlm_error_set(err, KVLM_ERR_IO, "%s: read error", path);
     }
     *buf = b;
     *len = n;
@@ -46,13 +46,13 @@ json_t *tok_load_json(const char *path, kvlm_error *err) {
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     free(buf);
     if (!root) {
-        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path,
+        kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path,
                   je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected a JSON object at the top level", path);
+        kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: expected a JSON object at the top level", path);
         return NULL;
     }
     return root;

@@ -17,7 +17,7 @@ static char **copy_strings(const gguf_kv *kv, kvlm_error *err) {
     for (uint64_t i = 0; out && i < kv->n; i++) {
         gguf_str s = gguf_kv_str(kv, i);
         if (memchr(s.s, 0, s.len)) {
-            kvlm_fail(err, KVLM_ERR_FORMAT, "%s[%llu] contains a NUL byte", kv->key, (unsigned long long)i);
+            kvlm_error_set(err, KVLM_ERR_FORMAT, "%s[%llu] contains a NUL byte", kv->key, (unsigned long long)i);
             goto fail;
         }
         if (!(out[i] = malloc(s.len + 1))) goto nomem;
@@ -26,7 +26,7 @@ static char **copy_strings(const gguf_kv *kv, kvlm_error *err) {
     }
     if (out) return out;
 nomem:
-    kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+    kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
 fail:
     for (uint64_t i = 0; out && i < kv->n; i++) free(out[i]);
     free(out);
@@ -57,7 +57,7 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
         gguf_get_bool_or(&g, "tokenizer.ggml.add_bos_token", 0, &add_bos, err))
         goto out;
     if (ktok->n > (1u << 22)) {
-        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries (at most %u)", path,
+        kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries (at most %u)", path,
                   (unsigned long long)ktok->n, 1u << 22);
         goto out;
     }
@@ -73,11 +73,11 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
         goto out;
     if ((kscore && (kscore->elem != GGUF_TYPE_F32 && kscore->elem != GGUF_TYPE_F64)) ||
         (ktype && !gguf_type_is_int(ktype->elem))) {
-        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.scores must hold floats and token_type integers", path);
+        kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.scores must hold floats and token_type integers", path);
         goto out;
     }
     if ((kscore && kscore->n != ktok->n) || (ktype && ktype->n != ktok->n) || (kmerge && kmerge->n > (1u << 22))) {
-        kvlm_fail(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml scores/token_type/merges do not match the %llu tokens",
+        kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml scores/token_type/merges do not match the %llu tokens",
                   path, (unsigned long long)ktok->n);
         goto out;
     }
@@ -87,7 +87,7 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
     if (ktype && (types = malloc(ktok->n * sizeof *types)))
         for (uint64_t i = 0; i < ktok->n; i++) types[i] = (int32_t)gguf_kv_int(ktype, i);
     if ((kscore && !scores) || (ktype && !types)) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         goto out;
     }
     t = tok_from_gguf_vocab(model, (const char *const *)tokens, (int)ktok->n, scores, types,

@@ -51,13 +51,13 @@ static int set_pre(kvlm_tokenizer *t, const char *pre, kvlm_error *err) {
     } else if (!strcmp(pre, "qwen2")) {
         pattern = tok_qwen2_pattern;
     } else {
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.pre '%.100s' is not "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.pre '%.100s' is not "
                          "supported (gpt2, llama-bpe, qwen2)", pre);
     }
     char msg[300];
     t->levels[0].re = tok_regex_compile(pattern, strlen(pattern), msg, sizeof msg);
     if (!t->levels[0].re)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": pre-tokenizer pattern: %s", msg);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": pre-tokenizer pattern: %s", msg);
     return 0;
 }
 
@@ -65,36 +65,36 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
                       const int32_t *types, const float *scores, kvlm_error *err) {
     int16_t rev[TOK_UNMAP_SIZE];
     tok_build_unmap(rev);
-    if (tok_reserve_ids(t, n) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+    if (tok_reserve_ids(t, n) != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
     char *raw = NULL;
     size_t raw_cap = 0;
     for (int i = 0; i < n; i++) {
         if (!tokens[i]) {
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_ARG, WHERE ": tokens[%d] is NULL", i);
+            return kvlm_error_set(err, KVLM_ERR_ARG, WHERE ": tokens[%d] is NULL", i);
         }
         size_t len = strlen(tokens[i]);
         int type = types ? types[i] : 1;
         if (type < 0 || type > 6) {
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": token_type[%d] = %d is not a token "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": token_type[%d] = %d is not a token "
                              "type (0..6)", i, type);
         }
         if (llama && !isfinite(scores[i])) {
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": scores[%d] is not a finite number", i);
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": scores[%d] is not a finite number", i);
         }
         if (len + 1 > raw_cap) {
             free(raw);
             raw_cap = len * 2 + 16;
-            if (!(raw = malloc(raw_cap))) return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+            if (!(raw = malloc(raw_cap))) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         }
         size_t rlen = len;
         if (!llama) {
             char sbuf[96];
             if (!valid_utf8(tokens[i], len)) {
                 free(raw);
-                return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": tokens[%d] '%s' is not valid UTF-8",
+                return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": tokens[%d] '%s' is not valid UTF-8",
                                  i, tok_show(tokens[i], len, sbuf, sizeof sbuf));
             }
             /* the same unmapping as vocab.json's */
@@ -111,7 +111,7 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
         }
         if (tok_set_piece(t, i, raw, rlen) != 0) {
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         }
         uint8_t f = TOK_INMODEL;
         if (type == 2 || type == 5 || (type == 6 && llama)) f |= TOK_NOMERGE;
@@ -128,16 +128,16 @@ static int add_merges(kvlm_tokenizer *t, const char *const *merges, int n, kvlm_
     int16_t rev[TOK_UNMAP_SIZE];
     tok_build_unmap(rev);
     if (tok_merges_init(&t->merges, (size_t)n) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
     for (int i = 0; i < n; i++) {
         char where[80];
         snprintf(where, sizeof where, WHERE ": merges[%d]", i);
         const char *m = merges[i];
-        if (!m) return kvlm_fail(err, KVLM_ERR_ARG, "%s is NULL", where);
+        if (!m) return kvlm_error_set(err, KVLM_ERR_ARG, "%s is NULL", where);
         size_t len = strlen(m);
         const char *sp = memchr(m, ' ', len);
         if (!sp || sp == m || sp == m + len - 1 || memchr(sp + 1, ' ', len - (size_t)(sp - m) - 1))
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected two tokens separated by one space",
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: expected two tokens separated by one space",
                              where);
         if (tok_add_merge(t, rev, m, (size_t)(sp - m), sp + 1, len - (size_t)(sp - m) - 1, where,
                           err) != 0)
@@ -153,24 +153,24 @@ static int build(kvlm_tokenizer *t, const char *model, const char *const *tokens
     if (model && !strcmp(model, "gpt2")) llama = 0;
     else if (model && !strcmp(model, "llama")) llama = 1;
     else
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.model '%.100s' is not "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.model '%.100s' is not "
                          "supported (gpt2, llama)", model ? model : "(none)");
     snprintf(t->source, sizeof t->source, WHERE " (model %s%s%.100s)", model, pre ? ", pre " : "",
              pre ? pre : "");
     if (n_tokens <= 0 || n_tokens > TOK_MAX_ID + 1 || !tokens)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": %d tokens (expected 1..%d)", n_tokens,
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": %d tokens (expected 1..%d)", n_tokens,
                          TOK_MAX_ID + 1);
     if (llama && !scores)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": model llama needs tokenizer.ggml.scores");
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model llama needs tokenizer.ggml.scores");
     if (!llama && (n_merges <= 0 || !merges))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": model gpt2 needs tokenizer.ggml.merges");
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model gpt2 needs tokenizer.ggml.merges");
     if (bos < -1 || bos >= n_tokens || eos < -1 || eos >= n_tokens)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": bos id %d or eos id %d is not a token "
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": bos id %d or eos id %d is not a token "
                          "(%d tokens)", bos, eos, n_tokens);
     if (add_bos && bos < 0)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, WHERE ": add_bos is set but there is no bos id");
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": add_bos is set but there is no bos id");
     if (add_tokens(t, llama, tokens, n_tokens, types, scores, err) != 0) return -1;
-    if (tok_map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+    if (tok_map_build(t) != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
     if (llama) {
         t->kind = TOK_KIND_SPM;
         t->merge_mode = TOK_MERGE_SCORE;
@@ -179,7 +179,7 @@ static int build(kvlm_tokenizer *t, const char *model, const char *const *tokens
         t->spm_replace = 1;
         t->dec_meta_space = t->dec_byte_fallback = t->strip_leading_space = 1;
         t->scores = malloc((size_t)n_tokens * sizeof *t->scores);
-        if (!t->scores) return kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+        if (!t->scores) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         for (int i = 0; i < n_tokens; i++) t->scores[i] = scores[i];
         for (int i = 0; i < n_tokens && !t->byte_fallback; i++)
             if (tok_byte_piece_value(t->arena + t->piece_off[i], t->piece_len[i]) >= 0)
@@ -201,7 +201,7 @@ kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens
                                     int add_bos, const char *pre, kvlm_error *err) {
     kvlm_tokenizer *t = tok_alloc();
     if (!t) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         return NULL;
     }
     if (build(t, model, tokens, n_tokens, scores, token_types, merges, n_merges, bos, eos, add_bos,

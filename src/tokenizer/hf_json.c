@@ -51,16 +51,16 @@ static const char *string_pattern(json_t *pat) {
 static int check_model(kvlm_tokenizer *t, json_t *model, const char *path, kvlm_error *err) {
     json_t *type = json_object_get(model, "type");
     if (type && !is_str(type, "BPE"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.type %s is not supported (only BPE)",
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.type %s is not supported (only BPE)",
                          path, json_is_string(type) ? json_string_value(type) : "(not a string)");
     json_t *v = json_object_get(model, "dropout");
     if (v && !json_is_null(v))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.dropout is not supported", path);
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.dropout is not supported", path);
     static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int k = 0; k < 2; k++) {
         v = json_object_get(model, affixes[k]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.%s is not supported", path,
+            return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.%s is not supported", path,
                              affixes[k]);
     }
     t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
@@ -74,7 +74,7 @@ static int check_model(kvlm_tokenizer *t, json_t *model, const char *path, kvlm_
 static int add_level(kvlm_tokenizer *t, const char *pattern, size_t len, const char *path,
                      const char *where, kvlm_error *err) {
     if (t->n_levels == TOK_MAX_LEVELS)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s: more than %d pre-tokenizer stages", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: more than %d pre-tokenizer stages", path,
                          where, TOK_MAX_LEVELS);
     tok_level *l = &t->levels[t->n_levels];
     l->re = NULL;
@@ -82,7 +82,7 @@ static int add_level(kvlm_tokenizer *t, const char *pattern, size_t len, const c
         char msg[400];
         l->re = tok_regex_compile(pattern, len, msg, sizeof msg);
         if (!l->re)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s: invalid pattern: %s", path, where, msg);
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s: invalid pattern: %s", path, where, msg);
     }
     t->n_levels++;
     return 0;
@@ -109,11 +109,11 @@ static int read_split(kvlm_tokenizer *t, json_t *p, const char *path, const char
                       kvlm_error *err) {
     json_t *behavior = json_object_get(p, "behavior");
     if (!is_str(behavior, "Isolated"))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s.behavior %s is not supported (only "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.behavior %s is not supported (only "
                          "Isolated)", path, where,
                          json_is_string(behavior) ? json_string_value(behavior) : "(missing)");
     if (json_is_true(json_object_get(p, "invert")))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s.invert true is not supported", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.invert true is not supported", path,
                          where);
     json_t *pat = json_object_get(p, "pattern");
     json_t *rx = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
@@ -123,12 +123,12 @@ static int read_split(kvlm_tokenizer *t, json_t *p, const char *path, const char
     if (lit) {
         size_t qlen;
         char *q = quote_literal(lit, strlen(lit), &qlen);
-        if (!q) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+        if (!q) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
         int rc = add_level(t, q, qlen, path, where, err);
         free(q);
         return rc;
     }
-    return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: %s.pattern must be {\"Regex\": ...} or "
+    return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s.pattern must be {\"Regex\": ...} or "
                      "{\"String\": ...}", path, where);
 }
 
@@ -136,10 +136,10 @@ static int read_bytelevel(kvlm_tokenizer *t, json_t *p, int last, const char *pa
                           const char *where, kvlm_error *err) {
     json_t *aps = json_object_get(p, "add_prefix_space");
     if (aps && !json_is_false(aps))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s.add_prefix_space true is not supported",
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.add_prefix_space true is not supported",
                          path, where);
     if (!last)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s: ByteLevel must be the last "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: ByteLevel must be the last "
                          "pre-tokenizer", path, where);
     json_t *regex = json_object_get(p, "use_regex");
     if (!regex || json_is_true(regex)) return add_level(t, NULL, 0, path, where, err);
@@ -150,7 +150,7 @@ static int read_metaspace(kvlm_tokenizer *t, json_t *p, const char *path, const 
                           kvlm_error *err) {
     json_t *rep = json_object_get(p, "replacement");
     if (rep && !is_str(rep, META))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s.replacement must be \"" META "\"", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.replacement must be \"" META "\"", path,
                          where);
     json_t *scheme = json_object_get(p, "prepend_scheme");
     json_t *aps = json_object_get(p, "add_prefix_space");
@@ -158,7 +158,7 @@ static int read_metaspace(kvlm_tokenizer *t, json_t *p, const char *path, const 
     else if (is_str(scheme, "always")) t->spm_prefix = TOK_PREFIX_META_ALWAYS;
     else if (is_str(scheme, "never")) t->spm_prefix = TOK_PREFIX_NONE;
     else if (scheme && !json_is_null(scheme))
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s.prepend_scheme %s is not supported",
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.prepend_scheme %s is not supported",
                          path, where, json_is_string(scheme) ? json_string_value(scheme) : "?");
     else t->spm_prefix = !aps || json_is_true(aps) ? TOK_PREFIX_META_ALWAYS : TOK_PREFIX_NONE;
     json_t *split = json_object_get(p, "split");
@@ -176,7 +176,7 @@ static int read_pre_tokenizer(kvlm_tokenizer *t, json_t *pre, const char *path, 
     if (!single) list = json_object_get(pre, "pretokenizers");
     size_t n = single ? 1 : json_array_size(list);
     if (!single && !json_is_array(list))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers must be an array",
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers must be an array",
                          path);
     for (size_t i = 0; i < n; i++) {
         json_t *p = single ? pre : json_array_get(list, i);
@@ -192,7 +192,7 @@ static int read_pre_tokenizer(kvlm_tokenizer *t, json_t *pre, const char *path, 
         else if (strcmp(ty, "Metaspace") == 0 && t->kind == TOK_KIND_SPM && n == 1)
             rc = read_metaspace(t, p, path, where, err);
         else
-            rc = kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: %s: pre-tokenizer %s is not supported "
+            rc = kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: pre-tokenizer %s is not supported "
                            "here", path, where, *ty ? ty : "(no type)");
         if (rc != 0) return rc;
     }
@@ -221,7 +221,7 @@ static int read_normalizer(kvlm_tokenizer *t, json_t *norm, const char *path, kv
                    is_str(json_object_get(p, "content"), META)) {
             t->spm_replace = 1;
         } else {
-            return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: normalizer %s%s is not supported "
+            return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: normalizer %s%s is not supported "
                              "(supported: NFC; for SentencePiece-style files Prepend(\"" META
                              "\") and Replace(\" \", \"" META "\"))", path, *ty ? ty : "(no type)",
                              strcmp(ty, "Prepend") == 0 || strcmp(ty, "Replace") == 0 ?
@@ -265,7 +265,7 @@ static int read_decoder(kvlm_tokenizer *t, json_t *dec, const char *path, kvlm_e
                                      !aps || json_is_true(aps);
             continue;
         }
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: decoder %s is not supported here", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: decoder %s is not supported here", path,
                          *ty ? ty : "(no type)");
     }
     return 0;
@@ -276,7 +276,7 @@ static int read_decoder(kvlm_tokenizer *t, json_t *dec, const char *path, kvlm_e
 static int load_added(kvlm_tokenizer *t, json_t *added, const char *path, kvlm_error *err) {
     if (!added || json_is_null(added)) return 0;
     if (!json_is_array(added))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens must be an array", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: added_tokens must be an array", path);
     size_t i;
     json_t *a;
     json_array_foreach(added, i, a) {
@@ -284,14 +284,14 @@ static int load_added(kvlm_tokenizer *t, json_t *added, const char *path, kvlm_e
         json_t *content = json_object_get(a, "content");
         json_t *special = json_object_get(a, "special");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > TOK_MAX_ID)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: added_tokens[%zu].id must be an integer "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: added_tokens[%zu].id must be an integer "
                              "in 0..%d", path, i, TOK_MAX_ID);
         if (!json_is_string(content) || json_string_length(content) == 0)
-            return kvlm_fail(err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT,
                              "%s: added_tokens[%zu].content must be a non-empty string", path, i);
         int32_t tid = (int32_t)json_integer_value(id);
         if (tok_set_piece(t, tid, json_string_value(content), json_string_length(content)) != 0)
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
         t->flags[tid] |= TOK_ADDED | (json_is_true(special) ? TOK_SPECIAL : 0);
     }
     return 0;
@@ -317,7 +317,7 @@ static int read_template(kvlm_tokenizer *t, json_t *pp, const char *path, kvlm_e
     json_t *single = json_object_get(pp, "single");
     json_t *special = json_object_get(pp, "special_tokens");
     if (!json_is_array(single))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: post_processor.single must be an array", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor.single must be an array", path);
     int seen_text = 0;
     size_t i;
     json_t *item;
@@ -326,13 +326,13 @@ static int read_template(kvlm_tokenizer *t, json_t *pp, const char *path, kvlm_e
         json_t *st = json_object_get(item, "SpecialToken");
         json_t *name = json_object_get(st, "id");
         if (!json_is_string(name))
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: post_processor.single[%zu] is neither a "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor.single[%zu] is neither a "
                              "Sequence nor a SpecialToken", path, i);
         int32_t *dst = seen_text ? t->suffix_ids + t->n_suffix : t->prefix_ids + t->n_prefix;
         int room = TOK_MAX_TEMPLATE - (seen_text ? t->n_suffix : t->n_prefix);
         int n = template_ids(special, json_string_value(name), dst, room);
         if (n < 0)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: post_processor: special token '%s' has no "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor: special token '%s' has no "
                              "usable ids in special_tokens", path, json_string_value(name));
         *(seen_text ? &t->n_suffix : &t->n_prefix) += n;
     }
@@ -409,7 +409,7 @@ static int check_ids(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     for (int k = 0; k < t->n_prefix + t->n_suffix; k++) {
         int32_t id = k < t->n_prefix ? t->prefix_ids[k] : t->suffix_ids[k - t->n_prefix];
         if (id < 0 || id >= t->n_vocab || !(t->flags[id] & TOK_PRESENT))
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: post_processor names id %d, which is not "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor names id %d, which is not "
                              "a token", path, id);
     }
     if (t->n_prefix) t->bos_id = t->prefix_ids[0];
@@ -423,12 +423,12 @@ static int check_ids(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
 int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, kvlm_error *err) {
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing object 'model'", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: missing object 'model'", path);
     if (check_model(t, model, path, err) != 0) return -1;
     t->kind = uses_bytelevel(root) ? TOK_KIND_BYTELEVEL : TOK_KIND_SPM;
     t->merge_mode = TOK_MERGE_ONE;
     if (t->kind == TOK_KIND_BYTELEVEL && t->byte_fallback)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: model.byte_fallback with a ByteLevel "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.byte_fallback with a ByteLevel "
                          "pre-tokenizer is not supported", path);
     if (read_normalizer(t, json_object_get(root, "normalizer"), path, err) != 0 ||
         read_pre_tokenizer(t, json_object_get(root, "pre_tokenizer"), path, err) != 0 ||
@@ -436,7 +436,7 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
         return -1;
     if (t->kind == TOK_KIND_BYTELEVEL && t->n_levels == 0 &&
         strcmp(type_of(json_object_get(root, "pre_tokenizer")), "") == 0)
-        return kvlm_fail(err, KVLM_ERR_UNSUPPORTED, "%s: a ByteLevel decoder without a ByteLevel "
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: a ByteLevel decoder without a ByteLevel "
                          "pre-tokenizer is not supported", path);
     int16_t rev[TOK_UNMAP_SIZE];
     tok_build_unmap(rev);
@@ -445,15 +445,15 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
     snprintf(where, sizeof where, "%s: model.vocab", path);
     if (tok_load_vocab(t, json_object_get(model, "vocab"), r, where, err) != 0) return -1;
     if (load_added(t, json_object_get(root, "added_tokens"), path, err) != 0) return -1;
-    if (tok_map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    if (tok_map_build(t) != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     json_t *merges = json_object_get(model, "merges");
-    if (!merges) return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: missing model.merges", path);
+    if (!merges) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: missing model.merges", path);
     if (tok_load_merges_json(t, r, merges, path, err) != 0) return -1;
     json_t *unk = json_object_get(model, "unk_token");
     if (json_is_string(unk)) {
         t->unk_id = tok_map_get(t, json_string_value(unk), json_string_length(unk));
         if (t->unk_id < 0)
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: model.unk_token '%s' is not in the "
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: model.unk_token '%s' is not in the "
                              "vocabulary", path, json_string_value(unk));
     }
     if (read_post_processor(t, json_object_get(root, "post_processor"), path, err) != 0) return -1;

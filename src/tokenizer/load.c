@@ -37,7 +37,7 @@ static int load_merges_txt(kvlm_tokenizer *t, const int16_t *rev, const char *pa
     size_t len;
     if (tok_read_file(path, &buf, &len, err) != 0) return -1;
     int rc = tok_merges_init(&t->merges, len / 8);
-    if (rc != 0) rc = kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+    if (rc != 0) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     size_t lineno = 0;
     for (size_t i = 0; rc == 0 && i < len;) {
         const char *line = buf + i;
@@ -51,12 +51,12 @@ static int load_merges_txt(kvlm_tokenizer *t, const int16_t *rev, const char *pa
         snprintf(where, sizeof where, "%s:%zu", path, lineno);
         if (n == 0) {
             if (i >= len) break;   /* the newline that ends the file */
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: empty line, expected a merge", where);
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: empty line, expected a merge", where);
             break;
         }
         const char *sp = memchr(line, ' ', n);
         if (!sp || sp == line || sp == line + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1)) {
-            rc = kvlm_fail(err, KVLM_ERR_FORMAT,
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT,
                            "%s: expected two tokens separated by one space", where);
             break;
         }
@@ -77,7 +77,7 @@ static int load_pair(kvlm_tokenizer *t, const char *vocab, const char *merges, k
     int rc = tok_load_vocab(t, root, rev, vocab, err);
     json_decref(root);
     if (rc != 0) return rc;
-    if (tok_map_build(t) != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
+    if (tok_map_build(t) != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", vocab);
     if (load_merges_txt(t, rev, merges, err) != 0) return -1;
     snprintf(t->source, sizeof t->source, "%s + %s", vocab, merges);
     /* Hugging Face's GPT2Tokenizer: BOS is <|endoftext|> unless
@@ -127,16 +127,16 @@ static int load_file(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     join(other, sizeof other, dir, first);
     if (!is_file(other)) join(other, sizeof other, dir, second);
     if (!is_file(other))
-        return kvlm_fail(err, KVLM_ERR_IO, "%s: no merges file beside it (looked for %s and %s)",
+        return kvlm_error_set(err, KVLM_ERR_IO, "%s: no merges file beside it (looked for %s and %s)",
                          path, first, second);
     return load_pair(t, path, other, err);
 }
 
 int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     struct stat st;
-    if (!path || !*path) return kvlm_fail(err, KVLM_ERR_ARG, "tokenizer: empty path");
+    if (!path || !*path) return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer: empty path");
     if (stat(path, &st) != 0)
-        return kvlm_fail(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return kvlm_error_set(err, KVLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return load_file(t, path, err);
     char a[1100], b[1100];
     join(a, sizeof a, path, "tokenizer.json");
@@ -154,6 +154,6 @@ int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
         join(b, sizeof b, path, pairs[k][1]);
         if (is_file(a) && is_file(b)) return load_pair(t, a, b, err);
     }
-    return kvlm_fail(err, KVLM_ERR_IO, "%s: no tokenizer found (looked for tokenizer.json, "
+    return kvlm_error_set(err, KVLM_ERR_IO, "%s: no tokenizer found (looked for tokenizer.json, "
                      "vocab.json + merges.txt, encoder.json + vocab.bpe)", path);
 }

@@ -42,7 +42,7 @@ kvlm_tokenizer *kvlm_tokenizer_load(const char *path, kvlm_error *err) {
     if (path && is_gguf(path)) return tok_load_gguf_file(path, err);
     kvlm_tokenizer *t = tok_alloc();
     if (!t) {
-        kvlm_fail(err, KVLM_ERR_NOMEM, "tokenizer: out of memory");
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "tokenizer: out of memory");
         return NULL;
     }
     if (tok_load_path(t, path, err) != 0) {
@@ -100,13 +100,13 @@ int32_t kvlm_tokenizer_token_id(const kvlm_tokenizer *t, const char *piece, size
 
 int kvlm_tokenizer_set_cache(kvlm_tokenizer *t, size_t max_words, kvlm_error *err) {
     if (max_words > (1u << 24))
-        return kvlm_fail(err, KVLM_ERR_ARG, "tokenizer cache: %zu words is more than %u", max_words,
+        return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer cache: %zu words is more than %u", max_words,
                          1u << 24);
     pthread_mutex_lock(&t->cache_lock);
     tok_cache_free(&t->cache);
     int rc = tok_cache_init(&t->cache, max_words);
     pthread_mutex_unlock(&t->cache_lock);
-    if (rc != 0) return kvlm_fail(err, KVLM_ERR_NOMEM, "tokenizer cache: out of memory");
+    if (rc != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, "tokenizer cache: out of memory");
     return 0;
 }
 
@@ -325,13 +325,13 @@ int kvlm_tokenizer_encode_ex(const kvlm_tokenizer *t, const char *text, size_t l
                              unsigned flags, int32_t **ids, size_t *n_ids, kvlm_error *err) {
     *ids = NULL;
     *n_ids = 0;
-    if (!text && len) return kvlm_fail(err, KVLM_ERR_ARG, "tokenizer encode: text is NULL");
+    if (!text && len) return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer encode: text is NULL");
     /* The cache is the one mutable part; see the file comment. */
     kvlm_tokenizer *mt = (kvlm_tokenizer *)t;
     enc_state s = {.t = t};
     s.cap = len / 3 + 16;
     s.ids = malloc(s.cap * sizeof *s.ids);
-    if (!s.ids) return kvlm_fail(err, KVLM_ERR_NOMEM, "tokenizer encode: out of memory");
+    if (!s.ids) return kvlm_error_set(err, KVLM_ERR_NOMEM, "tokenizer encode: out of memory");
     int add = (flags & KVLM_ENCODE_ADD_SPECIAL) != 0;
     int rc = 0;
     for (int k = 0; add && rc == 0 && k < t->n_prefix; k++) rc = push_id(&s, t->prefix_ids[k]);
@@ -346,7 +346,7 @@ int kvlm_tokenizer_encode_ex(const kvlm_tokenizer *t, const char *text, size_t l
     free(s.nfc);
     if (rc != 0) {
         free(s.ids);
-        return kvlm_fail(err, s.status ? s.status : KVLM_ERR_NOMEM,
+        return kvlm_error_set(err, s.status ? s.status : KVLM_ERR_NOMEM,
                          "tokenizer encode (%zu bytes of text): %s", len,
                          s.status ? s.msg : "out of memory");
     }
@@ -385,14 +385,14 @@ int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab || !(t->flags[ids[i]] & TOK_PRESENT))
-            return kvlm_fail(err, KVLM_ERR_ARG, "tokenizer decode: ids[%zu] = %d is not a token "
+            return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer decode: ids[%zu] = %d is not a token "
                              "(vocabulary size %d)", i, ids[i], t->n_vocab);
         size_t plen;
         tok_dec_piece(t, ids[i], &plen);
         total += plen;
     }
     char *out = malloc(total + 1);
-    if (!out) return kvlm_fail(err, KVLM_ERR_NOMEM, "tokenizer decode: out of memory");
+    if (!out) return kvlm_error_set(err, KVLM_ERR_NOMEM, "tokenizer decode: out of memory");
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         size_t plen;

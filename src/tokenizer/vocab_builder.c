@@ -168,7 +168,7 @@ int32_t tok_map_get(const kvlm_tokenizer *t, const void *bytes, size_t len) {
 int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const char *where,
                       kvlm_error *err) {
     if (!json_is_object(vocab) || json_object_size(vocab) == 0)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: expected a non-empty object of token -> id",
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: expected a non-empty object of token -> id",
                          where);
     const char *key;
     size_t klen;
@@ -178,14 +178,14 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
     json_int_t max_id = -1;
     json_object_keylen_foreach(vocab, key, klen, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOK_MAX_ID)
-            return kvlm_fail(err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT,
                              "%s: token '%s' has id %s, expected an integer in 0..%d", where,
                              tok_show(key, klen, sbuf, sizeof sbuf),
                              json_is_integer(v) ? "out of range" : "not an integer", TOK_MAX_ID);
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
     if (tok_reserve_ids(t, (int32_t)max_id + 1) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     char *raw = NULL;
     size_t raw_cap = 0;
     json_object_keylen_foreach(vocab, key, klen, v) {
@@ -194,7 +194,7 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
             size_t plen;
             const char *p = tok_piece(t, id, &plen);
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: duplicate id %d (tokens '%s' and '%s')",
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: duplicate id %d (tokens '%s' and '%s')",
                              where, id, tok_show(p, plen, sbuf, sizeof sbuf),
                              tok_show(key, klen, sbuf2, sizeof sbuf2));
         }
@@ -202,17 +202,17 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
             free(raw);
             raw_cap = klen * 2 + 16;
             raw = malloc(raw_cap);
-            if (!raw) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+            if (!raw) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         }
         long n = unmap_string(rev, key, klen, raw);
         if (n < 0) {   /* jansson has checked the UTF-8 already */
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: token '%s' is not valid UTF-8", where,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: token '%s' is not valid UTF-8", where,
                              tok_show(key, klen, sbuf, sizeof sbuf));
         }
         if (tok_set_piece(t, id, raw, (size_t)n) != 0) {
             free(raw);
-            return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         }
         t->flags[id] |= TOK_INMODEL;
     }
@@ -229,12 +229,12 @@ int tok_add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t a
     char small[512];
     char *raw = alen + blen <= sizeof small ? small : malloc(alen + blen);
     char sbuf[96];
-    if (!raw) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+    if (!raw) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     int rc = 0;
     long ra = unmap_string(rev, a, alen, raw);
     long rb = ra < 0 ? -1 : unmap_string(rev, b, blen, raw + ra);
     if (ra < 0 || rb < 0) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merge is not valid UTF-8", where);
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: merge is not valid UTF-8", where);
         goto out;
     }
     int32_t ia = tok_map_get(t, raw, (size_t)ra);
@@ -243,17 +243,17 @@ int tok_add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t a
     if (ia < 0 || ib < 0) {
         const char *bad = ia < 0 ? a : b;
         size_t badlen = ia < 0 ? alen : blen;
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merge names token '%s', which is not in the "
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: merge names token '%s', which is not in the "
                        "vocabulary", where, tok_show(bad, badlen, sbuf, sizeof sbuf));
         goto out;
     }
     if (im < 0) {
-        rc = kvlm_fail(err, KVLM_ERR_FORMAT, "%s: merged token '%s' is not in the vocabulary",
+        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: merged token '%s' is not in the vocabulary",
                        where, tok_show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
         goto out;
     }
     if (tok_merges_add(&t->merges, ia, ib, im) != 0)
-        rc = kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
 out:
     if (raw != small) free(raw);
     return rc;
@@ -262,9 +262,9 @@ out:
 int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
                             const char *path, kvlm_error *err) {
     if (!json_is_array(merges))
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: model.merges must be an array", path);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: model.merges must be an array", path);
     if (tok_merges_init(&t->merges, json_array_size(merges)) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
     size_t i;
     json_t *m;
     json_array_foreach(merges, i, m) {
@@ -277,7 +277,7 @@ int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
             size_t n = json_string_length(m);
             const char *sp = memchr(a, ' ', n);
             if (!sp || sp == a || sp == a + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - a) - 1))
-                return kvlm_fail(err, KVLM_ERR_FORMAT,
+                return kvlm_error_set(err, KVLM_ERR_FORMAT,
                                  "%s: expected \"a b\" (two tokens, one space)", where);
             alen = (size_t)(sp - a);
             b = sp + 1;
@@ -289,7 +289,7 @@ int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
             b = json_string_value(json_array_get(m, 1));
             blen = json_string_length(json_array_get(m, 1));
         } else {
-            return kvlm_fail(err, KVLM_ERR_FORMAT,
+            return kvlm_error_set(err, KVLM_ERR_FORMAT,
                              "%s: expected a string \"a b\" or a pair [\"a\", \"b\"]", where);
         }
         if (tok_add_merge(t, rev, a, alen, b, blen, where, err) != 0) return -1;
@@ -312,14 +312,14 @@ static int find_byte_tokens(kvlm_tokenizer *t, const char *where, kvlm_error *er
             unsigned char c = (unsigned char)b;
             t->byte_id[b] = tok_map_get(t, &c, 1);
             if (t->byte_id[b] < 0)
-                return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level "
+                return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level "
                                  "BPE needs all 256)", where, b);
         } else if (t->byte_fallback) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
             t->byte_id[b] = tok_map_get(t, name, 6);
             if (t->byte_id[b] < 0)
-                return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: no byte token %s (byte fallback needs "
+                return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no byte token %s (byte fallback needs "
                                  "all 256, <0x00> to <0xFF>)", where, name);
         }
     }
@@ -373,16 +373,16 @@ static void find_eos(kvlm_tokenizer *t) {
 int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
     if (find_byte_tokens(t, where, err) != 0) return -1;
     if (t->kind == TOK_KIND_SPM && !t->byte_fallback && t->unk_id < 0)
-        return kvlm_fail(err, KVLM_ERR_FORMAT, "%s: neither byte fallback nor an unknown token: "
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: neither byte fallback nor an unknown token: "
                          "characters outside the vocabulary could not be encoded", where);
     if (t->kind == TOK_KIND_SPM && build_decoded(t) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     find_eos(t);
     for (int32_t id = 0; id < t->n_vocab; id++)
         if (t->flags[id] & TOK_ADDED) t->n_added++;
     if (t->n_added) {
         t->added = malloc(t->n_added * sizeof *t->added);
-        if (!t->added) return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        if (!t->added) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
         size_t k = 0;
         for (int32_t id = 0; id < t->n_vocab; id++) {
             if (!(t->flags[id] & TOK_ADDED)) continue;
@@ -398,6 +398,6 @@ int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
         qsort_r(t->added, t->n_added, sizeof *t->added, cmp_added, t);
     }
     if (tok_cache_init(&t->cache, TOK_DEFAULT_CACHE) != 0)
-        return kvlm_fail(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     return 0;
 }
