@@ -19,7 +19,10 @@
  * changes how many threads a step uses. Per-thread scratch (attention
  * scores) is sized for `threads`, the most any region can run, so a thread
  * number never reaches past it. The largest team that actually ran is kept
- * (kvlm_engine_threads_used).
+ * (kvlm_engine_threads_used). OpenMP gives this cleanly (num_threads is an
+ * upper bound on each region's team, whichever thread opens it, and a team
+ * of one runs inline), so the engine keeps OpenMP's thread pools rather
+ * than a pool of its own.
  *
  * Invariant: a failed step leaves every sequence as it was.
  */
