@@ -145,3 +145,14 @@ int th_recompute_step(kvlm_engine *e, kvlm_kv *kv, int seq, const int32_t *conte
     kvlm_batch_item it = {.seq = seq, .tokens = context, .n_tokens = n, .logits_all = 0};
     return kvlm_engine_step(e, &it, 1, logits, err);
 }
+
+void th_expect_cli(const th_cli_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char *out = NULL;
+        int st = th_run_kvlm(&out, "%s", cases[i].args);
+        if (st != cases[i].status || !strstr(out, cases[i].needle))
+            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
+                     cases[i].needle);
+        free(out);
+    }
+}

@@ -24,6 +24,17 @@ void th_rmtree(const char *dir);
 /* Runs `$KVLM args` through /bin/sh, capturing stdout+stderr into *out
  * (malloc'ed). Returns the exit status (or -1). */
 int th_run_kvlm(char **out, const char *fmt, ...);
+
+/* One kvlm command line that must fail: its exit status and a piece of
+ * what it prints. */
+typedef struct th_cli_case {
+    const char *args;
+    int status;
+    const char *needle;
+} th_cli_case;
+/* Runs each case through th_run_kvlm; fails the test on the first whose
+ * status differs or whose output lacks the needle. */
+void th_expect_cli(const th_cli_case *cases, size_t n);
 /* Path of the kvlm binary under test ($KVLM, default build/kvlm). */
 const char *th_kvlm(void);
 

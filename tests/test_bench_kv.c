@@ -193,15 +193,9 @@ static void test_measure_attention(void **state) {
     kvlm_model_free(m);
 }
 
-typedef struct bad_case {
-    const char *args;
-    int status;
-    const char *needle;
-} bad_case;
-
 static void test_bad_input(void **state) {
     (void)state;
-    const bad_case cases[] = {
+    const th_cli_case cases[] = {
         {"bench-kv", 2, "no model"},
         {"bench-kv -m " TINY " --requests 0", 2, "--requests"},
         {"bench-kv -m " TINY " -n many", 2, "-n"},
@@ -223,14 +217,7 @@ static void test_bad_input(void **state) {
         {"bench-kv -m " TINY " --seed", 2, "needs a value"},
         {"bench-kv -m /nonexistent/model", 1, "/nonexistent/model"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *out = NULL;
-        int st = th_run_kvlm(&out, "%s", cases[i].args);
-        if (st != cases[i].status || !strstr(out, cases[i].needle))
-            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
-                     cases[i].needle);
-        free(out);
-    }
+    th_expect_cli(cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(void) {

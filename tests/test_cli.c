@@ -227,15 +227,9 @@ static void test_measurement_commands(void **state) {
     free(out);
 }
 
-typedef struct bad_case {
-    const char *args;
-    int status;
-    const char *needle;
-} bad_case;
-
 static void test_bad_input(void **state) {
     (void)state;
-    const bad_case cases[] = {
+    const th_cli_case cases[] = {
         {"run -m /nonexistent/model --ids 1", 1, "/nonexistent/model: no such file"},
         {"run --ids 1", 2, "no model"},
         {"run -m " TINY, 2, "exactly one of -p"},
@@ -262,14 +256,7 @@ static void test_bad_input(void **state) {
         {"sample-stats -m " TINY " --ids 1 --temps 0", 2, "--temps"},
         {"gen-stats -m " TINY, 2, "exactly one of -p"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *out = NULL;
-        int st = th_run_kvlm(&out, "%s", cases[i].args);
-        if (st != cases[i].status || !strstr(out, cases[i].needle))
-            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
-                     cases[i].needle);
-        free(out);
-    }
+    th_expect_cli(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ------------------------------------------------- README commands */
@@ -583,7 +570,7 @@ static void test_option_rules(void **state) {
 
 static void test_option_errors(void **state) {
     (void)state;
-    const bad_case cases[] = {
+    const th_cli_case cases[] = {
         {"bench -m " TINY " -p hello", 2, "-p is not used by this command"},
         {"bench -m " TINY " --tokenizer x", 2, "--tokenizer is not used"},
         {"kv --threads 2", 2, "--threads is not used"},
@@ -602,14 +589,7 @@ static void test_option_errors(void **state) {
         {"bench -m " GPT2 " --pp 127", 2, "--pp 127 leaves 1 of the context window of 128 for --tg"},
         {"tokenize -m " GPT2, 2, "usage: kvlm tokenize"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *out = NULL;
-        int st = th_run_kvlm(&out, "%s", cases[i].args);
-        if (st != cases[i].status || !strstr(out, cases[i].needle))
-            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
-                     cases[i].needle);
-        free(out);
-    }
+    th_expect_cli(cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(void) {

@@ -114,12 +114,6 @@ static void test_windows(void **state) {
     json_decref(fx);
 }
 
-typedef struct bad_case {
-    const char *args;
-    int status;
-    const char *needle;
-} bad_case;
-
 static void test_bad_input(void **state) {
     (void)state;
     char *dir = th_tempdir();
@@ -131,7 +125,7 @@ static void test_bad_input(void **state) {
     char c_empty[600], c_one[600];
     snprintf(c_empty, sizeof c_empty, "perplexity -m " MODEL " -f %s", empty);
     snprintf(c_one, sizeof c_one, "perplexity -m " MODEL " -f %s", one);
-    const bad_case cases[] = {
+    const th_cli_case cases[] = {
         {"perplexity -m " MODEL " -f /nonexistent/text.txt", 1, "/nonexistent/text.txt"},
         {"perplexity -m /nonexistent/model -f " SLICE, 1, "/nonexistent/model"},
         {"perplexity -m " MODEL, 2, "-f FILE"},
@@ -149,14 +143,7 @@ static void test_bad_input(void **state) {
         {c_empty, 1, "at least 2"},
         {c_one, 1, "has 1 tokens"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *out = NULL;
-        int st = th_run_kvlm(&out, "%s", cases[i].args);
-        if (st != cases[i].status || !strstr(out, cases[i].needle))
-            fail_msg("kvlm %s: exit %d (want %d), output: %s (want '%s')", cases[i].args, st, cases[i].status, out,
-                     cases[i].needle);
-        free(out);
-    }
+    th_expect_cli(cases, sizeof cases / sizeof cases[0]);
     th_rmtree(dir);
     free(dir);
 }
