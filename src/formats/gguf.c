@@ -37,7 +37,7 @@ static size_t left(const cur *c) { return c->size - c->off; }
 static int need(cur *c, uint64_t n, const char *what) {
     if (n > left(c))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: needs %llu bytes at offset %zu but the file ends after %zu",
-                         c->path, what, (unsigned long long)n, c->off, left(c));
+                              c->path, what, (unsigned long long)n, c->off, left(c));
     return KVLM_OK;
 }
 
@@ -69,8 +69,8 @@ static int rd_str(cur *c, gguf_str *s, const char *what) {
     if (rc) return rc;
     if (len > left(c))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                         "%s: %s: string length %llu at offset %zu exceeds the %zu bytes left in the file", c->path,
-                         what, (unsigned long long)len, c->off - 8, left(c));
+                              "%s: %s: string length %llu at offset %zu exceeds the %zu bytes left in the file", c->path,
+                              what, (unsigned long long)len, c->off - 8, left(c));
     s->s = (const char *)c->p + c->off;
     s->len = (size_t)len;
     c->off += (size_t)len;
@@ -120,7 +120,7 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
         if ((rc = rd_u32(c, &et, what))) return rc;
         if (et == GGUF_TYPE_ARRAY)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': nested arrays (array of array) are not supported",
-                             c->path, key);
+                                  c->path, key);
         if (et >= GGUF_TYPE_COUNT)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': unknown array element type %u", c->path, key, et);
         kv->elem = (gguf_type)et;
@@ -132,8 +132,8 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
         /* each string takes at least its 8-byte length */
         if (kv->n > left(c) / 8)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                             "%s: metadata '%s': array length %llu of strings exceeds what the %zu bytes left can hold",
-                             c->path, key, (unsigned long long)kv->n, left(c));
+                                  "%s: metadata '%s': array length %llu of strings exceeds what the %zu bytes left can hold",
+                                  c->path, key, (unsigned long long)kv->n, left(c));
         const size_t start = c->off;
         gguf_str s;
         for (uint64_t i = 0; i < kv->n; i++) {
@@ -153,14 +153,14 @@ static int parse_value(cur *c, gguf_kv *kv, uint32_t type) {
     const size_t es = scalar_size(kv->elem);
     if (kv->n > left(c) / es)
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                         "%s: metadata '%s': %s of %llu x %s needs more than the %zu bytes left in the file", c->path,
-                         key, kv->type == GGUF_TYPE_ARRAY ? "array length" : "value", (unsigned long long)kv->n,
-                         gguf_type_name(kv->elem), left(c));
+                              "%s: metadata '%s': %s of %llu x %s needs more than the %zu bytes left in the file", c->path,
+                              key, kv->type == GGUF_TYPE_ARRAY ? "array length" : "value", (unsigned long long)kv->n,
+                              gguf_type_name(kv->elem), left(c));
     if (kv->elem == GGUF_TYPE_BOOL)
         for (uint64_t i = 0; i < kv->n; i++)
             if (kv->data[i] > 1)
                 return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: metadata '%s': bool value %u is neither 0 nor 1",
-                                 c->path, key, kv->data[i]);
+                                      c->path, key, kv->data[i]);
     c->off += (size_t)(kv->n * es);
     return KVLM_OK;
 }
@@ -173,7 +173,7 @@ static int parse_kv(cur *c, gguf_kv *kv, uint64_t idx) {
     if (rc) return rc;
     if (k.len == 0 || k.len > GGUF_MAX_KEY || has_nul(k))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: key must be 1..%d bytes without NUL (length %zu)", c->path,
-                         what, GGUF_MAX_KEY, k.len);
+                              what, GGUF_MAX_KEY, k.len);
     kv->key = strndup(k.s, k.len);
     if (!kv->key) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     char twhat[GGUF_MSG_KEY + 64];
@@ -227,10 +227,10 @@ static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     const char *tn = gguf_ggml_type_name(type);
     if (tn)
         return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
-                         "%s: tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0)", c->path, name,
-                         tn, type);
+                              "%s: tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0)", c->path, name,
+                              tn, type);
     return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
-                     "%s: tensor '%s': unknown type %u (supported: F32, F16, BF16, Q8_0, Q4_0)", c->path, name, type);
+                          "%s: tensor '%s': unknown type %u (supported: F32, F16, BF16, Q8_0, Q4_0)", c->path, name, type);
 }
 
 static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
@@ -241,7 +241,7 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
     if (rc) return rc;
     if (s.len == 0 || s.len > GGUF_MAX_NAME || has_nul(s))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: %s: name must be 1..%d bytes without NUL (length %zu)", c->path,
-                         what, GGUF_MAX_NAME, s.len);
+                              what, GGUF_MAX_NAME, s.len);
     ti->name = strndup(s.s, s.len);
     if (!ti->name) return kvlm_error_set(c->err, KVLM_ERR_NOMEM, "%s: out of memory", c->path);
     const char *nm = ti->name;
@@ -250,7 +250,7 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
     if ((rc = rd_u32(c, &nd, what))) return rc;
     if (nd < 1 || nd > TENSOR_MAX_DIMS)
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': n_dims %u is not in 1..%d", c->path, nm, nd,
-                         TENSOR_MAX_DIMS);
+                              TENSOR_MAX_DIMS);
     ti->t.ndim = (int)nd;
     uint64_t numel = 1;
     for (uint32_t i = 0; i < nd; i++) {
@@ -259,10 +259,10 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
         if ((rc = rd_u64(c, &ne, what))) return rc;
         if (ne == 0 || ne > (uint64_t)INT64_MAX)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[%u] = %llu must be positive", c->path, nm, i,
-                             (unsigned long long)ne);
+                                  (unsigned long long)ne);
         if (__builtin_mul_overflow(numel, ne, &numel) || numel > (uint64_t)INT64_MAX)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': element count overflows at ne[%u]", c->path, nm,
-                             i);
+                                  i);
         ti->t.shape[nd - 1 - i] = (int64_t)ne; /* ne[0] (contiguous) is the last view dimension */
     }
     uint32_t type;
@@ -274,7 +274,7 @@ static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {
     const int64_t row = ti->t.shape[nd - 1];
     if (row % dtype_block_len(ti->t.dtype))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': ne[0] = %lld is not a multiple of the %s block of %d",
-                         c->path, nm, (long long)row, kvlm_dtype_name(ti->t.dtype), dtype_block_len(ti->t.dtype));
+                              c->path, nm, (long long)row, kvlm_dtype_name(ti->t.dtype), dtype_block_len(ti->t.dtype));
     size_t nb;
     if (tensor_nbytes_checked(&ti->t, &nb))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': byte size overflows", c->path, nm);
@@ -297,17 +297,17 @@ static int check_spans(cur *c, const gguf_meta *m, tinfo *ti, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (ti[i].offset % m->alignment)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                             "%s: tensor '%s': offset %llu is not a multiple of general.alignment %u", c->path,
-                             ti[i].name, (unsigned long long)ti[i].offset, m->alignment);
+                                  "%s: tensor '%s': offset %llu is not a multiple of general.alignment %u", c->path,
+                                  ti[i].name, (unsigned long long)ti[i].offset, m->alignment);
         if (ti[i].offset > data_size || ti[i].nbytes > data_size - ti[i].offset)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                             "%s: tensor '%s': data [%llu, +%llu) at offset lies beyond the end of the file "
+                                  "%s: tensor '%s': data [%llu, +%llu) at offset lies beyond the end of the file "
                              "(data section of %llu bytes at file offset %llu)",
                              c->path, ti[i].name, (unsigned long long)ti[i].offset, (unsigned long long)ti[i].nbytes,
                              (unsigned long long)data_size, (unsigned long long)m->data_offset);
         if ((m->data_offset + ti[i].offset) % dtype_align(ti[i].t.dtype))
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': offset is not aligned to its %zu-byte values",
-                             c->path, ti[i].name, dtype_align(ti[i].t.dtype));
+                                  c->path, ti[i].name, dtype_align(ti[i].t.dtype));
     }
     if (n < 2) return KVLM_OK;
     tinfo **ord = malloc(n * sizeof *ord);
@@ -325,8 +325,8 @@ static int check_spans(cur *c, const gguf_meta *m, tinfo *ti, size_t n) {
         for (size_t i = 1; i < n && !rc; i++) {
             if (ord[i]->offset < reach->offset + reach->nbytes)
                 rc = kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)",
-                               c->path, reach->name, ord[i]->name, (unsigned long long)reach->offset,
-                               (unsigned long long)ord[i]->offset);
+                                    c->path, reach->name, ord[i]->name, (unsigned long long)reach->offset,
+                                    (unsigned long long)ord[i]->offset);
             if (ord[i]->offset + ord[i]->nbytes > reach->offset + reach->nbytes) reach = ord[i];
         }
     }
@@ -341,11 +341,11 @@ static int read_alignment(cur *c, gguf_meta *m) {
     if (!kv) return KVLM_OK;
     if (kv->type == GGUF_TYPE_ARRAY || !gguf_type_is_int(kv->elem))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: must be an integer (u32), not %s", c->path,
-                         gguf_type_name(kv->type));
+                              gguf_type_name(kv->type));
     int64_t a = gguf_kv_int(kv, 0);
     if (a <= 0 || a > (1ll << 30) || (a & (a - 1)))
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: general.alignment: %lld is not a power of two in 1..2^30",
-                         c->path, (long long)a);
+                              c->path, (long long)a);
     m->alignment = (uint32_t)a;
     return KVLM_OK;
 }
@@ -357,7 +357,7 @@ static int parse_header(cur *c, gguf_meta *m, uint64_t *n_tensors, uint64_t *n_k
     magic = (uint32_t)le(c->p, 4);
     if (magic != GGUF_MAGIC)
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: magic: expected \"GGUF\", found bytes %02x %02x %02x %02x", c->path,
-                         c->p[0], c->p[1], c->p[2], c->p[3]);
+                              c->p[0], c->p[1], c->p[2], c->p[3]);
     c->off = 4;
     if ((rc = rd_u32(c, &m->version, "version"))) return rc;
     if (m->version == 0x03000000u || m->version == 0x02000000u)
@@ -367,12 +367,12 @@ static int parse_header(cur *c, gguf_meta *m, uint64_t *n_tensors, uint64_t *n_k
     if ((rc = rd_u64(c, n_tensors, "tensor_count")) || (rc = rd_u64(c, n_kv, "metadata_kv_count"))) return rc;
     if (*n_kv > left(c) / MIN_KV_BYTES)
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                         "%s: metadata_kv_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
-                         c->path, (unsigned long long)*n_kv, left(c), MIN_KV_BYTES);
+                              "%s: metadata_kv_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
+                              c->path, (unsigned long long)*n_kv, left(c), MIN_KV_BYTES);
     if (*n_tensors > (left(c) - *n_kv * MIN_KV_BYTES) / MIN_TENSOR_BYTES)
         return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                         "%s: tensor_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
-                         c->path, (unsigned long long)*n_tensors, left(c), MIN_TENSOR_BYTES);
+                              "%s: tensor_count %llu cannot fit in the %zu bytes after the header (%d bytes each at least)",
+                              c->path, (unsigned long long)*n_tensors, left(c), MIN_TENSOR_BYTES);
     return KVLM_OK;
 }
 
@@ -401,7 +401,7 @@ static int parse_file(cur *c, tensor_set *ts, gguf_meta *m) {
         uint64_t pad = (m->alignment - c->off % m->alignment) % m->alignment;
         if (nt > 0 && pad > left(c))
             rc = kvlm_error_set(c->err, KVLM_ERR_FORMAT,
-                           "%s: tensor data: the file ends inside the alignment padding after the tensor infos", c->path);
+                                "%s: tensor data: the file ends inside the alignment padding after the tensor infos", c->path);
         m->data_offset = nt > 0 ? c->off + pad : c->off;
     }
     if (!rc) rc = check_spans(c, m, ti, n);
@@ -504,9 +504,9 @@ static int missing(const gguf_meta *m, const char *key, kvlm_error *err) {
 static int wrong_type(const gguf_meta *m, const gguf_kv *kv, const char *want, kvlm_error *err) {
     if (kv->type == GGUF_TYPE_ARRAY)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found array of %s", m->path, kv->key,
-                         want, gguf_type_name(kv->elem));
+                              want, gguf_type_name(kv->elem));
     return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': expected %s, found %s", m->path, kv->key, want,
-                     gguf_type_name(kv->type));
+                          gguf_type_name(kv->type));
 }
 
 static int get_int(const gguf_meta *m, const gguf_kv *kv, int64_t lo, int64_t hi, int64_t *out, kvlm_error *err) {
@@ -514,7 +514,7 @@ static int get_int(const gguf_meta *m, const gguf_kv *kv, int64_t lo, int64_t hi
     int64_t v = gguf_kv_int(kv, 0);
     if (v < lo || v > hi || (kv->type == GGUF_TYPE_U64 && le(kv->data, 8) > (uint64_t)INT64_MAX))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: metadata '%s': %lld is outside [%lld, %lld]", m->path, kv->key,
-                         (long long)v, (long long)lo, (long long)hi);
+                              (long long)v, (long long)lo, (long long)hi);
     *out = v;
     return KVLM_OK;
 }

@@ -65,7 +65,7 @@ static int check_eos(const char *path, const kvlm_config *cfg, kvlm_error *err) 
     for (int i = 0; i < cfg->n_eos; i++)
         if (cfg->eos_ids[i] >= cfg->vocab_size)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: eos_token_id = %d is not below vocab_size = %d", path,
-                             cfg->eos_ids[i], cfg->vocab_size);
+                                  cfg->eos_ids[i], cfg->vocab_size);
     return KVLM_OK;
 }
 
@@ -133,7 +133,7 @@ static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     if (json_is_string(act) && strcmp(json_string_value(act), "gelu_new") &&
         strcmp(json_string_value(act), "gelu_pytorch_tanh"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported (gelu_new)", path,
-                         json_string_value(act));
+                              json_string_value(act));
     int rc, n_pos = 0;
     if ((rc = get_int(root, path, "n_layer", 1, 0, &cfg->n_layer, err)) ||
         (rc = get_int(root, path, "n_head", 1, 0, &cfg->n_head, err)) ||
@@ -178,7 +178,7 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     if (!type) type = json_object_get(sc, "type");
     if (!json_is_object(sc) || !json_is_string(type) || strcmp(json_string_value(type), "llama3"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: rope_scaling of type '%s' is not supported (llama3)", path,
-                         json_is_string(type) ? json_string_value(type) : "?");
+                              json_is_string(type) ? json_string_value(type) : "?");
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
     cfg->rope_high_freq_factor = (float)get_num(sc, "high_freq_factor", 4);
@@ -186,10 +186,10 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     if (!(cfg->rope_factor >= 1 && cfg->rope_factor < 1e4) || !(cfg->rope_low_freq_factor > 0) ||
         !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || cfg->rope_original_ctx < 1)
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                         "%s: rope_scaling: factor %g (>= 1), low_freq_factor %g, high_freq_factor %g (> low), "
-                         "original_max_position_embeddings %d out of range",
-                         path, cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
-                         cfg->rope_original_ctx);
+                              "%s: rope_scaling: factor %g (>= 1), low_freq_factor %g, high_freq_factor %g (> low), "
+                              "original_max_position_embeddings %d out of range",
+                              path, cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
+                              cfg->rope_original_ctx);
     return KVLM_OK;
 }
 
@@ -215,13 +215,13 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
         return rc;
     if (cfg->n_head % cfg->n_kv_head)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: num_attention_heads = %d is not a multiple of num_key_value_heads = %d",
-                         path, cfg->n_head, cfg->n_kv_head);
+                              path, cfg->n_head, cfg->n_kv_head);
     /* head_dim may be set explicitly (and differ from hidden_size / heads). */
     if ((rc = get_int(root, path, "head_dim", 0, 0, &cfg->head_dim, err))) return rc;
     if (cfg->head_dim == 0) {
         if (cfg->n_embd % cfg->n_head)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: hidden_size = %d is not a multiple of num_attention_heads = %d",
-                             path, cfg->n_embd, cfg->n_head);
+                                  path, cfg->n_embd, cfg->n_head);
         cfg->head_dim = cfg->n_embd / cfg->n_head;
     }
     if ((rc = check_range(path, "head_dim", cfg->head_dim, 1, 1 << 12, err))) return rc;
@@ -251,7 +251,7 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     if (!arch) {
         json_t *mt = json_object_get(root, "model_type");
         rc = kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (" HF_ARCH_NAMES ")", path,
-                       json_is_string(mt) ? json_string_value(mt) : "(missing)");
+                            json_is_string(mt) ? json_string_value(mt) : "(missing)");
         goto done;
     }
     /* Set before the fields are read: see hf_config.h. */

@@ -26,7 +26,7 @@ static int check_field(const char *path, const char *field, int v, int lo, int h
 int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llmc_header *h, kvlm_error *err) {
     if (size < LLMC_HEADER_INTS * 4)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: file is shorter than the %d-byte llm.c header", path,
-                         LLMC_HEADER_INTS * 4);
+                              LLMC_HEADER_INTS * 4);
     if (rd32(d) != LLMC_MAGIC)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header field magic = %d, expected %d", path, rd32(d), LLMC_MAGIC);
     h->version = rd32(d + 4);
@@ -38,7 +38,7 @@ int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llm
     h->padded_vocab = rd32(d + 28);
     if (h->version != 3 && h->version != 5)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header field version = %d, expected 3 (fp32) or 5 (bf16)", path,
-                         h->version);
+                              h->version);
     int rc;
     if ((rc = check_field(path, "max_seq_len", h->max_t, 1, 1 << 20, err)) ||
         (rc = check_field(path, "vocab_size", h->vocab, 1, 1 << 22, err)) ||
@@ -49,7 +49,7 @@ int llmc_parse_header(const char *path, const unsigned char *d, size_t size, llm
         return rc;
     if (h->channels % h->n_head)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: channels = %d is not a multiple of num_heads = %d", path,
-                         h->channels, h->n_head);
+                              h->channels, h->n_head);
     return KVLM_OK;
 }
 
@@ -113,7 +113,7 @@ int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err)
         need += (uint64_t)(params[i].per_layer ? L : 1) * params[i].rows * (params[i].cols ? params[i].cols : 1) * es;
     if (f.size != need) {
         rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: file has %zu bytes but its header implies %llu (truncated or mismatched)",
-                       path, f.size, (unsigned long long)need);
+                            path, f.size, (unsigned long long)need);
         mapped_file_close(&f);
         return rc;
     }

@@ -40,10 +40,10 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tensor '%s': missing string field 'dtype'", path, name);
     if (parse_dtype(json_string_value(jd), &t->dtype))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16)",
-                         path, name, json_string_value(jd));
+                              path, name, json_string_value(jd));
     if (!json_is_array(js) || json_array_size(js) > TENSOR_MAX_DIMS)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tensor '%s': field 'shape' must be an array of at most %d integers",
-                         path, name, TENSOR_MAX_DIMS);
+                              path, name, TENSOR_MAX_DIMS);
     t->ndim = (int)json_array_size(js);
     uint64_t numel = 1;
     for (int i = 0; i < t->ndim; i++) {
@@ -60,13 +60,13 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
     json_int_t b = json_integer_value(json_array_get(jo, 0)), en = json_integer_value(json_array_get(jo, 1));
     if (b < 0 || en < b || (uint64_t)en > data_size)
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                         "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the %llu-byte data section",
-                         path, name, (long long)b, (long long)en, (unsigned long long)data_size);
+                              "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the %llu-byte data section",
+                              path, name, (long long)b, (long long)en, (unsigned long long)data_size);
     uint64_t want = numel * kvlm_dtype_size(t->dtype);
     if ((uint64_t)(en - b) != want)
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                         "%s: tensor '%s': data_offsets span %lld bytes but shape x dtype needs %llu", path, name,
-                         (long long)(en - b), (unsigned long long)want);
+                              "%s: tensor '%s': data_offsets span %lld bytes but shape x dtype needs %llu", path, name,
+                              (long long)(en - b), (unsigned long long)want);
     span->begin = (uint64_t)b;
     span->end = (uint64_t)en;
     span->name = name;
@@ -82,7 +82,7 @@ static int check_overlaps(const char *path, st_span *spans, size_t n, kvlm_error
         if (spans[i].end == spans[i].begin) continue;
         if (reach && spans[i].begin < reach->end)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", path, reach->name,
-                             spans[i].name);
+                                  spans[i].name);
         if (!reach || spans[i].end > reach->end) reach = &spans[i];
     }
     return KVLM_OK;
@@ -95,7 +95,7 @@ static int parse_header(tensor_set *ts, int fi, kvlm_error *err) {
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->data[i];
     if (hlen > ST_MAX_HEADER || hlen > f->size - 8)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: header length %llu exceeds the file size %zu", f->path,
-                         (unsigned long long)hlen, f->size);
+                              (unsigned long long)hlen, f->size);
     const unsigned char *data = f->data + 8 + hlen;
     uint64_t data_size = f->size - 8 - hlen;
     json_error_t je;
@@ -123,7 +123,7 @@ static int parse_header(tensor_set *ts, int fi, kvlm_error *err) {
         const unsigned char *p = data + spans[n_spans].begin;
         if ((uintptr_t)p % kvlm_dtype_size(t.dtype)) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tensor '%s' is not aligned to its %zu-byte elements", f->path,
-                           name, kvlm_dtype_size(t.dtype));
+                                name, kvlm_dtype_size(t.dtype));
             goto done;
         }
         t.data = p;
@@ -177,7 +177,7 @@ int safetensors_load_index(tensor_set *ts, const char *index_path, kvlm_error *e
     json_object_foreach(wm, name, v) {
         if (!json_is_string(v) || strchr(json_string_value(v), '/') || !strcmp(json_string_value(v), "..")) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: weight_map['%s'] must be a file name in the same directory",
-                           index_path, name);
+                                index_path, name);
             goto done;
         }
         char shard[4096];
@@ -191,7 +191,7 @@ int safetensors_load_index(tensor_set *ts, const char *index_path, kvlm_error *e
         snprintf(shard, sizeof shard, "%s/%s", dir, json_string_value(v));
         if (!shard_has(ts, shard, name)) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tensor '%s' is listed in weight_map but missing from %s",
-                           index_path, name, json_string_value(v));
+                                index_path, name, json_string_value(v));
             goto done;
         }
     }

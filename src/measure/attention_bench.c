@@ -143,15 +143,15 @@ static double median(double *v, int n) {
 static int check_options(const kvlm_config *c, const kvlm_attn_bench_options *o, kvlm_error *err) {
     if (o->ctx_len < 1 || o->ctx_len > c->n_ctx)
         return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: ctx_len %d is outside [1, %d] (the context window)",
-                         o->ctx_len, c->n_ctx);
+                              o->ctx_len, c->n_ctx);
     if (o->block_size < 1 || o->block_size > 4096)
         return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: block_size %d is outside [1, 4096]", o->block_size);
     if (o->rounds < 1 || o->rounds > MAX_ROUNDS)
         return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, %d]", o->rounds,
-                         MAX_ROUNDS);
+                              MAX_ROUNDS);
     if (o->kv_dtype != KVLM_F32 && o->kv_dtype != KVLM_F16)
         return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32 or f16",
-                         kvlm_dtype_name(o->kv_dtype));
+                              kvlm_dtype_name(o->kv_dtype));
     return KVLM_OK;
 }
 

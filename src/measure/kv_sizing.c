@@ -107,7 +107,7 @@ int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
     if (!in->block_size) return kvlm_error_set(err, KVLM_ERR_ARG, "block-size must be positive");
     if (!in->mean_len || in->mean_len > in->ctx_len)
         return kvlm_error_set(err, KVLM_ERR_ARG, "mean-len = %llu must be in [1, ctx-len = %llu]",
-                         (unsigned long long)in->mean_len, (unsigned long long)in->ctx_len);
+                              (unsigned long long)in->mean_len, (unsigned long long)in->ctx_len);
     const uint64_t blocks = in->mean_len / in->block_size + (in->mean_len % in->block_size != 0);
     uint64_t paged_tokens;
     if (kvs_mul(in->ctx_len, in->bytes_per_token, &out->contig_bytes))

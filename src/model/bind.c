@@ -32,7 +32,7 @@ const named_tensor *bind_find(bind_ctx *b, const char *name, int required) {
 static int shape_error(bind_ctx *b, const named_tensor *nt, const char *expect) {
     char got[96];
     return kvlm_error_set(b->err, KVLM_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", nt->file, nt->name,
-                     tensor_shape_str(&nt->t, got, sizeof got), expect);
+                          tensor_shape_str(&nt->t, got, sizeof got), expect);
 }
 
 static int widen(bind_ctx *b, const named_tensor *nt, int64_t n, float **out) {
@@ -43,7 +43,7 @@ static int widen(bind_ctx *b, const named_tensor *nt, int64_t n, float **out) {
     }
     if (nt->t.dtype != KVLM_F32 && nt->t.dtype != KVLM_F16 && nt->t.dtype != KVLM_BF16)
         return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: vector '%s' must be F32, F16 or BF16, not %s", nt->file,
-                         nt->name, kvlm_dtype_name(nt->t.dtype));
+                              nt->name, kvlm_dtype_name(nt->t.dtype));
     float *v = model_own(b->m, malloc((size_t)n * sizeof(float)));
     if (!v) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory", b->origin);
     for (int64_t i = 0; i < n; i++) v[i] = dtype_load(nt->t.dtype, nt->t.data, (size_t)i);
@@ -88,7 +88,7 @@ int bind_matrix(bind_ctx *b, const char *name, int64_t out, int64_t in, kern_mat
     if (!in_out) return KVLM_OK;
     if (nt->t.dtype != KVLM_F32 && nt->t.dtype != KVLM_F16 && nt->t.dtype != KVLM_BF16)
         return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s' in [in, out] layout must be F32, F16 or BF16",
-                         nt->file, nt->name);
+                              nt->file, nt->name);
     size_t es = kvlm_dtype_size(nt->t.dtype), bytes = (size_t)(out * in) * es;
     void *buf = model_own(b->m, aligned_alloc(64, (bytes + 63) & ~(size_t)63));
     if (!buf) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory for '%s'", b->origin, name);

@@ -50,8 +50,8 @@ static int load_config(const char *path, kvlm_config *cfg, char *origin, size_t 
     if (n == sizeof magic && !memcmp(magic, "GGUF", 4)) return model_gguf_config(path, cfg, err);
     if (!llmc_sniff(magic, n))
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                         "%s: unrecognised model file (expected a model directory, config.json, .safetensors, "
-                         "model.safetensors.index.json, .gguf or an llm.c checkpoint)", path);
+                              "%s: unrecognised model file (expected a model directory, config.json, .safetensors, "
+                              "model.safetensors.index.json, .gguf or an llm.c checkpoint)", path);
     int rc = llmc_read_header(path, &h, err);
     if (rc) return rc;
     llmc_header_config(&h, cfg);

@@ -32,7 +32,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
     const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral");
     if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
-                         "mistral, qwen2)", g->path, arch);
+                              "mistral, qwen2)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
     if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||

@@ -54,21 +54,21 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [%d, %d]", origin,
-                             name_of(src, c, f[i].field).s, f[i].v, f[i].lo, f[i].hi);
+                                  name_of(src, c, f[i].field).s, f[i].v, f[i].lo, f[i].hi);
     if (!strcmp(c->arch, "gpt2") && c->n_embd % c->n_head)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is not a multiple of %s = %d", origin,
-                         name_of(src, c, F_EMBD).s, c->n_embd, name_of(src, c, F_HEAD).s, c->n_head);
+                              name_of(src, c, F_EMBD).s, c->n_embd, name_of(src, c, F_HEAD).s, c->n_head);
     if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->head_dim < 1 || c->head_dim > 4096)
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                         "%s: %d query heads (%s) over %d KV heads (%s) of dimension %d (%s) is not a valid layout",
-                         origin, c->n_head, name_of(src, c, F_HEAD).s, c->n_kv_head, name_of(src, c, F_KV_HEAD).s,
-                         c->head_dim, name_of(src, c, F_HEAD_DIM).s);
+                              "%s: %d query heads (%s) over %d KV heads (%s) of dimension %d (%s) is not a valid layout",
+                              origin, c->n_head, name_of(src, c, F_HEAD).s, c->n_kv_head, name_of(src, c, F_KV_HEAD).s,
+                              c->head_dim, name_of(src, c, F_HEAD_DIM).s);
     if (c->eos_id >= c->vocab_size)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is not below %s = %d", origin, name_of(src, c, F_EOS).s,
-                         c->eos_id, name_of(src, c, F_VOCAB).s, c->vocab_size);
+                              c->eos_id, name_of(src, c, F_VOCAB).s, c->vocab_size);
     if (!(c->norm_eps > 0 && c->norm_eps < 1))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %g is outside (0, 1)", origin, name_of(src, c, F_EPS).s,
-                         c->norm_eps);
+                              c->norm_eps);
     return KVLM_OK;
 }
 
@@ -123,7 +123,7 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
         snprintf(weights, sizeof weights, "%s/model.safetensors", path);
         if (exists(weights)) return load_hf(m, path, weights, 0, err);
         return kvlm_error_set(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
-                         path);
+                              path);
     }
     if (!exists(path)) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
     char *dup = strdup(path);
@@ -142,8 +142,8 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
         return model_load_gguf(m, path, err);
     }
     return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                     "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
-                     "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
+                          "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
+                          "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
 }
 
 kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {

@@ -47,7 +47,7 @@ static int fill_matrix(kvlm_model *m, kern_matrix *w, int rows, int cols, kvlm_d
                        uint64_t stream, float scale, kvlm_error *err) {
     size_t n = (size_t)rows * cols, rb = dtype_row_bytes(dt, cols, NULL);
     if (!rb) return kvlm_error_set(err, KVLM_ERR_ARG, "synthetic model: %d columns are not whole %s blocks", cols,
-                              kvlm_dtype_name(dt));
+                                   kvlm_dtype_name(dt));
     void *buf = model_own(m, aligned_alloc(64, ((size_t)rows * rb + 63) & ~(size_t)63));
     if (!buf) return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     if (dtype_is_blocked(dt)) { /* the f32 values of each row, quantised a row at a time */

@@ -343,8 +343,8 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
         int len = kvlm_kv_seq_len(e->kv, it->seq);
         if ((long)len + it->n_tokens > c->n_ctx)
             return kvlm_error_set(err, KVLM_ERR_ARG,
-                             "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
-                             len, it->n_tokens, c->n_ctx);
+                                  "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
+                                  len, it->n_tokens, c->n_ctx);
         for (int j = 0; j < it->n_tokens; j++)
             if (it->tokens[j] < 0 || it->tokens[j] >= c->vocab_size)
                 return kvlm_error_set(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", it->tokens[j],

@@ -120,7 +120,7 @@ static int take_blocks(kvlm_kv *kv, kv_seq *s, int need, kvlm_error *err) {
         int b = alloc_block(kv);
         if (b < 0)
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
-                             kv->n_blocks, kv->block_size);
+                                  kv->n_blocks, kv->block_size);
         s->blocks[s->n_blocks++] = b;
     }
     return KVLM_OK;
@@ -139,12 +139,12 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     }
     if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
         kvlm_error_set(err, KVLM_ERR_ARG, "kv option reserve_tokens %d is outside [0, %d] (the context window)",
-                  o.reserve_tokens, c->n_ctx);
+                       o.reserve_tokens, c->n_ctx);
         return NULL;
     }
     if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20)) {
         kvlm_error_set(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d)",
-                  o.block_size, o.max_seqs, 1 << 20);
+                       o.block_size, o.max_seqs, 1 << 20);
         return NULL;
     }
     kvlm_kv *kv = calloc(1, sizeof *kv);
@@ -411,7 +411,7 @@ int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
         return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, s->pend_n);
     if (n < 1 || n > kv->n_ctx - s->len)
         return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d of %d tokens cannot take %d more (context window %d)", seq,
-                         s->len, n, kv->n_ctx);
+                              s->len, n, kv->n_ctx);
     const int bs = kv->block_size, j = s->len / bs;
     s->pend_blocks = s->n_blocks;
     s->pend_cow = -1;
@@ -421,7 +421,7 @@ int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
         const int b = s->blocks[j], nb = alloc_block(kv);
         if (nb < 0)
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
-                             kv->n_blocks);
+                                  kv->n_blocks);
         memcpy(kv->pool + (size_t)nb * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes, kv->block_bytes);
         kv->blk[nb].filled = s->len % bs;
         s->blocks[j] = nb;
@@ -479,7 +479,7 @@ int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
     if (kv->seqs[seq].pend_n) return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
     if (len < 0 || len > kv->seqs[seq].len)
         return kvlm_error_set(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
-                         len);
+                              len);
     seq_truncate(kv, seq, len);
     return KVLM_OK;
 }
@@ -539,7 +539,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
         const int bs = kv->block_size;
         if (s->n_blocks * bs < s->len + s->pend_n || s->n_indexed > s->len / bs) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens + %d pending", i,
-                           s->n_blocks, s->n_indexed, s->len, s->pend_n);
+                                s->n_blocks, s->n_indexed, s->len, s->pend_n);
             goto out;
         }
         if (s->pend_cow >= 0) refs[s->pend_cow]++; /* held until the pending append commits */
@@ -557,7 +557,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
             }
             if (j >= first_private && (kv->blk[b].refcount != 1 || kv->blk[b].node)) {
                 rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d block %d (table entry %d) is written next but %s", i, b,
-                               j, kv->blk[b].node ? "indexed" : "shared");
+                                    j, kv->blk[b].node ? "indexed" : "shared");
                 goto out;
             }
         }
@@ -566,12 +566,12 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     for (size_t b = 0; b < N; b++) {
         if (kv->blk[b].filled < 0 || kv->blk[b].filled > kv->block_size) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
-                           kv->block_size);
+                                kv->block_size);
             goto out;
         }
         if (refs[b] != kv->blk[b].refcount) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
-                           kv->blk[b].refcount, refs[b]);
+                                kv->blk[b].refcount, refs[b]);
             goto out;
         }
         if (refs[b]) place[b] = 1, used++;
@@ -594,7 +594,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
     }
     if (used != kv->n_used || lru != kv->n_lru || used + lru + kv->n_free != N) {
         rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block counts: used %zu/%zu lru %zu/%zu free %zu, total %zu", used,
-                       kv->n_used, lru, kv->n_lru, kv->n_free, N);
+                            kv->n_used, lru, kv->n_lru, kv->n_free, N);
         goto out;
     }
     size_t indexed = 0, chained = 0;

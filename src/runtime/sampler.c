@@ -77,7 +77,7 @@ static int parse_order(const char *s, int *order, kvlm_error *err) {
             if (strlen(stage_names[i]) == len && !strncmp(p, stage_names[i], len)) st = i;
         if (st < 0 || seen[st] || n == ST_COUNT)
             return kvlm_error_set(err, KVLM_ERR_ARG, "sampler order '%s': expected each of %s exactly once", s,
-                             DEFAULT_ORDER);
+                                  DEFAULT_ORDER);
         seen[st] = 1;
         order[n++] = st;
         p += len + (p[len] == ',');
@@ -108,7 +108,7 @@ static int check_options(const kvlm_sampler_options *o, int vocab, kvlm_error *e
                              o->logit_bias[i].id, vocab);
         if (!(o->logit_bias[i].bias >= -100 && o->logit_bias[i].bias <= 100))
             return kvlm_error_set(err, KVLM_ERR_ARG, "logit_bias: bias %g for token %d is outside [-100, 100]",
-                             o->logit_bias[i].bias, o->logit_bias[i].id);
+                                  o->logit_bias[i].bias, o->logit_bias[i].id);
     }
     return KVLM_OK;
 }

@@ -169,17 +169,17 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     const int n_ctx = kv_n_ctx(s->kv), nc = p->n_choices ? p->n_choices : 1;
     if (p->n_prompt < 1 || p->n_prompt >= n_ctx)
         return kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens: must be 1 to %d (context window %d)", p->n_prompt,
-                         n_ctx - 1, n_ctx);
+                              n_ctx - 1, n_ctx);
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
             return kvlm_error_set(err, KVLM_ERR_ARG, "token id %d is outside the vocabulary [0, %d)", p->prompt[i], s->vocab);
     if (p->max_tokens < 1 || nc < 1 || nc > kv_max_seqs(s->kv) || nc > 64 || p->logprobs < -1 || p->logprobs > 100)
         return kvlm_error_set(err, KVLM_ERR_ARG, "max_tokens %d (>= 1), n %d (1..%d), logprobs %d (-1..100)", p->max_tokens,
-                         nc, kv_max_seqs(s->kv), p->logprobs);
+                              nc, kv_max_seqs(s->kv), p->logprobs);
     if (p->n_eos < 0 || p->n_eos > 1024 || (p->n_eos > 0 && !p->eos_ids) || p->n_stops < 0 ||
         (p->n_stops > 0 && (!p->stops || !p->text)))
         return kvlm_error_set(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
-                         p->n_eos, p->n_stops);
+                              p->n_eos, p->n_stops);
     if (s->n_wait >= s->o.max_waiting)
         return kvlm_error_set(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
     sched_req *r = calloc(1, sizeof *r);

@@ -47,7 +47,7 @@ json_t *tok_load_json(const char *path, kvlm_error *err) {
     free(buf);
     if (!root) {
         kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path,
-                  je.line, je.column, je.text);
+                       je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {

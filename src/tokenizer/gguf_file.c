@@ -58,7 +58,7 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
         goto out;
     if (ktok->n > (1u << 22)) {
         kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries (at most %u)", path,
-                  (unsigned long long)ktok->n, 1u << 22);
+                       (unsigned long long)ktok->n, 1u << 22);
         goto out;
     }
     if (gguf_meta_find(&g, "tokenizer.ggml.pre") && gguf_get_string(&g, "tokenizer.ggml.pre", &pre, err)) goto out;
@@ -78,7 +78,7 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
     }
     if ((kscore && kscore->n != ktok->n) || (ktype && ktype->n != ktok->n) || (kmerge && kmerge->n > (1u << 22))) {
         kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml scores/token_type/merges do not match the %llu tokens",
-                  path, (unsigned long long)ktok->n);
+                       path, (unsigned long long)ktok->n);
         goto out;
     }
     if (!(tokens = copy_strings(ktok, err)) || (kmerge && !(merges = copy_strings(kmerge, err)))) goto out;

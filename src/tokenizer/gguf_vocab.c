@@ -52,7 +52,7 @@ static int set_pre(kvlm_tokenizer *t, const char *pre, kvlm_error *err) {
         pattern = tok_qwen2_pattern;
     } else {
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.pre '%.100s' is not "
-                         "supported (gpt2, llama-bpe, qwen2)", pre);
+                              "supported (gpt2, llama-bpe, qwen2)", pre);
     }
     char msg[300];
     t->levels[0].re = tok_regex_compile(pattern, strlen(pattern), msg, sizeof msg);
@@ -78,7 +78,7 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
         if (type < 0 || type > 6) {
             free(raw);
             return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": token_type[%d] = %d is not a token "
-                             "type (0..6)", i, type);
+                                  "type (0..6)", i, type);
         }
         if (llama && !isfinite(scores[i])) {
             free(raw);
@@ -95,7 +95,7 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
             if (!valid_utf8(tokens[i], len)) {
                 free(raw);
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": tokens[%d] '%s' is not valid UTF-8",
-                                 i, tok_show(tokens[i], len, sbuf, sizeof sbuf));
+                                      i, tok_show(tokens[i], len, sbuf, sizeof sbuf));
             }
             /* the same unmapping as vocab.json's */
             rlen = 0;
@@ -138,7 +138,7 @@ static int add_merges(kvlm_tokenizer *t, const char *const *merges, int n, kvlm_
         const char *sp = memchr(m, ' ', len);
         if (!sp || sp == m || sp == m + len - 1 || memchr(sp + 1, ' ', len - (size_t)(sp - m) - 1))
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: expected two tokens separated by one space",
-                             where);
+                                  where);
         if (tok_add_merge(t, rev, m, (size_t)(sp - m), sp + 1, len - (size_t)(sp - m) - 1, where,
                           err) != 0)
             return -1;
@@ -154,19 +154,19 @@ static int build(kvlm_tokenizer *t, const char *model, const char *const *tokens
     else if (model && !strcmp(model, "llama")) llama = 1;
     else
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.model '%.100s' is not "
-                         "supported (gpt2, llama)", model ? model : "(none)");
+                              "supported (gpt2, llama)", model ? model : "(none)");
     snprintf(t->source, sizeof t->source, WHERE " (model %s%s%.100s)", model, pre ? ", pre " : "",
              pre ? pre : "");
     if (n_tokens <= 0 || n_tokens > TOK_MAX_ID + 1 || !tokens)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": %d tokens (expected 1..%d)", n_tokens,
-                         TOK_MAX_ID + 1);
+                              TOK_MAX_ID + 1);
     if (llama && !scores)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model llama needs tokenizer.ggml.scores");
     if (!llama && (n_merges <= 0 || !merges))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model gpt2 needs tokenizer.ggml.merges");
     if (bos < -1 || bos >= n_tokens || eos < -1 || eos >= n_tokens)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": bos id %d or eos id %d is not a token "
-                         "(%d tokens)", bos, eos, n_tokens);
+                              "(%d tokens)", bos, eos, n_tokens);
     if (add_bos && bos < 0)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": add_bos is set but there is no bos id");
     if (add_tokens(t, llama, tokens, n_tokens, types, scores, err) != 0) return -1;

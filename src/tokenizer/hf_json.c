@@ -52,7 +52,7 @@ static int check_model(kvlm_tokenizer *t, json_t *model, const char *path, kvlm_
     json_t *type = json_object_get(model, "type");
     if (type && !is_str(type, "BPE"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.type %s is not supported (only BPE)",
-                         path, json_is_string(type) ? json_string_value(type) : "(not a string)");
+                              path, json_is_string(type) ? json_string_value(type) : "(not a string)");
     json_t *v = json_object_get(model, "dropout");
     if (v && !json_is_null(v))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.dropout is not supported", path);
@@ -61,7 +61,7 @@ static int check_model(kvlm_tokenizer *t, json_t *model, const char *path, kvlm_
         v = json_object_get(model, affixes[k]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
             return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.%s is not supported", path,
-                             affixes[k]);
+                                  affixes[k]);
     }
     t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
     t->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
@@ -75,7 +75,7 @@ static int add_level(kvlm_tokenizer *t, const char *pattern, size_t len, const c
                      const char *where, kvlm_error *err) {
     if (t->n_levels == TOK_MAX_LEVELS)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: more than %d pre-tokenizer stages", path,
-                         where, TOK_MAX_LEVELS);
+                              where, TOK_MAX_LEVELS);
     tok_level *l = &t->levels[t->n_levels];
     l->re = NULL;
     if (pattern && !(len == strlen(tok_gpt2_pattern) && memcmp(pattern, tok_gpt2_pattern, len) == 0)) {
@@ -110,11 +110,11 @@ static int read_split(kvlm_tokenizer *t, json_t *p, const char *path, const char
     json_t *behavior = json_object_get(p, "behavior");
     if (!is_str(behavior, "Isolated"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.behavior %s is not supported (only "
-                         "Isolated)", path, where,
-                         json_is_string(behavior) ? json_string_value(behavior) : "(missing)");
+                              "Isolated)", path, where,
+                              json_is_string(behavior) ? json_string_value(behavior) : "(missing)");
     if (json_is_true(json_object_get(p, "invert")))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.invert true is not supported", path,
-                         where);
+                              where);
     json_t *pat = json_object_get(p, "pattern");
     json_t *rx = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
     const char *lit = string_pattern(pat);
@@ -129,7 +129,7 @@ static int read_split(kvlm_tokenizer *t, json_t *p, const char *path, const char
         return rc;
     }
     return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s.pattern must be {\"Regex\": ...} or "
-                     "{\"String\": ...}", path, where);
+                          "{\"String\": ...}", path, where);
 }
 
 static int read_bytelevel(kvlm_tokenizer *t, json_t *p, int last, const char *path,
@@ -137,10 +137,10 @@ static int read_bytelevel(kvlm_tokenizer *t, json_t *p, int last, const char *pa
     json_t *aps = json_object_get(p, "add_prefix_space");
     if (aps && !json_is_false(aps))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.add_prefix_space true is not supported",
-                         path, where);
+                              path, where);
     if (!last)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: ByteLevel must be the last "
-                         "pre-tokenizer", path, where);
+                              "pre-tokenizer", path, where);
     json_t *regex = json_object_get(p, "use_regex");
     if (!regex || json_is_true(regex)) return add_level(t, NULL, 0, path, where, err);
     return 0;
@@ -151,7 +151,7 @@ static int read_metaspace(kvlm_tokenizer *t, json_t *p, const char *path, const 
     json_t *rep = json_object_get(p, "replacement");
     if (rep && !is_str(rep, META))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.replacement must be \"" META "\"", path,
-                         where);
+                              where);
     json_t *scheme = json_object_get(p, "prepend_scheme");
     json_t *aps = json_object_get(p, "add_prefix_space");
     if (is_str(scheme, "first")) t->spm_prefix = TOK_PREFIX_META_FIRST;
@@ -159,7 +159,7 @@ static int read_metaspace(kvlm_tokenizer *t, json_t *p, const char *path, const 
     else if (is_str(scheme, "never")) t->spm_prefix = TOK_PREFIX_NONE;
     else if (scheme && !json_is_null(scheme))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.prepend_scheme %s is not supported",
-                         path, where, json_is_string(scheme) ? json_string_value(scheme) : "?");
+                              path, where, json_is_string(scheme) ? json_string_value(scheme) : "?");
     else t->spm_prefix = !aps || json_is_true(aps) ? TOK_PREFIX_META_ALWAYS : TOK_PREFIX_NONE;
     json_t *split = json_object_get(p, "split");
     t->spm_split = !split || json_is_true(split);
@@ -177,7 +177,7 @@ static int read_pre_tokenizer(kvlm_tokenizer *t, json_t *pre, const char *path, 
     size_t n = single ? 1 : json_array_size(list);
     if (!single && !json_is_array(list))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers must be an array",
-                         path);
+                              path);
     for (size_t i = 0; i < n; i++) {
         json_t *p = single ? pre : json_array_get(list, i);
         char where[64];
@@ -193,7 +193,7 @@ static int read_pre_tokenizer(kvlm_tokenizer *t, json_t *pre, const char *path, 
             rc = read_metaspace(t, p, path, where, err);
         else
             rc = kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: pre-tokenizer %s is not supported "
-                           "here", path, where, *ty ? ty : "(no type)");
+                                "here", path, where, *ty ? ty : "(no type)");
         if (rc != 0) return rc;
     }
     return 0;
@@ -222,10 +222,10 @@ static int read_normalizer(kvlm_tokenizer *t, json_t *norm, const char *path, kv
             t->spm_replace = 1;
         } else {
             return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: normalizer %s%s is not supported "
-                             "(supported: NFC; for SentencePiece-style files Prepend(\"" META
-                             "\") and Replace(\" \", \"" META "\"))", path, *ty ? ty : "(no type)",
-                             strcmp(ty, "Prepend") == 0 || strcmp(ty, "Replace") == 0 ?
-                             " with these arguments" : "");
+                                  "(supported: NFC; for SentencePiece-style files Prepend(\"" META
+                                  "\") and Replace(\" \", \"" META "\"))", path, *ty ? ty : "(no type)",
+                                  strcmp(ty, "Prepend") == 0 || strcmp(ty, "Replace") == 0 ?
+                                  " with these arguments" : "");
         }
     }
     return 0;
@@ -266,7 +266,7 @@ static int read_decoder(kvlm_tokenizer *t, json_t *dec, const char *path, kvlm_e
             continue;
         }
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: decoder %s is not supported here", path,
-                         *ty ? ty : "(no type)");
+                              *ty ? ty : "(no type)");
     }
     return 0;
 }
@@ -285,10 +285,10 @@ static int load_added(kvlm_tokenizer *t, json_t *added, const char *path, kvlm_e
         json_t *special = json_object_get(a, "special");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > TOK_MAX_ID)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: added_tokens[%zu].id must be an integer "
-                             "in 0..%d", path, i, TOK_MAX_ID);
+                                  "in 0..%d", path, i, TOK_MAX_ID);
         if (!json_is_string(content) || json_string_length(content) == 0)
             return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                             "%s: added_tokens[%zu].content must be a non-empty string", path, i);
+                                  "%s: added_tokens[%zu].content must be a non-empty string", path, i);
         int32_t tid = (int32_t)json_integer_value(id);
         if (tok_set_piece(t, tid, json_string_value(content), json_string_length(content)) != 0)
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", path);
@@ -327,13 +327,13 @@ static int read_template(kvlm_tokenizer *t, json_t *pp, const char *path, kvlm_e
         json_t *name = json_object_get(st, "id");
         if (!json_is_string(name))
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor.single[%zu] is neither a "
-                             "Sequence nor a SpecialToken", path, i);
+                                  "Sequence nor a SpecialToken", path, i);
         int32_t *dst = seen_text ? t->suffix_ids + t->n_suffix : t->prefix_ids + t->n_prefix;
         int room = TOK_MAX_TEMPLATE - (seen_text ? t->n_suffix : t->n_prefix);
         int n = template_ids(special, json_string_value(name), dst, room);
         if (n < 0)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor: special token '%s' has no "
-                             "usable ids in special_tokens", path, json_string_value(name));
+                                  "usable ids in special_tokens", path, json_string_value(name));
         *(seen_text ? &t->n_suffix : &t->n_prefix) += n;
     }
     return 0;
@@ -410,7 +410,7 @@ static int check_ids(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
         int32_t id = k < t->n_prefix ? t->prefix_ids[k] : t->suffix_ids[k - t->n_prefix];
         if (id < 0 || id >= t->n_vocab || !(t->flags[id] & TOK_PRESENT))
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: post_processor names id %d, which is not "
-                             "a token", path, id);
+                                  "a token", path, id);
     }
     if (t->n_prefix) t->bos_id = t->prefix_ids[0];
     if (t->bos_id < 0) {
@@ -429,7 +429,7 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
     t->merge_mode = TOK_MERGE_ONE;
     if (t->kind == TOK_KIND_BYTELEVEL && t->byte_fallback)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: model.byte_fallback with a ByteLevel "
-                         "pre-tokenizer is not supported", path);
+                              "pre-tokenizer is not supported", path);
     if (read_normalizer(t, json_object_get(root, "normalizer"), path, err) != 0 ||
         read_pre_tokenizer(t, json_object_get(root, "pre_tokenizer"), path, err) != 0 ||
         read_decoder(t, json_object_get(root, "decoder"), path, err) != 0)
@@ -437,7 +437,7 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
     if (t->kind == TOK_KIND_BYTELEVEL && t->n_levels == 0 &&
         strcmp(type_of(json_object_get(root, "pre_tokenizer")), "") == 0)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: a ByteLevel decoder without a ByteLevel "
-                         "pre-tokenizer is not supported", path);
+                              "pre-tokenizer is not supported", path);
     int16_t rev[TOK_UNMAP_SIZE];
     tok_build_unmap(rev);
     const int16_t *r = t->kind == TOK_KIND_BYTELEVEL ? rev : NULL;
@@ -454,7 +454,7 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
         t->unk_id = tok_map_get(t, json_string_value(unk), json_string_length(unk));
         if (t->unk_id < 0)
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: model.unk_token '%s' is not in the "
-                             "vocabulary", path, json_string_value(unk));
+                                  "vocabulary", path, json_string_value(unk));
     }
     if (read_post_processor(t, json_object_get(root, "post_processor"), path, err) != 0) return -1;
     tok_read_config(t, path);

@@ -57,7 +57,7 @@ static int load_merges_txt(kvlm_tokenizer *t, const int16_t *rev, const char *pa
         const char *sp = memchr(line, ' ', n);
         if (!sp || sp == line || sp == line + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - line) - 1)) {
             rc = kvlm_error_set(err, KVLM_ERR_FORMAT,
-                           "%s: expected two tokens separated by one space", where);
+                                "%s: expected two tokens separated by one space", where);
             break;
         }
         rc = tok_add_merge(t, rev, line, (size_t)(sp - line), sp + 1, n - (size_t)(sp - line) - 1,
@@ -128,7 +128,7 @@ static int load_file(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
     if (!is_file(other)) join(other, sizeof other, dir, second);
     if (!is_file(other))
         return kvlm_error_set(err, KVLM_ERR_IO, "%s: no merges file beside it (looked for %s and %s)",
-                         path, first, second);
+                              path, first, second);
     return load_pair(t, path, other, err);
 }
 
@@ -155,5 +155,5 @@ int tok_load_path(kvlm_tokenizer *t, const char *path, kvlm_error *err) {
         if (is_file(a) && is_file(b)) return load_pair(t, a, b, err);
     }
     return kvlm_error_set(err, KVLM_ERR_IO, "%s: no tokenizer found (looked for tokenizer.json, "
-                     "vocab.json + merges.txt, encoder.json + vocab.bpe)", path);
+                          "vocab.json + merges.txt, encoder.json + vocab.bpe)", path);
 }

@@ -101,7 +101,7 @@ int32_t kvlm_tokenizer_token_id(const kvlm_tokenizer *t, const char *piece, size
 int kvlm_tokenizer_set_cache(kvlm_tokenizer *t, size_t max_words, kvlm_error *err) {
     if (max_words > (1u << 24))
         return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer cache: %zu words is more than %u", max_words,
-                         1u << 24);
+                              1u << 24);
     pthread_mutex_lock(&t->cache_lock);
     tok_cache_free(&t->cache);
     int rc = tok_cache_init(&t->cache, max_words);
@@ -347,8 +347,8 @@ int kvlm_tokenizer_encode_ex(const kvlm_tokenizer *t, const char *text, size_t l
     if (rc != 0) {
         free(s.ids);
         return kvlm_error_set(err, s.status ? s.status : KVLM_ERR_NOMEM,
-                         "tokenizer encode (%zu bytes of text): %s", len,
-                         s.status ? s.msg : "out of memory");
+                              "tokenizer encode (%zu bytes of text): %s", len,
+                              s.status ? s.msg : "out of memory");
     }
     *ids = s.ids;
     *n_ids = s.n;
@@ -386,7 +386,7 @@ int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab || !(t->flags[ids[i]] & TOK_PRESENT))
             return kvlm_error_set(err, KVLM_ERR_ARG, "tokenizer decode: ids[%zu] = %d is not a token "
-                             "(vocabulary size %d)", i, ids[i], t->n_vocab);
+                                  "(vocabulary size %d)", i, ids[i], t->n_vocab);
         size_t plen;
         tok_dec_piece(t, ids[i], &plen);
         total += plen;

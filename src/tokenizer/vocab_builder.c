@@ -169,7 +169,7 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
                       kvlm_error *err) {
     if (!json_is_object(vocab) || json_object_size(vocab) == 0)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: expected a non-empty object of token -> id",
-                         where);
+                              where);
     const char *key;
     size_t klen;
     json_t *v;
@@ -179,9 +179,9 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
     json_object_keylen_foreach(vocab, key, klen, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > TOK_MAX_ID)
             return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                             "%s: token '%s' has id %s, expected an integer in 0..%d", where,
-                             tok_show(key, klen, sbuf, sizeof sbuf),
-                             json_is_integer(v) ? "out of range" : "not an integer", TOK_MAX_ID);
+                                  "%s: token '%s' has id %s, expected an integer in 0..%d", where,
+                                  tok_show(key, klen, sbuf, sizeof sbuf),
+                                  json_is_integer(v) ? "out of range" : "not an integer", TOK_MAX_ID);
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
     if (tok_reserve_ids(t, (int32_t)max_id + 1) != 0)
@@ -195,8 +195,8 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
             const char *p = tok_piece(t, id, &plen);
             free(raw);
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: duplicate id %d (tokens '%s' and '%s')",
-                             where, id, tok_show(p, plen, sbuf, sizeof sbuf),
-                             tok_show(key, klen, sbuf2, sizeof sbuf2));
+                                  where, id, tok_show(p, plen, sbuf, sizeof sbuf),
+                                  tok_show(key, klen, sbuf2, sizeof sbuf2));
         }
         if (klen > raw_cap) {
             free(raw);
@@ -208,7 +208,7 @@ int tok_load_vocab(kvlm_tokenizer *t, json_t *vocab, const int16_t *rev, const c
         if (n < 0) {   /* jansson has checked the UTF-8 already */
             free(raw);
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: token '%s' is not valid UTF-8", where,
-                             tok_show(key, klen, sbuf, sizeof sbuf));
+                                  tok_show(key, klen, sbuf, sizeof sbuf));
         }
         if (tok_set_piece(t, id, raw, (size_t)n) != 0) {
             free(raw);
@@ -244,12 +244,12 @@ int tok_add_merge(kvlm_tokenizer *t, const int16_t *rev, const char *a, size_t a
         const char *bad = ia < 0 ? a : b;
         size_t badlen = ia < 0 ? alen : blen;
         rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: merge names token '%s', which is not in the "
-                       "vocabulary", where, tok_show(bad, badlen, sbuf, sizeof sbuf));
+                            "vocabulary", where, tok_show(bad, badlen, sbuf, sizeof sbuf));
         goto out;
     }
     if (im < 0) {
         rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: merged token '%s' is not in the vocabulary",
-                       where, tok_show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
+                            where, tok_show(raw, (size_t)(ra + rb), sbuf, sizeof sbuf));
         goto out;
     }
     if (tok_merges_add(&t->merges, ia, ib, im) != 0)
@@ -278,7 +278,7 @@ int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
             const char *sp = memchr(a, ' ', n);
             if (!sp || sp == a || sp == a + n - 1 || memchr(sp + 1, ' ', n - (size_t)(sp - a) - 1))
                 return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                                 "%s: expected \"a b\" (two tokens, one space)", where);
+                                      "%s: expected \"a b\" (two tokens, one space)", where);
             alen = (size_t)(sp - a);
             b = sp + 1;
             blen = n - alen - 1;
@@ -290,7 +290,7 @@ int tok_load_merges_json(kvlm_tokenizer *t, const int16_t *rev, json_t *merges,
             blen = json_string_length(json_array_get(m, 1));
         } else {
             return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                             "%s: expected a string \"a b\" or a pair [\"a\", \"b\"]", where);
+                                  "%s: expected a string \"a b\" or a pair [\"a\", \"b\"]", where);
         }
         if (tok_add_merge(t, rev, a, alen, b, blen, where, err) != 0) return -1;
     }
@@ -313,14 +313,14 @@ static int find_byte_tokens(kvlm_tokenizer *t, const char *where, kvlm_error *er
             t->byte_id[b] = tok_map_get(t, &c, 1);
             if (t->byte_id[b] < 0)
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level "
-                                 "BPE needs all 256)", where, b);
+                                      "BPE needs all 256)", where, b);
         } else if (t->byte_fallback) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
             t->byte_id[b] = tok_map_get(t, name, 6);
             if (t->byte_id[b] < 0)
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no byte token %s (byte fallback needs "
-                                 "all 256, <0x00> to <0xFF>)", where, name);
+                                      "all 256, <0x00> to <0xFF>)", where, name);
         }
     }
     return 0;
@@ -374,7 +374,7 @@ int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
     if (find_byte_tokens(t, where, err) != 0) return -1;
     if (t->kind == TOK_KIND_SPM && !t->byte_fallback && t->unk_id < 0)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: neither byte fallback nor an unknown token: "
-                         "characters outside the vocabulary could not be encoded", where);
+                              "characters outside the vocabulary could not be encoded", where);
     if (t->kind == TOK_KIND_SPM && build_decoded(t) != 0)
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     find_eos(t);
