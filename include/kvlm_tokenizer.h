@@ -128,6 +128,11 @@ size_t kvlm_utf8_flush(kvlm_utf8_stream *s, char *out);
  * available), or 0 if the bytes there are not one. */
 size_t kvlm_utf8_char_len(const char *p, size_t n);
 
+/* Copies n bytes to out with every byte that does not begin a well-formed
+ * UTF-8 sequence replaced by U+FFFD (out needs 3 x n bytes at most);
+ * returns the bytes written. What text needs before it goes into JSON. */
+size_t kvlm_utf8_sanitize(const char *in, size_t n, char *out);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

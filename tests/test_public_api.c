@@ -29,6 +29,18 @@ static void test_version(void **state) {
     free(out);
 }
 
+/* Exact bytes: well-formed sequences kept, each stray byte one U+FFFD. */
+static void test_utf8_sanitize(void **state) {
+    (void)state;
+    const char in[] = "a\xC3\xA9\x80z\xE2\x82\xF0\x9F\x98\x80";
+    const char want[] = "a\xC3\xA9\xEF\xBF\xBDz\xEF\xBF\xBD\xEF\xBF\xBD\xF0\x9F\x98\x80";
+    char out[3 * sizeof in];
+    size_t n = kvlm_utf8_sanitize(in, sizeof in - 1, out);
+    assert_int_equal(n, sizeof want - 1);
+    assert_memory_equal(out, want, n);
+    assert_int_equal(kvlm_utf8_sanitize("", 0, out), 0);
+}
+
 static void test_error_set(void **state) {
     (void)state;
     kvlm_error err;
@@ -59,6 +71,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_error_set),
+        cmocka_unit_test(test_utf8_sanitize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,9 +7,12 @@
  * (1 to 3 bytes) or nothing. Every byte is written out exactly once and in
  * order: bytes that can never be part of a well-formed sequence (stray
  * continuation bytes, C0, C1, F5..FF, an interrupted sequence) go out as
- * they are, immediately, so nothing is held forever. It knows nothing
- * about tokens.
+ * they are, immediately, so nothing is held forever. kvlm_utf8_sanitize
+ * replaces those bytes with U+FFFD instead, for text bound for JSON. It
+ * knows nothing about tokens.
  */
+#include <string.h>
+
 #include "kvlm_tokenizer.h"
 
 /* Length of the sequence a lead byte starts, or 0 if it cannot start one. */
@@ -76,4 +79,19 @@ size_t kvlm_utf8_char_len(const char *s, size_t n) {
     for (size_t i = 1; i < len; i++)
         if (!fits(p, (int)i, p[i])) return 0;
     return len;
+}
+
+size_t kvlm_utf8_sanitize(const char *in, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t k = kvlm_utf8_char_len(in + i, n - i);
+        if (k) {
+            memcpy(out + o, in + i, k);
+            o += k, i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD */
+            o += 3, i++;
+        }
+    }
+    return o;
 }
