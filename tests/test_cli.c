@@ -146,8 +146,8 @@ static void test_run_llama(void **state) {
 }
 
 /* The same Llama with a tokenizer_config.json that sets add_bos_token:
- * BOS (<|endoftext|>, 50256) goes in front of the prompt; the echoed prompt
- * is the text as given. */
+ * BOS (<|endoftext|>, 50256) goes in front of the prompt (run, and tokenize
+ * --special); the echoed prompt is the text as given. */
 static void test_run_bos_from_files(void **state) {
     (void)state;
     char *dir = th_tempdir(), cmd[2048], args[1200];
@@ -168,6 +168,13 @@ static void test_run_bos_from_files(void **state) {
     char *out = NULL;
     assert_int_equal(th_run_kvlm(&out, "run %s 2>/dev/null", args), 0);
     assert_string_equal(out, "ROMEO:\nIUS:\n");
+    free(out);
+    /* tokenize --special encodes as run does; plain text stays the text alone */
+    assert_int_equal(th_run_kvlm(&out, "tokenize -m %s --special 'ROMEO:' 2>&1", dir), 0);
+    assert_string_equal(out, "50256 33676 4720 25\n");
+    free(out);
+    assert_int_equal(th_run_kvlm(&out, "tokenize -m %s 'ROMEO:' 2>&1", dir), 0);
+    assert_string_equal(out, "33676 4720 25\n");
     free(out);
     th_rmtree(dir);
     free(dir);

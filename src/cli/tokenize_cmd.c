@@ -104,7 +104,10 @@ int cli_tokenize(int argc, char **argv) {
         CLI_STR("-m, --model", "PATH",
                 "model directory or tokenizer file (tokenizer.json,\nvocab.json + merges.txt, encoder.json + vocab.bpe)",
                 &model),
-        CLI_SWITCH("--special", "match special tokens such as <|endoftext|> (default: plain text)", &special, 1),
+        CLI_SWITCH("--special",
+                   "encode as kvlm run and kvlm serve encode a prompt: special tokens such\n"
+                   "as <|endoftext|> matched, BOS when the model's files ask (default: plain text)",
+                   &special, 1),
         CLI_SWITCH("--pieces",
                    "one token per line: the id, a tab, the token's bytes in quotes\n"
                    "(bytes outside printable ASCII as \\xHH, and \\n \\t \\r \\\" \\\\)",
@@ -140,7 +143,8 @@ int cli_tokenize(int argc, char **argv) {
     kvlm_error err = {0};
     int32_t *ids = NULL;
     size_t n = 0;
-    rc = kvlm_tokenizer_encode(t, text, len, special, &ids, &n, &err);
+    rc = special ? kvlm_tokenizer_encode_prompt(t, text, len, 1, &ids, &n, &err)
+                 : kvlm_tokenizer_encode(t, text, len, 0, &ids, &n, &err);
     if (rc != 0) fprintf(stderr, "kvlm tokenize: %s\n", err.msg);
     else print_ids(t, ids, n, pieces, json);
     free(ids);
