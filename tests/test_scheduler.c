@@ -194,6 +194,26 @@ static void test_cancel_queue_deadline(void **state) {
     rig_close(&r);
 }
 
+/* A request whose prompt needs more blocks than the whole pool holds ends
+ * with ERROR at once instead of waiting forever; the next one still runs. */
+static void test_never_fits(void **state) {
+    (void)state;
+    rig r = rig_open(2, 4, 256, 8); /* 2 blocks of 4 tokens */
+    kvlm_error err;
+    out o[2];
+    memset(o, 0, sizeof o);
+    kvlm_request_params big = params(0, &o[0], 1), small = params(3, &o[1], 1);
+    small.max_tokens = 3;
+    assert_true(kvlm_sched_submit(r.s, &big, &err) >= 0);
+    assert_true(kvlm_sched_submit(r.s, &small, &err) >= 0);
+    drain(&r);
+    assert_int_equal(o[0].why[0], KVLM_FINISH_ERROR);
+    assert_int_equal(o[0].n[0], 0);
+    assert_int_equal(o[1].why[0], KVLM_FINISH_LENGTH);
+    assert_int_equal(o[1].n[0], 3);
+    rig_close(&r);
+}
+
 /* Text events of one choice, concatenated. */
 typedef struct text_out {
     int32_t ids[MAXTOK];
@@ -378,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_eos_list_and_text),
         cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_queue_grows),
+        cmocka_unit_test(test_never_fits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

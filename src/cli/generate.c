@@ -97,7 +97,7 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
     const double t_submit = kvlm_now();
     if (kvlm_sched_submit(s, &p, err) < 0) rc = err->code;
     double t_start = 0;
-    for (int idle = 0; !rc && kvlm_sched_has_work(s);) {
+    while (!rc && kvlm_sched_has_work(s)) {
         const double t0 = kvlm_now();
         const int had_first = g.t_first != 0;
         const int n = kvlm_sched_step(s, err);
@@ -114,8 +114,6 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
             r->decode_s += t1 - t0;
             r->decode_steps++;
         }
-        idle = n == 0 ? idle + 1 : 0;
-        if (idle > 1000) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "generate: the request never fit the KV cache");
     }
     kvlm_sched_free(s);
     if (!rc && r->finish == KVLM_FINISH_ERROR)

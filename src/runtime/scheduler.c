@@ -347,11 +347,19 @@ static int plan(kvlm_sched *s) {
             c->chunk = left < budget ? left : budget;
             budget -= c->chunk;
         }
-    while (s->n_wait > 0 && budget > 0 && s->n_run < kv_max_seqs(s->kv) && admit(s, s->wait[0])) {
-        sched_choice *c = s->run[s->n_run - 1];
-        int left = c->n_tokens - c->n_computed;
-        c->chunk = left < budget ? left : budget;
-        budget -= c->chunk;
+    for (;;) {
+        while (s->n_wait > 0 && budget > 0 && s->n_run < kv_max_seqs(s->kv) && admit(s, s->wait[0])) {
+            sched_choice *c = s->run[s->n_run - 1];
+            int left = c->n_tokens - c->n_computed;
+            c->chunk = left < budget ? left : budget;
+            budget -= c->chunk;
+        }
+        /* With nothing running, every block the scheduler could ever free
+         * is free or evictable already: a choice that cannot be admitted
+         * now never will be, and waiting for it would keep has_work true
+         * forever. */
+        if (s->n_run > 0 || s->n_wait == 0) break;
+        finish(s, s->wait[0], KVLM_FINISH_ERROR);
     }
     return s->o.max_batch_tokens - budget;
 }
