@@ -276,6 +276,13 @@ static char *expect_exit(int status, const char *args) {
     return out;
 }
 
+/* Runs args, which must exit 0 and print exactly want. */
+static void expect_output(const char *args, const char *want) {
+    char *out = expect_exit(0, args);
+    assert_string_equal(out, want);
+    free(out);
+}
+
 static json_t *expect_json(const char *args) {
     char *out = NULL;
     int st = th_run_kvlm(&out, "%s 2>/dev/null", args);
@@ -296,34 +303,23 @@ static json_int_t jint_at(json_t *j, const char *a, const char *b) {
 /* tokenize / detokenize as docs/tokenizer.md shows them, and --json. */
 static void test_readme_tokenize(void **state) {
     (void)state;
-    char *out = expect_exit(0, "tokenize -m " GPT2 " \"Hello world\"");
-    assert_string_equal(out, "15496 995\n");
-    free(out);
-    out = expect_exit(0, "tokenize -m " GPT2 " --json \"Hello world\"");
-    assert_string_equal(out, "{\"ids\":[15496,995],\"n_tokens\":2}\n");
-    free(out);
-    out = expect_exit(0, "tokenize -m " GPT2 " --json --pieces \" Hello\"");
-    assert_string_equal(out, "{\"ids\":[18435],\"n_tokens\":1,\"pieces\":[\" Hello\"]}\n");
-    free(out);
-    out = expect_exit(0, "detokenize -m " GPT2 " 15496 995");
-    assert_string_equal(out, "Hello world");
-    free(out);
-    out = expect_exit(0, "detokenize -m " GPT2 " --json 15496 995");
-    assert_string_equal(out, "{\"ids\":[15496,995],\"text\":\"Hello world\",\"bytes\":11,\"utf8\":true}\n");
-    free(out);
+    expect_output("tokenize -m " GPT2 " \"Hello world\"", "15496 995\n");
+    expect_output("tokenize -m " GPT2 " --json \"Hello world\"", "{\"ids\":[15496,995],\"n_tokens\":2}\n");
+    expect_output("tokenize -m " GPT2 " --json --pieces \" Hello\"",
+                  "{\"ids\":[18435],\"n_tokens\":1,\"pieces\":[\" Hello\"]}\n");
+    expect_output("detokenize -m " GPT2 " 15496 995", "Hello world");
+    expect_output("detokenize -m " GPT2 " --json 15496 995",
+                  "{\"ids\":[15496,995],\"text\":\"Hello world\",\"bytes\":11,\"utf8\":true}\n");
     /* 187 is the lone byte 0xFF: U+FFFD in JSON, the exact count in bytes */
-    out = expect_exit(0, "detokenize -m " GPT2 " --json 187");
-    assert_string_equal(out, "{\"ids\":[187],\"text\":\"\xef\xbf\xbd\",\"bytes\":1,\"utf8\":false}\n");
-    free(out);
+    expect_output("detokenize -m " GPT2 " --json 187",
+                  "{\"ids\":[187],\"text\":\"\xef\xbf\xbd\",\"bytes\":1,\"utf8\":false}\n");
     /* after --, negative ids reach the id parser, which names the bad one */
-    out = expect_exit(2, "detokenize -m " GPT2 " -- -1 5");
+    char *out = expect_exit(2, "detokenize -m " GPT2 " -- -1 5");
     if (!strstr(out, "'-1' is not a non-negative integer") || strstr(out, "unknown"))
         fail_msg("detokenize -- -1 5: %s", out);
     free(out);
     /* after --, a text that looks like a flag is text */
-    out = expect_exit(0, "tokenize -m " GPT2 " -- --json");
-    assert_string_equal(out, "438 17752\n");
-    free(out);
+    expect_output("tokenize -m " GPT2 " -- --json", "438 17752\n");
 }
 
 /* KV bytes per token of the shipped Llama from its config.json. */

@@ -242,6 +242,19 @@ static void *conc_thread(void *arg) {
     return NULL;
 }
 
+/* Joins n worker threads; returns the first failure message one of them
+ * returned (malloc'ed; the others are freed), or NULL. */
+static char *join_all(pthread_t *th, int n) {
+    char *failure = NULL;
+    for (int i = 0; i < n; i++) {
+        void *ret = NULL;
+        pthread_join(th[i], &ret);
+        if (ret && !failure) failure = ret;
+        else free(ret);
+    }
+    return failure;
+}
+
 /* Seeded requests served together give what each gives alone. */
 static void test_concurrent_equals_sequential(void **state) {
     (void)state;
@@ -261,13 +274,7 @@ static void test_concurrent_equals_sequential(void **state) {
     for (int i = 0; i < N; i++) memset(par[i].text, 0, sizeof par[i].text);
     pthread_t th[N];
     for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, conc_thread, &par[i]);
-    char *failure = NULL;
-    for (int i = 0; i < N; i++) {
-        void *ret = NULL;
-        pthread_join(th[i], &ret);
-        if (ret && !failure) failure = ret;
-        else free(ret);
-    }
+    char *failure = join_all(th, N);
     if (failure) fail_msg("concurrent request: %s", failure);
     for (int i = 0; i < N; i++)
         for (int k = 0; k < 2; k++) assert_string_equal(par[i].text[k], seq[i].text[k]);
@@ -647,13 +654,7 @@ static void check_threads_bound(int threads) {
             rq[i] = (bound_req){.port = sv.port, .seed = 10 * start + i};
             pthread_create(&th[i], NULL, bound_thread, &rq[i]);
         }
-        char *failure = NULL;
-        for (int i = 0; i < N; i++) {
-            void *ret = NULL;
-            pthread_join(th[i], &ret);
-            if (ret && !failure) failure = ret;
-            else free(ret);
-        }
+        char *failure = join_all(th, N);
         int n1 = thread_ticks(sv.pid, tid1, tick1, CAP), created = 0, busy = 0;
         for (int i = 0; i < n1; i++) {
             long long before = -1;
