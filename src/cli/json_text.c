@@ -1,5 +1,5 @@
-/* Raw text bytes as a JSON string (see text_sink.h). */
-#include "cli/text_sink.h"
+/* Raw text bytes as a JSON string (see json_text.h). */
+#include "cli/json_text.h"
 
 #include <stdlib.h>
 #include <stdint.h>

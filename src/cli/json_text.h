@@ -5,8 +5,8 @@
  * U+FFFD here, and only here. Turning tokens into text is not done in the
  * CLI: kvlm_text_stream does it for every command and the server.
  */
-#ifndef KVLM_CLI_TEXT_SINK_H
-#define KVLM_CLI_TEXT_SINK_H
+#ifndef KVLM_CLI_JSON_TEXT_H
+#define KVLM_CLI_JSON_TEXT_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -17,7 +17,7 @@
 #include "cli/generate.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/text_sink.h"
+#include "cli/json_text.h"
 
 typedef struct run_opts {
     model_flags mf;

@@ -17,7 +17,7 @@
 #include "cli/measure.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/text_sink.h"
+#include "cli/json_text.h"
 #include "kvlm_measure.h"
 
 #define MAX_TEMPS 32

@@ -18,7 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "cli/text_sink.h"
+#include "cli/json_text.h"
 #include "kvlm.h"
 
 /* Joins argv[0..n) with single spaces. */

@@ -1,5 +1,5 @@
-/* Raw text bytes in JSON bodies (see text_stream.h). */
-#include "server/text_stream.h"
+/* Raw text bytes in JSON bodies (see json_text.h). */
+#include "server/json_text.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * well-formed UTF-8, so ts_json_string replaces what is not with U+FFFD.
  * ts_utf8_valid checks request bodies and token pieces.
  */
-#ifndef KVLM_SERVER_TEXT_STREAM_H
-#define KVLM_SERVER_TEXT_STREAM_H
+#ifndef KVLM_SERVER_JSON_TEXT_H
+#define KVLM_SERVER_JSON_TEXT_H
 
 #include <jansson.h>
 #include <stddef.h>

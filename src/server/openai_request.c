@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "server/sbuf.h"
-#include "server/text_stream.h"
+#include "server/json_text.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_BYTES 1024

@@ -28,7 +28,7 @@
 #include "server/openai_request.h"
 #include "server/sbuf.h"
 #include "server/server.h"
-#include "server/text_stream.h"
+#include "server/json_text.h"
 
 struct MHD_Connection;
 struct MHD_Daemon;
