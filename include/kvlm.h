@@ -99,7 +99,7 @@ typedef struct kvlm_model kvlm_model;
 #define KVLM_MAX_EOS 8
 
 typedef struct kvlm_config {
-    char arch[32];        /* "gpt2", "llama", "mistral", "qwen2" */
+    char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3" */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
@@ -121,6 +121,9 @@ typedef struct kvlm_config {
     int rope_original_ctx;      /* llama3 original_max_position_embeddings */
     int tie_embeddings;         /* output head is the token embedding */
     int qkv_bias;               /* q/k/v projections have biases (Qwen2) */
+    int qk_norm;                /* per-head RMSNorm of q and k before rotary (Qwen3) */
+    int sliding_window;         /* a query at position p attends to keys p - W + 1 .. p
+                                   (Hugging Face's convention); 0: the whole context */
 } kvlm_config;
 
 /* Loads a model from a directory (Hugging Face layout) or a single file
@@ -149,7 +152,8 @@ size_t kvlm_model_param_count(const kvlm_model *m);
  * .safetensors file or model.safetensors.index.json with config.json
  * beside it, or an llm.c .bin (its header). Knows every architecture
  * config.json may name that kvlm can describe (gpt2, llama, mistral,
- * qwen2), including ones kvlm_model_load cannot run yet. Returns 0. */
+ * qwen2, qwen3, phi3), including ones kvlm_model_load cannot run yet.
+ * Returns 0. */
 int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
 /* -------------------------------------------------------------- KV cache */
@@ -215,7 +219,9 @@ void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
  * returning blocks it no longer needs (those of its reserve_tokens stay);
  * shared and indexed blocks stay with their other holders. Used to roll
  * back, or to recompute: truncated to 0 and the whole context stepped
- * again is generation without a KV cache. */
+ * again is generation without a KV cache. With a sliding-window model the
+ * blocks that fell out of the window are gone: a length whose window
+ * would need them is refused (KVLM_ERR_ARG); 0 always works. */
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err);
 /* Number of token positions cached for the sequence (-1: no such sequence). */
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);

@@ -1,7 +1,7 @@
 /*
  * Hugging Face config.json reader (see hf_config.h). Two field dialects:
  * GPT-2 (n_layer, n_head, n_embd, ...) and the Llama family (llama,
- * mistral, qwen2: num_hidden_layers, num_attention_heads,
+ * mistral, qwen2, qwen3, phi3: num_hidden_layers, num_attention_heads,
  * num_key_value_heads, ...). Llama-family configs are range-checked here
  * under their own field names (their different limits and defaults too);
  * model_check_config then checks what every source shares.
@@ -96,9 +96,10 @@ static int load_generation_config(const char *path, kvlm_config *cfg, kvlm_error
 static const struct hf_arch {
     const char *model_type, *class_prefix;
 } hf_archs[] = {
-    {"gpt2", "GPT2"}, {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+    {"gpt2", "GPT2"}, {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}, {"qwen3", "Qwen3"},
+    {"phi3", "Phi3"},
 };
-#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2"
+#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2, qwen3, phi3"
 
 static const char *find_arch(json_t *root) {
     json_t *mt = json_object_get(root, "model_type");
@@ -163,8 +164,44 @@ static double get_num(json_t *o, const char *key, double def) {
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
+/* sliding_window (an integer or null) as Hugging Face applies it: Mistral
+ * and Phi-3 on every layer whenever it is set; Qwen2 and Qwen3 only with
+ * use_sliding_window true, and then only on the layers from
+ * max_window_layers on, which kvlm does not model (refused unless that
+ * leaves no layer windowed). Llama has none. A window at least as long as
+ * the context never masks anything and is stored as 0. */
+static int load_window(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+    const int qwen = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen3");
+    if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3") && !qwen) return KVLM_OK;
+    int w = 0, rc;
+    if ((rc = get_int(root, path, "sliding_window", 0, 0, &w, err))) return rc;
+    if (w < 0) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: sliding_window = %d is not a window length", path, w);
+    if (qwen) {
+        int layers = 0;
+        if (!json_is_true(json_object_get(root, "use_sliding_window")) || w == 0) return KVLM_OK;
+        if ((rc = get_int(root, path, "max_window_layers", 0, 28, &layers, err))) return rc;
+        if (layers >= cfg->n_layer) return KVLM_OK;
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
+                              "%s: use_sliding_window with max_window_layers = %d < num_hidden_layers = %d (a window "
+                              "on some layers only) is not supported", path, layers, cfg->n_layer);
+    }
+    cfg->sliding_window = w < cfg->n_ctx ? w : 0;
+    return KVLM_OK;
+}
+
+/* Phi-3 options kvlm does not implement: a partial rotary embedding
+ * (Phi-4-mini) is refused by name. */
+static int check_phi3(json_t *root, const char *path, kvlm_error *err) {
+    double prf = get_num(root, "partial_rotary_factor", 1.0);
+    if (prf != 1.0)
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor = %g is not supported (1 only)",
+                              path, prf);
+    return KVLM_OK;
+}
+
 /* rope_theta, rope_scaling (none or type llama3), tied embeddings, q/k/v
- * biases (Qwen2 has them; attention_bias says so for Llama). */
+ * biases (Qwen2 has them; attention_bias says so for Llama, Qwen3 and
+ * Phi-3), Qwen3's q/k norms. */
 static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     cfg->rope_theta = (float)get_num(root, "rope_theta", 10000.0);
     if (!(cfg->rope_theta > 1 && cfg->rope_theta < 1e12))
@@ -172,12 +209,19 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     json_t *tie = json_object_get(root, "tie_word_embeddings"), *ab = json_object_get(root, "attention_bias");
     cfg->tie_embeddings = json_is_true(tie);
     cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || json_is_true(ab);
+    cfg->qk_norm = !strcmp(cfg->arch, "qwen3");
+    int rc;
+    if (!strcmp(cfg->arch, "phi3") && (rc = check_phi3(root, path, err))) return rc;
+    if ((rc = load_window(root, path, cfg, err))) return rc;
     json_t *sc = json_object_get(root, "rope_scaling");
     if (!sc || json_is_null(sc)) return KVLM_OK;
     json_t *type = json_object_get(sc, "rope_type");
     if (!type) type = json_object_get(sc, "type");
     if (!json_is_object(sc) || !json_is_string(type) || strcmp(json_string_value(type), "llama3"))
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: rope_scaling of type '%s' is not supported (llama3)", path,
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
+                              "%s: rope_scaling.%s '%s' is not supported (llama3 only; Phi-3's 128k longrope/su "
+                              "scaling is not implemented)",
+                              path, json_object_get(sc, "rope_type") ? "rope_type" : "type",
                               json_is_string(type) ? json_string_value(type) : "?");
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
@@ -193,7 +237,8 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     return KVLM_OK;
 }
 
-/* Llama, Mistral and Qwen2 share these field names and defaults. */
+/* Llama, Mistral, Qwen2, Qwen3 and Phi-3 share these field names and
+ * defaults. */
 static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     int rc;
     if ((rc = get_int(root, path, "num_hidden_layers", 1, 0, &cfg->n_layer, err)) ||

@@ -2,11 +2,13 @@
  * Hugging Face config.json reader: fills a kvlm_config from the fields a
  * GPT-2 checkpoint uses (n_layer, n_head, n_embd, n_positions, vocab_size,
  * n_inner, layer_norm_epsilon, eos_token_id) or a Llama-family one (model_type
- * llama, mistral or qwen2: num_hidden_layers, num_attention_heads,
+ * llama, mistral, qwen2, qwen3 or phi3: num_hidden_layers, num_attention_heads,
  * num_key_value_heads (default: num_attention_heads), hidden_size,
  * intermediate_size, max_position_embeddings, vocab_size, rms_norm_eps,
  * head_dim (default: hidden_size / num_attention_heads), eos_token_id (an
- * integer or a list)). eos_token_id of config.json and of
+ * integer or a list), sliding_window (Mistral, Phi-3; Qwen's only with
+ * use_sliding_window), rope_theta and rope_scaling (llama3 only)).
+ * eos_token_id of config.json and of
  * generation_config.json beside it (when present) make up eos_ids, the
  * first of them eos_id. torch_dtype, when present, gives
  * weight_dtype (f32 otherwise). Unknown architectures and missing or

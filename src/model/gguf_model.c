@@ -5,8 +5,14 @@
  * eot_token_id),
  * then the same binders as Hugging Face files under GGUF tensor names.
  * Llama files store Q and K rows so that rotary pairs are adjacent
- * (interleaved layout); Qwen2 files keep Hugging Face's order. Llama 3 rope
- * scaling arrives as a rope_freqs tensor dividing each frequency.
+ * (interleaved layout); Qwen2, Qwen3 and Phi-3 files keep Hugging Face's
+ * order (llama.cpp's "neox" rope). Llama 3 rope scaling arrives as a
+ * rope_freqs tensor dividing each frequency. {arch}.attention.sliding_window
+ * (when present and non-zero) is the attention window, applied as Hugging
+ * Face applies config.json's sliding_window (llama.cpp itself ignores the
+ * one Phi-3 files carry). Phi-3's 128k variants (rope_factors_long/short)
+ * and a partial rotary embedding (rope.dimension_count below the head
+ * dimension) are refused by name.
  */
 #include <stdio.h>
 #include <string.h>
@@ -30,9 +36,9 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
     int rc = gguf_get_string(g, "general.architecture", &arch, err);
     if (rc) return rc;
     const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral");
-    if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2"))
+    if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") && strcmp(arch, "phi3"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
-                              "mistral, qwen2)", g->path, arch);
+                              "mistral, qwen2, qwen3, phi3)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
     if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||
@@ -71,7 +77,27 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
         c->rope_interleaved = rope_pairs;
         c->tie_embeddings = !tensor_set_find(ts, "output.weight", NULL);
         c->qkv_bias = tensor_set_find(ts, "blk.0.attn_q.bias", NULL) != NULL;
+        c->qk_norm = !strcmp(arch, "qwen3");
+        if ((rc = read_int(g, arch, "attention.sliding_window", 0, 1 << 30, 0, 0, &c->sliding_window, err))) return rc;
+        if (c->sliding_window >= c->n_ctx) c->sliding_window = 0;
     }
+    return KVLM_OK;
+}
+
+/* What kvlm_config_load may describe but the forward pass does not run: a
+ * rotary embedding over part of each head, Phi-3's longrope factors. */
+static int check_runnable(const gguf_meta *g, const tensor_set *ts, const kvlm_config *c, kvlm_error *err) {
+    if (!c->rope_theta) return KVLM_OK;
+    int rope_dims, rc;
+    if ((rc = read_int(g, c->arch, "rope.dimension_count", 0, 1 << 16, c->head_dim, 0, &rope_dims, err))) return rc;
+    if (rope_dims != c->head_dim)
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count = %d: a rotary embedding over "
+                              "part of the head (%d) is not supported", g->path, c->arch, rope_dims, c->head_dim);
+    static const char *const refused[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int i = 0; i < 2; i++)
+        if (tensor_set_find(ts, refused[i], NULL))
+            return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s': Phi-3's longrope (128k) rope scaling "
+                                  "is not supported", g->path, refused[i]);
     return KVLM_OK;
 }
 
@@ -95,6 +121,7 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
     int rc = gguf_load(&m->ts, &g, path, err);
     if (!rc) rc = read_config(&g, &m->ts, &m->cfg, err);
     if (!rc) rc = model_check_config(&m->cfg, MODEL_SRC_GGUF, path, err);
+    if (!rc) rc = check_runnable(&g, &m->ts, &m->cfg, err);
     if (!rc) {
         snprintf(m->source, sizeof m->source, "gguf (%s): %s", m->cfg.arch, path);
         rc = strcmp(m->cfg.arch, "gpt2") ? llama_bind(m, path, err) : gpt2_bind(m, path, err);

@@ -1,9 +1,13 @@
 /*
- * Binding Llama-family weights (Llama, Mistral, Qwen2) by name. The same
- * binder serves Hugging Face files (model.layers.N.self_attn.q_proj ...)
- * and GGUF files (blk.N.attn_q ...) through a table of names. Matrices are
- * [out, in] in both and used in place; Qwen2's q/k/v biases are joined
- * into one vector; the output head is the token embedding when tied or
+ * Binding Llama-family weights (Llama, Mistral, Qwen2, Qwen3, Phi-3) by
+ * name. The same binder serves Hugging Face files
+ * (model.layers.N.self_attn.q_proj ...) and GGUF files (blk.N.attn_q ...)
+ * through a table of names. Matrices are [out, in] in both and used in
+ * place; Qwen2's q/k/v biases are joined into one vector; Qwen3's q_norm /
+ * k_norm are [head_dim] vectors; a fused q|k|v matrix (Phi-3's qkv_proj,
+ * GGUF attn_qkv) and Phi-3's fused gate|up matrix (gate_up_proj, which GGUF
+ * stores as ffn_up of 2 x feed_forward_length rows) are bound whole, never
+ * split or copied. The output head is the token embedding when tied or
  * when the file has none.
  */
 #include <stdio.h>
@@ -16,6 +20,7 @@
 typedef struct llama_names {
     const char *embed, *norm, *head;
     const char *attn_norm, *q, *k, *v, *o, *q_bias, *k_bias, *v_bias, *ffn_norm, *gate, *up, *down;
+    const char *q_norm, *k_norm, *qkv, *qkv_bias, *gate_up;
 } llama_names;
 
 static const llama_names hf_names = {
@@ -26,6 +31,9 @@ static const llama_names hf_names = {
     "model.layers.%d.self_attn.k_proj.bias", "model.layers.%d.self_attn.v_proj.bias",
     "model.layers.%d.post_attention_layernorm.weight", "model.layers.%d.mlp.gate_proj.weight",
     "model.layers.%d.mlp.up_proj.weight", "model.layers.%d.mlp.down_proj.weight",
+    "model.layers.%d.self_attn.q_norm.weight", "model.layers.%d.self_attn.k_norm.weight",
+    "model.layers.%d.self_attn.qkv_proj.weight", "model.layers.%d.self_attn.qkv_proj.bias",
+    "model.layers.%d.mlp.gate_up_proj.weight",
 };
 
 static const llama_names gguf_names = {
@@ -33,6 +41,8 @@ static const llama_names gguf_names = {
     "blk.%d.attn_norm.weight", "blk.%d.attn_q.weight", "blk.%d.attn_k.weight", "blk.%d.attn_v.weight",
     "blk.%d.attn_output.weight", "blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias",
     "blk.%d.ffn_norm.weight", "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight",
+    "blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight", "blk.%d.attn_qkv.weight", "blk.%d.attn_qkv.bias",
+    "blk.%d.ffn_up.weight", /* Phi-3: [gate; up] under the up name */
 };
 
 #define NAME(fmt) (snprintf(name, sizeof name, (fmt), l), name)
@@ -55,20 +65,41 @@ static int bind_qkv_bias(bind_ctx *b, const llama_names *nm, int l, model_layer 
     return KVLM_OK;
 }
 
-static int bind_layer(bind_ctx *b, const llama_names *nm, int l, model_layer *L) {
+/* Q, K and V: one fused matrix when the file has one, else three. */
+static int bind_attention(bind_ctx *b, const llama_names *nm, int l, model_layer *L) {
     const kvlm_config *c = &b->m->cfg;
-    const int64_t C = c->n_embd, F = c->n_ff, qd = (int64_t)c->n_head * c->head_dim,
-                  kd = (int64_t)c->n_kv_head * c->head_dim;
+    const int64_t C = c->n_embd, qd = (int64_t)c->n_head * c->head_dim, kd = (int64_t)c->n_kv_head * c->head_dim;
     char name[96];
     int rc;
-    if ((rc = bind_vector(b, NAME(nm->attn_norm), C, &L->norm1_w)) ||
-        (rc = bind_matrix(b, NAME(nm->q), qd, C, &L->wq)) || (rc = bind_matrix(b, NAME(nm->k), kd, C, &L->wk)) ||
-        (rc = bind_matrix(b, NAME(nm->v), kd, C, &L->wv)) || (rc = bind_matrix(b, NAME(nm->o), C, qd, &L->wo)) ||
+    if (bind_find(b, NAME(nm->qkv), 0)) {
+        if ((rc = bind_matrix(b, name, qd + 2 * kd, C, &L->wqkv))) return rc;
+        rc = bind_vector_opt(b, NAME(nm->qkv_bias), qd + 2 * kd, &L->bqkv);
+    } else if ((rc = bind_matrix(b, NAME(nm->q), qd, C, &L->wq)) || (rc = bind_matrix(b, NAME(nm->k), kd, C, &L->wk)) ||
+               (rc = bind_matrix(b, NAME(nm->v), kd, C, &L->wv))) {
+        return rc;
+    } else if (c->qkv_bias) {
+        rc = bind_qkv_bias(b, nm, l, L);
+    }
+    if (rc) return rc;
+    if (c->qk_norm && ((rc = bind_vector(b, NAME(nm->q_norm), c->head_dim, &L->q_norm)) ||
+                       (rc = bind_vector(b, NAME(nm->k_norm), c->head_dim, &L->k_norm))))
+        return rc;
+    return bind_matrix(b, NAME(nm->o), C, qd, &L->wo);
+}
+
+static int bind_layer(bind_ctx *b, const llama_names *nm, int l, model_layer *L) {
+    const kvlm_config *c = &b->m->cfg;
+    const int64_t C = c->n_embd, F = c->n_ff;
+    char name[96];
+    int rc;
+    if ((rc = bind_vector(b, NAME(nm->attn_norm), C, &L->norm1_w)) || (rc = bind_attention(b, nm, l, L)) ||
         (rc = bind_vector(b, NAME(nm->ffn_norm), C, &L->norm2_w)) ||
-        (rc = bind_matrix(b, NAME(nm->gate), F, C, &L->w_gate)) || (rc = bind_matrix(b, NAME(nm->up), F, C, &L->w_up)) ||
         (rc = bind_matrix(b, NAME(nm->down), C, F, &L->w_down)))
         return rc;
-    return c->qkv_bias ? bind_qkv_bias(b, nm, l, L) : KVLM_OK;
+    if (!strcmp(c->arch, "phi3")) return bind_matrix(b, NAME(nm->gate_up), 2 * F, C, &L->w_gate_up);
+    if ((rc = bind_matrix(b, NAME(nm->gate), F, C, &L->w_gate)) || (rc = bind_matrix(b, NAME(nm->up), F, C, &L->w_up)))
+        return rc;
+    return KVLM_OK;
 }
 
 static int bind_with(kvlm_model *m, const llama_names *nm, const char *origin, kvlm_error *err) {
@@ -87,7 +118,7 @@ static int bind_with(kvlm_model *m, const llama_names *nm, const char *origin, k
     if (!m->layers) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = bind_layer(&b, nm, l, &m->layers[l]))) return rc;
-    m->cfg.weight_dtype = m->layers[0].wq.dtype;
+    m->cfg.weight_dtype = m->layers[0].wqkv.data ? m->layers[0].wqkv.dtype : m->layers[0].wq.dtype;
     return rope_init(m, err);
 }
 

@@ -183,10 +183,11 @@ size_t kvlm_model_param_count(const kvlm_model *m) {
     n += C + (m->normf_b ? C : 0);
     for (int l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
-        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up,
+                                   &L->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
         n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
-             (L->b_up ? F : 0) + (L->b_down ? C : 0);
+             (L->b_up ? F : 0) + (L->b_down ? C : 0) + (L->q_norm ? 2 * (size_t)c->head_dim : 0);
     }
     return n;
 }

@@ -1,8 +1,10 @@
 /*
  * A loaded model: its configuration and its weights bound by name for one
  * of two block designs, GPT-2 (LayerNorm with bias, learned positions,
- * fused QKV, GELU MLP) and Llama (RMSNorm, rotary positions, separate
- * Q/K/V with grouped-query heads, SwiGLU MLP). Matrices are kept in their
+ * fused QKV, GELU MLP) and Llama (RMSNorm, rotary positions, Q/K/V with
+ * grouped-query heads, SwiGLU MLP), the latter with the variations of
+ * Mistral, Qwen2 (q/k/v biases), Qwen3 (per-head q/k RMSNorm) and Phi-3
+ * (fused qkv and gate|up matrices, used as stored: one matmul each). Matrices are kept in their
  * stored dtype in [out, in] layout (kern_matrix); small vectors (norm
  * weights, biases) are widened to f32 once at load. Knows nothing about
  * the KV cache or sampling.
@@ -17,18 +19,20 @@
 typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
 
 /* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
- * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down. A NULL bias or norm
- * bias means none (RMSNorm has no bias). */
+ * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down; Phi-3 uses wqkv and
+ * w_gate_up. A NULL bias or norm bias means none (RMSNorm has no bias). */
 typedef struct model_layer {
     float *norm1_w, *norm1_b;
-    kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C]; data NULL when split */
+    kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C] rows q, k, v; data NULL when split */
     kern_matrix wq, wk, wv;    /* [q_dim, C], [kv_dim, C], [kv_dim, C] */
     float *bqkv;               /* [q_dim + 2 kv_dim] or NULL */
+    float *q_norm, *k_norm;    /* [head_dim] RMSNorm weights of each q / k head, or NULL */
     kern_matrix wo;            /* [C, q_dim] */
     float *bo;
     float *norm2_w, *norm2_b;
     kern_matrix w_gate;        /* [F, C]; data NULL without a gate (GPT-2) */
     kern_matrix w_up;          /* [F, C] */
+    kern_matrix w_gate_up;     /* [2F, C] rows gate, up (Phi-3); data NULL when split */
     float *b_up;
     kern_matrix w_down;        /* [C, F] */
     float *b_down;

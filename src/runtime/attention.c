@@ -1,7 +1,8 @@
 /*
  * Attention of one query head over a context read through a block table:
  * scores block by block, one softmax, then the weighted sum of V block by
- * block. The engine and the attention benchmark both call it, so what is
+ * block. The context is a range of positions [lo, n): lo > 0 is a sliding
+ * window, whose earlier blocks may already be released (never read). The engine and the attention benchmark both call it, so what is
  * measured is what runs. Blocks are scattered in the pool, where the
  * hardware prefetcher cannot follow, so the next block's keys (or values)
  * are prefetched while the current one is used.
@@ -19,27 +20,39 @@ static inline void prefetch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 1);
 }
 
-void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
-               int n, float scale, float *scores, float *out) {
+/* Attention over positions [lo, n): block by block from the block holding
+ * lo (its first lo % block_size slots skipped); scores[i] is position lo + i. */
+static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head,
+                       const float *q, int lo, int n, float scale, float *scores, float *out) {
     const int bs = kv->block_size, hd = kv->head_dim;
-    for (int b0 = 0; b0 < n; b0 += bs) {
-        const int cnt = n - b0 < bs ? n - b0 : bs;
-        if (b0 + bs < n) prefetch(kv_head_ptr(kv, table[b0 / bs + 1], layer, kv_head, 0), kv->head_bytes);
-        else prefetch(kv_head_ptr(kv, table[0], layer, kv_head, 1), kv->head_bytes);
-        ops->attn_scores(q, kv_head_ptr(kv, table[b0 / bs], layer, kv_head, 0), kv->dtype, cnt, hd, scale, scores + b0);
+    const size_t row = (size_t)hd * kvlm_dtype_size(kv->dtype);
+    for (int p = lo; p < n;) {
+        const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
+        if ((j + 1) * bs < n) prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 0), kv->head_bytes);
+        else prefetch(kv_head_ptr(kv, table[lo / bs], layer, kv_head, 1), kv->head_bytes);
+        ops->attn_scores(q, kv_head_ptr(kv, table[j], layer, kv_head, 0) + off * row, kv->dtype, cnt, hd, scale,
+                         scores + (p - lo));
+        p += cnt;
     }
-    kern_softmax(scores, n);
+    kern_softmax(scores, n - lo);
     memset(out, 0, (size_t)hd * sizeof(float));
-    for (int b0 = 0; b0 < n; b0 += bs) {
-        const int cnt = n - b0 < bs ? n - b0 : bs;
-        if (b0 + bs < n) prefetch(kv_head_ptr(kv, table[b0 / bs + 1], layer, kv_head, 1), kv->head_bytes);
-        ops->attn_accum(scores + b0, kv_head_ptr(kv, table[b0 / bs], layer, kv_head, 1), kv->dtype, cnt, hd, out);
+    for (int p = lo; p < n;) {
+        const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
+        if ((j + 1) * bs < n) prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 1), kv->head_bytes);
+        ops->attn_accum(scores + (p - lo), kv_head_ptr(kv, table[j], layer, kv_head, 1) + off * row, kv->dtype, cnt, hd,
+                        out);
+        p += cnt;
     }
 }
 
-void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int n,
-                   float scale, float *scores, float *out) {
-    attn_head(ops, kv, kv->seqs[seq].blocks, layer, kv_head, q, n, scale, scores, out);
+void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
+               int n, float scale, float *scores, float *out) {
+    attn_range(ops, kv, table, layer, kv_head, q, 0, n, scale, scores, out);
+}
+
+void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
+                   int n, float scale, float *scores, float *out) {
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, q, lo, n, scale, scores, out);
 }
 
 void attn_store_at(const kern_ops *ops, kvlm_kv *kv, const int *table, int pos, int layer, int kv_head, int is_v,

@@ -14,9 +14,10 @@
  * kv_head, K and V read through table; scores holds n floats of scratch. */
 void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
                int n, float scale, float *scores, float *out);
-/* The same over the first n positions of sequence seq (its block table). */
-void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int n,
-                   float scale, float *scores, float *out);
+/* The same over positions [lo, n) of sequence seq (its block table): lo
+ * is 0, or the start of a sliding window; scores holds n - lo floats. */
+void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
+                   int n, float scale, float *scores, float *out);
 
 /* Writes the K and V of every KV head of position pos of seq for layer (k
  * and v: n_kv_head x head_dim floats each, head after head) in the cache's

@@ -78,7 +78,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->q_dim = c->n_head * c->head_dim;
     e->kv_dim = c->n_kv_head * c->head_dim;
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
-    e->ff_dim = m->layers[0].w_gate.data ? 2 * c->n_ff : c->n_ff; /* gate | up side by side */
+    e->ff_dim = m->layers[0].w_gate.data || m->layers[0].w_gate_up.data ? 2 * c->n_ff : c->n_ff; /* gate | up */
     e->ops = ops;
     e->team.threads = o.threads ? o.threads : omp_get_num_procs();
     e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
@@ -224,17 +224,19 @@ static void store_kv(kvlm_engine *e, int l, int T) {
     }
 }
 
-/* Causal attention of each row's query heads over its sequence's cache. */
+/* Causal attention of each row's query heads over its sequence's cache:
+ * the query at position p reads keys 0..p, or p - W + 1..p with a sliding
+ * window of W (Hugging Face's convention: W keys, its own included). */
 static void attend(kvlm_engine *e, int l, int T) {
     const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, H = c->n_head;
+    const int hd = c->head_dim, H = c->n_head, W = c->sliding_window;
     const int group = c->n_head / c->n_kv_head;
     const float scale = 1.0f / sqrtf((float)hd);
     const kvlm_kv *kv = e->kv;
     /* Fork only when the work outweighs waking the threads (tiny models,
      * short contexts). */
     long work = 0;
-    for (int t = 0; t < T; t++) work += (long)(e->rows[t].pos + 1) * H * hd;
+    for (int t = 0; t < T; t++) work += (long)(W && e->rows[t].pos + 1 > W ? W : e->rows[t].pos + 1) * H * hd;
     #pragma omp parallel num_threads(e->team.threads) if (work > 65536)
     {
         kern_team_note(&e->team);
@@ -246,13 +248,32 @@ static void attend(kvlm_engine *e, int l, int T) {
             const eng_row *r = &e->rows[t];
             const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
             float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-            attn_seq_head(e->ops, kv, r->seq, l, kh, q, r->pos + 1, scale, sc, out);
+            const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
+            attn_seq_head(e->ops, kv, r->seq, l, kh, q, lo, r->pos + 1, scale, sc, out);
         }
     }
 }
 
-/* Q, K and V for every row: one fused matmul (GPT-2) or three writing
- * side by side into the same rows (Llama), then the rotary embedding. */
+/* Qwen3: RMSNorm of every query and key head (weights of head_dim), in
+ * place, before the rotary embedding. */
+static void qk_norm(kvlm_engine *e, const model_layer *L, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int hd = c->head_dim, heads = c->n_head + c->n_kv_head;
+    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
+    {
+        kern_team_note(&e->team);
+        #pragma omp for
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < heads; h++) {
+                float *v = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+                e->ops->rmsnorm(v, h < c->n_head ? L->q_norm : L->k_norm, hd, c->norm_eps, v);
+            }
+    }
+}
+
+/* Q, K and V for every row: one fused matmul (GPT-2, Phi-3) or three
+ * writing side by side into the same rows (Llama), then Qwen3's q/k norms
+ * and the rotary embedding. */
 static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     if (L->wqkv.data) {
@@ -264,21 +285,28 @@ static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
         kern_matmul(ops, &e->team, e->h, T, &L->wv, b ? b + e->q_dim + e->kv_dim : NULL, e->qkv + e->q_dim + e->kv_dim,
                     e->qkv_dim);
     }
+    if (L->q_norm) qk_norm(e, L, T);
     if (e->m->rope_inv_freq) apply_rope(e, T);
 }
 
-/* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama). */
+/* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama); gate
+ * and up from one matmul when the file fuses them (Phi-3's [gate; up]
+ * rows give exactly the gate | up halves of each ff row). */
 static void mlp(kvlm_engine *e, const model_layer *L, int T) {
     const kern_ops *ops = e->ops;
     const int F = e->m->cfg.n_ff, C = e->m->cfg.n_embd;
-    if (!L->w_gate.data) {
+    if (!L->w_gate.data && !L->w_gate_up.data) {
         kern_matmul(ops, &e->team, e->h, T, &L->w_up, L->b_up, e->ff, F);
         ops->gelu(e->ff, (size_t)T * F);
         kern_matmul(ops, &e->team, e->ff, T, &L->w_down, L->b_down, e->h, C);
         return;
     }
-    kern_matmul(ops, &e->team, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
-    kern_matmul(ops, &e->team, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    if (L->w_gate_up.data) {
+        kern_matmul(ops, &e->team, e->h, T, &L->w_gate_up, NULL, e->ff, 2 * F);
+    } else {
+        kern_matmul(ops, &e->team, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
+        kern_matmul(ops, &e->team, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
+    }
     #pragma omp parallel num_threads(e->team.threads) if (T > 4)
     {
         kern_team_note(&e->team);

@@ -6,7 +6,9 @@
  * runtime/kvcache.h and runtime/attention.h.
  *
  * A sequence's position p lives in block blocks[p / block_size] at slot
- * p % block_size. Within a block the layout is
+ * p % block_size. With a sliding window of W, the first n_released entries
+ * are -1: their blocks held only positions before len - W + 1, which no
+ * later query reads, and the sequence gave its reference back. Within a block the layout is
  *   [layer][K heads..., V heads...][slot][head_dim]
  * so one head's keys for a block are contiguous (what attention reads).
  *
@@ -30,6 +32,7 @@ typedef struct kv_seq {
     int len;           /* tokens whose K/V are stored */
     int n_blocks;      /* entries used in blocks[] */
     int n_indexed;     /* leading full blocks registered or matched in the index */
+    int n_released;    /* leading table entries released by the sliding window (-1 in blocks[]) */
     int pend_n;        /* positions reserved past len, not yet committed (0: none) */
     int pend_blocks;   /* n_blocks before the pending reservation */
     int pend_cow;      /* tail block replaced by a copy for the pending append (-1: none) */
@@ -54,6 +57,9 @@ struct kvlm_kv {
     int block_size, max_blocks_per_seq;
     kvlm_dtype dtype;
     int reserve_blocks;          /* every sequence holds at least this many (reserve_tokens) */
+    int window;                  /* the model's sliding window (0: none); blocks wholly before
+                                    every future query's window are released when > 0 and
+                                    reserve_blocks == 0 */
     int prefix_cache;
     kv_block_hash_fn hash;
     size_t bytes_per_token, block_bytes, head_bytes; /* head_bytes: one head, one block */

@@ -157,6 +157,7 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->max_blocks_per_seq = (c->n_ctx + o.block_size - 1) / o.block_size;
     kv->dtype = o.dtype;
     kv->reserve_blocks = (o.reserve_tokens + o.block_size - 1) / o.block_size;
+    kv->window = c->sliding_window > 0 && c->sliding_window < c->n_ctx ? c->sliding_window : 0;
     /* A lookup hands a new sequence shared blocks; a reservation gives it
      * blocks of its own: the two do not mix. */
     kv->prefix_cache = !o.no_prefix_cache && o.reserve_tokens == 0;
@@ -227,8 +228,9 @@ int kv_n_ctx(const kvlm_kv *kv) { return kv->n_ctx; }
 kvlm_dtype kv_dtype(const kvlm_kv *kv) { return kv->dtype; }
 
 int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c) {
+    const int window = c->sliding_window > 0 && c->sliding_window < c->n_ctx ? c->sliding_window : 0;
     return kv->n_layer == c->n_layer && kv->n_kv_head == c->n_kv_head && kv->head_dim == c->head_dim &&
-           kv->n_ctx == c->n_ctx;
+           kv->n_ctx == c->n_ctx && kv->window == window;
 }
 
 size_t kv_new_seq_blocks(const kvlm_kv *kv) { return (size_t)kv->reserve_blocks; }
@@ -269,7 +271,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
         return -1;
     }
     s->live = 1;
-    s->len = s->n_blocks = s->n_indexed = s->pend_n = s->pend_blocks = 0;
+    s->len = s->n_blocks = s->n_indexed = s->n_released = s->pend_n = s->pend_blocks = 0;
     s->pend_cow = -1;
     return id;
 }
@@ -334,7 +336,10 @@ int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
      * holds (its reservation), shared beyond them. */
     for (int j = 0; j * kv->block_size < p->len; j++) {
         const int b = p->blocks[j];
-        if (j < s->n_blocks) {
+        if (b < 0) { /* released by the window (never under a reservation) */
+            s->blocks[s->n_blocks++] = -1;
+            s->n_released++;
+        } else if (j < s->n_blocks) {
             memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes,
                    kv->block_bytes);
             kv->blk[s->blocks[j]].filled = kv->blk[b].filled;
@@ -355,9 +360,10 @@ void kvlm_kv_seq_free(kvlm_kv *kv, int seq) {
     if (!kv_seq_valid(kv, seq)) return;
     kv_append_abort(kv, seq);
     kv_seq *s = &kv->seqs[seq];
-    while (s->n_blocks > 0) unref_block(kv, s->blocks[--s->n_blocks]);
+    while (s->n_blocks > 0)
+        if (s->blocks[--s->n_blocks] >= 0) unref_block(kv, s->blocks[s->n_blocks]);
     s->live = 0;
-    s->len = s->n_indexed = 0;
+    s->len = s->n_indexed = s->n_released = 0;
 }
 
 /* Full blocks not yet in the chain enter the index (or join an identical
@@ -387,6 +393,26 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *s) {
         s->bhash[j] = h;
         s->bnode[j] = node;
         s->n_indexed++;
+    }
+}
+
+/* The first position any later query of a sequence of len tokens reads
+ * under the window (0 without one). */
+static int window_start(const kvlm_kv *kv, int len) {
+    return kv->window && len + 1 > kv->window ? len + 1 - kv->window : 0;
+}
+
+/* Sliding window: gives back the sequence's reference to every block whose
+ * positions all lie before the window of its next query (len - W + 1 on).
+ * Such a block is full, so with the prefix cache on it is already indexed
+ * and, once no sequence holds it, waits on the LRU list for reuse; other
+ * sequences sharing it keep it. Blocks a reservation holds are kept. */
+static void release_outside_window(kvlm_kv *kv, kv_seq *s) {
+    if (!kv->window || kv->reserve_blocks) return;
+    const int first_needed = window_start(kv, s->len) / kv->block_size;
+    while (s->n_released < first_needed) {
+        unref_block(kv, s->blocks[s->n_released]);
+        s->blocks[s->n_released++] = -1;
     }
 }
 
@@ -455,6 +481,7 @@ void kv_append_commit(kvlm_kv *kv, int seq, const int32_t *tokens) {
         if (kv->blk[s->blocks[j]].filled < f) kv->blk[s->blocks[j]].filled = f;
     }
     if (kv->prefix_cache) index_full_blocks(kv, s);
+    release_outside_window(kv, s);
 }
 
 static void seq_truncate(kvlm_kv *kv, int seq, int len) {
@@ -464,7 +491,9 @@ static void seq_truncate(kvlm_kv *kv, int seq, int len) {
     if (s->n_indexed > s->len / bs) s->n_indexed = s->len / bs;
     int need = (s->len + bs - 1) / bs;
     if (need < kv->reserve_blocks) need = kv->reserve_blocks;
-    while (s->n_blocks > need) unref_block(kv, s->blocks[--s->n_blocks]);
+    while (s->n_blocks > need)
+        if (s->blocks[--s->n_blocks] >= 0) unref_block(kv, s->blocks[s->n_blocks]);
+    if (s->n_released > s->n_blocks) s->n_released = s->n_blocks;
     /* Blocks this sequence alone writes now hold only its remaining tokens
      * (a shared or indexed block keeps its fill for its other holders). */
     for (int j = s->len / bs; j < s->n_blocks; j++) {
@@ -480,6 +509,12 @@ int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
     if (len < 0 || len > kv->seqs[seq].len)
         return kvlm_error_set(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
                               len);
+    const int released = kv->seqs[seq].n_released * kv->block_size;
+    if (len > 0 && window_start(kv, len) < released)
+        return kvlm_error_set(err, KVLM_ERR_ARG,
+                              "cannot truncate sequence %d to %d tokens: positions before %d left the sliding window of "
+                              "%d and were released (truncate to 0, or to at least %d)", seq, len, released, kv->window,
+                              released + kv->window - 1);
     seq_truncate(kv, seq, len);
     return KVLM_OK;
 }
@@ -546,8 +581,19 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
         /* Blocks a pending append writes, and blocks past the tokens (a
          * reservation), belong to this sequence alone and are not indexed. */
         const int first_private = s->pend_n ? s->len / bs : (s->len + bs - 1) / bs;
+        if (s->n_released > s->n_blocks || s->n_released * bs > window_start(kv, s->len)) {
+            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d: %d blocks released, but its window starts at %d", i,
+                                s->n_released, window_start(kv, s->len));
+            goto out;
+        }
         for (int j = 0; j < s->n_blocks; j++) {
             int b = s->blocks[j];
+            if ((b < 0) != (j < s->n_released)) {
+                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d table entry %d: block %d (%d released)", i, j, b,
+                                    s->n_released);
+                goto out;
+            }
+            if (b < 0) continue;
             refs[b]++;
             int need = s->len - j * bs;
             if (need > bs) need = bs;

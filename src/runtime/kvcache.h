@@ -26,6 +26,15 @@
  * rest. Generation without a cache is not a mode either: truncate the
  * sequence to 0 and step its whole context again (the scheduler's recompute option).
  *
+ * Sliding window: a cache created for a model with sliding_window W (and
+ * no reserve_tokens) gives back, at each commit, a sequence's reference to
+ * every leading block whose positions all precede len - W + 1, the first
+ * key any later query of that sequence reads. A block another sequence
+ * still holds stays with it; an unshared one goes to the free stack, or,
+ * being full and indexed, to the prefix cache's LRU list, where a new
+ * sequence with the same prefix can still find it. Released entries read
+ * -1 in the block table; truncating into them is refused (0 is fine).
+ *
  * Appending is one protocol: kv_append_reserve gives a sequence private,
  * writable slots for its next n positions; the caller writes their K/V
  * (attn_store_kv in runtime/attention.h); kv_append_commit records the n
@@ -47,7 +56,7 @@ int kv_max_seqs(const kvlm_kv *kv);
 int kv_n_ctx(const kvlm_kv *kv);
 kvlm_dtype kv_dtype(const kvlm_kv *kv);
 /* 1 when the cache was created for a model of this shape (layers, KV
- * heads, head dim, context). */
+ * heads, head dim, context, sliding window). */
 int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c);
 /* Blocks every new sequence takes when it is created and keeps until it is
  * freed (kvlm_kv_options.reserve_tokens; 0 when blocks are taken on
@@ -58,7 +67,8 @@ int kv_seq_valid(const kvlm_kv *kv, int seq);
 /* The token ids of seq's kvlm_kv_seq_len positions (valid until it changes). */
 const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq);
 /* seq's block table: *table receives its blocks in position order; returns
- * how many (enough for its length and any pending append). */
+ * how many (enough for its length and any pending append). Entries a
+ * sliding window released are -1. */
 int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table);
 
 /* ------------------------------------------------------------ appending */
