@@ -59,7 +59,7 @@ static void test_hf_variants(void **state) {
         checked++;
     }
     closedir(d);
-    assert_true(checked >= 7);
+    assert_true(checked >= 10);
 }
 
 static void test_gguf_files(void **state) {

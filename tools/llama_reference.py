@@ -1,18 +1,29 @@
 #!/usr/bin/python3
 """Float64 PyTorch reference of the Llama-family forward pass (Hugging Face's
-LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM), written from the
-published architecture, for kvlm's fixtures, its GGUF tools and its tests.
+LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
+Phi3ForCausalLM), written from the published architectures, for kvlm's
+fixtures, its GGUF tools and its tests.
 
 The computation, for token ids t[0..T) at positions 0..T-1:
 
     x = embed_tokens[t]
     per layer:  h = rmsnorm(x, input_layernorm)
-                x += o_proj(attention(rope(q_proj(h)), rope(k_proj(h)), v_proj(h)))
+                x += o_proj(attention(rope(qn(q_proj(h))), rope(kn(k_proj(h))), v_proj(h)))
                 h = rmsnorm(x, post_attention_layernorm)
                 x += down_proj(silu(gate_proj(h)) * up_proj(h))
     logits = rmsnorm(x, norm) @ lm_head^T      (lm_head = embed_tokens when tied)
 
 - rmsnorm(x, w) = x / sqrt(mean(x^2) + rms_norm_eps) * w.
+- qn, kn: Qwen3 only, rmsnorm of every head (head_dim values) with
+  self_attn.q_norm / k_norm weights [head_dim], before the rotary embedding;
+  the identity for the other models.
+- Phi-3 stores q/k/v as one self_attn.qkv_proj ([q; k; v] rows) and gate/up
+  as one mlp.gate_up_proj ([gate; up] rows); they are split by rows here.
+- Sliding window (sliding_window = W of Mistral and Phi-3 whenever set; of
+  Qwen2/Qwen3 only with use_sliding_window, and then on the layers from
+  max_window_layers on, which is refused unless no layer is left): the
+  query at position i sees the keys j with i - W < j <= i (Hugging Face's
+  mask: W keys, its own included).
 - Linear weights are PyTorch [out, in]: y = x @ W^T (+ b when the file has a
   bias: Qwen2's q/k/v biases, or Llama's attention_bias / mlp_bias).
 - Attention: num_attention_heads query heads of head_dim (config head_dim, or
@@ -35,8 +46,8 @@ The computation, for token ids t[0..T) at positions 0..T-1:
 
 Everything is computed in the dtype asked for (float64 by default) from the
 weights as given, so expected logits for a file in f16/bf16/quantised form
-come from its dequantised values. Mistral's sliding window is not modelled;
-a sequence longer than the window is refused rather than computed wrongly.
+come from its dequantised values. Phi-3's longrope/su rope_scaling and a
+partial_rotary_factor other than 1 are refused.
 
 Importable API (tools/make_llama_fixtures.py, tools/write_gguf.py,
 tools/train_llama.py):
@@ -66,7 +77,8 @@ read_safetensors = _fx.read_safetensors      # path -> {name: (st dtype, float64
 write_safetensors = _fx.write_safetensors    # path, [(name, tensor f32/f16/bf16)] -> data bytes
 write_expected = _fx.write_expected          # the shared .expected.json format
 
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                 "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}
 
 EMBED, NORM, HEAD = "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"
 LAYER_FMT = "model.layers.%d."
@@ -89,9 +101,34 @@ def dims(config):
         raise ValueError("num_attention_heads %d is not a multiple of num_key_value_heads %d" % (nh, nkv))
     if hd % 2:
         raise ValueError("rotary embeddings need an even head_dim, not %d" % hd)
+    if config.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("partial_rotary_factor %r is not modelled" % config["partial_rotary_factor"])
     return dict(model_type=mt, hidden=config["hidden_size"], n_layer=config["num_hidden_layers"],
                 n_head=nh, n_kv=nkv, head_dim=hd, vocab=config["vocab_size"],
-                eps=config.get("rms_norm_eps", 1e-6), tied=bool(config.get("tie_word_embeddings", False)))
+                eps=config.get("rms_norm_eps", 1e-6), tied=bool(config.get("tie_word_embeddings", False)),
+                window=sliding_window(config))
+
+
+def sliding_window(config):
+    """The attention window W every layer applies, or None (see the module doc)."""
+    mt, w = config.get("model_type", "llama"), config.get("sliding_window")
+    if not w or mt == "llama":
+        return None
+    if mt in ("qwen2", "qwen3"):
+        if not config.get("use_sliding_window", False):
+            return None
+        if config.get("max_window_layers", 28) >= config["num_hidden_layers"]:
+            return None
+        raise ValueError("a sliding window on layers max_window_layers.. only is not modelled")
+    return int(w)
+
+
+def attention_mask(T, window):
+    """[T, T] bool, True where query i may read key j."""
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    m = j <= i
+    return m & (j > i - window) if window else m
 
 
 def _scaling(config):
@@ -100,7 +137,7 @@ def _scaling(config):
         return None, {}
     kind = sc.get("rope_type", sc.get("type"))
     if kind not in ("llama3", "linear", "default"):
-        raise ValueError("rope_scaling type %r is not modelled (llama3, linear)" % kind)
+        raise ValueError("rope_scaling type %r is not modelled (llama3, linear; not longrope/su)" % kind)
     return (None if kind == "default" else kind), sc
 
 
@@ -157,6 +194,31 @@ def interleaved_to_hf_rows(w, n_heads):
 
 # ---------------------------------------------------------------- forward
 
+def split_fused(W, config):
+    """Phi-3's fused matrices as the separate ones: qkv_proj rows [q; k; v],
+    gate_up_proj rows [gate; up]. Other entries unchanged."""
+    d = dims(config)
+    out = {}
+    qd, kd = d["n_head"] * d["head_dim"], d["n_kv"] * d["head_dim"]
+    for name, t in W.items():
+        if name.endswith("self_attn.qkv_proj.weight") or name.endswith("self_attn.qkv_proj.bias"):
+            if t.shape[0] != qd + 2 * kd:
+                raise ValueError("%s has %d rows, not %d" % (name, t.shape[0], qd + 2 * kd))
+            base, kind = name.rsplit(".", 1)
+            base = base[:-len("qkv_proj")]
+            out[base + "q_proj." + kind], out[base + "k_proj." + kind], out[base + "v_proj." + kind] = \
+                t[:qd], t[qd:qd + kd], t[qd + kd:]
+        elif name.endswith("mlp.gate_up_proj.weight"):
+            if t.shape[0] % 2:
+                raise ValueError("%s has an odd number of rows" % name)
+            base = name[:-len("gate_up_proj.weight")]
+            f = t.shape[0] // 2
+            out[base + "gate_proj.weight"], out[base + "up_proj.weight"] = t[:f], t[f:]
+        else:
+            out[name] = t
+    return out
+
+
 def rms_norm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
@@ -180,17 +242,14 @@ def final_hidden(weights, config, token_ids, dtype=torch.float64, rope_interleav
     (e.g. rounding to bf16, to model an engine's mixed-precision kernels);
     dropout (train only) drops attention probabilities and residual branches."""
     d = dims(config)
-    sw = config.get("sliding_window") if config.get("use_sliding_window", d["model_type"] == "mistral") else None
     ids = torch.as_tensor(token_ids, dtype=torch.long)
     T = ids.shape[-1]
-    if sw and T > sw:
-        raise ValueError("sequence of %d tokens exceeds sliding_window %d, which is not modelled" % (T, sw))
-    W = {k: v.to(dtype) for k, v in weights.items()}
+    W = split_fused({k: v.to(dtype) for k, v in weights.items()}, config)
     F = torch.nn.functional
     drop = (lambda t: F.dropout(t, dropout, True)) if train and dropout > 0 else (lambda t: t)
     nh, nkv, hd, eps = d["n_head"], d["n_kv"], d["head_dim"], d["eps"]
     cos, sin = rope_cos_sin(config, T, dtype)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = attention_mask(T, d["window"])
     x = W[EMBED][ids]
     lead = x.shape[:-2]
     for i in range(d["n_layer"]):
@@ -199,6 +258,9 @@ def final_hidden(weights, config, token_ids, dtype=torch.float64, rope_interleav
         q = _linear(h, W, p + "self_attn.q_proj", act).reshape(*lead, T, nh, hd).transpose(-2, -3)
         k = _linear(h, W, p + "self_attn.k_proj", act).reshape(*lead, T, nkv, hd).transpose(-2, -3)
         v = _linear(h, W, p + "self_attn.v_proj", act).reshape(*lead, T, nkv, hd).transpose(-2, -3)
+        if p + "self_attn.q_norm.weight" in W:
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
         q, k = apply_rope(q, cos, sin, rope_interleaved), apply_rope(k, cos, sin, rope_interleaved)
         if kv_f16:
             k, v = k.half().to(dtype), v.half().to(dtype)
@@ -289,15 +351,35 @@ def _random_model(config, seed):
             w[p + "self_attn.%s_proj.bias" % n] = r(0.2, rows * hd)
         w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"] = r(0.15, I, H), r(0.15, I, H)
         w[p + "mlp.down_proj.weight"] = r(0.1, H, I)
+        if d["model_type"] == "qwen3":
+            w[p + "self_attn.q_norm.weight"], w[p + "self_attn.k_norm.weight"] = 1 + r(0.3, hd), 1 + r(0.3, hd)
     return w
+
+
+def fuse_phi3(w):
+    """Phi-3's layout of a split model: qkv_proj [q; k; v], gate_up_proj [gate; up]."""
+    out = {}
+    for name, t in w.items():
+        if ".self_attn.q_proj." in name:
+            kind = name.rsplit(".", 1)[1]
+            base = name[:name.index("q_proj.")]
+            out[base + "qkv_proj." + kind] = torch.cat([t, w[base + "k_proj." + kind], w[base + "v_proj." + kind]])
+        elif ".mlp.gate_proj." in name:
+            base = name[:name.index("gate_proj.")]
+            out[base + "gate_up_proj.weight"] = torch.cat([t, w[base + "up_proj.weight"]])
+        elif not any(s in name for s in (".self_attn.k_proj.", ".self_attn.v_proj.", ".mlp.up_proj.")):
+            out[name] = t
+    return out
 
 
 def _complex_rope_forward(weights, config, ids):
     """An independent formulation of the same model: per-head loops, rotary
     embedding as multiplication by exp(i * angle) of the complex numbers
-    (x[j] + i x[j + d/2]), K/V heads looked up per query head."""
+    (x[j] + i x[j + d/2]), K/V heads looked up per query head, fused
+    matrices sliced by rows, the window as the first key of each query's loop."""
     d = dims(config)
     nh, nkv, hd, eps = d["n_head"], d["n_kv"], d["head_dim"], d["eps"]
+    win = d["window"] or len(ids)
     T, half = len(ids), hd // 2
     ang = torch.arange(T, dtype=torch.float64)[:, None] * rope_inv_freq(config)[None, :]
     rot = torch.polar(torch.ones_like(ang), ang)
@@ -308,22 +390,33 @@ def _complex_rope_forward(weights, config, ids):
     for i in range(d["n_layer"]):
         p = LAYER_FMT % i
         h = norm(x, W[p + "input_layernorm.weight"])
-        q, k, v = lin(h, p + "self_attn.q_proj"), lin(h, p + "self_attn.k_proj"), lin(h, p + "self_attn.v_proj")
+        if p + "self_attn.qkv_proj.weight" in W:
+            qkv = lin(h, p + "self_attn.qkv_proj")
+            q, k, v = qkv[:, :nh * hd], qkv[:, nh * hd:(nh + nkv) * hd], qkv[:, (nh + nkv) * hd:]
+        else:
+            q, k, v = lin(h, p + "self_attn.q_proj"), lin(h, p + "self_attn.k_proj"), lin(h, p + "self_attn.v_proj")
         out = torch.zeros(T, nh * hd, dtype=torch.float64)
         for j in range(nh):
             kv = j * nkv // nh
             qj = q[:, j * hd:(j + 1) * hd]
             kj, vj = k[:, kv * hd:(kv + 1) * hd], v[:, kv * hd:(kv + 1) * hd]
+            if p + "self_attn.q_norm.weight" in W:
+                qj, kj = norm(qj, W[p + "self_attn.q_norm.weight"]), norm(kj, W[p + "self_attn.k_norm.weight"])
             cq = torch.complex(qj[:, :half], qj[:, half:]) * rot
             ck = torch.complex(kj[:, :half], kj[:, half:]) * rot
             qr, kr = torch.cat([cq.real, cq.imag], 1), torch.cat([ck.real, ck.imag], 1)
             for t in range(T):
-                s = (kr[:t + 1] @ qr[t]) / math.sqrt(hd)
-                out[t, j * hd:(j + 1) * hd] = torch.softmax(s, 0) @ vj[:t + 1]
+                lo = max(0, t + 1 - win)
+                s = (kr[lo:t + 1] @ qr[t]) / math.sqrt(hd)
+                out[t, j * hd:(j + 1) * hd] = torch.softmax(s, 0) @ vj[lo:t + 1]
         x = x + lin(out, p + "self_attn.o_proj")
         h = norm(x, W[p + "post_attention_layernorm.weight"])
-        g = lin(h, p + "mlp.gate_proj")
-        x = x + lin(g / (1 + torch.exp(-g)) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        if p + "mlp.gate_up_proj.weight" in W:
+            gu = lin(h, p + "mlp.gate_up_proj")
+            g, u = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        else:
+            g, u = lin(h, p + "mlp.gate_proj"), lin(h, p + "mlp.up_proj")
+        x = x + lin(g / (1 + torch.exp(-g)) * u, p + "mlp.down_proj")
     return norm(x, W[NORM]) @ head_weight(W, config).T
 
 
@@ -379,7 +472,48 @@ def selftest():
             s = (16 / wl[i] - 0.5) / 1.5
             assert 0 < s < 1 and abs(got[i] - ((1 - s) * plain[i] / 4 + s * plain[i])) < 1e-15
     assert (wl < 8).any() and (wl > 32).any() and ((wl >= 8) & (wl <= 32)).any()
+    _selftest_variants(base, ids)
     print("llama_reference selftest: ok")
+
+
+def _selftest_variants(base, ids):
+    """Qwen3's q/k norms (head_dim != hidden / heads), Phi-3's fused
+    matrices and the sliding window against the independent formulation."""
+    T = len(ids)
+    # Qwen3: head_dim 12 with hidden 32 and 4 heads; the norms matter
+    q3 = dict(base, model_type="qwen3", num_key_value_heads=2, head_dim=12)
+    w = _random_model(q3, 31)
+    a = forward(w, q3, ids)
+    assert (a - _complex_rope_forward(w, q3, ids)).abs().max() < 1e-10, "qwen3"
+    plain = {k: v for k, v in w.items() if "_norm.weight" not in k or "layernorm" in k}
+    assert (forward(plain, dict(q3, model_type="qwen2"), ids) - a).abs().max() > 1e-3, "qwen3 norms change nothing"
+    # Phi-3: fused rows == the split model; the window as Hugging Face masks it
+    for win in (None, 3, T, T + 5):
+        mi = dict(base, model_type="mistral", num_key_value_heads=2, sliding_window=win)
+        ph = dict(mi, model_type="phi3")
+        w = _random_model(mi, 41)
+        a = forward(w, mi, ids)
+        assert (a - _complex_rope_forward(w, mi, ids)).abs().max() < 1e-10, ("window", win)
+        f = fuse_phi3(w)
+        assert not any("q_proj" in k or "gate_proj" in k for k in f)
+        assert (forward(f, ph, ids) - a).abs().max() < 1e-12, ("phi3 fused", win)
+        assert (_complex_rope_forward(f, ph, ids) - a).abs().max() < 1e-10, ("phi3 fused, independent", win)
+        full = forward(w, dict(mi, sliding_window=None), ids)
+        if win is None or win >= T:
+            assert (a - full).abs().max() < 1e-12, ("window at least the sequence", win)
+        else:
+            # positions < win see the same keys; later ones do not
+            assert (a[:win] - full[:win]).abs().max() < 1e-12 and (a[win:] - full[win:]).abs().max() > 1e-3, win
+    m = attention_mask(6, 3)
+    assert m.tolist()[5] == [False, False, False, True, True, True] and m.tolist()[1] == [True, True] + [False] * 4
+    # Qwen's window applies only with use_sliding_window (and is refused per layer)
+    assert sliding_window(dict(q3, sliding_window=4)) is None
+    assert sliding_window(dict(q3, sliding_window=4, use_sliding_window=True, max_window_layers=2)) is None
+    try:
+        sliding_window(dict(q3, sliding_window=4, use_sliding_window=True, max_window_layers=1))
+        raise AssertionError("per-layer window accepted")
+    except ValueError:
+        pass
 
 
 # ---------------------------------------------------------------- main

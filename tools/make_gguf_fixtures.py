@@ -14,6 +14,12 @@ Writes into OUTDIR (tests/fixtures/llama_gguf):
         included), the others from gqa.
     gpt2_f32.gguf
         tests/fixtures/gpt2/hf_f32 (GPT-2, tied head, no tokenizer).
+    qwen3_q8_0.gguf, phi3_q8_0.gguf, mistral_swa_q8_0.gguf
+        tests/fixtures/llama/qwen3 (architecture qwen3: attn_q_norm /
+        attn_k_norm, head_dim 24 != 64 / 4), phi3 (architecture phi3: fused
+        attn_qkv, ffn_up holding [gate; up], phi3.attention.sliding_window 7)
+        and mistral_swa (architecture llama, llama.attention.sliding_window
+        5) with Q8_0 matrices, each with its own .expected.json.
     gqa_q8_0.expected.json, gqa_q4_0.expected.json
         logits (the .expected.json format of every fixture) computed in float64
         by tools/llama_reference.py from the weights as the file stores them
@@ -28,6 +34,12 @@ Writes into OUTDIR (tests/fixtures/llama_gguf):
 
 --all also writes (for local checks, not committed) the mha, mqa, qwen2 and
 llama3_rope variants in F32 and Q8_0, each with its own expected logits.
+
+When gguf-py (llama.cpp's Python package) can be imported (put its
+directory on PYTHONPATH), every file written is also read back with
+gguf.GGUFReader and its tensor names and metadata keys are checked against
+gguf-py's tables for the architecture (MODEL_TENSORS / TENSOR_NAMES, Keys);
+without it that check is skipped with a note.
 
 Deterministic: re-running gives byte-identical files. Needs python3-torch
 and python3-numpy.
@@ -66,7 +78,9 @@ def llama_from_gguf(path, hf_config):
     meta, ts = wg.read_gguf(path)
     arch = meta["general.architecture"]
     m = lambda k, d=None: meta.get(arch + "." + k, d)
-    cfg = {"model_type": "qwen2" if arch == "qwen2" else "llama", "hidden_size": m("embedding_length"),
+    window = m("attention.sliding_window", 0)
+    mt = arch if arch in ("qwen2", "qwen3", "phi3") else "mistral" if window else "llama"
+    cfg = {"model_type": mt, "sliding_window": window or None, "hidden_size": m("embedding_length"),
            "intermediate_size": m("feed_forward_length"), "num_hidden_layers": m("block_count"),
            "num_attention_heads": m("attention.head_count"), "num_key_value_heads": m("attention.head_count_kv"),
            "head_dim": m("attention.key_length"), "max_position_embeddings": m("context_length"),
@@ -87,6 +101,10 @@ def llama_from_gguf(path, hf_config):
     for p in ("q", "k", "v"):
         for kind in ("weight", "bias"):
             per["attn_%s.%s" % (p, kind)] = "self_attn.%s_proj.%s" % (p, kind)
+    per.update({"attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_q_norm.weight": "self_attn.q_norm.weight",
+                "attn_k_norm.weight": "self_attn.k_norm.weight"})
+    if arch == "phi3":
+        per["ffn_up.weight"] = "mlp.gate_up_proj.weight"
     w = {}
     for name, (_, _, arr) in ts.items():
         if name == "rope_freqs.weight":
@@ -116,6 +134,46 @@ def gpt2_from_gguf(path):
             w["h.%d.%s.weight" % (i, hf)] = to(ts["blk.%d.%s.weight" % (i, gg)][2], t)
             w["h.%d.%s.bias" % (i, hf)] = to(ts["blk.%d.%s.bias" % (i, gg)][2])
     return w, cfg
+
+
+# ---------------------------------------------------------------- gguf-py cross-check
+
+def check_with_gguf_py(path):
+    """Reads path with llama.cpp's gguf-py and checks every tensor name and
+    metadata key against its tables for the file's architecture. Returns a
+    note, or None when gguf-py cannot be imported."""
+    try:
+        import gguf
+    except ImportError:
+        return None
+    r = gguf.GGUFReader(path)
+    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
+    march = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch)
+    allowed = set()
+    for t in gguf.MODEL_TENSORS[march]:
+        base = gguf.TENSOR_NAMES[t]
+        for i in range(64):
+            for suffix in (".weight", ".bias"):
+                allowed.add(base.format(bid=i) + suffix)
+    bad = [t.name for t in r.tensors if t.name not in allowed]
+    assert not bad, (path, "tensor names gguf-py does not know for %s" % arch, bad)
+    keys = set()
+
+    def collect(ns, depth=0):
+        for name in dir(ns):
+            if name.startswith("_"):
+                continue
+            v = getattr(ns, name)
+            if isinstance(v, str):
+                keys.add(v.replace("{arch}", arch))
+            elif isinstance(v, type) and depth < 3:
+                collect(v, depth + 1)
+    collect(gguf.Keys)
+    unknown = [k for k in r.fields if not k.startswith("GGUF.") and k not in keys]
+    assert not unknown, (path, "metadata keys gguf-py does not know", unknown)
+    mine, _ = wg.read_gguf(path, dequant=False)
+    assert len(r.tensors) == len(_), path
+    return "gguf-py %s: %d tensors, %d keys known" % (arch, len(r.tensors), len(mine))
 
 
 # ---------------------------------------------------------------- logits
@@ -157,8 +215,10 @@ def one(outdir, name, src, qtype, family, reuse, manifest, baseline):
         d = max_diff(load_expected(os.path.join(outdir, name + ".expected.json")), exp)
         assert d < 1e-7, (name, d)
     quant_shift = max_diff(exp, baseline) if baseline is not None else 0.0
+    note = check_with_gguf_py(out)
+    print("  %s" % (note or "gguf-py not importable: names and keys not cross-checked"))
     manifest.append({"gguf": rel(out), "expected": expected, "weights_dtype": qtype, "source": rel(src),
-                     "architecture": "gpt2" if family == "gpt2" else cfg["model_type"],
+                     "architecture": wg.read_gguf(out, dequant=False)[0]["general.architecture"],
                      "f32_forward_max_error": float("%.2g" % f32_err), "tolerance": TOLERANCE,
                      "max_logit_shift_from_f32_weights": float("%.2g" % quant_shift)})
     print("%-18s %-5s %8d bytes  f32-forward err %.1e  vs f32 weights %.3g  expected %s" %
@@ -183,6 +243,9 @@ def main(argv):
         base = e if base is None else base
     one(outdir, "gpt2_f32", os.path.join(ROOT, GPT2_DIR, "hf_f32"), "f32", "gpt2",
         os.path.join(GPT2_DIR, "hf_f32.expected.json"), manifest, None)
+    for v in ("qwen3", "phi3", "mistral_swa"):
+        one(outdir, v + "_q8_0", os.path.join(ROOT, LLAMA_DIR, v), "q8_0", "llama", None, manifest,
+            load_expected(os.path.join(ROOT, LLAMA_DIR, v + ".expected.json")))
     if every:
         for v in ("mha", "mqa", "qwen2", "llama3_rope"):
             b = one(outdir, v + "_f32", os.path.join(ROOT, LLAMA_DIR, v), "f32", "llama",

@@ -4,8 +4,8 @@ version 3 file, plus a GGUF reader for checking what was written.
 
 Usage:
     write_gguf.py HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0] [--name NAME]
-        Converts a GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or
-        Qwen2ForCausalLM directory (config.json and model.safetensors, or a
+        Converts a GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
+        Qwen2ForCausalLM, Qwen3ForCausalLM or Phi3ForCausalLM directory (config.json and model.safetensors, or a
         sharded model.safetensors.index.json; F32, F16 or BF16 weights).
         --type sets the storage of the 2-D weight matrices (embeddings,
         projections, output head; default f16). Vectors (norm weights,
@@ -21,19 +21,27 @@ Usage:
         and the Q/K row permutation against tools/llama_reference.py.
 
 What is written (see also docs/gguf.md and src/formats/gguf.h):
-    general.architecture  "llama" (Llama and Mistral sources), "qwen2" or
-                          "gpt2", with the hyperparameters under that prefix
+    general.architecture  "llama" (Llama and Mistral sources), "qwen2",
+                          "qwen3", "phi3" or "gpt2", with the hyperparameters
+                          under that prefix
                           (context_length, embedding_length, block_count,
                           feed_forward_length, attention.head_count,
                           attention.head_count_kv, attention.key_length,
                           attention.layer_norm_rms_epsilon or
                           layer_norm_epsilon, rope.freq_base,
-                          rope.dimension_count, vocab_size), general.alignment
+                          rope.dimension_count, vocab_size, and
+                          attention.sliding_window for Phi-3 (0 without one,
+                          as llama.cpp writes it) and for a Mistral source
+                          with a window; Phi-3 also
+                          rope.scaling.original_context_length), general.alignment
                           (32), general.file_type, general.quantization_version.
     tensor names          llama.cpp's: token_embd, blk.N.attn_norm, attn_q,
                           attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
                           ffn_up, ffn_down, output_norm, output (absent when
-                          the head is tied); gpt2: token_embd, position_embd,
+                          the head is tied); qwen3 adds attn_q_norm and
+                          attn_k_norm; phi3 has attn_qkv (Hugging Face's
+                          qkv_proj, rows [q; k; v]) and ffn_up holding
+                          gate_up_proj (rows [gate; up]) with no ffn_gate; gpt2: token_embd, position_embd,
                           blk.N.attn_norm(.bias), attn_qkv, attn_output,
                           ffn_norm, ffn_up, ffn_down (+ .bias), output_norm.
     layout                matrices [out, in] as GGUF ne = [in, out]; GPT-2's
@@ -41,7 +49,8 @@ What is written (see also docs/gguf.md and src/formats/gguf.h):
                           architecture "llama" the rows of attn_q/attn_k (and
                           their biases) are permuted per head so that rotary
                           pairs are (2i, 2i+1) (what llama.cpp expects);
-                          "qwen2" keeps Hugging Face's order (pairs (i, i+d/2)).
+                          "qwen2", "qwen3" and "phi3" keep Hugging Face's order
+                          (pairs (i, i+d/2), llama.cpp's neox rope).
                           Llama 3 rope_scaling becomes rope_freqs.weight
                           [head_dim/2] F32: frequency i is divided by it.
     quantisation          Q8_0: per 32 values d = max|x| / 127 (stored f16),
@@ -429,7 +438,9 @@ class Plan:
 def plan_llama(ck):
     c = ck.config
     mt = c.get("model_type", "llama")
-    arch = "qwen2" if mt == "qwen2" else "llama"
+    arch = mt if mt in ("qwen2", "qwen3", "phi3") else "llama"
+    if c.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("partial_rotary_factor %r is not converted" % c["partial_rotary_factor"])
     nh, C = int(c["num_attention_heads"]), int(c["hidden_size"])
     nkv = int(c.get("num_key_value_heads") or nh)
     hd = int(c.get("head_dim") or C // nh)
@@ -457,24 +468,41 @@ def plan_llama(ck):
         p.tensor("rope_freqs.weight", lambda: llama3_rope_factors(c, hd))
     elif kind not in (None, "default"):
         raise ValueError("rope_scaling type %r is not converted (llama3, linear)" % kind)
-    if mt == "mistral" and c.get("sliding_window") and c.get("sliding_window") < c.get("max_position_embeddings", 0):
-        warn("sliding_window %d is not stored (attention is full)" % c["sliding_window"])
+    if mt == "phi3":
+        p.meta("attention.sliding_window", U32, int(c.get("sliding_window") or 0))
+        if c.get("original_max_position_embeddings"):
+            p.meta("rope.scaling.original_context_length", U32, int(c["original_max_position_embeddings"]))
+    elif mt == "mistral" and c.get("sliding_window"):
+        p.meta("attention.sliding_window", U32, int(c["sliding_window"]))
+    elif mt in ("qwen2", "qwen3") and c.get("use_sliding_window") and c.get("sliding_window"):
+        raise ValueError("use_sliding_window (Qwen's per-layer window) is not converted")
     g = ck.get
     perm = (lambda w, n: llama_permute(w, n)) if arch == "llama" else (lambda w, n: w)
     p.tensor("token_embd.weight", lambda: g("model.embed_tokens.weight"))
     for i in range(L):
         s, b = "model.layers.%d." % i, "blk.%d." % i
         p.tensor(b + "attn_norm.weight", lambda s=s: g(s + "input_layernorm.weight"))
-        for proj, name, n in (("q_proj", "attn_q", nh), ("k_proj", "attn_k", nkv), ("v_proj", "attn_v", 0),
-                              ("o_proj", "attn_output", 0)):
+        projs = (("q_proj", "attn_q", nh), ("k_proj", "attn_k", nkv), ("v_proj", "attn_v", 0),
+                 ("o_proj", "attn_output", 0))
+        if ck.has(s + "self_attn.qkv_proj.weight"):
+            if arch == "llama":
+                raise ValueError("a fused qkv_proj is converted for phi3 only")
+            projs = (("qkv_proj", "attn_qkv", 0), ("o_proj", "attn_output", 0))
+        for proj, name, n in projs:
             for kind_ in ("weight", "bias"):
                 src = s + "self_attn.%s.%s" % (proj, kind_)
                 if kind_ == "bias" and not ck.has(src):
                     continue
                 p.tensor(b + "%s.%s" % (name, kind_),
                          (lambda src=src, n=n: perm(g(src), n)) if n else (lambda src=src: g(src)))
+        if mt == "qwen3":
+            p.tensor(b + "attn_q_norm.weight", lambda s=s: g(s + "self_attn.q_norm.weight"))
+            p.tensor(b + "attn_k_norm.weight", lambda s=s: g(s + "self_attn.k_norm.weight"))
         p.tensor(b + "ffn_norm.weight", lambda s=s: g(s + "post_attention_layernorm.weight"))
-        for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+        mlp = (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down"))
+        if mt == "phi3":
+            mlp = (("gate_up_proj", "ffn_up"), ("down_proj", "ffn_down"))
+        for proj, name in mlp:
             p.tensor(b + name + ".weight", lambda s=s, proj=proj: g(s + "mlp.%s.weight" % proj))
             if ck.has(s + "mlp.%s.bias" % proj):
                 p.tensor(b + name + ".bias", lambda s=s, proj=proj: g(s + "mlp.%s.bias" % proj))
@@ -524,10 +552,10 @@ def convert(hf_dir, out, qtype="f16", name=None, alignment=ALIGNMENT, quiet=Fals
     mt = ck.config.get("model_type")
     if mt == "gpt2":
         plan = plan_gpt2(ck)
-    elif mt in ("llama", "mistral", "qwen2"):
+    elif mt in ("llama", "mistral", "qwen2", "qwen3", "phi3"):
         plan = plan_llama(ck)
     else:
-        raise ValueError("%s: model_type %r is not converted (gpt2, llama, mistral, qwen2)" % (hf_dir, mt))
+        raise ValueError("%s: model_type %r is not converted (gpt2, llama, mistral, qwen2, qwen3, phi3)" % (hf_dir, mt))
     w = GGUFWriter(alignment)
     w.add("general.architecture", STRING, plan.arch)
     for key, vtype, value, elem in plan.kv:
