@@ -1,9 +1,10 @@
 /*
  * Llama-family forward pass (RMSNorm, rotary embeddings, SwiGLU, grouped
  * query attention, q/k/v biases, tied and untied heads, llama3 rope
- * scaling) against the PyTorch reference fixtures: every Hugging Face
- * variant in tests/fixtures/llama and every GGUF file of
- * tests/fixtures/llama_gguf (F32, F16, BF16, Q8_0, Q4_0, and a GPT-2), for
+ * scaling, Qwen3's q/k norms, Phi-3's fused matrices, sliding windows)
+ * against the PyTorch reference fixtures: every Hugging Face variant in
+ * tests/fixtures/llama and every GGUF file of tests/fixtures/llama_gguf
+ * (F32, F16, BF16, Q8_0, Q4_0, qwen3, phi3, a windowed llama, a GPT-2), for
  * prefill logits and 8 cached decode steps on every kernel set; KV bytes
  * per token of grouped-query and multi-query models against the formula
  * and their multi-head twin.
