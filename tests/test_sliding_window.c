@@ -315,6 +315,21 @@ static void test_refusals(void **state) {
     assert_int_equal(kvlm_model_config(m)->sliding_window, 0);
     kvlm_model_free(m);
 
+    /* Mistral without the key gets Hugging Face's default window of 4096
+     * (stored when the context is longer); null is no window. */
+    edited_copy("mistral_swa", dir, "sliding_window", NULL);
+    j = json_load_file(cfg, 0, &je);
+    json_object_set_new(j, "max_position_embeddings", json_integer(8192));
+    json_dump_file(j, cfg, 0);
+    kvlm_config c;
+    assert_int_equal(kvlm_config_load(dir, &c, &err), 0);
+    assert_int_equal(c.sliding_window, 4096);
+    json_object_set_new(j, "sliding_window", json_null());
+    json_dump_file(j, cfg, 0);
+    json_decref(j);
+    assert_int_equal(kvlm_config_load(dir, &c, &err), 0);
+    assert_int_equal(c.sliding_window, 0);
+
     /* GGUF: an architecture kvlm does not run is named with the list. */
     size_t n;
     unsigned char *g = (unsigned char *)th_read_file("tests/fixtures/llama_gguf/qwen3_q8_0.gguf", &n);

@@ -111,7 +111,9 @@ def dims(config):
 
 def sliding_window(config):
     """The attention window W every layer applies, or None (see the module doc)."""
-    mt, w = config.get("model_type", "llama"), config.get("sliding_window")
+    mt = config.get("model_type", "llama")
+    # MistralConfig's default when the key is absent (null: no window)
+    w = config.get("sliding_window", 4096 if mt == "mistral" else None)
     if not w or mt == "llama":
         return None
     if mt in ("qwen2", "qwen3"):

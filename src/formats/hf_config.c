@@ -165,7 +165,8 @@ static double get_num(json_t *o, const char *key, double def) {
 }
 
 /* sliding_window (an integer or null) as Hugging Face applies it: Mistral
- * and Phi-3 on every layer whenever it is set; Qwen2 and Qwen3 only with
+ * and Phi-3 on every layer whenever it is set (Mistral's default, when the
+ * key is absent, is 4096); Qwen2 and Qwen3 only with
  * use_sliding_window true, and then only on the layers from
  * max_window_layers on, which kvlm does not model (refused unless that
  * leaves no layer windowed). Llama has none. A window at least as long as
@@ -174,7 +175,10 @@ static int load_window(json_t *root, const char *path, kvlm_config *cfg, kvlm_er
     const int qwen = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen3");
     if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3") && !qwen) return KVLM_OK;
     int w = 0, rc;
-    if ((rc = get_int(root, path, "sliding_window", 0, 0, &w, err))) return rc;
+    /* Hugging Face's MistralConfig defaults to 4096 when the key is absent
+     * (null is no window); the others default to none. */
+    const int def = !strcmp(cfg->arch, "mistral") && !json_object_get(root, "sliding_window") ? 4096 : 0;
+    if ((rc = get_int(root, path, "sliding_window", 0, def, &w, err))) return rc;
     if (w < 0) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: sliding_window = %d is not a window length", path, w);
     if (qwen) {
         int layers = 0;
