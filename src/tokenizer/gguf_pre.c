@@ -22,7 +22,7 @@
  * accepted as a name of GPT-2's pattern (kvlm's own converter wrote it;
  * llama.cpp's name is "gpt-2"). "tekken" uses the pattern of the
  * tokenizer.json (llama.cpp approximates its letter classes). Any other
- * name is refused with the list of supported ones. docs/tokenizers.md has
+ * name is refused with the list of supported ones. docs/tokenizer.md has
  * this table for users.
  */
 #include <stdio.h>
@@ -162,7 +162,7 @@ int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, k
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "GGUF vocabulary: tokenizer.ggml.pre '%.40s' is not "
                               "supported "
                               "(supported: %s%s%s)", pre, list, shown < N_NAMES ? "; all " : "",
-                              shown < N_NAMES ? "in docs/tokenizers.md" : "");
+                              shown < N_NAMES ? "in docs/tokenizer.md" : "");
     }
     int split = p ? p->split : SPLIT_GPT2;
     t->ignore_merges = p ? p->ignore_merges : 0;
