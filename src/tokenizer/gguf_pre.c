@@ -135,13 +135,6 @@ static const struct pre_name {
 
 #define N_NAMES (sizeof names / sizeof names[0])
 
-int tok_gguf_pre_known(const char *pre) {
-    if (!pre) return 1;
-    for (size_t i = 0; i < N_NAMES; i++)
-        if (!strcmp(pre, names[i].name)) return 1;
-    return 0;
-}
-
 int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, kvlm_error *err) {
     const struct pre_name *p = NULL;
     for (size_t i = 0; pre && i < N_NAMES && !p; i++)
@@ -160,9 +153,8 @@ int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, k
                 shown++;
             }
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "GGUF vocabulary: tokenizer.ggml.pre '%.40s' is not "
-                              "supported "
-                              "(supported: %s%s%s)", pre, list, shown < N_NAMES ? "; all " : "",
-                              shown < N_NAMES ? "in docs/tokenizer.md" : "");
+                              "supported (supported: %s%s)", pre, list,
+                              shown < N_NAMES ? "; all in docs/tokenizer.md" : "");
     }
     int split = p ? p->split : SPLIT_GPT2;
     t->ignore_merges = p ? p->ignore_merges : 0;
@@ -177,7 +169,7 @@ int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, k
         l->re = tok_regex_compile(pattern, strlen(pattern), msg, sizeof msg);
         if (!l->re)
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "GGUF vocabulary: tokenizer.ggml.pre '%s': "
-                                  "pattern %d: %s", pre, k, msg);
+                                  "pattern %d: %s", pre ? pre : "(none)", k, msg);
     }
     return 0;
 }

@@ -206,8 +206,6 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, struct kvlm_error *err);
  * add_bos_token of a file that does not set it); KVLM_ERR_UNSUPPORTED
  * naming pre and the supported names otherwise. */
 int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, kvlm_error *err);
-/* Whether tok_gguf_pre_set accepts pre. */
-int tok_gguf_pre_known(const char *pre);
 
 /* End-of-turn and end-of-message ids (GGUF eot/eom) of t: writes up to 2
  * to ids and returns their number. */
