@@ -1,7 +1,7 @@
 /*
  * GGUF tokenizer metadata, on small vocabulary-only GGUF files written at
  * test time: every tokenizer.ggml.pre name llama.cpp accepts and kvlm
- * supports picks the right split (each split has its own signature on five
+ * supports picks the right split (each split has its own signature on six
  * probe texts, and the name -> split list here is restated from llama.cpp's
  * loader, independently of tokenizer/gguf_pre.c), other names are refused
  * naming the value and the supported ones; add_bos_token / add_eos_token
@@ -11,7 +11,8 @@
  *
  * The vocabulary: ids 0..3 the control tokens <|bos|>, <|eos|>, <|eot|>,
  * <|eom|>; 4..259 the 256 bytes in GPT-2's alphabet; then the merges
- * "3 4", "1 2", "! a", "a B", "Ġ 1" and their tokens 260..264.
+ * "3 4", "1 2", "! a", "a B", "Ġ 1", "a Ì" (a and the first byte of
+ * U+0301, a combining mark) and their tokens 260..265.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 
 #define TINY "tests/fixtures/gpt2/hf_f32"   /* a GPT-2 model of 200 tokens */
 
-enum { BOS = 0, EOS = 1, EOT = 2, EOM = 3, BYTE0 = 4, T34 = 260, T12, TBA, TAB, TSP1, N_TOKENS };
+enum { BOS = 0, EOS = 1, EOT = 2, EOM = 3, BYTE0 = 4, T34 = 260, T12, TBA, TAB, TSP1, TAM, N_TOKENS };
 
 static char *tmpdir;
 static int file_no;
@@ -88,7 +89,7 @@ static const char *write_vocab(const meta *m) {
     kv_str(&g, "tokenizer.ggml.model", "gpt2");
     if (m->pre) kv_str(&g, "tokenizer.ggml.pre", m->pre);
     static const char *const specials[4] = {"<|bos|>", "<|eos|>", "<|eot|>", "<|eom|>"};
-    static const char *const merged[5] = {"34", "12", "!a", "aB", "\xC4\xA0" "1"};
+    static const char *const merged[6] = {"34", "12", "!a", "aB", "\xC4\xA0" "1", "a\xC3\x8C"};
     key(&g, "tokenizer.ggml.tokens", 9);
     u32(&g, 8);
     u64(&g, N_TOKENS);
@@ -98,16 +99,16 @@ static const char *write_vocab(const meta *m) {
         byte_char(b, c);
         str(&g, c);
     }
-    for (int i = 0; i < 5; i++) str(&g, merged[i]);
+    for (int i = 0; i < 6; i++) str(&g, merged[i]);
     key(&g, "tokenizer.ggml.token_type", 9);
     u32(&g, 5);
     u64(&g, N_TOKENS);
     for (int i = 0; i < N_TOKENS; i++) u32(&g, i < 4 ? 3 : 1);
     key(&g, "tokenizer.ggml.merges", 9);
     u32(&g, 8);
-    u64(&g, 5);
-    static const char *const merges[5] = {"3 4", "1 2", "! a", "a B", "\xC4\xA0 1"};
-    for (int i = 0; i < 5; i++) str(&g, merges[i]);
+    u64(&g, 6);
+    static const char *const merges[6] = {"3 4", "1 2", "! a", "a B", "\xC4\xA0 1", "a \xC3\x8C"};
+    for (int i = 0; i < 6; i++) str(&g, merges[i]);
     static const char *const id_keys[6] = {"bos", "eos", "eot", "eom", "unknown", "padding"};
     const int64_t ids[6] = {m->bos, m->eos, m->eot, m->eom, m->unk, m->pad};
     for (int k = 0; k < 6; k++) {
@@ -147,8 +148,10 @@ static void expect_load_error(const meta *m, int code, const char *has) {
 /* ------------------------------------------------------------ the splits */
 
 #define B(c) (BYTE0 + (c))
-enum { N_PROBES = 5, MAX_IDS = 4 };
-static const char *const probes[N_PROBES] = {"12", "1234", "!a", "aB", " 1"};
+enum { N_PROBES = 6, MAX_IDS = 4 };
+static const char *const probes[N_PROBES] = {"12", "1234", "!a", "aB", " 1", "a\xCC\x81"};
+#define SPLIT_MARK {B('a'), B(0xCC), B(0x81), -1}   /* the mark is not part of the word */
+#define JOIN_MARK {TAM, B(0x81), -1}                 /* it is */
 
 typedef struct signature {
     const char *split;
@@ -158,16 +161,19 @@ typedef struct signature {
 /* What each split makes of the probes (from its patterns; see the file
  * comment of tokenizer/gguf_pre.c). */
 static const signature sigs[] = {
-    {"gpt2", {{T12, -1}, {T12, T34, -1}, {B('!'), B('a'), -1}, {TAB, -1}, {TSP1, -1}}},
-    {"llama3", {{T12, -1}, {T12, B('3'), B('4'), -1}, {TBA, -1}, {TAB, -1}, {B(' '), B('1'), -1}}},
+    {"gpt2", {{T12, -1}, {T12, T34, -1}, {B('!'), B('a'), -1}, {TAB, -1}, {TSP1, -1}, SPLIT_MARK}},
+    {"llama3", {{T12, -1}, {T12, B('3'), B('4'), -1}, {TBA, -1}, {TAB, -1}, {B(' '), B('1'), -1}, SPLIT_MARK}},
     {"qwen2", {{B('1'), B('2'), -1}, {B('1'), B('2'), B('3'), B('4'), -1}, {TBA, -1}, {TAB, -1},
-               {B(' '), B('1'), -1}}},
+               {B(' '), B('1'), -1}, SPLIT_MARK}},
+    {"qwen35", {{B('1'), B('2'), -1}, {B('1'), B('2'), B('3'), B('4'), -1}, {TBA, -1}, {TAB, -1},
+                {B(' '), B('1'), -1}, JOIN_MARK}},
     {"digits", {{B('1'), B('2'), -1}, {B('1'), B('2'), B('3'), B('4'), -1}, {B('!'), B('a'), -1}, {TAB, -1},
-                {B(' '), B('1'), -1}}},
-    {"falcon", {{T12, -1}, {T12, B('3'), B('4'), -1}, {B('!'), B('a'), -1}, {TAB, -1}, {TSP1, -1}}},
-    {"default", {{T12, -1}, {T12, B('3'), B('4'), -1}, {B('!'), B('a'), -1}, {TAB, -1}, {B(' '), B('1'), -1}}},
+                {B(' '), B('1'), -1}, SPLIT_MARK}},
+    {"falcon", {{T12, -1}, {T12, B('3'), B('4'), -1}, {B('!'), B('a'), -1}, {TAB, -1}, {TSP1, -1}, SPLIT_MARK}},
+    {"default", {{T12, -1}, {T12, B('3'), B('4'), -1}, {B('!'), B('a'), -1}, {TAB, -1}, {B(' '), B('1'), -1},
+                 SPLIT_MARK}},
     {"tekken", {{B('1'), B('2'), -1}, {B('1'), B('2'), B('3'), B('4'), -1}, {TBA, -1}, {B('a'), B('B'), -1},
-                {B(' '), B('1'), -1}}},
+                {B(' '), B('1'), -1}, JOIN_MARK}},
 };
 
 /* llama.cpp's loader (src/llama-vocab.cpp): names whose regex list is one
@@ -186,7 +192,7 @@ static const struct { const char *name, *split; int add_bos; } names[] = {
     {"chatglm-bpe", "llama3", 0}, {"glm4", "llama3", 0},
     {"qwen2", "qwen2", 0}, {"deepseek-r1-qwen", "qwen2", 0}, {"kormo", "qwen2", 0}, {"f2llmv2", "qwen2", 0},
     {"megrez", "qwen2", 0}, {"stablelm2", "qwen2", 0}, {"hunyuan", "qwen2", 0}, {"solar-open", "qwen2", 0},
-    {"grok-2", "qwen2", 0},
+    {"grok-2", "qwen2", 0}, {"qwen35", "qwen35", 0},
     {"starcoder", "digits", 0}, {"smollm", "digits", 0}, {"refact", "digits", 0}, {"command-r", "digits", 0},
     {"codeshell", "digits", 0}, {"exaone", "digits", 0}, {"minerva-7b", "digits", 0}, {"mellum2", "digits", 0},
     {"falcon", "falcon", 0}, {"default", "default", 0}, {"tekken", "tekken", 1},
@@ -230,7 +236,7 @@ static void test_pre_names(void **state) {
 
 static void test_unsupported_pre(void **state) {
     (void)state;
-    static const char *const unsupported[] = {"deepseek-llm", "deepseek-coder", "deepseek-v3", "qwen35",
+    static const char *const unsupported[] = {"deepseek-llm", "deepseek-coder", "deepseek-v3", "seed-coder",
                                               "gpt-4o", "llama4", "bloom", "viking", "chameleon", "kimi-k2",
                                               "GPT-2", ""};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++) {
@@ -238,7 +244,7 @@ static void test_unsupported_pre(void **state) {
         m.pre = unsupported[k];
         char want[200];
         snprintf(want, sizeof want, "tokenizer.ggml.pre '%s' is not supported (supported: gpt-2, llama-bpe, "
-                 "qwen2, starcoder, falcon, default, tekken, ", unsupported[k]);
+                 "qwen2, qwen35, starcoder, falcon, default, tekken, ", unsupported[k]);
         expect_load_error(&m, KVLM_ERR_UNSUPPORTED, want);
     }
 }

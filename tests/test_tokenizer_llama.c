@@ -678,7 +678,7 @@ static void test_malformed_gguf(void **state) {
     bad.pre = "deepseek-coder";
     expect_gguf_error(&bad, KVLM_ERR_UNSUPPORTED,
                       "tokenizer.ggml.pre 'deepseek-coder' is not supported (supported: gpt-2, llama-bpe, "
-                      "qwen2, starcoder, falcon, default, tekken, gpt2, phi-2");
+                      "qwen2, qwen35, starcoder, falcon, default, tekken, gpt2, phi-2");
     bad = g;
     bad.n_merges = 0;
     expect_gguf_error(&bad, KVLM_ERR_FORMAT, "needs tokenizer.ggml.merges");

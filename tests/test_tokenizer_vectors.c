@@ -83,10 +83,12 @@ static void show(const char *s, size_t n) {
         fprintf(stderr, (unsigned char)s[i] < 0x20 ? "\\x%02x" : "%c", (unsigned char)s[i]);
 }
 
-/* Checks one vocabulary; n_want: the number of texts its files hold. */
-static void check_vocab(const char *name, size_t n_want, int32_t bos, int32_t eos) {
+/* Checks one vocabulary (the file at path, or the decompressed one when
+ * path is NULL); n_want: the number of texts its files hold. */
+static void check_vocab_at(const char *name, const char *file, size_t n_want, int32_t bos, int32_t eos) {
     char path[4200], inp_path[256], out_path[256];
-    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir, name);
+    if (file) snprintf(path, sizeof path, "%s", file);
+    else snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir, name);
     snprintf(inp_path, sizeof inp_path, FIX "ggml-vocab-%s.gguf.inp", name);
     snprintf(out_path, sizeof out_path, FIX "ggml-vocab-%s.gguf.out", name);
     kvlm_error err = {0};
@@ -144,6 +146,10 @@ static void check_vocab(const char *name, size_t n_want, int32_t bos, int32_t eo
     kvlm_tokenizer_free(t);
 }
 
+static void check_vocab(const char *name, size_t n_want, int32_t bos, int32_t eos) {
+    check_vocab_at(name, NULL, n_want, bos, eos);
+}
+
 static void test_gpt2(void **state) {
     (void)state;
     check_vocab("gpt-2", 46, 50256, 50256);
@@ -162,6 +168,39 @@ static void test_llama_spm(void **state) {
 static void test_qwen2(void **state) {
     (void)state;
     check_vocab("qwen2", 46, 151643, 151643);
+}
+
+/* llama.cpp's ggml-vocab-qwen35.gguf is its ggml-vocab-qwen2.gguf with
+ * tokenizer.ggml.pre "qwen35" instead of "qwen2" and nothing else changed
+ * (same vocabulary; combining marks stay inside words): made here from the
+ * qwen2 file, then checked against the qwen35 vectors. */
+static void test_qwen35(void **state) {
+    (void)state;
+    static const char from[] = "tokenizer.ggml.pre\x08\0\0\0\x05\0\0\0\0\0\0\0qwen2";
+    static const char to[] = "tokenizer.ggml.pre\x08\0\0\0\x06\0\0\0\0\0\0\0qwen35";
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/ggml-vocab-qwen2.gguf", vocab_dir);
+    size_t n;
+    char *b = th_read_file(src, &n);
+    assert_non_null(b);
+    char *at = memmem(b, n, from, sizeof from - 1);
+    assert_non_null(at);
+    assert_null(memmem(at + 1, n - (size_t)(at + 1 - b), from, sizeof from - 1));
+    char *c = malloc(n + 1);
+    assert_non_null(c);
+    size_t head = (size_t)(at - b);
+    memcpy(c, b, head);
+    memcpy(c + head, to, sizeof to - 1);
+    memcpy(c + head + sizeof to - 1, at + sizeof from - 1, n - head - (sizeof from - 1));
+    char *dir = th_tempdir();
+    assert_non_null(dir);
+    snprintf(dst, sizeof dst, "%s/ggml-vocab-qwen35.gguf", dir);
+    assert_int_equal(th_write_file(dst, c, n + 1), 0);
+    free(b);
+    free(c);
+    check_vocab_at("qwen35", dst, 50, 151643, 151643);
+    th_rmtree(dir);
+    free(dir);
 }
 
 /* pre "starcoder": digits alone, then GPT-2's pattern. */
@@ -243,6 +282,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_llama_bpe),
         cmocka_unit_test(test_llama_spm),
         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen35),
         cmocka_unit_test(test_starcoder),
         cmocka_unit_test(test_falcon),
         cmocka_unit_test(test_add_special),

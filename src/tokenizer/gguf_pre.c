@@ -40,6 +40,10 @@
 #define QWEN2                                                                                 \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+" \
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen3.5's: Qwen2's with combining marks (\p{M}) inside words. */
+#define QWEN35                                                                                          \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+" \
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Mistral's Tekken (tokenizer.json of Mistral Nemo and later). */
 #define TEKKEN                                                                              \
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"  \
@@ -52,6 +56,7 @@ enum split {
     SPLIT_GPT2,       /* GPT-2's pattern */
     SPLIT_LLAMA3,
     SPLIT_QWEN2,
+    SPLIT_QWEN35,
     SPLIT_DIGITS,     /* each digit alone, then GPT-2's pattern (StarCoder) */
     SPLIT_FALCON,     /* punctuation runs, GPT-2's pattern, digit triples */
     SPLIT_DEFAULT,    /* llama.cpp's "default": Falcon's with digit runs */
@@ -66,6 +71,7 @@ static const struct {
     [SPLIT_GPT2] = {{NULL}, 1},
     [SPLIT_LLAMA3] = {{LLAMA3}, 1},
     [SPLIT_QWEN2] = {{QWEN2}, 1},
+    [SPLIT_QWEN35] = {{QWEN35}, 1},
     [SPLIT_DIGITS] = {{"\\p{N}", NULL}, 2},
     [SPLIT_FALCON] = {{PUNCT, NULL, "[0-9][0-9][0-9]"}, 3},
     [SPLIT_DEFAULT] = {{PUNCT, NULL, "\\p{N}+", "[0-9][0-9][0-9]"}, 4},
@@ -120,6 +126,7 @@ static const struct pre_name {
     {"hunyuan", SPLIT_QWEN2, 0, 0},
     {"solar-open", SPLIT_QWEN2, 0, 0},
     {"grok-2", SPLIT_QWEN2, 0, 0},
+    {"qwen35", SPLIT_QWEN35, 0, 0},
     {"starcoder", SPLIT_DIGITS, 0, 0},
     {"smollm", SPLIT_DIGITS, 0, 0},
     {"refact", SPLIT_DIGITS, 0, 0},
