@@ -78,7 +78,16 @@ $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@
 
-test: $(BUILD)/kvlm $(TESTS)
+# llama.cpp's tokenizer test vocabularies (tests/fixtures/llama_vocab, see
+# its README) are committed xz-compressed; tests/test_tokenizer_vectors
+# reads them decompressed from $(BUILD)/tests/vocab.
+VOCAB_XZ   := $(wildcard tests/fixtures/llama_vocab/*.gguf.xz)
+VOCAB_GGUF := $(VOCAB_XZ:tests/fixtures/llama_vocab/%.xz=$(BUILD)/tests/vocab/%)
+$(VOCAB_GGUF): $(BUILD)/tests/vocab/%: tests/fixtures/llama_vocab/%.xz | setup
+	@mkdir -p $(dir $@)
+	xz -dc $< > $@.tmp && mv $@.tmp $@
+
+test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
 
 # Every compile waits for scripts/setup.sh, which installs the Debian

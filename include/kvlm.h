@@ -471,9 +471,9 @@ void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st);
 
 /* The ids that end a generation for this model, as its files give them:
  * config.json's and generation_config.json's eos_token_id (each an id or a
- * list), GGUF's tokenizer.ggml.eos_token_id and eot_token_id, and the
- * tokenizer's end-of-text token (tokenizer_config.json's eos_token; tok may
- * be NULL). Ids outside the model's vocabulary are left out, each id comes
+ * list), GGUF's tokenizer.ggml.eos_token_id and eot_token_id, the
+ * tokenizer's end-of-text token (tokenizer_config.json's eos_token) and, for
+ * a GGUF vocabulary, its eot_token_id and eom_token_id (tok may be NULL). Ids outside the model's vocabulary are left out, each id comes
  * once. Writes at most cap ids; returns how many there are. */
 int kvlm_eos_ids(const kvlm_model *m, const kvlm_tokenizer *tok, int32_t *ids, int cap);
 

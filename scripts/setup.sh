@@ -5,7 +5,7 @@
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
-pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config"
+pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils"
 if [ "${1:-}" = "--dev" ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy"
 fi

@@ -257,8 +257,19 @@ static void gguf_free(gguf_arrays *g) {
 }
 
 static kvlm_tokenizer *gguf_build(const gguf_arrays *g, kvlm_error *err) {
-    return tok_from_gguf_vocab(g->model, g->tokens, g->n_tokens, g->scores, g->types, g->merges,
-                               g->n_merges, g->bos, g->eos, g->add_bos, g->pre, err);
+    tok_gguf_vocab v = TOK_GGUF_VOCAB_INIT;
+    v.model = g->model;
+    v.pre = g->pre;
+    v.tokens = g->tokens;
+    v.n_tokens = g->n_tokens;
+    v.scores = g->scores;
+    v.types = g->types;
+    v.merges = g->merges;
+    v.n_merges = g->n_merges;
+    v.bos = g->bos;
+    v.eos = g->eos;
+    v.add_bos = g->add_bos;
+    return tok_from_gguf_vocab(&v, err);
 }
 
 static kvlm_tokenizer *gguf_ok(const gguf_arrays *g) {
@@ -302,6 +313,39 @@ static void test_gguf_llama(void **state) {
     g.add_bos = 0;
     t = gguf_ok(&g);
     assert_int_equal(kvlm_tokenizer_add_bos(t), 0);
+    /* add_space_prefix false: no "▁" in front, so " Hello world" gives
+     * what "Hello world" gives with the prefix, and decodes back whole */
+    tok_gguf_vocab v = TOK_GGUF_VOCAB_INIT;
+    v.model = g.model;
+    v.tokens = g.tokens;
+    v.n_tokens = g.n_tokens;
+    v.scores = g.scores;
+    v.types = g.types;
+    v.bos = g.bos;
+    v.eos = g.eos;
+    v.add_space_prefix = 0;
+    kvlm_error err = {0};
+    kvlm_tokenizer *np = tok_from_gguf_vocab(&v, &err);
+    assert_non_null(np);
+    int32_t *a, *b;
+    size_t na, nb;
+    encode_ok(t, "Hello world", 11, 0, &a, &na);
+    encode_ok(np, " Hello world", 12, 0, &b, &nb);
+    assert_true(na >= 2);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof *a);
+    free(b);
+    encode_ok(np, "Hello world", 11, 0, &b, &nb);
+    assert_true(nb != na || memcmp(a, b, na * sizeof *a) != 0);
+    char *text;
+    size_t tlen;
+    assert_int_equal(kvlm_tokenizer_decode(np, b, nb, &text, &tlen, &err), 0);
+    assert_int_equal(tlen, 11);
+    assert_memory_equal(text, "Hello world", 11);
+    free(text);
+    free(a);
+    free(b);
+    kvlm_tokenizer_free(np);
     kvlm_tokenizer_free(t);
     fixture_free(&f);
     gguf_free(&g);
@@ -356,8 +400,16 @@ static void test_gguf_gpt2_qwen2(void **state) {
         sprintf(merges[k], "%s %s", a, b);
     }
     kvlm_error err = {0};
-    kvlm_tokenizer *t = tok_from_gguf_vocab("gpt2", tokens, n, NULL, types, (const char *const *)merges,
-                                            nm, -1, n - 5, 0, "qwen2", &err);
+    tok_gguf_vocab gv = TOK_GGUF_VOCAB_INIT;
+    gv.model = "gpt2";
+    gv.pre = "qwen2";
+    gv.tokens = tokens;
+    gv.n_tokens = n;
+    gv.types = types;
+    gv.merges = (const char *const *)merges;
+    gv.n_merges = nm;
+    gv.eos = n - 5;
+    kvlm_tokenizer *t = tok_from_gguf_vocab(&gv, &err);
     if (!t) print_error("%s\n", err.msg);
     assert_non_null(t);
     lfixture f;
@@ -656,8 +708,10 @@ static void test_malformed_gguf(void **state) {
 
     gguf_load(&g, FIX "gguf_gpt2.json");
     bad = g;
-    bad.pre = "falcon";
-    expect_gguf_error(&bad, KVLM_ERR_UNSUPPORTED, "tokenizer.ggml.pre 'falcon'");
+    bad.pre = "deepseek-coder";
+    expect_gguf_error(&bad, KVLM_ERR_UNSUPPORTED,
+                      "tokenizer.ggml.pre 'deepseek-coder' is not supported (supported: gpt-2, llama-bpe, "
+                      "qwen2, qwen35, starcoder, falcon, default, tekken, gpt2, phi-2");
     bad = g;
     bad.n_merges = 0;
     expect_gguf_error(&bad, KVLM_ERR_FORMAT, "needs tokenizer.ggml.merges");

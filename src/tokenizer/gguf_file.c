@@ -1,9 +1,13 @@
 /*
  * The tokenizer a GGUF file carries: reads the tokenizer.ggml.* metadata
- * (model, pre, tokens, scores, token_type, merges, bos/eos ids,
- * add_bos_token) through the GGUF reader and builds the vocabulary with
- * tok_from_gguf_vocab. The mapping is released before returning.
+ * (model, pre, tokens, scores, token_type, merges, the bos, eos, unknown,
+ * padding, end-of-turn and end-of-message ids, add_bos_token,
+ * add_eos_token, add_space_prefix) through the GGUF reader and builds the
+ * vocabulary with tok_from_gguf_vocab. Every id must name a token (an
+ * error names the key otherwise). The mapping is released before
+ * returning.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,14 +52,26 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
     int32_t *types = NULL;
     const gguf_kv *ktok = NULL, *kmerge = NULL, *kscore = NULL, *ktype = NULL;
     const char *model = NULL, *pre = NULL;
-    int64_t bos = -1, eos = -1;
-    int add_bos = 0;
+    tok_gguf_vocab v = TOK_GGUF_VOCAB_INIT;
+    static const char *const id_keys[] = {"bos", "eos", "unknown", "padding", "eot", "eom"};
+    int *const id_vals[] = {&v.bos, &v.eos, &v.unk, &v.pad, &v.eot, &v.eom};
+    static const char *const flag_keys[] = {"add_bos_token", "add_eos_token", "add_space_prefix"};
+    int *const flag_vals[] = {&v.add_bos, &v.add_eos, &v.add_space_prefix};
     if (gguf_load(&ts, &g, path, err) || gguf_get_string(&g, "tokenizer.ggml.model", &model, err) ||
-        gguf_get_array(&g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &ktok, err) ||
-        gguf_get_int_or(&g, "tokenizer.ggml.bos_token_id", -1, (int64_t)ktok->n - 1, -1, &bos, err) ||
-        gguf_get_int_or(&g, "tokenizer.ggml.eos_token_id", -1, (int64_t)ktok->n - 1, -1, &eos, err) ||
-        gguf_get_bool_or(&g, "tokenizer.ggml.add_bos_token", 0, &add_bos, err))
+        gguf_get_array(&g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &ktok, err))
         goto out;
+    for (int k = 0; k < 6; k++) {
+        char key[64];
+        int64_t id;
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", id_keys[k]);
+        if (gguf_get_int_or(&g, key, -1, (int64_t)ktok->n - 1, -1, &id, err)) goto out;
+        *id_vals[k] = (int)id;
+    }
+    for (int k = 0; k < 3; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s", flag_keys[k]);
+        if (gguf_meta_find(&g, key) && gguf_get_bool_or(&g, key, 0, flag_vals[k], err)) goto out;
+    }
     if (ktok->n > (1u << 22)) {
         kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries (at most %u)", path,
                        (unsigned long long)ktok->n, 1u << 22);
@@ -90,9 +106,15 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    t = tok_from_gguf_vocab(model, (const char *const *)tokens, (int)ktok->n, scores, types,
-                            (const char *const *)merges, kmerge ? (int)kmerge->n : 0, (int)bos, (int)eos, add_bos, pre,
-                            err);
+    v.model = model;
+    v.pre = pre;
+    v.tokens = (const char *const *)tokens;
+    v.n_tokens = (int)ktok->n;
+    v.scores = scores;
+    v.types = types;
+    v.merges = (const char *const *)merges;
+    v.n_merges = kmerge ? (int)kmerge->n : 0;
+    t = tok_from_gguf_vocab(&v, err);
 out:
     free_strings(tokens, ktok ? ktok->n : 0);
     free_strings(merges, kmerge ? kmerge->n : 0);

@@ -6,17 +6,25 @@
  * model "gpt2": byte-level BPE. tokens are in GPT-2's byte-to-unicode
  * alphabet, merges are "a b" strings ranked by position, merged one pair at
  * a time (lowest rank, leftmost first); pre (tokenizer.ggml.pre) picks the
- * pre-tokeniser: NULL/"gpt2"/"default" GPT-2's pattern, "llama-bpe" or
- * "llama3" Llama 3's (and a word that is a token is taken whole, as Llama 3
- * does), "qwen2" Qwen2's. No normaliser is applied.
+ * pre-tokeniser from the table of tokenizer/gguf_pre.c. No normaliser is
+ * applied. As in llama.cpp: a byte without a token is left out of the
+ * encoding (some vocabularies lack bytes that never occur in UTF-8), and a
+ * normal token written outside the alphabet is never produced from text.
  * model "llama": SentencePiece BPE by scores (tokenizer/spm.c): "▁" for
- * spaces and in front of every text fragment, the byte tokens <0x00>..<0xFF>
- * (token type 6) for characters outside the vocabulary; merges are not used.
+ * spaces and, unless add_space_prefix is false, in front of every text
+ * fragment; the byte tokens <0x00>..<0xFF> (token type 6) for characters
+ * outside the vocabulary; merges and pre are not used.
  *
  * Token types (tokenizer.ggml.token_type): 0/1 normal, 2 unknown, 3 control
  * (special: matched in text only when allowed, never formed by merging),
  * 4 user-defined (always matched in text before anything else), 5 unused
  * and 6 byte (never formed by merging).
+ *
+ * Special ids (bos, eos, unknown, padding, end of turn, end of message)
+ * must name a token; add_bos/add_eos put bos/eos around an encoded text
+ * (KVLM_ENCODE_ADD_SPECIAL); when the file does not say, llama.cpp's
+ * defaults apply (bos for SentencePiece and the Llama 3 and Tekken
+ * pre-tokenisers, no eos).
  */
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +35,6 @@
 
 #include "error.h"
 #include "tokenizer/pretok.h"
-#include "tokenizer/regex.h"
 
 #define WHERE "GGUF vocabulary"
 
@@ -38,27 +45,6 @@ static int valid_utf8(const char *s, size_t n) {
         if (cp < 0) return 0;
     }
     return 1;
-}
-
-static int set_pre(kvlm_tokenizer *t, const char *pre, kvlm_error *err) {
-    t->n_levels = 1;
-    t->levels[0].re = NULL;
-    if (!pre || !strcmp(pre, "gpt2") || !strcmp(pre, "default")) return 0;
-    const char *pattern = NULL;
-    if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3")) {
-        pattern = tok_llama3_pattern;
-        t->ignore_merges = 1;
-    } else if (!strcmp(pre, "qwen2")) {
-        pattern = tok_qwen2_pattern;
-    } else {
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, WHERE ": tokenizer.ggml.pre '%.100s' is not "
-                              "supported (gpt2, llama-bpe, qwen2)", pre);
-    }
-    char msg[300];
-    t->levels[0].re = tok_regex_compile(pattern, strlen(pattern), msg, sizeof msg);
-    if (!t->levels[0].re)
-        return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": pre-tokenizer pattern: %s", msg);
-    return 0;
 }
 
 static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, int n,
@@ -90,6 +76,7 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
             if (!(raw = malloc(raw_cap))) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         }
         size_t rlen = len;
+        int outside = 0;
         if (!llama) {
             char sbuf[96];
             if (!valid_utf8(tokens[i], len)) {
@@ -97,13 +84,19 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": tokens[%d] '%s' is not valid UTF-8",
                                       i, tok_show(tokens[i], len, sbuf, sizeof sbuf));
             }
-            /* the same unmapping as vocab.json's */
+            /* the same unmapping as vocab.json's; a character outside the
+             * alphabet stands for itself */
             rlen = 0;
             for (size_t k = 0; k < len;) {
                 int32_t cp;
                 size_t l = tok_utf8_decode((const unsigned char *)tokens[i] + k, len - k, &cp);
-                if (cp < TOK_UNMAP_SIZE && rev[cp] >= 0) raw[rlen++] = (char)rev[cp];
-                else { memcpy(raw + rlen, tokens[i] + k, l); rlen += l; }
+                if (cp < TOK_UNMAP_SIZE && rev[cp] >= 0) {
+                    raw[rlen++] = (char)rev[cp];
+                } else {
+                    memcpy(raw + rlen, tokens[i] + k, l);
+                    rlen += l;
+                    outside = 1;
+                }
                 k += l;
             }
         } else {
@@ -117,6 +110,9 @@ static int add_tokens(kvlm_tokenizer *t, int llama, const char *const *tokens, i
         if (type == 2 || type == 5 || (type == 6 && llama)) f |= TOK_NOMERGE;
         if (type == 3) f |= TOK_NOMERGE | TOK_ADDED | TOK_SPECIAL;
         if (type == 4) f |= TOK_ADDED;
+        /* llama.cpp looks a normal token up by its text in the alphabet: one
+         * written otherwise is never produced from text */
+        if (outside && type <= 1) f |= TOK_NOMAP;
         if (type == 2 && t->unk_id < 0) t->unk_id = i;
         t->flags[i] |= f;
     }
@@ -146,9 +142,17 @@ static int add_merges(kvlm_tokenizer *t, const char *const *merges, int n, kvlm_
     return 0;
 }
 
-static int build(kvlm_tokenizer *t, const char *model, const char *const *tokens, int n_tokens,
-                 const float *scores, const int32_t *types, const char *const *merges,
-                 int n_merges, int bos, int eos, int add_bos, const char *pre, kvlm_error *err) {
+/* A special id: -1 (absent) or a token. */
+static int check_id(const char *what, int id, int n_tokens, kvlm_error *err) {
+    if (id < -1 || id >= n_tokens)
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": %s %d is not a token (%d tokens)", what, id,
+                              n_tokens);
+    return 0;
+}
+
+static int build(kvlm_tokenizer *t, const tok_gguf_vocab *v, kvlm_error *err) {
+    const char *model = v->model, *pre = v->pre;
+    const int n_tokens = v->n_tokens;
     int llama;
     if (model && !strcmp(model, "gpt2")) llama = 0;
     else if (model && !strcmp(model, "llama")) llama = 1;
@@ -157,55 +161,65 @@ static int build(kvlm_tokenizer *t, const char *model, const char *const *tokens
                               "supported (gpt2, llama)", model ? model : "(none)");
     snprintf(t->source, sizeof t->source, WHERE " (model %s%s%.100s)", model, pre ? ", pre " : "",
              pre ? pre : "");
-    if (n_tokens <= 0 || n_tokens > TOK_MAX_ID + 1 || !tokens)
+    if (n_tokens <= 0 || n_tokens > TOK_MAX_ID + 1 || !v->tokens)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": %d tokens (expected 1..%d)", n_tokens,
                               TOK_MAX_ID + 1);
-    if (llama && !scores)
+    if (llama && !v->scores)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model llama needs tokenizer.ggml.scores");
-    if (!llama && (n_merges <= 0 || !merges))
+    if (!llama && (v->n_merges <= 0 || !v->merges))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": model gpt2 needs tokenizer.ggml.merges");
-    if (bos < -1 || bos >= n_tokens || eos < -1 || eos >= n_tokens)
-        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": bos id %d or eos id %d is not a token "
-                              "(%d tokens)", bos, eos, n_tokens);
-    if (add_bos && bos < 0)
+    if (check_id("bos id", v->bos, n_tokens, err) || check_id("eos id", v->eos, n_tokens, err) ||
+        check_id("unknown id", v->unk, n_tokens, err) || check_id("padding id", v->pad, n_tokens, err) ||
+        check_id("end-of-turn id", v->eot, n_tokens, err) ||
+        check_id("end-of-message id", v->eom, n_tokens, err))
+        return -1;
+    if (v->add_bos > 0 && v->bos < 0)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": add_bos is set but there is no bos id");
-    if (add_tokens(t, llama, tokens, n_tokens, types, scores, err) != 0) return -1;
+    if (v->add_eos > 0 && v->eos < 0)
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": add_eos is set but there is no eos id");
+    /* The pre-tokeniser first: an unknown name fails before the work. */
+    int add_bos = llama;
+    if (!llama && tok_gguf_pre_set(t, pre, &add_bos, err) != 0) return -1;
+    if (add_tokens(t, llama, v->tokens, n_tokens, v->types, v->scores, err) != 0) return -1;
     if (tok_map_build(t) != 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
+    if (v->unk >= 0) t->unk_id = v->unk;
     if (llama) {
         t->kind = TOK_KIND_SPM;
         t->merge_mode = TOK_MERGE_SCORE;
         t->n_levels = 0;
-        t->spm_prefix = TOK_PREFIX_ALWAYS;
+        t->spm_prefix = v->add_space_prefix == 0 ? TOK_PREFIX_NONE : TOK_PREFIX_ALWAYS;
         t->spm_replace = 1;
-        t->dec_meta_space = t->dec_byte_fallback = t->strip_leading_space = 1;
+        t->dec_meta_space = t->dec_byte_fallback = 1;
+        t->strip_leading_space = v->add_space_prefix != 0;
         t->scores = malloc((size_t)n_tokens * sizeof *t->scores);
         if (!t->scores) return kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
-        for (int i = 0; i < n_tokens; i++) t->scores[i] = scores[i];
+        for (int i = 0; i < n_tokens; i++) t->scores[i] = v->scores[i];
         for (int i = 0; i < n_tokens && !t->byte_fallback; i++)
             if (tok_byte_piece_value(t->arena + t->piece_off[i], t->piece_len[i]) >= 0)
                 t->byte_fallback = 1;
     } else {
         t->kind = TOK_KIND_BYTELEVEL;
         t->merge_mode = TOK_MERGE_ONE;
-        if (set_pre(t, pre, err) != 0 || add_merges(t, merges, n_merges, err) != 0) return -1;
+        t->bytes_optional = 1;
+        if (add_merges(t, v->merges, v->n_merges, err) != 0) return -1;
     }
-    t->bos_id = bos;
-    t->eos_id = eos;
-    if (add_bos) t->prefix_ids[t->n_prefix++] = bos;
+    t->bos_id = v->bos;
+    t->eos_id = v->eos;
+    t->eot_id = v->eot;
+    t->eom_id = v->eom;
+    if (v->add_bos >= 0) add_bos = v->add_bos;
+    if (add_bos && v->bos >= 0) t->prefix_ids[t->n_prefix++] = v->bos;
+    if (v->add_eos > 0) t->suffix_ids[t->n_suffix++] = v->eos;
     return tok_finish(t, WHERE, err);
 }
 
-kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens, int n_tokens,
-                                    const float *scores, const int32_t *token_types,
-                                    const char *const *merges, int n_merges, int bos, int eos,
-                                    int add_bos, const char *pre, kvlm_error *err) {
+kvlm_tokenizer *tok_from_gguf_vocab(const tok_gguf_vocab *v, kvlm_error *err) {
     kvlm_tokenizer *t = tok_alloc();
     if (!t) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, WHERE ": out of memory");
         return NULL;
     }
-    if (build(t, model, tokens, n_tokens, scores, token_types, merges, n_merges, bos, eos, add_bos,
-              pre, err) != 0) {
+    if (build(t, v, err) != 0) {
         kvlm_tokenizer_free(t);
         return NULL;
     }

@@ -1,7 +1,8 @@
 /*
  * Split pre-tokeniser of Hugging Face tokenizer.json files (Llama 3, Qwen2
- * and others): a regular expression taken from the file, compiled once
- * with PCRE2 (UTF, UCP, JIT), that cuts a text fragment into pieces: every
+ * and others) and of GGUF vocabularies (tokenizer/gguf_pre.c): a regular
+ * expression, compiled once with PCRE2 (UTF, UCP, JIT), that cuts a text
+ * fragment into pieces: every
  * match is a piece, and so is every stretch of text between two matches
  * (the "Isolated" behaviour).
  *
@@ -25,10 +26,7 @@ typedef struct tok_regex tok_regex;
 
 /* GPT-2's pattern (its pieces are made by the hand-written scanner). */
 extern const char tok_gpt2_pattern[];
-/* The Llama 3 and Qwen2 patterns, for vocabularies that name them
- * (GGUF tokenizer.ggml.pre). */
-extern const char tok_llama3_pattern[];
-extern const char tok_qwen2_pattern[];
+/* The patterns GGUF files name (tokenizer.ggml.pre) are in tokenizer/gguf_pre.c. */
 
 /* Compiles pattern[0..len). On failure returns NULL and writes PCRE2's
  * message and the offset into msg. */

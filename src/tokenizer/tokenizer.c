@@ -79,6 +79,13 @@ int kvlm_tokenizer_add_bos(const kvlm_tokenizer *t) { return t->n_prefix > 0; }
 const char *kvlm_tokenizer_source(const kvlm_tokenizer *t) { return t->source; }
 size_t kvlm_tokenizer_n_merges(const kvlm_tokenizer *t) { return t->merges.n; }
 
+int tok_end_of_turn_ids(const kvlm_tokenizer *t, int32_t ids[2]) {
+    int n = 0;
+    if (t->eot_id >= 0) ids[n++] = t->eot_id;
+    if (t->eom_id >= 0) ids[n++] = t->eom_id;
+    return n;
+}
+
 int kvlm_tokenizer_is_special(const kvlm_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->flags[id] & TOK_SPECIAL) != 0;
 }
@@ -149,16 +156,35 @@ static int push_id(enc_state *s, int32_t id) {
     return 0;
 }
 
+static int merge_word(enc_state *s, const unsigned char *w, size_t len);
+
 /* One pre-token: at most len ids (a word never becomes more tokens than it
  * has bytes), merged in place at the end of the output. */
 static int encode_word(enc_state *s, const unsigned char *w, size_t len) {
     const kvlm_tokenizer *t = s->t;
     if (len == 0) return 0;
-    if (len == 1 && t->kind == TOK_KIND_BYTELEVEL) return push_id(s, t->byte_id[w[0]]);
     if (t->ignore_merges) {
         int32_t id = tok_map_get(t, w, len);
         if (id >= 0 && (t->flags[id] & TOK_INMODEL)) return push_id(s, id);
     }
+    if (t->bytes_optional) {
+        /* A byte without a token is left out and nothing merges across it. */
+        size_t start = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (t->byte_id[w[i]] >= 0) continue;
+            if (merge_word(s, w + start, i - start) != 0) return -1;
+            start = i + 1;
+        }
+        return merge_word(s, w + start, len - start);
+    }
+    return merge_word(s, w, len);
+}
+
+/* encode_word after the whole-word lookup; every byte of w has a token. */
+static int merge_word(enc_state *s, const unsigned char *w, size_t len) {
+    const kvlm_tokenizer *t = s->t;
+    if (len == 0) return 0;
+    if (len == 1 && t->kind == TOK_KIND_BYTELEVEL) return push_id(s, t->byte_id[w[0]]);
     uint64_t h = 0;
     int cacheable = s->cache && len <= TOK_CACHE_MAX_WORD;
     if (cacheable) {

@@ -16,7 +16,8 @@
  *
  * Invariants once a load has succeeded: every merge names existing tokens
  * and a merged token that exists, ids are unique and < n_vocab, every byte
- * has a byte token (byte-level, or SentencePiece with byte fallback),
+ * has a byte token (byte-level unless bytes_optional, or SentencePiece
+ * with byte fallback),
  * pieces never change. Nothing here reads files (tokenizer/load.c,
  * tokenizer/hf_json.c and tokenizer/gguf_vocab.c do) or splits text
  * (tokenizer/pretok.c, tokenizer/regex.c and tokenizer/spm.c do).
@@ -47,6 +48,10 @@ enum {
     TOK_INMODEL = 8,   /* in the model's vocabulary (may come out of a merge) */
     TOK_NOMERGE = 16,  /* SentencePiece control/unknown/byte/unused piece:
                           never formed from text by merging */
+    TOK_NOMAP = 32,    /* has a piece (decode prints it) but text never maps
+                          to it: a GGUF byte-level token written outside
+                          GPT-2's byte alphabet, which llama.cpp never
+                          produces; another id with the same bytes does */
 };
 
 enum tok_kind { TOK_KIND_BYTELEVEL = 0, TOK_KIND_SPM = 1 };
@@ -88,7 +93,12 @@ struct kvlm_tokenizer {
     uint32_t *piece_off;          /* n_vocab entries */
     uint32_t *piece_len;
     uint8_t *flags;               /* TOK_* */
-    int32_t byte_id[256];
+    int32_t byte_id[256];         /* -1: no token (bytes_optional only) */
+    int bytes_optional;           /* byte-level: a byte without a token is
+                                     dropped from the encoding (GGUF files,
+                                     as llama.cpp does) instead of refusing
+                                     the vocabulary; tok_finish clears it
+                                     when every byte has a token */
     tok_map map;
     tok_merge_table merges;
     float *scores;                /* TOK_MERGE_SCORE: n_vocab scores */
@@ -118,6 +128,7 @@ struct kvlm_tokenizer {
     int dec_byte_fallback;        /* decoder prints <0xXX> as the byte */
     /* special ids and the template added by KVLM_ENCODE_ADD_SPECIAL */
     int32_t eos_id, bos_id;
+    int32_t eot_id, eom_id;       /* GGUF end of turn / end of message, or -1 */
     int32_t prefix_ids[TOK_MAX_TEMPLATE], suffix_ids[TOK_MAX_TEMPLATE];
     int n_prefix, n_suffix;
     char source[1100];
@@ -162,25 +173,43 @@ int tok_load_tokenizer_json(kvlm_tokenizer *t, json_t *root, const char *path, k
  * Needs the bytes -> id map. A missing or unreadable file changes nothing. */
 void tok_read_config(kvlm_tokenizer *t, const char *path);
 
-/* tokenizer/gguf_vocab.c: a tokenizer from the arrays of GGUF metadata, for the
- * GGUF loader. model: tokenizer.ggml.model, "gpt2" (byte-level BPE by
- * merges) or "llama" (SentencePiece BPE by scores with byte fallback).
- * tokens[n_tokens]: tokenizer.ggml.tokens as NUL-terminated strings;
- * scores: tokenizer.ggml.scores (needed for "llama", may be NULL for
- * "gpt2"); token_types: tokenizer.ggml.token_type (NULL: all normal);
- * merges[n_merges]: tokenizer.ggml.merges ("gpt2"; ignored for "llama");
- * bos, eos: tokenizer.ggml.bos_token_id / eos_token_id, -1 if absent;
- * add_bos: tokenizer.ggml.add_bos_token (KVLM_ENCODE_ADD_SPECIAL then
- * prepends bos); pre: tokenizer.ggml.pre ("gpt2", "llama-bpe", "qwen2") or
- * NULL. The arrays are copied; the caller keeps them. Returns NULL with err
- * set (KVLM_ERR_FORMAT naming the array and index at fault,
- * KVLM_ERR_UNSUPPORTED for an unknown model or pre). */
+/* tokenizer/gguf_vocab.c: a tokenizer from the arrays of GGUF metadata, for
+ * the GGUF loader (tokenizer/gguf_file.c) and tests. The arrays are copied;
+ * the caller keeps them. Returns NULL with err set (KVLM_ERR_FORMAT naming
+ * the array and index or the id at fault, KVLM_ERR_UNSUPPORTED for an
+ * unknown model or pre). */
+typedef struct tok_gguf_vocab {
+    const char *model;             /* tokenizer.ggml.model: "gpt2" (byte-level
+                                      BPE by merges) or "llama" (SentencePiece
+                                      BPE by scores with byte fallback) */
+    const char *pre;               /* tokenizer.ggml.pre or NULL (gguf_pre.c) */
+    const char *const *tokens;     /* NUL-terminated */
+    int n_tokens;
+    const float *scores;           /* needed for "llama"; may be NULL for "gpt2" */
+    const int32_t *types;          /* token_type; NULL: all normal */
+    const char *const *merges;     /* "gpt2"; ignored for "llama" */
+    int n_merges;
+    /* *_token_id; -1 if absent */
+    int bos, eos, unk, pad, eot, eom;
+    /* add_bos_token, add_eos_token, add_space_prefix: 0/1, -1 if absent */
+    int add_bos, add_eos, add_space_prefix;
+} tok_gguf_vocab;
+/* All ids -1, all flags absent. */
+#define TOK_GGUF_VOCAB_INIT \
+    {.bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1, .add_bos = -1, .add_eos = -1, \
+     .add_space_prefix = -1}
+kvlm_tokenizer *tok_from_gguf_vocab(const tok_gguf_vocab *v, kvlm_error *err);
 /* The vocabulary a GGUF file carries (see tokenizer/gguf_file.c). */
 kvlm_tokenizer *tok_load_gguf_file(const char *path, struct kvlm_error *err);
-kvlm_tokenizer *tok_from_gguf_vocab(const char *model, const char *const *tokens, int n_tokens,
-                                    const float *scores, const int32_t *token_types,
-                                    const char *const *merges, int n_merges, int bos, int eos,
-                                    int add_bos, const char *pre, kvlm_error *err);
+/* tokenizer/gguf_pre.c: sets t's pre-tokenisation stages and ignore_merges
+ * for tokenizer.ggml.pre (NULL: GPT-2's pattern) and *add_bos_default (the
+ * add_bos_token of a file that does not set it); KVLM_ERR_UNSUPPORTED
+ * naming pre and the supported names otherwise. */
+int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, kvlm_error *err);
+
+/* End-of-turn and end-of-message ids (GGUF eot/eom) of t: writes up to 2
+ * to ids and returns their number. */
+int tok_end_of_turn_ids(const kvlm_tokenizer *t, int32_t ids[2]);
 
 /* tokenizer/spm.c */
 /* Byte value of a "<0xXX>" piece (uppercase hex digits), or -1. */

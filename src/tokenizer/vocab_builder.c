@@ -78,6 +78,7 @@ kvlm_tokenizer *tok_alloc(void) {
     t->eos_id = -1;
     t->bos_id = -1;
     t->unk_id = -1;
+    t->eot_id = t->eom_id = -1;
     t->n_levels = 1;   /* GPT-2's pattern by the scanner */
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
     pthread_mutex_init(&t->cache_lock, NULL);
@@ -137,7 +138,7 @@ int tok_map_build(kvlm_tokenizer *t) {
     /* In id order, and an equal piece already present is kept: the lowest
      * id wins when two ids share bytes. */
     for (int32_t id = 0; id < t->n_vocab; id++) {
-        if (!(t->flags[id] & TOK_PRESENT)) continue;
+        if (!(t->flags[id] & TOK_PRESENT) || (t->flags[id] & TOK_NOMAP)) continue;
         size_t len;
         const char *p = tok_piece(t, id, &len);
         if (tok_map_get(t, p, len) >= 0) continue;
@@ -311,7 +312,7 @@ static int find_byte_tokens(kvlm_tokenizer *t, const char *where, kvlm_error *er
         if (t->kind == TOK_KIND_BYTELEVEL) {
             unsigned char c = (unsigned char)b;
             t->byte_id[b] = tok_map_get(t, &c, 1);
-            if (t->byte_id[b] < 0)
+            if (t->byte_id[b] < 0 && !t->bytes_optional)
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level "
                                       "BPE needs all 256)", where, b);
         } else if (t->byte_fallback) {
@@ -322,6 +323,11 @@ static int find_byte_tokens(kvlm_tokenizer *t, const char *where, kvlm_error *er
                 return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: no byte token %s (byte fallback needs "
                                       "all 256, <0x00> to <0xFF>)", where, name);
         }
+    }
+    if (t->kind == TOK_KIND_BYTELEVEL && t->bytes_optional) {
+        t->bytes_optional = 0;   /* encode checks bytes only when one lacks a token */
+        for (int b = 0; b < 256; b++)
+            if (t->byte_id[b] < 0) t->bytes_optional = 1;
     }
     return 0;
 }
