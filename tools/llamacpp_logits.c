@@ -12,7 +12,9 @@
  * Prints one JSON object: prefill_logits [n_prompt][n_vocab],
  * greedy_ids [N_GEN], greedy_logits [N_GEN][n_vocab], text_ids (TEXTFILE
  * tokenized; "-" for none). Context defaults are llama.cpp's (F16 KV cache),
- * with n_ctx = n_batch = N_CTX and 2 threads.
+ * with n_ctx = n_batch = N_CTX and 2 threads; weights are not repacked
+ * (llama-perplexity's --no-repack: the repacked AMX kernels of a native
+ * build trap on machines whose AMX tiles are not enabled).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_prompt; i++) ids[i] = atoi(argv[5 + i]);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
+    mp.use_extra_bufts = false; /* no weight repacking, as llama-perplexity -nr */
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) return 1;
     struct llama_context_params cp = llama_context_default_params();
