@@ -15,8 +15,8 @@ DIR/gguf-py. Writes into OUTDIR, for ARCH in gpt2 llama qwen2 qwen3:
     ARCH-f16.gguf                 the converter's --outtype f16 layout
     ARCH-TYPE.gguf                llama-quantize ARCH-f16.gguf OUT TYPE (its
                                   default mixes, not --pure) for TYPE in
-                                  TYPES (EXTRA_TYPES too for llama)
-    ARCH-TYPE.expected.json       see write_expected
+                                  TYPES and the architecture's EXTRA_TYPES
+    ARCH-f16/TYPE.expected.json   see write_expected (F16 files too)
     summary.json                  every file's numbers in one list
 With --commit FIXDIR, copies COMMITTED (and their .expected.json) into
 FIXDIR and writes FIXDIR/manifest.json (file, sha256, bytes, architecture,
@@ -27,9 +27,9 @@ The perplexity text is tests/fixtures/shakespeare_val_slice.txt, scored
 with `llama-perplexity -m FILE -f TEXT -c 128 -t 2 -nr` (chunks of 128 tokens,
 BOS first when the vocabulary adds it, the second half of every chunk
 scored; -nr: no weight repacking, whose AMX kernels trap where the
-hypervisor does not enable AMX tiles); kvlm reproduces that protocol with `kvlm perplexity --chunks
---context 128`. Deterministic: fixed seeds; llama-quantize is
-deterministic for a given build.
+hypervisor does not enable AMX tiles); kvlm reproduces that protocol with
+`kvlm perplexity --chunks --context 128`. Deterministic: fixed seeds;
+llama-quantize is deterministic for a given build.
 """
 import hashlib
 import json
