@@ -6,8 +6,9 @@
  * PyTorch computed in float64 from the same exported weights
  * (tests/fixtures/shakespeare_ppl.json, written by tools/export_gpt2.py)
  * within 1e-3 relative, with exactly the same number of tokens scored; the
- * window arithmetic for other strides; and bad input with its exit status
- * and message.
+ * window arithmetic for other strides; --chunks (llama.cpp's protocol)
+ * against llama-perplexity's value on the shipped Llama's GGUF; and bad
+ * input with its exit status and message.
  */
 #include <jansson.h>
 #include <math.h>
@@ -114,6 +115,35 @@ static void test_windows(void **state) {
     json_decref(fx);
 }
 
+/* --chunks is llama.cpp's llama-perplexity protocol: floor(N / context)
+ * chunks, the last context - context/2 - 1 tokens of each scored. The
+ * shipped Llama's Q8_0 GGUF gives llama.cpp's own value (measured with
+ * llama-perplexity, tests/fixtures/llamacpp/shakespeare_llama_q8_0_ppl.json)
+ * within 0.5% (llama.cpp computes with 8-bit activations and an F16 KV
+ * cache; measured difference 1e-5). */
+static void test_chunks_match_llamacpp(void **state) {
+    (void)state;
+    json_t *fx = load_fixture_at("tests/fixtures/llamacpp/shakespeare_llama_q8_0_ppl.json");
+    char args[512];
+    snprintf(args, sizeof args, "-m %s -f %s --chunks --context %d", json_string_value(json_object_get(fx, "model")),
+             json_string_value(json_object_get(fx, "file")), (int)num(fx, "context"));
+    json_t *j = ppl_json(args);
+    assert_string_equal(json_string_value(json_object_get(j, "protocol")), "chunks");
+    assert_int_equal((long)num(j, "windows"), (long)num(fx, "chunks"));
+    assert_int_equal((long)num(j, "tokens"), (long)num(fx, "tokens"));
+    assert_int_equal((long)num(j, "evaluated_tokens"), (long)num(fx, "chunks") * 128);
+    printf("  kvlm %.4f, llama.cpp %.4f\n", num(j, "perplexity"), num(fx, "perplexity"));
+    check_close("perplexity vs llama.cpp", num(j, "perplexity"), num(fx, "perplexity"), 5e-3);
+    json_decref(j);
+    json_decref(fx);
+    /* no BOS for GPT-2: 1095 tokens, 17 chunks of 64, 31 scored in each */
+    j = ppl_json("-m " MODEL " -f " SLICE " --chunks --context 64");
+    assert_int_equal((long)num(j, "file_tokens"), 1095);
+    assert_int_equal((long)num(j, "windows"), 17);
+    assert_int_equal((long)num(j, "tokens"), 17 * 31);
+    json_decref(j);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     char *dir = th_tempdir();
@@ -122,9 +152,13 @@ static void test_bad_input(void **state) {
     snprintf(one, sizeof one, "%s/one.txt", dir);
     assert_int_equal(th_write_file(empty, "", 0), 0);
     assert_int_equal(th_write_file(one, "Hi", 2), 0);
-    char c_empty[600], c_one[600];
+    char c_empty[600], c_one[600], c_short[600], shortf[512];
     snprintf(c_empty, sizeof c_empty, "perplexity -m " MODEL " -f %s", empty);
     snprintf(c_one, sizeof c_one, "perplexity -m " MODEL " -f %s", one);
+    /* "Hi Hi": 2 tokens, fewer than --chunks needs with a context of 2 */
+    snprintf(shortf, sizeof shortf, "%s/short.txt", dir);
+    assert_int_equal(th_write_file(shortf, "Hi Hi", 5), 0);
+    snprintf(c_short, sizeof c_short, "perplexity -m " MODEL " -f %s --chunks --context 2", shortf);
     const th_cli_case cases[] = {
         {"perplexity -m " MODEL " -f /nonexistent/text.txt", 1, "/nonexistent/text.txt"},
         {"perplexity -m /nonexistent/model -f " SLICE, 1, "/nonexistent/model"},
@@ -135,6 +169,7 @@ static void test_bad_input(void **state) {
         {"perplexity -m " MODEL " -f " SLICE " --context 1", 2, "--context"},
         {"perplexity -m " MODEL " -f " SLICE " --context 129", 2, "--context 129 is outside [2, 128]"},
         {"perplexity -m " MODEL " -f " SLICE " --context x", 2, "not an integer"},
+        {"perplexity -m " MODEL " -f " SLICE " --chunks --stride 8", 2, "--stride does not apply to --chunks"},
         {"perplexity -m " MODEL " -f " SLICE " --threads 0", 2, "--threads"},
         {"perplexity -m " MODEL " -f " SLICE " --kv-dtype bf16", 2, "--kv-dtype"},
         {"perplexity -m " MODEL " -f " SLICE " --bogus", 2, "unknown argument"},
@@ -142,6 +177,7 @@ static void test_bad_input(void **state) {
         {"perplexity -m tests/fixtures/gpt2/hf_f32 -f " SLICE, 1, "tokenizer"},
         {c_empty, 1, "at least 2"},
         {c_one, 1, "has 1 tokens"},
+        {c_short, 1, "--chunks with --context 2 needs at least 4"},
     };
     th_expect_cli(cases, sizeof cases / sizeof cases[0]);
     th_rmtree(dir);
@@ -152,6 +188,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_pytorch),
         cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_chunks_match_llamacpp),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

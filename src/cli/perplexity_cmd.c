@@ -14,6 +14,15 @@
  * scored (as in Hugging Face's loop). perplexity = exp(mean NLL), NLL in
  * nats, accumulated in double.
  *
+ * --chunks is llama.cpp's llama-perplexity protocol instead, so the two
+ * engines' numbers compare on the same file: the text is encoded with the
+ * tokens the vocabulary adds (BOS first when it says so), cut into
+ * floor(N / context) non-overlapping chunks of `context` tokens (the rest
+ * is dropped; at least 2 x context tokens are required); each chunk runs
+ * on a fresh sequence with its first token replaced by BOS (when the
+ * vocabulary adds BOS) and scores only its second half: the tokens at
+ * positions context/2 + 1 .. context - 1, context - context/2 - 1 per chunk.
+ *
  * Each window runs on a fresh KV sequence with logits for every position;
  * a window longer than CHUNK tokens is fed in chunks so the logits buffer
  * stays at CHUNK x vocab floats. Does not sample or generate.
@@ -33,7 +42,7 @@
 
 typedef struct ppl_opts {
     model_flags mf;
-    int context, stride, json;
+    int context, stride, json, chunks;
 } ppl_opts;
 
 static int parse(int argc, char **argv, ppl_opts *o) {
@@ -43,6 +52,8 @@ static int parse(int argc, char **argv, ppl_opts *o) {
         CLI_INT("--context", "N", "window length in tokens, 2..n_ctx (default: the model's n_ctx)", &o->context, 2,
                 1 << 24),
         CLI_INT("--stride", "S", "window step in tokens, 1..context (default: context / 2)", &o->stride, 1, 1 << 24),
+        CLI_SWITCH("--chunks", "llama.cpp's llama-perplexity protocol: BOS-led chunks of N tokens, second halves scored",
+                   &o->chunks, 1),
         CLI_END,
     };
     cli_spec spec = {
@@ -57,6 +68,10 @@ static int parse(int argc, char **argv, ppl_opts *o) {
                  "earlier window scored (its last positions), conditioned on the window's\n"
                  "preceding tokens. With stride < context every token but the first of the\n"
                  "file is scored once; with stride == context each window's first token is not.\n"
+                 "--chunks follows llama.cpp's llama-perplexity -c N instead: the text encoded\n"
+                 "with BOS when the vocabulary adds it, floor(tokens / N) chunks of N tokens\n"
+                 "(at least 2 x N tokens needed), each with BOS as its first token when the\n"
+                 "vocabulary adds it, scoring positions N/2 + 1 .. N - 1 of every chunk.\n"
                  "Reports the tokens scored, the mean negative log-likelihood in nats and\n"
                  "perplexity = exp(mean NLL).\n",
         .mf = &o->mf,
@@ -126,12 +141,39 @@ static int score(kvlm_engine *e, kvlm_kv *kv, int vocab, const int32_t *ids, lon
     return rc;
 }
 
+/* llama.cpp's protocol (see the header): chunk c is ids[c x context ..
+ * (c + 1) x context) with its first token replaced by bos (when bos >= 0),
+ * scoring targets context/2 + 1 .. context - 1. */
+static int score_chunks(kvlm_engine *e, kvlm_kv *kv, int vocab, const int32_t *ids, long n, int context,
+                        int32_t bos, ppl_result *r, kvlm_error *err) {
+    float *logits = malloc((size_t)CHUNK * vocab * sizeof *logits);
+    int32_t *buf = malloc((size_t)context * sizeof *buf);
+    if (!logits || !buf) {
+        free(logits);
+        free(buf);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %d x %d logits", CHUNK, vocab);
+    }
+    double t0 = kvlm_now();
+    int rc = 0;
+    for (long c = 0; c < n / context && !rc; c++) {
+        memcpy(buf, ids + c * context, (size_t)context * sizeof *buf);
+        if (bos >= 0) buf[0] = bos;
+        rc = run_window(e, kv, vocab, buf, 0, context, context / 2 + 1, logits, r, err);
+        r->windows++;
+    }
+    r->seconds = kvlm_now() - t0;
+    free(buf);
+    free(logits);
+    return rc;
+}
+
 static void print_result(const ppl_opts *o, const ppl_result *r, long n_tokens, int context, int stride,
                          int threads) {
     double mean = r->nll_sum / (double)r->scored, ppl = exp(mean);
     double tps = r->seconds > 0 ? r->evaluated / r->seconds : 0;
     if (o->json) {
-        json_t *j = json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:i,s:I,s:f,s:f,s:f,s:f,s:s,s:i}", "model",
+        json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:i,s:I,s:f,s:f,s:f,s:f,s:s,s:i}", "protocol",
+                              o->chunks ? "chunks" : "sliding", "model",
                               o->mf.model ? o->mf.model : o->mf.synthetic, "file", o->mf.file, "context", context, "stride", stride, "tokens", (json_int_t)r->scored,
                               "file_tokens", (json_int_t)n_tokens, "windows", r->windows, "evaluated_tokens",
                               (json_int_t)r->evaluated, "mean_nll", mean, "perplexity", ppl, "seconds", r->seconds,
@@ -142,6 +184,8 @@ static void print_result(const ppl_opts *o, const ppl_result *r, long n_tokens, 
         json_decref(j);
         return;
     }
+    if (o->chunks)
+        printf("protocol     llama.cpp chunks: %d of %d tokens, second halves scored\n", r->windows, context);
     printf("file         %s (%ld tokens)\n"
            "windows      %d of %d tokens, stride %d\n"
            "tokens       %ld scored\n"
@@ -180,12 +224,24 @@ int cli_perplexity(int argc, char **argv) {
         rc = EXIT_USAGE;
         goto out;
     }
-    if (kvlm_tokenizer_encode(ss.tok, text, text_len, 0, &ids, &n_ids, &err)) {
+    if (o.chunks && o.stride) {
+        fprintf(stderr, "kvlm perplexity: --stride does not apply to --chunks (chunks do not overlap)\n");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (o.chunks) stride = context;
+    if (kvlm_tokenizer_encode_ex(ss.tok, text, text_len, o.chunks ? KVLM_ENCODE_ADD_SPECIAL : 0, &ids, &n_ids,
+                                 &err)) {
         fprintf(stderr, "kvlm perplexity: %s: %s\n", o.mf.file, err.msg);
         goto out;
     }
     if (n_ids < 2) {
         fprintf(stderr, "kvlm perplexity: '%s' has %zu tokens; at least 2 are needed\n", o.mf.file, n_ids);
+        goto out;
+    }
+    if (o.chunks && n_ids < (size_t)2 * context) {
+        fprintf(stderr, "kvlm perplexity: '%s' has %zu tokens; --chunks with --context %d needs at least %d\n",
+                o.mf.file, n_ids, context, 2 * context);
         goto out;
     }
     for (size_t i = 0; i < n_ids; i++)
@@ -198,7 +254,9 @@ int cli_perplexity(int argc, char **argv) {
     kvlm_engine_options eo = session_engine_options(&o.mf);
     ppl_result r = {0};
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||
-        score(e, kv, c->vocab_size, ids, (long)n_ids, context, stride, &r, &err)) {
+        (o.chunks ? score_chunks(e, kv, c->vocab_size, ids, (long)n_ids, context,
+                                 kvlm_tokenizer_add_bos(ss.tok) ? kvlm_tokenizer_bos_id(ss.tok) : -1, &r, &err)
+                  : score(e, kv, c->vocab_size, ids, (long)n_ids, context, stride, &r, &err))) {
         fprintf(stderr, "kvlm perplexity: %s\n", err.msg);
         goto out;
     }
