@@ -85,7 +85,7 @@ def _pre_name(tj, model_type):
     if QWEN2_PATTERN in pats:
         return "qwen2"
     if not pats:
-        return "gpt2"
+        return "gpt-2"
     if model_type == "qwen2":
         return "qwen2"
     warn("unrecognised pre-tokenizer pattern; writing tokenizer.ggml.pre 'llama-bpe' (%r)" % pats[0][:80])
@@ -195,7 +195,7 @@ def _from_vocab_merges(d, config, vocab_file, merges_file):
         sp["bos"] = ids["<|endoftext|>"]
     types = [TOKEN_UNUSED if i not in inv else TOKEN_CONTROL if t == "<|endoftext|>" else TOKEN_NORMAL
              for i, t in enumerate(tokens)]
-    kv = [("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "gpt2"),
+    kv = [("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "gpt-2"),
           ("tokenizer.ggml.tokens", ARRAY, tokens, STRING), ("tokenizer.ggml.token_type", ARRAY, types, I32),
           ("tokenizer.ggml.merges", ARRAY, merges, STRING)]
     return kv, sp, bool(add_bos), add_eos
