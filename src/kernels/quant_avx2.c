@@ -1,6 +1,7 @@
 /*
- * AVX2 + FMA + F16C matmul against Q8_0 / Q4_0 weights (8-lane ymm: one
- * block is four vectors), for CPUs without AVX-512. Body in quant_simd.h.
+ * AVX2 + FMA + F16C matmul against block-quantised weights (8-lane ymm:
+ * a Q8_0 / Q4_0 block is four vectors), for CPUs without AVX-512. Bodies
+ * in quant_simd.h (Q8_0, Q4_0) and quant_wide.h (the other block types).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -50,3 +51,4 @@ static inline uint16_t q_half(const void *p) {
 #define QNAME(n) n##_avx2
 
 #include "kernels/quant_simd.h"
+#include "kernels/quant_wide.h"

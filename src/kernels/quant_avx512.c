@@ -1,8 +1,9 @@
 /*
- * AVX-512 matmul against Q8_0 / Q4_0 weights (16-lane zmm: one block is
- * two vectors). Compiled with the AVX-512 flags and only called through
- * kern_ops_avx512, after kern_cpu_supports(KVLM_ISA_AVX512). Body in
- * quant_simd.h.
+ * AVX-512 matmul against block-quantised weights (16-lane zmm: a Q8_0 /
+ * Q4_0 block is two vectors). Compiled with the AVX-512 flags and only
+ * called through kern_ops_avx512, after kern_cpu_supports(KVLM_ISA_AVX512).
+ * Bodies in quant_simd.h (Q8_0, Q4_0) and quant_wide.h (the other block
+ * types).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -46,3 +47,4 @@ static inline uint16_t q_half(const void *p) {
 #define QNAME(n) n##_avx512
 
 #include "kernels/quant_simd.h"
+#include "kernels/quant_wide.h"
