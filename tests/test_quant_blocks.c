@@ -13,6 +13,8 @@
  * dequantised weights):
  *  - the C quantised matmul equals the C f32 matmul of the dequantised
  *    matrix exactly (same products, same order);
+ *  - every kernel multiplies exactly the dequantised weights (checked bit
+ *    for bit with identity activations);
  *  - every SIMD path vs the C one: 1e-5 * S. The SIMD kernels multiply the
  *    same exact weights and only sum in another order (VW lanes over K,
  *    then a horizontal sum), whose error is at most about
@@ -178,6 +180,46 @@ static void check_case(kvlm_dtype t, int M, int N, int K, uint32_t *seed, int *c
     free(wq), free(wd), free(x), free(bias), free(ref), free(deq), free(got);
 }
 
+/* The weights every kernel multiplies are exactly the dequantised values:
+ * with x = rows of the identity matrix, y = W^T bit for bit (one product
+ * w * 1 plus zeros in every sum), through the prefill path (M = K rows at
+ * once) and the decode path (one row of the identity at a time). */
+static void test_kernels_use_exact_weights(void **state) {
+    (void)state;
+    enum { K = 256, N = 11 };
+    uint32_t seed = 4242;
+    float *x = calloc((size_t)K * K, 4), *wd = malloc((size_t)N * K * 4), *y = malloc((size_t)K * N * 4);
+    unsigned char *wq = malloc((size_t)N * 210);
+    for (int k = 0; k < K; k++) x[(size_t)k * K + k] = 1.0f;
+    int checked = 0;
+    for (size_t t = 0; t < N_NEW; t++) {
+        const size_t rb = dtype_row_bytes(new_types[t], K, NULL);
+        random_blocks(new_types[t], (size_t)N * K / dtype_block_len(new_types[t]), wq, &seed);
+        for (int n = 0; n < N; n++) quant_dequantize_row(new_types[t], wq + (size_t)n * rb, K, wd + (size_t)n * K);
+        kern_matrix kq = {new_types[t], wq, N, K};
+        for (size_t s = 0; s < 3; s++) {
+            const kern_ops *ops = kern_select(all_isas[s]);
+            if (!ops) continue;
+            for (int pass = 0; pass < 2; pass++) {
+                for (int i = 0; i < K * N; i++) y[i] = NAN;
+                if (pass == 0) ops->matmul_rows(x, K, &kq, 0, N, NULL, y, N);
+                else
+                    for (int k = 0; k < K; k++) ops->matmul_rows(x + (size_t)k * K, 1, &kq, 0, N, NULL, y + (size_t)k * N, N);
+                for (int k = 0; k < K; k++)
+                    for (int n = 0; n < N; n++)
+                        if (memcmp(&y[(size_t)k * N + n], &wd[(size_t)n * K + k], 4) &&
+                            !(y[(size_t)k * N + n] == 0 && wd[(size_t)n * K + k] == 0)) /* -0 + 0 = +0 */
+                            fail_msg("%s %s %s: weight [%d,%d] is %.9g, dequantised %.9g", kvlm_isa_name(all_isas[s]),
+                                     kvlm_dtype_name(new_types[t]), pass ? "decode" : "prefill", n, k,
+                                     y[(size_t)k * N + n], wd[(size_t)n * K + k]);
+                checked++;
+            }
+        }
+    }
+    assert_true(checked >= 2 * (int)N_NEW);
+    free(x), free(wd), free(y), free(wq);
+}
+
 /* M = 1..9 (decode and every prefill tile shape with tails), N with tails
  * of the 8-row decode tile and the prefill tiles, K = 256..1024. */
 static void test_matmul_paths(void **state) {
@@ -336,6 +378,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_sizes),
         cmocka_unit_test(test_dequantize_fixtures),
+        cmocka_unit_test(test_kernels_use_exact_weights),
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_threaded_and_ranges),
         cmocka_unit_test(test_gguf_types_and_errors),

@@ -74,6 +74,8 @@ static inline __m256 lut16_avx2(__m256i i, const float *t) {
 }
 #define V_LUT16(i, t) lut16_avx2((i), (t))
 #define V_STOREU(p, v) _mm256_storeu_ps((p), (v))
+#define B_LOAD(p) _mm_loadl_epi64((const __m128i *)(p))
+#define VI_FROM_B(b) _mm256_cvtepu8_epi32(b)
 #define VI_I8(p) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p)))
 
 #include "kernels/quant_wide.h"

@@ -64,6 +64,8 @@ static inline uint16_t q_half(const void *p) {
 #define VI_TO_F(a) _mm512_cvtepi32_ps(a)
 #define V_LUT16(i, t) _mm512_permutexvar_ps((i), _mm512_loadu_ps(t))
 #define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
+#define B_LOAD(p) _mm_loadu_si128((const __m128i *)(p))
+#define VI_FROM_B(b) _mm512_cvtepu8_epi32(b)
 #define VI_I8(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p)))
 #define V_HALVES(a, b) _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
 

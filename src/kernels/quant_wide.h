@@ -15,6 +15,13 @@
  *   V_STOREU(p, v)
  *   VI_I8(p)        the VW bytes at p, sign-extended
  *   V_HALVES(a, b)  (AVX-512 only) lanes 0..7 = a, 8..15 = b
+ *   B_LOAD(p)       the VW bytes at p in the low bytes of an __m128i
+ *   VI_FROM_B(b)    the low VW bytes of b, zero-extended
+ *
+ * Some types form their codes in byte lanes (SSE2 on an __m128i) before
+ * widening, and fold a constant code offset into the FMA: Q3_K and Q6_K
+ * compute a * c - k * a with k * a exact (k a power of two), which is the
+ * exact a * (c - k), so the weights stay bit-identical to quant_blocks.h's.
  *
  * Design: a block's sub-block scales are worked out once per weight row
  * (kscales: a and -b as floats, exactly as quant_blocks.h computes them),
@@ -102,19 +109,29 @@ AI void kscales(kvlm_dtype t, const unsigned char *b, float *sa, float *sb) {
         break;
     }
     case KVLM_Q3_K: {
-        const blk_q3_k *k = (const blk_q3_k *)b;
+        /* the 16 6-bit scales, four at a time: low 4 bits from the nibbles of
+         * bytes 0..7, high 2 bits from bytes 8..11 */
+        uint32_t w[3], o[4];
+        memcpy(w, b + offsetof(blk_q3_k, scales), 12);
+        for (int i = 0; i < 4; i++)
+            o[i] = ((w[i & 1] >> (4 * (i >> 1))) & 0x0f0f0f0fu) | ((w[2] >> (2 * i)) & 0x03030303u) << 4;
         const float d = qb_f16(b + offsetof(blk_q3_k, d));
-        for (int s = 0; s < 16; s++) {
-            const int lo = s < 8 ? k->scales[s] & 15 : k->scales[s - 8] >> 4;
-            const int hi = (k->scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-            sa[s] = d * (float)((lo | hi << 4) - 32);
+        kbytes16((const unsigned char *)o, 0, u);
+        for (int c = 0; c < 16 / VW; c++) {
+            const vf a = V_MUL(VI_TO_F(VI_SUB(u[c], VI_SET1(32))), V_SET1(d));
+            V_STOREU(sa + c * VW, a);
+            V_STOREU(sb + c * VW, V_MUL(a, V_SET1(-4.0f)));
         }
         break;
     }
     case KVLM_Q6_K: {
         const float d = qb_f16(b + offsetof(blk_q6_k, d));
         kbytes16(b + offsetof(blk_q6_k, scales), 1, u);
-        for (int c = 0; c < 16 / VW; c++) V_STOREU(sa + c * VW, V_MUL(VI_TO_F(u[c]), V_SET1(d)));
+        for (int c = 0; c < 16 / VW; c++) {
+            const vf a = V_MUL(VI_TO_F(u[c]), V_SET1(d));
+            V_STOREU(sa + c * VW, a);
+            V_STOREU(sb + c * VW, V_MUL(a, V_SET1(-32.0f)));
+        }
         break;
     }
     default: break;
@@ -123,6 +140,19 @@ AI void kscales(kvlm_dtype t, const unsigned char *b, float *sa, float *sb) {
 
 /* Low (hi = 0) or high nibbles of the VW bytes at p. */
 AI vi knib(const unsigned char *p, int hi) { return hi ? VI_SRLI(VI_U8(p), 4) : VI_AND(VI_U8(p), VI_SET1(15)); }
+
+/* Byte lanes (SSE2 on the VW code bytes, before widening): bit k of each
+ * byte at p, as `val` where set and 0 elsewhere. */
+AI __m128i kbit(const unsigned char *p, int k, int val) {
+    const __m128i m = _mm_set1_epi8((char)(1 << k));
+    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(B_LOAD(p), m), m), _mm_set1_epi8((char)val));
+}
+
+/* Low (hi = 0) or high nibbles of the VW bytes at p, as bytes. */
+AI __m128i knib8(const unsigned char *p, int hi) {
+    const __m128i b = B_LOAD(p);
+    return _mm_and_si128(hi ? _mm_srli_epi16(b, 4) : b, _mm_set1_epi8(15));
+}
 
 /* The exact weights of chunk c (values g * GV + c * VW ..) of the block at
  * b; g may vary at run time, c must be a compile-time constant. */
@@ -150,28 +180,27 @@ AI vf kchunk(kvlm_dtype t, const unsigned char *b, int g, int c, const float *sa
     }
     case KVLM_Q5_K: {
         const int hi = off / 32, s = 2 * g + hi;
-        const vi h = VI_AND(VI_SRLN(VI_U8(b + 16 + off % 32), 2 * g + hi), VI_SET1(1));
-        const vi code = VI_OR(knib(b + 48 + 32 * g + off % 32, hi), VI_SLLI(h, 4));
-        return V_FMA(VI_TO_F(code), V_SET1(sa[s]), V_SET1(sb[s]));
+        const __m128i code = _mm_or_si128(knib8(b + 48 + 32 * g + off % 32, hi), kbit(b + 16 + off % 32, 2 * g + hi, 16));
+        return V_FMA(VI_TO_F(VI_FROM_B(code)), V_SET1(sa[s]), V_SET1(sb[s]));
     }
     case KVLM_Q2_K: {
         const int j = off / 32, s = 8 * g + off / 16;
         const vi q = VI_AND(VI_SRLI(VI_U8(b + 16 + 32 * g + off % 32), 2 * j), VI_SET1(3));
         return V_FMA(VI_TO_F(q), V_SET1(sa[s]), V_SET1(sb[s]));
     }
-    case KVLM_Q3_K: {
+    case KVLM_Q3_K: { /* code + 4 = q2 | 4 * hbit; value = a * (code + 4) - 4a */
         const int j = off / 32, s = 8 * g + off / 16;
-        const vi q2 = VI_AND(VI_SRLI(VI_U8(b + 32 + 32 * g + off % 32), 2 * j), VI_SET1(3));
-        const vi h = VI_AND(VI_SRLN(VI_U8(b + off % 32), 4 * g + j), VI_SET1(1));
-        const vi code = VI_SUB(VI_OR(q2, VI_SLLI(h, 2)), VI_SET1(4));
-        return V_MUL(VI_TO_F(code), V_SET1(sa[s]));
+        const __m128i q2 = _mm_and_si128(_mm_srli_epi16(B_LOAD(b + 32 + 32 * g + off % 32), 2 * j), _mm_set1_epi8(3));
+        const __m128i code = _mm_or_si128(q2, kbit(b + off % 32, 4 * g + j, 4));
+        return V_FMA(VI_TO_F(VI_FROM_B(code)), V_SET1(sa[s]), V_SET1(sb[s]));
     }
-    case KVLM_Q6_K: {
+    case KVLM_Q6_K: { /* value = a * code6 - 32a */
         const int cc = off / 32, l0 = off % 32, s = 8 * g + off / 16;
-        const vi lo = knib(b + 64 * g + 32 * (cc & 1) + l0, cc >= 2);
-        const vi h = VI_AND(VI_SRLI(VI_U8(b + 128 + 32 * g + l0), 2 * cc), VI_SET1(3));
-        const vi code = VI_SUB(VI_OR(lo, VI_SLLI(h, 4)), VI_SET1(32));
-        return V_MUL(VI_TO_F(code), V_SET1(sa[s]));
+        const __m128i lo = knib8(b + 64 * g + 32 * (cc & 1) + l0, cc >= 2);
+        const __m128i qh = B_LOAD(b + 128 + 32 * g + l0); /* bits 2cc, 2cc + 1 to bits 4, 5 */
+        const __m128i hs = cc < 2 ? _mm_slli_epi16(qh, 4 - 2 * cc) : cc == 2 ? qh : _mm_srli_epi16(qh, 2);
+        const __m128i code = _mm_or_si128(lo, _mm_and_si128(hs, _mm_set1_epi8(0x30)));
+        return V_FMA(VI_TO_F(VI_FROM_B(code)), V_SET1(sa[s]), V_SET1(sb[s]));
     }
     default: return V_ZERO();
     }
