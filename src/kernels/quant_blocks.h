@@ -1,10 +1,10 @@
 /*
  * Dequantising one block of every block-quantised dtype (layouts in
- * tensor.h) into f32, in portable C written for the compiler to vectorise:
- * each inner loop runs over 16 or 32 codes with one scale. Included by
- * quant_scalar.c (the reference, built without SIMD flags) and by the SIMD
- * kernels (quant_wide.h, built with AVX2 or AVX-512 flags), so every ISA
- * computes the same values the same way.
+ * tensor.h) into f32, in plain C: each inner loop runs over 16 or 32 codes
+ * with one scale. The reference (quant_scalar.c: quant_dequantize_row and
+ * the scalar matmul). The SIMD kernels (quant_wide.h) use its field readers
+ * and form the same products with vector instructions; tests check that
+ * they multiply exactly these values.
  *
  * The values are exactly the f32 values llama.cpp's dequantize_row_* and
  * gguf-py's dequantize give: each is a * code (+ or -) b with a and b
