@@ -1,6 +1,7 @@
 /*
- * Decode matmul throughput per weight dtype: one activation row times an
- * [N, K] matrix (default 8192 x 2048, a 1B Llama's MLP shape), on all
+ * Decode matmul throughput per weight dtype (f32, f16, bf16 and every block
+ * type; the types kvlm cannot quantise to get pseudo-random codes with small
+ * f16 scales): one activation row times an [N, K] matrix (default 8192 x 2048, a 1B Llama's MLP shape), on all
  * threads, for every ISA the CPU has. Each timed call reads a different
  * matrix from a ring of them that together exceed 1 GiB, so the weights
  * come from DRAM as in a real decode step, not from a large last-level
@@ -9,7 +10,7 @@
  * roofline `kvlm bench` uses; re-measured per row because a shared machine's
  * bandwidth drifts). `make bench-quant`; never part of `make test`.
  *
- * usage: quant_bench [N K [calls [cpu]]]
+ * usage: quant_bench [N K [calls [cpu|wall [DTYPE,...]]]]
  *
  * With "cpu" everything runs on one thread and is timed in that thread's
  * CPU time (CLOCK_THREAD_CPUTIME_ID), the roofline too (a one-thread read
@@ -40,6 +41,33 @@ static float wval(size_t n, int k) {
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;
     return (float)(h & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* Byte offsets of the f16 fields of a block of t (up to 2; -1 = none). */
+static void f16_fields(kvlm_dtype t, int at[2]) {
+    at[0] = 0, at[1] = -1;
+    switch (t) {
+    case KVLM_Q4_1: case KVLM_Q5_1: case KVLM_Q4_K: case KVLM_Q5_K: at[1] = 2; break;
+    case KVLM_Q2_K: at[0] = 80, at[1] = 82; break;
+    case KVLM_Q3_K: at[0] = 108; break;
+    case KVLM_Q6_K: at[0] = 208; break;
+    default: break;
+    }
+}
+
+/* Row n of a type kvlm only reads: pseudo-random code bytes, small finite
+ * f16 scales (the kernels' work does not depend on the values). */
+static void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst) {
+    const size_t bb = dtype_block_bytes(t), nb = (size_t)(K / dtype_block_len(t));
+    for (size_t i = 0; i < nb * bb; i++) dst[i] = (unsigned char)(wval(n, (int)i) * 128.0f + 128.0f);
+    int at[2];
+    f16_fields(t, at);
+    for (size_t b = 0; b < nb; b++)
+        for (int f = 0; f < 2; f++)
+            if (at[f] >= 0) {
+                const uint16_t h = f32_to_f16(0.01f * wval(n, (int)b + f));
+                memcpy(dst + b * bb + (size_t)at[f], &h, 2);
+            }
 }
 
 static int cpu_mode;
@@ -82,11 +110,12 @@ int main(int argc, char **argv) {
     cpu_mode = argc > 4 && !strcmp(argv[4], "cpu");
     if (cpu_mode) omp_set_num_threads(1);
     kern_team team = {.threads = omp_get_max_threads()}; /* the program's own OpenMP default */
-    if (N <= 0 || K <= 0 || K % QK || calls <= 0) {
-        fprintf(stderr, "usage: quant_bench [N K (K a multiple of 32) [calls]]\n");
+    if (N <= 0 || K <= 0 || K % QK_K || calls <= 0) {
+        fprintf(stderr, "usage: quant_bench [N K (K a multiple of 256) [calls]]\n");
         return 2;
     }
-    const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0};
+    const kvlm_dtype dts[] = {KVLM_F32,  KVLM_F16,  KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0,   KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1,
+                              KVLM_IQ4_NL, KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
     const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)N * 4);
     if (!x || !y) return 1;
@@ -96,9 +125,10 @@ int main(int argc, char **argv) {
            calls);
     printf("measured read bandwidth (%s, 1 GiB): %.2f GB/s\n",
            cpu_mode ? "one thread, CPU time" : "kvlm_measure_read_bandwidth", bw / 1e9);
-    printf("%-6s %-7s %9s %9s %10s %10s %9s %9s\n", "dtype", "isa", "B/weight", "matrix MB", "med GB/s", "best GB/s",
+    printf("%-7s %-7s %9s %9s %10s %10s %9s %9s\n", "dtype", "isa", "B/weight", "matrix MB", "med GB/s", "best GB/s",
            "bw GB/s", "roofline");
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        if (argc > 5 && !strstr(argv[5], kvlm_dtype_name(dts[d]))) continue; /* only the listed dtypes */
         const size_t rb = dtype_row_bytes(dts[d], K, NULL), mb = rb * (size_t)N;
         const size_t ring = (((size_t)1 << 30) + mb - 1) / mb + 1, total = ring * (size_t)N;
         unsigned char *w = aligned_alloc(64, (ring * mb + 63) & ~(size_t)63);
@@ -109,7 +139,8 @@ int main(int argc, char **argv) {
             #pragma omp for schedule(static)
             for (size_t n = 0; n < total; n++) {
                 for (int k = 0; k < K; k++) row[k] = wval(n, k);
-                if (dtype_is_blocked(dts[d])) quant_quantize_row(dts[d], row, K, w + n * rb);
+                if (dtype_is_blocked(dts[d]) && !quant_can_quantize(dts[d])) random_row(dts[d], n, K, w + n * rb);
+                else if (dtype_is_blocked(dts[d])) quant_quantize_row(dts[d], row, K, w + n * rb);
                 else
                     for (int k = 0; k < K; k++) dtype_store(dts[d], w + n * rb, (size_t)k, row[k]);
             }
@@ -130,7 +161,7 @@ int main(int argc, char **argv) {
             /* the machine may be shared: re-measure the roofline next to each run */
             const double bw_now = isas[s] == KVLM_ISA_SCALAR ? bw : bandwidth(3);
             const double med = mb / t[r / 2], best = mb / t[0];
-            printf("%-6s %-7s %9.4f %9.1f %10.2f %10.2f %9.2f %8.0f%%\n", kvlm_dtype_name(dts[d]),
+            printf("%-7s %-7s %9.4f %9.1f %10.2f %10.2f %9.2f %8.0f%%\n", kvlm_dtype_name(dts[d]),
                    kvlm_isa_name(isas[s]), (double)rb / K, mb / 1e6, med / 1e9, best / 1e9, bw_now / 1e9,
                    100.0 * med / bw_now);
             free(t);

@@ -83,13 +83,33 @@ typedef enum kvlm_dtype {
      * (18 bytes). */
     KVLM_Q8_0 = 3,
     KVLM_Q4_0 = 4,
+    /* More GGUF block types, read in place (llama.cpp's layouts; the
+     * library's tensor.h spells each out). 32-value blocks: Q4_1 (f16 d, f16
+     * m, 4-bit codes; value = d * q + m, 20 bytes), Q5_0 (f16 d, 5-bit codes;
+     * value = d * (q - 16), 22 bytes), Q5_1 (f16 d, f16 m, 5-bit codes; value
+     * = d * q + m, 24 bytes), IQ4_NL (f16 d, 4-bit indices into a fixed
+     * table of 16 int8 levels; 18 bytes). 256-value super-blocks ("K-quants")
+     * with per-16 or per-32 sub-block scales packed into 4, 6 or 8 bits
+     * under an f16 super-block scale: Q2_K (84 bytes), Q3_K (110), Q4_K
+     * (144), Q5_K (176), Q6_K (210). Rows must be whole blocks. */
+    KVLM_Q4_1 = 5,
+    KVLM_Q5_0 = 6,
+    KVLM_Q5_1 = 7,
+    KVLM_Q2_K = 8,
+    KVLM_Q3_K = 9,
+    KVLM_Q4_K = 10,
+    KVLM_Q5_K = 11,
+    KVLM_Q6_K = 12,
+    KVLM_IQ4_NL = 13,
 } kvlm_dtype;
 
 const char *kvlm_dtype_name(kvlm_dtype t);
 /* Bytes per element of f32, f16, bf16; 0 for the block-quantised types,
  * whose size is only defined per row (see the library's dtype_row_bytes). */
 size_t kvlm_dtype_size(kvlm_dtype t);
-/* Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive). Returns 0 or -1. */
+/* Parses the names kvlm_dtype_name gives ("f32", "f16", "bf16", "q8_0", "q4_0",
+ * "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl"),
+ * case-insensitive, and "float32", "float16", "bfloat16". Returns 0 or -1. */
 int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
 
 /* ----------------------------------------------------------------- model */
@@ -132,7 +152,9 @@ typedef struct kvlm_config {
 kvlm_model *kvlm_model_load(const char *path, kvlm_error *err);
 
 /* Builds a model with random weights and the exact shapes of a known
- * checkpoint ("gpt2-124m", "gpt2-tiny"), for speed and memory figures. */
+ * checkpoint ("gpt2-124m", "gpt2-tiny"), for speed and memory figures.
+ * dtype: f32, f16, bf16, q8_0 or q4_0 (the types the library can quantise
+ * to); any other is KVLM_ERR_UNSUPPORTED. */
 kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype,
                                  uint64_t seed, kvlm_error *err);
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <strings.h>
 
+const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 const char *kvlm_dtype_name(kvlm_dtype t) {
     switch (t) {
     case KVLM_F32: return "f32";
@@ -11,6 +13,15 @@ const char *kvlm_dtype_name(kvlm_dtype t) {
     case KVLM_BF16: return "bf16";
     case KVLM_Q8_0: return "q8_0";
     case KVLM_Q4_0: return "q4_0";
+    case KVLM_Q4_1: return "q4_1";
+    case KVLM_Q5_0: return "q5_0";
+    case KVLM_Q5_1: return "q5_1";
+    case KVLM_Q2_K: return "q2_k";
+    case KVLM_Q3_K: return "q3_k";
+    case KVLM_Q4_K: return "q4_k";
+    case KVLM_Q5_K: return "q5_k";
+    case KVLM_Q6_K: return "q6_k";
+    case KVLM_IQ4_NL: return "iq4_nl";
     }
     return "?";
 }
@@ -19,7 +30,7 @@ size_t kvlm_dtype_size(kvlm_dtype t) {
     switch (t) {
     case KVLM_F32: return 4;
     case KVLM_F16: case KVLM_BF16: return 2;
-    default: return 0; /* blocked: no per-element size */
+    default: return 0; /* blocked: no per-element size (or not a dtype) */
     }
 }
 
@@ -27,6 +38,15 @@ size_t dtype_block_bytes(kvlm_dtype t) {
     switch (t) {
     case KVLM_Q8_0: return sizeof(blk_q8_0);
     case KVLM_Q4_0: return sizeof(blk_q4_0);
+    case KVLM_Q4_1: return sizeof(blk_q4_1);
+    case KVLM_Q5_0: return sizeof(blk_q5_0);
+    case KVLM_Q5_1: return sizeof(blk_q5_1);
+    case KVLM_Q2_K: return sizeof(blk_q2_k);
+    case KVLM_Q3_K: return sizeof(blk_q3_k);
+    case KVLM_Q4_K: return sizeof(blk_q4_k);
+    case KVLM_Q5_K: return sizeof(blk_q5_k);
+    case KVLM_Q6_K: return sizeof(blk_q6_k);
+    case KVLM_IQ4_NL: return sizeof(blk_iq4_nl);
     default: return kvlm_dtype_size(t);
     }
 }
@@ -46,9 +66,14 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out) {
     if (!strcasecmp(s, "f32") || !strcasecmp(s, "float32")) *out = KVLM_F32;
     else if (!strcasecmp(s, "f16") || !strcasecmp(s, "float16")) *out = KVLM_F16;
     else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *out = KVLM_BF16;
-    else if (!strcasecmp(s, "q8_0")) *out = KVLM_Q8_0;
-    else if (!strcasecmp(s, "q4_0")) *out = KVLM_Q4_0;
-    else return -1;
+    else {
+        for (int t = KVLM_Q8_0; t <= KVLM_IQ4_NL; t++)
+            if (!strcasecmp(s, kvlm_dtype_name((kvlm_dtype)t))) {
+                *out = (kvlm_dtype)t;
+                return 0;
+            }
+        return -1;
+    }
     return 0;
 }
 

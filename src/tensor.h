@@ -3,10 +3,13 @@
  * (usually a memory-mapped file). Also the scalar f16/bf16 <-> f32
  * conversions used by the reference paths. Knows nothing about models.
  *
- * Block-quantised dtypes (Q8_0, Q4_0) store each row as whole blocks of
- * QK = 32 values, so they have no per-element size: byte counts come from
- * dtype_row_bytes / tensor_nbytes, which treat the last dimension of a
- * shape as the row. Shapes are row-major ([out, in] for matrices).
+ * Block-quantised dtypes (Q8_0 ... IQ4_NL) store each row as whole blocks
+ * of 32 or 256 values, so they have no per-element size: byte counts come
+ * from dtype_row_bytes / tensor_nbytes, which treat the last dimension of
+ * a shape as the row. Shapes are row-major ([out, in] for matrices).
+ * Dequantising blocks is kernels/quant.h's job (quant_dequantize_row);
+ * dtype_load reads single values of the per-element types and of Q8_0 /
+ * Q4_0 only.
  */
 #ifndef KVLM_TENSOR_H
 #define KVLM_TENSOR_H
@@ -26,8 +29,9 @@ typedef struct tensor {
     const void *data;
 } tensor;
 
-/* Values per block of the quantised dtypes, and their block layouts (both
- * only 2-byte aligned: a row of blocks is packed without padding). */
+/* Values per block of the 32-value quantised dtypes, and their block
+ * layouts (all only 2-byte aligned: a row of blocks is packed without
+ * padding; every f16 is little-endian). */
 #define QK 32
 typedef struct blk_q8_0 {
     uint16_t d;      /* f16 scale */
@@ -37,21 +41,99 @@ typedef struct blk_q4_0 {
     uint16_t d;          /* f16 scale */
     uint8_t q[QK / 2];   /* value j = d * ((q[j] & 15) - 8), value j + 16 = d * ((q[j] >> 4) - 8) */
 } blk_q4_0;
+typedef struct blk_q4_1 {
+    uint16_t d, m;       /* f16 scale and offset */
+    uint8_t q[QK / 2];   /* codes c as Q4_0 (0..15); value = d * c + m */
+} blk_q4_1;
+typedef struct blk_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];       /* bit i of the little-endian u32 = bit 4 of code i */
+    uint8_t q[QK / 2];   /* low 4 bits of codes j (low nibble), j + 16 (high) */
+} blk_q5_0;              /* value = d * (code - 16) */
+typedef struct blk_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t q[QK / 2];   /* codes as Q5_0; value = d * code + m */
+} blk_q5_1;
+typedef struct blk_iq4_nl {
+    uint16_t d;
+    uint8_t q[QK / 2];   /* 4-bit indices as Q4_0; value = d * iq4nl_levels[index] */
+} blk_iq4_nl;
+
+/* The 256-value super-blocks. Value i of a super-block belongs to
+ * sub-block i / 16 (Q2_K, Q3_K, Q6_K) or i / 32 (Q4_K, Q5_K), whose scale
+ * a and offset b are small integers times the f16 super-block scales;
+ * value = a * code - b (Q2_K, Q4_K, Q5_K) or a * code. Code bits of value
+ * i = 128h + 32j + l (h < 2, j < 4, l < 32) for the 2-bit layouts: bits 2j,
+ * 2j + 1 of qs[32h + l]. */
+#define QK_K 256
+typedef struct blk_q2_k {
+    uint8_t scales[16];  /* sub-block s: a = d * (scales[s] & 15), b = dmin * (scales[s] >> 4) */
+    uint8_t qs[64];      /* 2-bit codes, layout above */
+    uint16_t d, dmin;
+} blk_q2_k;
+typedef struct blk_q3_k {
+    uint8_t hmask[32];   /* bit 4h + j of hmask[l]: 1 = code as is, 0 = code - 4 */
+    uint8_t qs[64];      /* low 2 bits, layout above */
+    uint8_t scales[12];  /* 16 6-bit scales: low 4 bits from nibbles of bytes 0..7 (s < 8: low
+                          * nibble of byte s; else high nibble of byte s - 8), high 2 bits
+                          * from bits 2(s / 4) of byte 8 + s % 4; a = d * (scale - 32) */
+    uint16_t d;
+} blk_q3_k;
+typedef struct blk_q4_k {
+    uint16_t d, dmin;
+    uint8_t scales[12];  /* 8 6-bit scales sc and mins m: s < 4: sc = byte s & 63, m = byte s+4
+                          * & 63; s >= 4: sc = (byte s+4 & 15) | (byte s-4 >> 6) << 4,
+                          * m = (byte s+4 >> 4) | (byte s >> 6) << 4; a = d sc, b = dmin m */
+    uint8_t qs[128];     /* value 64p + l: low nibble of qs[32p + l]; 64p + 32 + l: high nibble */
+} blk_q4_k;
+typedef struct blk_q5_k {
+    uint16_t d, dmin;
+    uint8_t scales[12];  /* as Q4_K */
+    uint8_t qh[32];      /* bit 4 of the code of value 32s + l: bit s of qh[l] */
+    uint8_t qs[128];     /* low 4 bits as Q4_K */
+} blk_q5_k;
+typedef struct blk_q6_k {
+    uint8_t ql[128];     /* value 128h + 32c + l: low 4 bits from ql[64h + 32(c & 1) + l], low
+                          * nibble for c < 2, high for c >= 2 */
+    uint8_t qh[64];      /* its high 2 bits: bits 2c, 2c + 1 of qh[32h + l] */
+    int8_t scales[16];   /* a = d * scales[s]; value = a * (code - 32) */
+    uint16_t d;
+} blk_q6_k;
 _Static_assert(sizeof(blk_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(blk_q4_0) == 18, "Q4_0 block is 18 bytes");
+_Static_assert(sizeof(blk_q4_1) == 20, "Q4_1 block is 20 bytes");
+_Static_assert(sizeof(blk_q5_0) == 22, "Q5_0 block is 22 bytes");
+_Static_assert(sizeof(blk_q5_1) == 24, "Q5_1 block is 24 bytes");
+_Static_assert(sizeof(blk_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+_Static_assert(sizeof(blk_q2_k) == 84, "Q2_K block is 84 bytes");
+_Static_assert(sizeof(blk_q3_k) == 110, "Q3_K block is 110 bytes");
+_Static_assert(sizeof(blk_q4_k) == 144, "Q4_K block is 144 bytes");
+_Static_assert(sizeof(blk_q5_k) == 176, "Q5_K block is 176 bytes");
+_Static_assert(sizeof(blk_q6_k) == 210, "Q6_K block is 210 bytes");
 
-/* 1 for Q8_0 and Q4_0. */
-static inline int dtype_is_blocked(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0; }
-/* Bytes of one QK-block (blocked types) or one element (others). */
+/* IQ4_NL's 16 levels (a non-uniform 4-bit grid). */
+extern const int8_t iq4nl_levels[16];
+
+/* 1 for every block-quantised dtype (Q8_0 and up). */
+static inline int dtype_is_blocked(kvlm_dtype t) { return t >= KVLM_Q8_0 && t <= KVLM_IQ4_NL; }
+/* 1 for the dtypes the library knows (the kvlm_dtype values). */
+static inline int dtype_is_valid(kvlm_dtype t) { return t >= KVLM_F32 && t <= KVLM_IQ4_NL; }
+/* Bytes of one block (blocked types) or one element (others); 0 for a
+ * value that is no dtype. */
 size_t dtype_block_bytes(kvlm_dtype t);
-/* Values per storage unit: QK for blocked types, 1 for the others. */
-static inline int dtype_block_len(kvlm_dtype t) { return dtype_is_blocked(t) ? QK : 1; }
+/* Values per storage unit: QK_K (256) for the K-quants, QK (32) for the
+ * other blocked types, 1 for the others. */
+static inline int dtype_block_len(kvlm_dtype t) {
+    return t >= KVLM_Q2_K && t <= KVLM_Q6_K ? QK_K : dtype_is_blocked(t) ? QK : 1;
+}
 /* Bytes of a row of n values. *ok is 0 (and 0 is returned) when n is
  * negative, not a multiple of the block length, or the size exceeds INT64_MAX;
  * otherwise 1. ok may be NULL. */
 size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok);
 /* Minimum alignment in bytes for reading the data in place (4 for f32, 2
- * for the rest: blocks start with an f16). */
+ * for the rest: every block size is even and the kernels read block
+ * fields with memcpy or unaligned loads). */
 static inline size_t dtype_align(kvlm_dtype t) { return t == KVLM_F32 ? 4 : 2; }
 
 int64_t tensor_numel(const tensor *t);
@@ -123,10 +205,11 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* Element i of a row stored in dtype, widened to f32. For the blocked
- * types i may run across rows (rows are whole blocks, packed). Slow for
- * them (one block header per value): fine for embedding lookups and the
- * reference paths, not for matmuls. */
+/* Element i of a row stored in dtype, widened to f32. For Q8_0 / Q4_0, i
+ * may run across rows (rows are whole blocks, packed); slow for them (one
+ * block header per value): fine for tests and reference paths, not for
+ * matmuls. The other blocked types return 0: read them a row at a time
+ * with quant_dequantize_row. */
 static inline float dtype_load(kvlm_dtype t, const void *p, size_t i) {
     switch (t) {
     case KVLM_F16: return f16_to_f32(((const uint16_t *)p)[i]);
@@ -141,22 +224,24 @@ static inline float dtype_load(kvlm_dtype t, const void *p, size_t i) {
         int nib = j < QK / 2 ? (b->q[j] & 15) : (b->q[j - QK / 2] >> 4);
         return f16_to_f32(b->d) * (float)(nib - 8);
     }
-    default: return ((const float *)p)[i];
+    case KVLM_F32: return ((const float *)p)[i];
+    default: return 0.0f;
     }
 }
 
 /* Blocked types are written a row at a time by quant_quantize_row
  * (kernels/quant.h); storing one value into them does nothing. */
 static inline void dtype_store(kvlm_dtype t, void *p, size_t i, float v) {
+    if (dtype_is_blocked(t)) return;
     switch (t) {
-    case KVLM_Q8_0: case KVLM_Q4_0: break;
     case KVLM_F16: ((uint16_t *)p)[i] = f32_to_f16(v); break;
     case KVLM_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
     default: ((float *)p)[i] = v; break;
     }
 }
 
-/* Row `row` of a [rows, cols] matrix stored in dtype, widened to f32. */
+/* Row `row` of a [rows, cols] matrix stored in a per-element dtype (or
+ * Q8_0 / Q4_0), widened to f32. */
 static inline void dtype_row_f32(kvlm_dtype t, const void *base, int64_t row, int cols, float *out) {
     const size_t off = (size_t)row * (size_t)cols;
     for (int i = 0; i < cols; i++) out[i] = dtype_load(t, base, off + (size_t)i);

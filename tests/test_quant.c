@@ -60,7 +60,7 @@ static void test_sizes_and_names(void **state) {
     }
     assert_int_equal(kvlm_dtype_parse("Q4_0", &d), 0);
     assert_int_equal(d, KVLM_Q4_0);
-    assert_int_equal(kvlm_dtype_parse("q4_1", &d), -1);
+    assert_int_equal(kvlm_dtype_parse("q4_2", &d), -1);
 }
 
 /* Values that are exactly representable round-trip bit for bit, and the

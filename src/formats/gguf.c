@@ -216,6 +216,8 @@ typedef struct tinfo {
     uint64_t offset, nbytes;
 } tinfo;
 
+#define GGUF_SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL"
+
 static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     switch (type) {
     case GGML_TYPE_F32: *dt = KVLM_F32; return KVLM_OK;
@@ -223,14 +225,23 @@ static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     case GGML_TYPE_BF16: *dt = KVLM_BF16; return KVLM_OK;
     case GGML_TYPE_Q8_0: *dt = KVLM_Q8_0; return KVLM_OK;
     case GGML_TYPE_Q4_0: *dt = KVLM_Q4_0; return KVLM_OK;
+    case GGML_TYPE_Q4_1: *dt = KVLM_Q4_1; return KVLM_OK;
+    case GGML_TYPE_Q5_0: *dt = KVLM_Q5_0; return KVLM_OK;
+    case GGML_TYPE_Q5_1: *dt = KVLM_Q5_1; return KVLM_OK;
+    case GGML_TYPE_Q2_K: *dt = KVLM_Q2_K; return KVLM_OK;
+    case GGML_TYPE_Q3_K: *dt = KVLM_Q3_K; return KVLM_OK;
+    case GGML_TYPE_Q4_K: *dt = KVLM_Q4_K; return KVLM_OK;
+    case GGML_TYPE_Q5_K: *dt = KVLM_Q5_K; return KVLM_OK;
+    case GGML_TYPE_Q6_K: *dt = KVLM_Q6_K; return KVLM_OK;
+    case GGML_TYPE_IQ4_NL: *dt = KVLM_IQ4_NL; return KVLM_OK;
     }
     const char *tn = gguf_ggml_type_name(type);
     if (tn)
         return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
-                              "%s: tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q8_0, Q4_0)", c->path, name,
+                              "%s: tensor '%s': type %s (%u) is not supported (" GGUF_SUPPORTED_TYPES ")", c->path, name,
                               tn, type);
     return kvlm_error_set(c->err, KVLM_ERR_UNSUPPORTED,
-                          "%s: tensor '%s': unknown type %u (supported: F32, F16, BF16, Q8_0, Q4_0)", c->path, name, type);
+                          "%s: tensor '%s': unknown type %u (supported: " GGUF_SUPPORTED_TYPES ")", c->path, name, type);
 }
 
 static int parse_tensor_info(cur *c, tinfo *ti, uint64_t idx) {

@@ -17,9 +17,10 @@
  * every string length against the bytes left, value and element types
  * (nested arrays refused), bool bytes (0 or 1), duplicate keys and tensor
  * names, n_dims (1..4), every ne[i] > 0 with no overflow of the element
- * count or byte size, tensor types (F32, F16, BF16, Q8_0, Q4_0; any other
- * is KVLM_ERR_UNSUPPORTED naming the tensor and the type), row lengths that
- * are whole blocks for Q8_0 / Q4_0, general.alignment (an integer power of
+ * count or byte size, tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL; any other is
+ * KVLM_ERR_UNSUPPORTED naming the tensor and the type), row lengths that
+ * are whole blocks (32 values, 256 for the K-quants), general.alignment (an integer power of
  * two), offsets aligned, data inside the file, tensors not overlapping.
  *
  * Shapes: GGUF lists ne[0] first, the contiguous dimension; the tensor_set
@@ -96,7 +97,22 @@ typedef enum gguf_type {
 } gguf_type;
 
 /* Tensor types in the file (ggml's numbering) that kvlm reads. */
-enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q8_0 = 8, GGML_TYPE_BF16 = 30 };
+enum {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6,
+    GGML_TYPE_Q5_1 = 7,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q2_K = 10,
+    GGML_TYPE_Q3_K = 11,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_BF16 = 30
+};
 
 /* A string in the mapping: len bytes at s, not NUL-terminated. */
 typedef struct gguf_str {

@@ -23,7 +23,7 @@ typedef struct kern_matrix {
     kvlm_dtype dtype;
     const void *data;
     int rows;   /* N: output features */
-    int cols;   /* K: input features (a multiple of 32 for Q8_0 / Q4_0) */
+    int cols;   /* K: input features (a multiple of dtype_block_len for blocked dtypes) */
 } kern_matrix;
 
 /* One ISA's implementation of the inner loops. */
@@ -50,14 +50,21 @@ typedef struct kern_ops {
     void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);
 } kern_ops;
 
-/* matmul_rows for Q8_0 / Q4_0 weights (kernels/quant.h), one per ISA; the
- * matmul_rows of each kern_ops calls its own for those dtypes. */
+/* matmul_rows for block-quantised weights (kernels/quant.h), one per ISA;
+ * the matmul_rows of each kern_ops calls its own for those dtypes. The
+ * scalar one takes every blocked dtype; the SIMD ones are split by dtype:
+ * quant_matmul_rows_* for Q8_0 / Q4_0 (quant_simd.h), quant_wide_* for the
+ * others (quant_wide.h). */
 void quant_matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
                               const float *bias, float *y, int ldy);
 void quant_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
                             const float *bias, float *y, int ldy);
 void quant_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
                               const float *bias, float *y, int ldy);
+void quant_wide_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy);
+void quant_wide_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                   const float *bias, float *y, int ldy);
 
 extern const kern_ops kern_ops_scalar;
 extern const kern_ops kern_ops_avx2;

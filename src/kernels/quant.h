@@ -1,16 +1,21 @@
 /*
- * Block-quantised weights (Q8_0, Q4_0; block layouts in tensor.h):
- * quantising and dequantising rows. The matmul kernels that read the blocks
- * in place are declared in kernels.h (quant_matmul_rows_*). A weight matrix
- * stays quantised in memory; each kernel widens one vector of codes at a
- * time into registers and multiplies with f32 activations, which are never
- * quantised. The weights it uses are exactly the dequantised ones (an f16
- * scale times an int8 or 4-bit code is exact in f32), so a quantised matmul
- * computes the f32 matmul of the dequantised matrix up to rounding of the
- * partial sums (see kernels/quant_simd.h).
+ * Block-quantised weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K; block layouts in tensor.h): quantising and dequantising
+ * rows. The matmul kernels that read the blocks in place are declared in
+ * kernels.h (quant_matmul_rows_*). A weight matrix stays quantised in
+ * memory; the kernels widen the codes of a block in registers or a small
+ * L1 buffer and multiply them with f32 activations.
  *
- * Rows must be whole blocks: cols % QK == 0 (loaders check; the kernels
- * assume it).
+ * Chosen precision: activations stay f32 (no activation quantisation; the
+ * int8-activation dot products llama.cpp uses are a later performance
+ * decision). The weights a kernel multiplies are exactly the dequantised
+ * values quant_dequantize_row gives (see quant_blocks.h), so a quantised
+ * matmul is the f32 matmul of the dequantised matrix up to rounding of the
+ * partial sums (the decode kernels for Q8_0 / Q4_0 factor the block scale
+ * out of the block's sum; see quant_simd.h).
+ *
+ * Rows must be whole blocks: cols % dtype_block_len(t) == 0 (32, or 256 for
+ * the K-quants; loaders check, the kernels assume it).
  */
 #ifndef KVLM_QUANT_H
 #define KVLM_QUANT_H
@@ -29,7 +34,13 @@
  * (but defined) codes. */
 void quant_quantize_row(kvlm_dtype t, const float *x, int64_t n, void *dst);
 
-/* y[i] = value i of the n (n % QK == 0) quantised values at src. */
+/* 1 if quant_quantize_row can write dtype t (Q8_0, Q4_0); the other blocked
+ * types are only read. */
+int quant_can_quantize(kvlm_dtype t);
+
+/* y[i] = value i of the n (n % dtype_block_len(t) == 0) values at src,
+ * stored in dtype t (any dtype; blocked ones are exactly the f32 values
+ * llama.cpp's dequantisation gives). */
 void quant_dequantize_row(kvlm_dtype t, const void *src, int64_t n, float *y);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * AVX2 + FMA + F16C matmul against Q8_0 / Q4_0 weights (8-lane ymm: one
- * block is four vectors), for CPUs without AVX-512. Body in quant_simd.h.
+ * AVX2 + FMA + F16C matmul against block-quantised weights (8-lane ymm:
+ * a Q8_0 / Q4_0 block is four vectors), for CPUs without AVX-512. Bodies
+ * in quant_simd.h (Q8_0, Q4_0) and quant_wide.h (the other block types).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -50,3 +51,31 @@ static inline uint16_t q_half(const void *p) {
 #define QNAME(n) n##_avx2
 
 #include "kernels/quant_simd.h"
+
+/* Integer lanes for quant_wide.h. */
+#define vi __m256i
+#define VI_U8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p)))
+#define VI_SET1(i) _mm256_set1_epi32(i)
+#define VI_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+#define VI_AND(a, b) _mm256_and_si256((a), (b))
+#define VI_OR(a, b) _mm256_or_si256((a), (b))
+#define VI_ADD(a, b) _mm256_add_epi32((a), (b))
+#define VI_SUB(a, b) _mm256_sub_epi32((a), (b))
+#define VI_SRLI(a, n) _mm256_srli_epi32((a), (n))
+#define VI_SLLI(a, n) _mm256_slli_epi32((a), (n))
+#define VI_SRLN(a, n) _mm256_srl_epi32((a), _mm_cvtsi32_si128(n))
+#define VI_SRLV(a, b) _mm256_srlv_epi32((a), (b))
+#define VI_TO_F(a) _mm256_cvtepi32_ps(a)
+/* 16-entry lookup from two 8-entry permutes, chosen by bit 3 of the index. */
+static inline __m256 lut16_avx2(__m256i i, const float *t) {
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(t), i);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + 8), i);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(7))));
+}
+#define V_LUT16(i, t) lut16_avx2((i), (t))
+#define V_STOREU(p, v) _mm256_storeu_ps((p), (v))
+#define B_LOAD(p) _mm_loadl_epi64((const __m128i *)(p))
+#define VI_FROM_B(b) _mm256_cvtepu8_epi32(b)
+#define VI_I8(p) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p)))
+
+#include "kernels/quant_wide.h"

@@ -1,8 +1,9 @@
 /*
- * AVX-512 matmul against Q8_0 / Q4_0 weights (16-lane zmm: one block is
- * two vectors). Compiled with the AVX-512 flags and only called through
- * kern_ops_avx512, after kern_cpu_supports(KVLM_ISA_AVX512). Body in
- * quant_simd.h.
+ * AVX-512 matmul against block-quantised weights (16-lane zmm: a Q8_0 /
+ * Q4_0 block is two vectors). Compiled with the AVX-512 flags and only
+ * called through kern_ops_avx512, after kern_cpu_supports(KVLM_ISA_AVX512).
+ * Bodies in quant_simd.h (Q8_0, Q4_0) and quant_wide.h (the other block
+ * types).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -46,3 +47,26 @@ static inline uint16_t q_half(const void *p) {
 #define QNAME(n) n##_avx512
 
 #include "kernels/quant_simd.h"
+
+/* Integer lanes for quant_wide.h. */
+#define vi __m512i
+#define VI_U8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p)))
+#define VI_SET1(i) _mm512_set1_epi32(i)
+#define VI_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define VI_AND(a, b) _mm512_and_si512((a), (b))
+#define VI_OR(a, b) _mm512_or_si512((a), (b))
+#define VI_ADD(a, b) _mm512_add_epi32((a), (b))
+#define VI_SUB(a, b) _mm512_sub_epi32((a), (b))
+#define VI_SRLI(a, n) _mm512_srli_epi32((a), (n))
+#define VI_SLLI(a, n) _mm512_slli_epi32((a), (n))
+#define VI_SRLN(a, n) _mm512_srl_epi32((a), _mm_cvtsi32_si128(n))
+#define VI_SRLV(a, b) _mm512_srlv_epi32((a), (b))
+#define VI_TO_F(a) _mm512_cvtepi32_ps(a)
+#define V_LUT16(i, t) _mm512_permutexvar_ps((i), _mm512_loadu_ps(t))
+#define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
+#define B_LOAD(p) _mm_loadu_si128((const __m128i *)(p))
+#define VI_FROM_B(b) _mm512_cvtepu8_epi32(b)
+#define VI_I8(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p)))
+#define V_HALVES(a, b) _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
+
+#include "kernels/quant_wide.h"

@@ -1,22 +1,18 @@
 /*
- * Plain C reference for the block-quantised types: quantise, dequantise,
- * and the matmul the SIMD kernels are tested against. The matmul multiplies
- * each dequantised weight (d * code, exact in f32) with the activation and
- * accumulates in k order, exactly like the f32 reference matmul does, so it
- * equals that matmul run on the dequantised matrix.
+ * Plain C reference for the block-quantised types: quantise (Q8_0, Q4_0
+ * only), dequantise (every blocked type, via quant_blocks.h), and the
+ * matmul the SIMD kernels are tested against. The matmul dequantises a
+ * block, multiplies each weight with the activation and accumulates in k
+ * order, exactly like the f32 reference matmul does, so it equals that
+ * matmul run on the dequantised matrix.
  */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "tensor.h"
-
-static uint16_t load_u16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 
 /* Rounds the scale to f16 (saturating at the largest finite f16, so a
  * block never gets an infinite scale) and returns the value stored. */
@@ -62,38 +58,30 @@ void quant_quantize_row(kvlm_dtype t, const float *x, int64_t n, void *dst) {
     }
 }
 
-void quant_dequantize_row(kvlm_dtype t, const void *src, int64_t n, float *y) {
-    for (int64_t i = 0; i < n; i++) y[i] = dtype_load(t, src, (size_t)i);
-}
+int quant_can_quantize(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0; }
 
-/* Dequantises block b of a row into w[QK] (exact products). */
-static void block_values(kvlm_dtype t, const unsigned char *row, int b, float *w) {
-    if (t == KVLM_Q8_0) {
-        const blk_q8_0 *blk = (const blk_q8_0 *)row + b;
-        const float d = f16_to_f32(load_u16(&blk->d));
-        for (int i = 0; i < QK; i++) w[i] = d * (float)blk->q[i];
-    } else {
-        const blk_q4_0 *blk = (const blk_q4_0 *)row + b;
-        const float d = f16_to_f32(load_u16(&blk->d));
-        for (int j = 0; j < QK / 2; j++) {
-            w[j] = d * (float)((blk->q[j] & 15) - 8);
-            w[j + QK / 2] = d * (float)((blk->q[j] >> 4) - 8);
-        }
+void quant_dequantize_row(kvlm_dtype t, const void *src, int64_t n, float *y) {
+    const int bl = dtype_block_len(t);
+    const size_t bb = dtype_block_bytes(t);
+    if (!dtype_is_blocked(t)) {
+        for (int64_t i = 0; i < n; i++) y[i] = dtype_load(t, src, (size_t)i);
+        return;
     }
+    for (int64_t b = 0; b < n / bl; b++) qb_block(t, (const unsigned char *)src + (size_t)b * bb, y + b * bl);
 }
 
 void quant_matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
                               const float *bias, float *y, int ldy) {
-    const int K = w->cols, nb = K / QK;
-    const size_t rb = dtype_row_bytes(w->dtype, K, NULL);
+    const int K = w->cols, bl = dtype_block_len(w->dtype), nb = K / bl;
+    const size_t rb = dtype_row_bytes(w->dtype, K, NULL), bb = dtype_block_bytes(w->dtype);
     for (int m = 0; m < M; m++) {
         const float *xr = x + (size_t)m * K;
         for (int n = n0; n < n1; n++) {
             const unsigned char *row = (const unsigned char *)w->data + (size_t)n * rb;
-            float acc = 0, wb[QK];
+            float acc = 0, wb[QK_K];
             for (int b = 0; b < nb; b++) {
-                block_values(w->dtype, row, b, wb);
-                for (int i = 0; i < QK; i++) acc += xr[b * QK + i] * wb[i];
+                qb_block(w->dtype, row + (size_t)b * bb, wb);
+                for (int i = 0; i < bl; i++) acc += xr[b * bl + i] * wb[i];
             }
             y[(size_t)m * ldy + n] = acc + (bias ? bias[n] : 0.0f);
         }

@@ -9,9 +9,9 @@
 
 static void matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                const float *bias, float *y, int ldy) {
-    switch (w->dtype) {
-    case KVLM_Q8_0: case KVLM_Q4_0: quant_matmul_rows_scalar(x, M, w, n0, n1, bias, y, ldy); return;
-    default: break;
+    if (dtype_is_blocked(w->dtype)) {
+        quant_matmul_rows_scalar(x, M, w, n0, n1, bias, y, ldy);
+        return;
     }
     const int K = w->cols;
     for (int m = 0; m < M; m++) {

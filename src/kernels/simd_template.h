@@ -124,7 +124,8 @@ static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w
     case KVLM_F16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); break;
     case KVLM_BF16: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); break;
     case KVLM_Q8_0: case KVLM_Q4_0: KERNEL_NAME(quant_matmul_rows)(x, M, w, n0, n1, bias, y, ldy); break;
-    default: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); break;
+    case KVLM_F32: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); break;
+    default: KERNEL_NAME(quant_wide_matmul_rows)(x, M, w, n0, n1, bias, y, ldy); break;
     }
 }
 

@@ -159,6 +159,13 @@ kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t 
         kvlm_error_set(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
         return NULL;
     }
+    if (!dtype_is_valid(dtype) || (dtype_is_blocked(dtype) && !quant_can_quantize(dtype))) {
+        kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
+                       "synthetic model: cannot quantise to %s (weights can be f32, f16, bf16, q8_0 or q4_0; "
+                       "the other block types are only read from GGUF files)",
+                       kvlm_dtype_name(dtype));
+        return NULL;
+    }
     kvlm_model *m = calloc(1, sizeof *m);
     if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);

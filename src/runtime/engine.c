@@ -34,6 +34,7 @@
 #include "runtime/attention.h"
 #include "error.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "runtime/kvcache.h"
 #include "model/model.h"
 
@@ -154,7 +155,13 @@ static void embed(kvlm_engine *e, int T) {
         #pragma omp for
         for (int t = 0; t < T; t++) {
             float *xr = e->x + (size_t)t * C;
-            dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+            if (dtype_is_blocked(m->wte.dtype)) /* rows are whole blocks: dequantise the token's row */
+                quant_dequantize_row(m->wte.dtype,
+                                     (const char *)m->wte.data +
+                                         (size_t)e->rows[t].token * dtype_row_bytes(m->wte.dtype, C, NULL),
+                                     C, xr);
+            else
+                dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
             if (m->wpe.data) {
                 const size_t po = (size_t)e->rows[t].pos * C;
                 for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
