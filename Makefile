@@ -28,8 +28,7 @@ AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -m
 
 LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
-# tests/test_llamacpp_files.c runs only with `make test-llamacpp` (below).
-TEST_SRC := $(filter-out tests/test_llamacpp_files.c,$(wildcard tests/test_*.c))
+TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -171,22 +170,16 @@ gguf-fixtures:
 # reference and perplexities from llama-perplexity. Needs a llama.cpp source
 # tree built with CMake in $(LLAMA_CPP)/build and python3-numpy; the full set
 # goes to $(LLAMACPP_OUT), the committed subset to tests/fixtures/llamacpp.
-# `make test-llamacpp` checks kvlm against them (not part of `make test`).
+# `make test` checks kvlm against the committed subset (`make test-llamacpp`
+# runs only that test).
 LLAMA_CPP    ?= /tmp/peer/llama.cpp
 LLAMACPP_OUT ?= build/llamacpp-fixtures
 .PHONY: fixtures-llamacpp test-llamacpp
 fixtures-llamacpp:
 	/usr/bin/python3 tools/make_llamacpp_fixtures.py $(LLAMACPP_OUT) --llama-cpp $(LLAMA_CPP) --commit tests/fixtures/llamacpp
 
-$(BUILD)/tests-llamacpp/test_llamacpp_files: $(BUILD)/tests/test_llamacpp_files.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
-
-$(BUILD)/tests/test_llamacpp_files.o: | setup
--include $(BUILD)/tests/test_llamacpp_files.d
-
-test-llamacpp: $(BUILD)/kvlm $(BUILD)/tests-llamacpp/test_llamacpp_files
-	KVLM=$(BUILD)/kvlm $(BUILD)/tests-llamacpp/test_llamacpp_files
+test-llamacpp: $(BUILD)/kvlm $(BUILD)/tests/test_llamacpp_files
+	KVLM=$(BUILD)/kvlm $(BUILD)/tests/test_llamacpp_files
 
 # ---------------------------------------------------------------------------
 # The measurement report of the shipped model (kvlm report): KV sizes, prefill
