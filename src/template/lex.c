@@ -28,6 +28,7 @@ typedef struct lexer {
 } lexer;
 
 static void where(lexer *L, size_t off, int *line, int *col) {
+    if (off < L->counted) L->counted = 0, L->line = 1, L->line_at = 0; /* an error at an earlier place */
     for (; L->counted < off; L->counted++)
         if (L->s[L->counted] == '\n') L->line++, L->line_at = L->counted + 1;
     *line = L->line;
@@ -168,6 +169,8 @@ static const char *const ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", 
 
 /* Tokens of one {{ }} or {% %} up to its end marker. kind is '{' or '%'. */
 static int lex_tag(lexer *L, char kind, size_t open, int *line_starting) {
+    char stack[64]; /* closing brackets expected, as jinja2's lexer checks them */
+    int depth = 0;
     for (;;) {
         while (L->pos < L->n && is_space(L->s[L->pos])) L->pos++;
         if (L->pos >= L->n)
@@ -211,6 +214,19 @@ static int lex_tag(lexer *L, char kind, size_t open, int *line_starting) {
         for (int o = 0; ops[o]; o++) {
             size_t m = strlen(ops[o]);
             if (left >= m && !memcmp(p, ops[o], m)) {
+                char c = ops[o][0];
+                if (m == 1 && (c == '(' || c == '[' || c == '{')) {
+                    if (depth == 64) return fail(L, L->pos, "brackets nested too deeply");
+                    stack[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
+                } else if (m == 1 && (c == ')' || c == ']' || c == '}')) {
+                    char msg[64];
+                    if (!depth || stack[depth - 1] != c) {
+                        if (depth) snprintf(msg, sizeof msg, "unexpected '%c', expected '%c'", c, stack[depth - 1]);
+                        else snprintf(msg, sizeof msg, "unexpected '%c'", c);
+                        return fail(L, L->pos, msg);
+                    }
+                    depth--;
+                }
                 if (!push(L, TK_OP, L->pos, ops[o], m)) return fail(L, L->pos, "template too large");
                 L->pos += m;
                 found = 1;
