@@ -222,8 +222,8 @@ static void test_filters(void **state) {
            NULL, "1, 2|ab|['a', 'b', 'c']|3");
     expect("{{ x | default('d') }}|{{ '' | default('e', true) }}|{{ none | default('f') }}", NULL, "d|e|None");
     expect("{{ {'a': 1} | items | list }}|{{ 'a-b' | replace('-', '+') }}|{{ [3,1,2] | sort }}|{{ [1,1,2] | unique | "
-           "list }}",
-           NULL, "[('a', 1)]|a+b|[1, 2, 3]|[1, 2]");
+           "list }}|{{ ['a', 'A', 'b'] | unique | list }}{{ ['a', 'A'] | unique(case_sensitive=true) | list }}",
+           NULL, "[('a', 1)]|a+b|[1, 2, 3]|[1, 2]|['a', 'b']['a', 'A']");
     expect("{{ ms | map(attribute='r') | join }}|{{ ms | selectattr('r', 'equalto', 'b') | list | length }}|"
            "{{ ms | rejectattr('r', 'equalto', 'b') | map(attribute='r') | list }}",
            "{\"ms\":[{\"r\":\"a\"},{\"r\":\"b\"}]}", "ab|1|['a']");
@@ -267,6 +267,10 @@ static void test_limits(void **state) {
     tpl_limits mem = {.max_memory = 1 << 20};
     expect_prefix("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", NULL,
                   &mem, "ERROR: template line 1: ");
+    expect_prefix("{{ 9223372036854775807 + 1 }}", NULL, NULL, "ERROR: template line 1: integer overflow in '+'");
+    expect_prefix("{{ 'ab' * 9223372036854775807 }}", NULL, NULL, "ERROR: template line 1: repetition too large");
+    expect_prefix("{{ range(-9223372036854775807, 9223372036854775807) | length }}", NULL, NULL,
+                  "ERROR: template line 1: range() of more items than the loop limit");
     /* deep nesting in the source is a parse error, not a stack overflow */
     char deep[4000];
     strcpy(deep, "{{ ");

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "template/eval.h"
 
@@ -530,11 +531,17 @@ int tpl_filter(rctx *R, const tn *at, const char *name, tv in, const rargs *g, t
                 tv t = l.l->v[i];
                 l.l->v[i] = l.l->v[items->n - 1 - i], l.l->v[items->n - 1 - i] = t;
             }
-        if (IS("unique")) {
+        if (IS("unique")) { /* strings compare ignoring case unless case_sensitive=true, as jinja2's */
+            tv *cs = rargs_get(g, 0, "case_sensitive");
+            int ci = !(cs && tv_truthy(*cs));
             size_t k = 0;
             for (size_t i = 0; i < items->n; i++) {
                 int dup = 0;
-                for (size_t j = 0; j < k && !dup; j++) dup = tv_equal(l.l->v[j], items->v[i]);
+                for (size_t j = 0; j < k && !dup; j++) {
+                    tv x = l.l->v[j], y = items->v[i];
+                    dup = ci && x.k == TV_STR && y.k == TV_STR ? x.s.n == y.s.n && !strncasecmp(x.s.p, y.s.p, x.s.n)
+                                                               : tv_equal(x, y);
+                }
                 if (!dup) l.l->v[k++] = items->v[i];
             }
             l.l->n = k;

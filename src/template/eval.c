@@ -6,6 +6,7 @@
  * tpl_limits. Built-in filters, tests and methods are in builtins.c; the
  * JSON-to-value bridge and tpl_render are at the end of this file.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,9 +218,10 @@ static int call_builtin(rctx *R, const tn *at, int fn, const rargs *g, tv *out) 
             v[g->npos == 1 ? 1 : i] = g->pos[i].i;
         }
         if (v[2] == 0) return rx_fail(R, at, "range() arg 3 must not be zero");
-        long long n = v[2] > 0 ? (v[1] - v[0] + v[2] - 1) / v[2] : (v[0] - v[1] - v[2] - 1) / -v[2];
-        if (n < 0) n = 0;
-        if (n > R->max_iterations) return rx_fail(R, at, "range() of %lld items is over the loop limit", n);
+        __int128 span = v[2] > 0 ? (__int128)v[1] - v[0] : (__int128)v[0] - v[1], st = v[2] > 0 ? v[2] : -(__int128)v[2];
+        __int128 n128 = span <= 0 ? 0 : (span + st - 1) / st;
+        if (n128 > R->max_iterations) return rx_fail(R, at, "range() of more items than the loop limit");
+        long long n = (long long)n128;
         tv l = tv_list_new(R->a, (size_t)n, 0);
         if (l.k != TV_LIST) return rx_oom(R, at);
         for (long long i = 0; i < n; i++) l.l->v[i] = tv_int(v[0] + i * v[2]);
@@ -368,7 +370,8 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
         long long k = b.i < 0 ? 0 : b.i;
         tv_list *items;
         if (tpl_iterate(R, n, a, &items)) return -1;
-        if ((size_t)k * (a.k == TV_STR ? a.s.n : items->n) > R->max_output) return rx_fail(R, n, "repetition too large");
+        size_t unit = a.k == TV_STR ? a.s.n : items->n;
+        if (unit && (unsigned long long)k > R->max_output / unit) return rx_fail(R, n, "repetition too large");
         if (a.k == TV_STR) {
             tpl_buf bb = {0};
             for (long long i = 0; i < k; i++) tpl_buf_add(&bb, a.s.p, a.s.n);
@@ -388,10 +391,14 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
     long long x = a.k == TV_INT ? a.i : a.b, y = b.k == TV_INT ? b.i : b.b;
     double fx = fnum(a), fy = fnum(b);
     if ((op == '/' || op == 'F' || op == '%') && fy == 0) return rx_fail(R, n, "division by zero");
+    long long r = 0;
+    if (ints && ((op == '+' && __builtin_add_overflow(x, y, &r)) || (op == '-' && __builtin_sub_overflow(x, y, &r)) ||
+                 (op == '*' && __builtin_mul_overflow(x, y, &r)) || ((op == 'F' || op == '%') && y == -1 && x == LLONG_MIN)))
+        return rx_fail(R, n, "integer overflow in '%c' (kvlm's integers are 64-bit)", op == 'F' ? '/' : op);
     switch (op) {
-    case '+': *out = ints ? tv_int(x + y) : tv_float(fx + fy); return 0;
-    case '-': *out = ints ? tv_int(x - y) : tv_float(fx - fy); return 0;
-    case '*': *out = ints ? tv_int(x * y) : tv_float(fx * fy); return 0;
+    case '+':
+    case '-':
+    case '*': *out = ints ? tv_int(r) : tv_float(op == '+' ? fx + fy : op == '-' ? fx - fy : fx * fy); return 0;
     case '/': *out = tv_float(fx / fy); return 0;
     case 'F':
         if (ints) *out = tv_int(x / y - ((x % y != 0) && ((x < 0) != (y < 0))));
@@ -410,9 +417,10 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
         return 0;
     case 'P': {
         if (ints && y >= 0) {
-            long long r = 1;
-            for (long long i = 0; i < y && i < 64; i++) r *= x;
-            *out = tv_int(r);
+            long long p = 1;
+            for (long long i = 0; i < y && p != 0 && !(p == 1 && (x == 1 || x == 0) && i > 0); i++)
+                if (__builtin_mul_overflow(p, x, &p)) return rx_fail(R, n, "integer overflow in '**'");
+            *out = tv_int(y == 0 ? 1 : x == 0 ? 0 : x == 1 ? 1 : p);
         } else *out = tv_float(__builtin_pow(fx, fy));
         return 0;
     }
@@ -523,6 +531,7 @@ static int ev_in(rctx *R, const tn *n, tv *out) {
         if (a.k == TV_UNDEF) return undefined_error(R, n, a);
         if (!is_num(a)) return rx_fail(R, n, "bad operand type for unary %c: '%s'", n->op, tv_type_name(a));
         if (n->op == '+') return *out = a.k == TV_BOOL ? tv_int(a.b) : a, 0;
+        if (a.k == TV_INT && a.i == LLONG_MIN) return rx_fail(R, n, "integer overflow in unary -");
         return *out = a.k == TV_FLOAT ? tv_float(-a.f) : tv_int(-(a.k == TV_INT ? a.i : a.b)), 0;
     case TN_BINARY: return binary(R, n, out);
     case TN_COND:
