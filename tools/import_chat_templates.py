@@ -9,7 +9,9 @@ Two sources inside llama.cpp: models/templates/*.jinja (each fetched from a
 model's tokenizer_config.json by llama.cpp's scripts/get_chat_template.py)
 and the template strings of tests/test-chat-template.cpp, whose test cases
 name the model each template belongs to. bos/eos are the strings the
-template is rendered with in the fixtures (the model's own where known).
+template is rendered with in the fixtures: the model's own for the first 28
+(and gemma-4, DeepSeek-V3.1, Qwen3-Coder, granite-4.0, Devstral, Ministral,
+Command-R7B), "<s>" and "</s>" for the others.
 """
 import ast
 import json
@@ -48,6 +50,25 @@ FILES = [
     ("meetkai-functionary-medium-v3.2", "meetkai/functionary-medium-v3.2", "<|begin_of_text|>", "<|eot_id|>"),
     ("CohereForAI-c4ai-command-r-plus-tool_use", "CohereForAI/c4ai-command-r-plus (tool_use)", "<BOS_TOKEN>",
      "<|END_OF_TURN_TOKEN|>"),
+    # newer models: the model is as llama.cpp's file name gives it; bos/eos "<s>"/"</s>" where not the model's
+    ("google-gemma-4-31B-it", "google/gemma-4-31B-it", "<bos>", "<eos>"),
+    ("GLM-4.6", "GLM-4.6", "<s>", "</s>"),
+    ("moonshotai-Kimi-K2", "moonshotai/Kimi-K2", "<s>", "</s>"),
+    ("deepseek-ai-DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.1", "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+     "<\uff5cend\u2581of\u2581sentence\uff5c>"),
+    ("Qwen3-Coder", "Qwen3-Coder", "", "<|im_end|>"),
+    ("ibm-granite-granite-4.0", "ibm-granite/granite-4.0", "<|end_of_text|>", "<|end_of_text|>"),
+    ("Apertus-8B-Instruct", "Apertus-8B-Instruct", "<s>", "</s>"),
+    ("LFM2-8B-A1B", "LFM2-8B-A1B", "<s>", "</s>"),
+    ("MiniMax-M2", "MiniMax-M2", "<s>", "</s>"),
+    ("NVIDIA-Nemotron-Nano-v2", "NVIDIA-Nemotron-Nano-v2", "<s>", "</s>"),
+    ("unsloth-mistral-Devstral-Small-2507", "unsloth mistral Devstral-Small-2507", "<s>", "</s>"),
+    ("mistralai-Ministral-3-14B-Reasoning-2512", "mistralai/Ministral-3-14B-Reasoning-2512", "<s>", "</s>"),
+    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", "CohereForAI/c4ai-command-r7b-12-2024 (tool_use)",
+     "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    ("ByteDance-Seed-OSS", "ByteDance Seed-OSS", "<s>", "</s>"),
+    ("Reka-Edge", "Reka-Edge", "<s>", "</s>"),
+    ("tencent-Hy3", "tencent Hy3", "<s>", "</s>"),
 ]
 
 # test case name in tests/test-chat-template.cpp -> (fixture name, model, bos, eos)

@@ -9,7 +9,7 @@
  * true, false, callable, odd, even, divisibleby, eq/equalto/==, ne, lt, le,
  * gt, ge, in, lower, upper; str methods strip, lstrip, rstrip, split,
  * startswith, endswith, upper, lower, title, capitalize, replace, find,
- * count, join, splitlines; dict methods get, items, keys, values. Case
+ * count, join, splitlines, format; dict methods get, items, keys, values. Case
  * mapping is ASCII-only (Python maps all of Unicode); see
  * docs/chat-templates.md.
  */
@@ -156,6 +156,42 @@ static int join(rctx *R, const tn *at, tv_list *items, tv sep, const char *attr,
     return new_str(R, at, &b, out);
 }
 
+/* Python's str.format for {} {0} {name} and {{ }}; format specs and
+ * conversions (":>10", "!r") are not supported. */
+static int str_format(rctx *R, const tn *at, tv fmt, const rargs *g, tv *out) {
+    tpl_buf b = {.limit = R->max_output};
+    int next = 0;
+    for (size_t i = 0; i < fmt.s.n; i++) {
+        char c = fmt.s.p[i];
+        if ((c == '{' || c == '}') && i + 1 < fmt.s.n && fmt.s.p[i + 1] == c) {
+            tpl_buf_addc(&b, c), i++;
+            continue;
+        }
+        if (c == '}') return tpl_buf_free(&b), rx_fail(R, at, "format(): single '}' encountered");
+        if (c != '{') {
+            tpl_buf_addc(&b, c);
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < fmt.s.n && fmt.s.p[j] != '}') j++;
+        if (j >= fmt.s.n) return tpl_buf_free(&b), rx_fail(R, at, "format(): single '{' encountered");
+        char field[64];
+        snprintf(field, sizeof field, "%.*s", (int)(j - i - 1 > 60 ? 60 : j - i - 1), fmt.s.p + i + 1);
+        if (strpbrk(field, ":![.")) return tpl_buf_free(&b), rx_fail(R, at, "format(): '{%s}' is not supported", field);
+        tv *v = NULL;
+        int autonum = !field[0], manual = field[0] >= '0' && field[0] <= '9';
+        if ((autonum && next < 0) || (manual && next > 0))
+            return tpl_buf_free(&b), rx_fail(R, at, "format(): cannot switch between automatic and manual field numbering");
+        if (autonum) v = rargs_get(g, next++, NULL);
+        else if (manual) v = rargs_get(g, atoi(field), NULL), next = -1;
+        else v = rargs_get(g, -1, field);
+        if (!v) return tpl_buf_free(&b), rx_fail(R, at, "format(): no argument for '{%s}'", field);
+        tv_str_of(&b, *v);
+        i = j;
+    }
+    return new_str(R, at, &b, out);
+}
+
 int tpl_method(rctx *R, const tn *at, tv obj, const char *name, const rargs *g, tv *out, int *found) {
     tv *a0 = rargs_get(g, 0, NULL), *a1 = rargs_get(g, 1, NULL), s = {0};
     *found = 1;
@@ -189,6 +225,7 @@ int tpl_method(rctx *R, const tn *at, tv obj, const char *name, const rargs *g, 
             if (!a0 || tpl_iterate(R, at, *a0, &items)) return a0 ? -1 : rx_fail(R, at, "join() takes a list");
             return join(R, at, items, obj, NULL, out);
         }
+        if (IS("format")) return str_format(R, at, obj, g, out);
         if (IS("splitlines")) {
             tv nl = tv_cstr("\n"), parts;
             if (split(R, at, obj, &nl, -1, &parts)) return -1;
@@ -344,7 +381,6 @@ static int filter_items(rctx *R, const tn *at, const char *name, tv in, const ra
 static int tojson(rctx *R, const tn *at, tv in, const rargs *g, tv *out) {
     tv *ind = rargs_get(g, 1, "indent"), *seps = rargs_get(g, 2, "separators"), *sk = rargs_get(g, 3, "sort_keys");
     tv *ea = rargs_get(g, 0, "ensure_ascii");
-    if (ea && tv_truthy(*ea)) return rx_fail(R, at, "tojson(ensure_ascii=True) is not supported");
     char indent[64], *ip = NULL, isep[16], ksep[16];
     const char *is = NULL, *ks = NULL;
     if (ind && ind->k == TV_INT) {
@@ -359,7 +395,7 @@ static int tojson(rctx *R, const tn *at, tv in, const rargs *g, tv *out) {
     } else if (seps && seps->k != TV_NONE) return rx_fail(R, at, "tojson separators must be two strings");
     tpl_buf b = {.limit = R->max_output};
     const char *bad = NULL;
-    if (tv_to_json(&b, in, ip, is, ks, sk && tv_truthy(*sk), &bad)) {
+    if (tv_to_json(&b, in, ip, is, ks, sk && tv_truthy(*sk), ea && tv_truthy(*ea), &bad)) {
         tpl_buf_free(&b);
         return rx_fail(R, at, "Object of type %s is not JSON serializable", bad ? bad : "?");
     }

@@ -327,11 +327,35 @@ void tv_repr(tpl_buf *b, tv v) { repr_in(b, v, 0); }
 
 /* ------------------------------------------------------------------- json */
 
-static void json_str(tpl_buf *b, const char *p, size_t n) {
+/* One code point of UTF-8 at p[*i] (advancing *i); invalid bytes give themselves. */
+static unsigned long utf8_next(const char *p, size_t n, size_t *i) {
+    unsigned char c = (unsigned char)p[*i];
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (*i + (size_t)len > n) len = 1;
+    unsigned long cp = len == 1 ? c : c & (0x3F >> (len - 1));
+    for (int k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)p[*i + (size_t)k] & 0x3F);
+    *i += (size_t)len;
+    return cp;
+}
+
+static void json_str(tpl_buf *b, const char *p, size_t n, int ascii) {
     tpl_buf_addc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
+        if (ascii && c >= 0x80) { /* ensure_ascii: \uXXXX, astral code points as a surrogate pair */
+            tpl_buf_add(b, p + run, i - run);
+            size_t j = i;
+            unsigned long cp = utf8_next(p, n, &j);
+            char u[16];
+            if (cp >= 0x10000)
+                snprintf(u, sizeof u, "\\u%04lx\\u%04lx", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else snprintf(u, sizeof u, "\\u%04lx", cp);
+            tpl_buf_adds(b, u);
+            i = j - 1;
+            run = j;
+            continue;
+        }
         const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
                       : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
         if (!e && c >= 0x20) continue;
@@ -347,7 +371,7 @@ static void json_str(tpl_buf *b, const char *p, size_t n) {
 
 typedef struct json_fmt {
     const char *indent, *item_sep, *key_sep;
-    int sort_keys;
+    int sort_keys, ascii;
     const char **bad;
 } json_fmt;
 
@@ -375,7 +399,7 @@ static int json_in(tpl_buf *b, tv v, const json_fmt *f, int depth) {
         else if (isinf(v.f)) tpl_buf_adds(b, v.f < 0 ? "-Infinity" : "Infinity");
         else tv_float_repr(b, v.f);
         return 0;
-    case TV_STR: json_str(b, v.s.p, v.s.n); return 0;
+    case TV_STR: json_str(b, v.s.p, v.s.n, f->ascii); return 0;
     case TV_LIST:
         if (v.l->n == 0) {
             tpl_buf_adds(b, "[]");
@@ -408,7 +432,7 @@ static int json_in(tpl_buf *b, tv v, const json_fmt *f, int depth) {
             tv k = v.d->key[order[i]];
             if (i) tpl_buf_adds(b, f->item_sep);
             if (f->indent) newline(b, f, depth + 1);
-            if (k.k == TV_STR) json_str(b, k.s.p, k.s.n);
+            if (k.k == TV_STR) json_str(b, k.s.p, k.s.n, f->ascii);
             else if (k.k == TV_NONE) tpl_buf_adds(b, "\"null\"");
             else if (k.k == TV_BOOL) tpl_buf_adds(b, k.b ? "\"true\"" : "\"false\"");
             else if (k.k == TV_INT || k.k == TV_FLOAT) tpl_buf_addc(b, '"'), tv_str_of(b, k), tpl_buf_addc(b, '"');
@@ -428,7 +452,8 @@ static int json_in(tpl_buf *b, tv v, const json_fmt *f, int depth) {
 }
 
 int tv_to_json(tpl_buf *b, tv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
-               const char **bad) {
-    json_fmt f = {indent, item_sep ? item_sep : indent ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, bad};
+               int ensure_ascii, const char **bad) {
+    json_fmt f = {indent, item_sep ? item_sep : indent ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, ensure_ascii,
+                  bad};
     return json_in(b, v, &f, 0);
 }

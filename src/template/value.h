@@ -134,11 +134,12 @@ void tv_repr(tpl_buf *b, tv v);
 /* Python's repr of a float (shortest round-trip, "1.0", "1e+16", "inf"). */
 void tv_float_repr(tpl_buf *b, double f);
 
-/* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as
- * transformers' tojson filter does. indent: NULL for none, else the string
- * each level adds. item_sep/key_sep NULL for Python's defaults. Returns 0, or
- * -1 with the name of the unserialisable type in *bad. */
+/* json.dumps(v, ensure_ascii, indent, separators, sort_keys) as
+ * transformers' tojson filter does (ensure_ascii defaults to false there).
+ * indent: NULL for none, else the string each level adds. item_sep/key_sep
+ * NULL for Python's defaults. Returns 0, or -1 with the name of the
+ * unserialisable type in *bad. */
 int tv_to_json(tpl_buf *b, tv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
-               const char **bad);
+               int ensure_ascii, const char **bad);
 
 #endif
