@@ -17,6 +17,9 @@
  * templates ("default" and "tool_use") and bos/eos as objects: requests
  * with tools use the tool_use template.
  *
+ * Server D: a copy of that GGUF with tokenizer.chat_template added (Gemma
+ * 2's template) uses it without any option.
+ *
  * Plus: a template that does not parse stops `kvlm serve` at start-up with
  * its line and column.
  */
@@ -27,7 +30,7 @@
 #define GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"
 #define TPL "tests/fixtures/templates/"
 
-static server a, b, c;
+static server a, b, c, d;
 static json_t *convs, *expected;
 
 static int start_in_tempdir(server *sv, const char *args) {
@@ -40,8 +43,8 @@ static int start_in_tempdir(server *sv, const char *args) {
 
 static int stop_all(void **state) {
     (void)state;
-    int rc = stop_server(&a) | stop_server(&b) | stop_server(&c);
-    th_rmtree(a.dir), th_rmtree(b.dir), th_rmtree(c.dir);
+    int rc = stop_server(&a) | stop_server(&b) | stop_server(&c) | stop_server(&d);
+    th_rmtree(a.dir), th_rmtree(b.dir), th_rmtree(c.dir), th_rmtree(d.dir);
     json_decref(convs);
     json_decref(expected);
     return rc;
@@ -74,6 +77,72 @@ static int make_model_dir(const char *dir) {
     return rc;
 }
 
+/* ------------------------------------------------ a GGUF with a template */
+
+static size_t gguf_skip_value(const unsigned char *b, size_t at, uint32_t type) {
+    static const size_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type == 8) {
+        uint64_t n;
+        memcpy(&n, b + at, 8);
+        return at + 8 + n;
+    }
+    if (type == 9) {
+        uint32_t et;
+        uint64_t n;
+        memcpy(&et, b + at, 4);
+        memcpy(&n, b + at + 4, 8);
+        at += 12;
+        for (uint64_t i = 0; i < n; i++) at = gguf_skip_value(b, at, et);
+        return at;
+    }
+    return at + size[type];
+}
+
+/* Copies the shipped GGUF to path with one more metadata entry,
+ * tokenizer.chat_template = tpl: the entries, then the tensor infos, then
+ * the data re-aligned to 32 bytes (tensor offsets are relative to it). */
+static int gguf_with_template(const char *path, const char *tpl) {
+    size_t n;
+    unsigned char *b = (unsigned char *)th_read_file(GGUF, &n);
+    if (!b) return -1;
+    uint64_t n_tensors, n_kv;
+    memcpy(&n_tensors, b + 8, 8);
+    memcpy(&n_kv, b + 16, 8);
+    size_t at = 24;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        uint64_t klen;
+        memcpy(&klen, b + at, 8);
+        uint32_t type;
+        memcpy(&type, b + at + 8 + klen, 4);
+        at = gguf_skip_value(b, at + 12 + klen, type);
+    }
+    size_t kv_end = at;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        uint64_t nlen;
+        uint32_t nd;
+        memcpy(&nlen, b + at, 8);
+        memcpy(&nd, b + at + 8 + nlen, 4);
+        at += 8 + nlen + 4 + 8 * (size_t)nd + 4 + 8;
+    }
+    size_t info_end = at, data = (info_end + 31) / 32 * 32;
+    FILE *f = fopen(path, "wb");
+    if (!f) return free(b), -1;
+    uint64_t n_kv1 = n_kv + 1, klen = strlen("tokenizer.chat_template"), vlen = strlen(tpl);
+    uint32_t t8 = 8;
+    fwrite(b, 1, 16, f);
+    fwrite(&n_kv1, 8, 1, f);
+    fwrite(b + 24, 1, kv_end - 24, f);
+    fwrite(&klen, 8, 1, f), fwrite("tokenizer.chat_template", 1, klen, f), fwrite(&t8, 4, 1, f);
+    fwrite(&vlen, 8, 1, f), fwrite(tpl, 1, vlen, f);
+    fwrite(b + kv_end, 1, info_end - kv_end, f);
+    size_t pos = info_end + 8 + klen + 4 + 8 + vlen;
+    static const char zeros[32];
+    fwrite(zeros, 1, (32 - pos % 32) % 32, f);
+    fwrite(b + data, 1, n - data, f);
+    free(b);
+    return fclose(f);
+}
+
 static int start_all(void **state) {
     (void)state;
     json_error_t je;
@@ -87,14 +156,26 @@ static int start_all(void **state) {
     if (start_in_tempdir(&b, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " TPL
                              "mistralai-Mistral-7B-Instruct-v0.2.jinja"))
         return -1;
-    char *d = th_tempdir();
-    if (!d) return -1;
-    snprintf(c.dir, sizeof c.dir, "%s", d);
-    free(d);
+    char *tmp = th_tempdir();
+    if (!tmp) return -1;
+    snprintf(c.dir, sizeof c.dir, "%s", tmp);
+    free(tmp);
     char args[800];
     snprintf(args, sizeof args, "-m %s --threads 1 --max-seqs 2", c.dir);
     if (make_model_dir(c.dir)) return -1;
-    return start_server(&c, args);
+    if (start_server(&c, args)) return -1;
+    /* Server D: the GGUF's own tokenizer.chat_template (Gemma 2's) */
+    char *dd = th_tempdir();
+    if (!dd) return -1;
+    snprintf(d.dir, sizeof d.dir, "%s", dd);
+    free(dd);
+    char gguf[700];
+    snprintf(gguf, sizeof gguf, "%s/with-template.gguf", d.dir);
+    char *tpl = th_read_file(TPL "google-gemma-2-2b-it.jinja", NULL);
+    if (!tpl || gguf_with_template(gguf, tpl)) return free(tpl), -1;
+    free(tpl);
+    snprintf(args, sizeof args, "-m %s --threads 1 --max-seqs 2", gguf);
+    return start_server(&d, args);
 }
 
 /* {"messages": ..., "tools": ..., "add_generation_prompt": ...} of a fixture conversation. */
@@ -267,6 +348,27 @@ static void test_config_template_list(void **state) {
     free(text);
 }
 
+static void test_gguf_metadata_template(void **state) {
+    (void)state;
+    char *log = th_read_file(d.log, NULL);
+    assert_non_null(strstr(log, "/with-template.gguf tokenizer.chat_template (591 bytes)"));
+    free(log);
+    char *text = local_render(TPL "google-gemma-2-2b-it.jinja", "multi_turn", "<|endoftext|>", "<|endoftext|>");
+    assert_string_equal(text, "<|endoftext|><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n"
+                              "Hello! How can I help you today?<end_of_turn>\n<start_of_turn>user\nTell me a joke."
+                              "<end_of_turn>\n<start_of_turn>model\n");
+    same_ids(d.port, "multi_turn", text, 50256);
+    free(text);
+    char *body = request_of("system_user", NULL);
+    resp r = http(d.port, "POST", "/v1/chat/completions", body);
+    assert_int_equal(r.status, 400);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_string_equal(jstr(j, "error.message"), "System role not supported");
+    json_decref(j);
+    resp_free(&r);
+    free(body);
+}
+
 static void test_bad_template_stops_startup(void **state) {
     (void)state;
     char *d = th_tempdir(), path[600];
@@ -293,7 +395,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_renders_as_jinja2),     cmocka_unit_test(test_chat_is_completion_of_rendering),
         cmocka_unit_test(test_gguf_bos_eos_and_raise), cmocka_unit_test(test_config_template_list),
-        cmocka_unit_test(test_bad_template_stops_startup),
+        cmocka_unit_test(test_gguf_metadata_template), cmocka_unit_test(test_bad_template_stops_startup),
     };
     int failed = cmocka_run_group_tests_name("chat_templates", tests, start_all, stop_all);
     return failed || dirty_exit;
