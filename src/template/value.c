@@ -347,7 +347,7 @@ static void json_str(tpl_buf *b, const char *p, size_t n, int ascii) {
             tpl_buf_add(b, p + run, i - run);
             size_t j = i;
             unsigned long cp = utf8_next(p, n, &j);
-            char u[16];
+            char u[32];
             if (cp >= 0x10000)
                 snprintf(u, sizeof u, "\\u%04lx\\u%04lx", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
             else snprintf(u, sizeof u, "\\u%04lx", cp);
