@@ -26,7 +26,7 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -258,3 +258,15 @@ uninstall:
 
 test-install: $(BUILD)/kvlm $(BUILD)/libkvlm.a $(BUILD)/libkvlm.so
 	MAKE="$(MAKE)" ./tests/install_check.sh
+
+# ---------------------------------------------------------------------------
+# Chat-template fixtures (tests/fixtures/templates): real models' templates
+# copied from a llama.cpp checkout with their provenance, and their expected
+# renderings by Python's jinja2 configured as transformers configures it
+# (tools/template_reference.py; needs python3-jinja2). LLAMA_CPP names the
+# checkout; without it only the expectations are regenerated.
+.PHONY: fixtures-templates
+LLAMA_CPP ?=
+fixtures-templates:
+	$(if $(LLAMA_CPP),/usr/bin/python3 tools/import_chat_templates.py $(LLAMA_CPP) tests/fixtures/templates)
+	/usr/bin/python3 tools/template_reference.py tests/fixtures/templates

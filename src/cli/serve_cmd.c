@@ -56,7 +56,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
                &c->max_body),
         CLI_STR("--served-model-name", "S", "the model id clients send (default: the model directory's name)",
                 &c->served_name),
-        CLI_STR("--chat-template", "NAME", "auto (default), plain, chatml, llama3", &c->chat_template),
+        CLI_STR("--chat-template", "NAME|FILE",
+                "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
         CLI_END,
     };
     cli_spec spec = {

@@ -1,49 +1,67 @@
 /*
  * Chat prompts: a list of messages rendered into the text the model
- * continues. kvlm does not run Jinja. A model's tokenizer_config.json
- * `chat_template` is inspected only to recognise two well-known formats,
- * ChatML and Llama 3, which are then rendered by hand; any other model
- * (GPT-2 has no template) uses the documented plain template:
+ * continues, with the model's own Jinja chat template run by kvlm's
+ * interpreter (src/template/, docs/chat-templates.md).
  *
- *   plain    "{role}: {content}\n" per message, then "assistant:"
- *   chatml   "<|im_start|>{role}\n{content}<|im_end|>\n" per message,
- *            then "<|im_start|>assistant\n"
- *   llama3   "<|begin_of_text|>" then
- *            "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
- *            per message, then the assistant header
- *
- * The marked formats end an assistant turn with a special token
- * (<|im_end|>, <|eot_id|>), which then ends the choice like end-of-text.
+ * Where the template comes from, first found wins:
+ *   --chat-template FILE   a Jinja file (or a tokenizer_config.json whose
+ *                          chat_template is taken)
+ *   --chat-template plain  the plain template below, whatever the files say
+ *   a GGUF model           its tokenizer.chat_template metadata (and
+ *                          tokenizer.chat_template.tool_use)
+ *   a model directory      chat_template.jinja, else tokenizer_config.json's
+ *                          chat_template: a string, or a list of
+ *                          {name, template} of which "default" is used, and
+ *                          "tool_use" for requests with tools
+ *   nothing                plain: "{role}: {content}\n" per message, then
+ *                          "assistant:" (GPT-2 and other models with no
+ *                          template); the start-up line says so
+ * bos_token and eos_token given to the template are tokenizer_config.json's
+ * (a string or an object with "content"), or the GGUF vocabulary's tokens
+ * at tokenizer.ggml.bos/eos_token_id. A template that does not parse is an
+ * error at load time naming the file, line and column.
  */
 #ifndef KVLM_SERVER_CHAT_TEMPLATE_H
 #define KVLM_SERVER_CHAT_TEMPLATE_H
 
+#include <jansson.h>
+
 #include "kvlm.h"
 #include "server/sbuf.h"
-
-typedef enum chat_format { CHAT_PLAIN = 0, CHAT_CHATML, CHAT_LLAMA3 } chat_format;
+#include "template/template.h"
 
 typedef struct chat_template {
-    chat_format format;
-    char origin[160];   /* where the choice came from, for the start-up line */
+    tpl_template *main;     /* NULL: the plain template */
+    tpl_template *tool_use; /* the "tool_use" template, or NULL */
+    int renders_tools;      /* a template's source mentions `tools` */
+    char bos[64], eos[64];  /* token strings given to the template */
+    const char *turn_end;   /* special token ending an assistant turn, or NULL */
+    char origin[400];       /* which template, from where: for the start-up line */
 } chat_template;
 
-typedef struct chat_message {
-    const char *role;
-    const char *content;
-    size_t content_len;
-} chat_message;
+/* Chooses and parses the template: `name` is NULL or "auto" (the model's
+ * files), "plain", or a file. model_dir: the model's directory;
+ * tokenizer_path: kvlm_model_tokenizer_path (a .gguf file for GGUF
+ * models). Returns 0 or -1 with err set (KVLM_ERR_ARG for a bad
+ * --chat-template, KVLM_ERR_FORMAT for a template that does not parse). */
+int chat_template_load(chat_template *t, const char *model_dir, const char *tokenizer_path, const char *name,
+                       kvlm_error *err);
+void chat_template_free(chat_template *t);
 
-/* Chooses the template: `name` (plain, chatml, llama3, or NULL/"auto" to
- * inspect model_dir/tokenizer_config.json). Returns 0 or -1 with err set. */
-int chat_template_load(chat_template *t, const char *model_dir, const char *name, kvlm_error *err);
-const char *chat_format_name(chat_format f);
-/* Appends the rendered conversation (with the assistant's opening when
- * add_generation_prompt) to out. */
-void chat_render(const chat_template *t, const chat_message *msgs, int n, int add_generation_prompt, sbuf *out);
-/* The special token text that ends an assistant turn, or NULL (plain). */
+/* Renders messages (a JSON array of objects with role, content and, where
+ * present, name, tool_calls, tool_call_id) and tools (NULL or a JSON array)
+ * with the assistant's opening when add_generation_prompt, appending to
+ * out. Returns 0, or -1 with msg filled; *raised is 1 when the template
+ * itself refused the conversation (raise_exception): msg is then its
+ * message, word for word. */
+int chat_render(const chat_template *t, json_t *messages, json_t *tools, int add_generation_prompt, sbuf *out,
+                char *msg, size_t msg_size, int *raised);
+/* The special token text that ends an assistant turn, or NULL. */
 const char *chat_turn_end(const chat_template *t);
-/* 1 if the rendered text must be tokenised with special tokens matched. */
+/* 1 if the rendered text must be tokenised with special tokens matched
+ * (a Jinja template writes them; the plain template never does). */
 int chat_uses_special(const chat_template *t);
+/* 1 if a request's `tools` can be rendered. */
+int chat_renders_tools(const chat_template *t);
 
 #endif

@@ -68,7 +68,7 @@ static int in_list(const char *key, const char *const *list) {
 static int check_keys(json_t *root, const char *const *known, const api_limits *lim, api_error *e) {
     const char *key;
     json_t *v;
-    static const char *const unsupported[] = {"tools", "tool_choice", "functions", "function_call",
+    static const char *const unsupported[] = {"tool_choice", "functions", "function_call",
                                               "response_format", "parallel_tool_calls", NULL};
     json_object_foreach(root, key, v) {
         if (in_list(key, unsupported)) {
@@ -248,17 +248,60 @@ static int message_content(json_t *c, const char *role, const char *param, sbuf 
     return 0;
 }
 
-/* Renders "messages" with the chat template into text. */
-static int render_messages(json_t *msgs, const api_limits *lim, int add_generation_prompt, sbuf *text, api_error *e) {
+/* One assistant message's tool_calls: a list of {id, type: "function",
+ * function: {name, arguments}}. arguments, a JSON string in OpenAI's API,
+ * is given to the template as the object it encodes (as transformers'
+ * templates expect) when it is one. Returns the copy or NULL (e set). */
+static json_t *tool_calls(json_t *tc, const char *param, api_error *e) {
+    if (!json_is_array(tc)) return api_fail(e, 400, "invalid_type", param, "'%s' must be a list", param), NULL;
+    json_t *out = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(tc, i, c) {
+        json_t *f = json_object_get(c, "function");
+        json_t *name = json_object_get(f, "name"), *args = json_object_get(f, "arguments");
+        if (!json_is_object(c) || !json_is_string(name) || (args && !json_is_string(args) && !json_is_object(args))) {
+            api_fail(e, 400, "invalid_type", param,
+                     "'%s[%zu]' must be {\"id\", \"type\": \"function\", \"function\": {\"name\": string, "
+                     "\"arguments\": string}}", param, i);
+            json_decref(out);
+            return NULL;
+        }
+        json_t *fn = json_pack("{sO}", "name", name), *parsed = NULL;
+        if (json_is_string(args)) parsed = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
+        if (parsed && !json_is_object(parsed)) json_decref(parsed), parsed = NULL;
+        json_object_set_new(fn, "arguments", parsed ? parsed : args ? json_incref(args) : json_object());
+        json_t *copy = json_pack("{sssO}", "type", "function", "function", fn);
+        json_decref(fn);
+        json_t *id = json_object_get(c, "id");
+        if (json_is_string(id)) json_object_set(copy, "id", id);
+        json_array_append_new(out, copy);
+    }
+    return out;
+}
+
+/* Checks "messages" (and "tools") and renders them with the chat template
+ * into text. The template sees each message's role (developer as system),
+ * content (a string; "" for an assistant turn with none) and, where given,
+ * name, tool_calls and tool_call_id. */
+static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, int add_generation_prompt, sbuf *text,
+                           api_error *e) {
     if (!msgs || json_is_null(msgs)) return api_fail(e, 400, "missing_parameter", "messages", "'messages' is required");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a non-empty list of messages");
+    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && !chat_renders_tools(lim->tpl))
+        return api_fail(e, 400, "unsupported_parameter", "tools",
+                        "'tools' is not supported: this model's chat template does not render tools");
+    if (tools && !json_is_array(tools)) return api_fail(e, 400, "invalid_type", "tools", "'tools' must be a list");
+    for (size_t i = 0; tools && i < json_array_size(tools); i++)
+        if (!json_is_object(json_array_get(tools, i)))
+            return api_fail(e, 400, "invalid_type", "tools", "'tools[%zu]' must be an object", i);
     size_t n = json_array_size(msgs);
-    chat_message *cm = calloc(n, sizeof *cm);
-    sbuf *contents = calloc(n, sizeof *contents);
-    static const char *const roles[] = {"system", "user", "assistant", "developer", NULL};
-    static const char *const keys[] = {"role", "content", "name", NULL};
-    int rc = cm && contents ? 0 : api_fail(e, 500, NULL, NULL, "out of memory");
+    static const char *const roles[] = {"system", "user", "assistant", "developer", "tool", NULL};
+    static const char *const keys[] = {"role", "content", "name", "tool_calls", "tool_call_id", NULL};
+    json_t *norm = json_array();
+    int rc = norm ? 0 : api_fail(e, 500, NULL, NULL, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         char param[64];
         json_t *m = json_array_get(msgs, i);
@@ -277,8 +320,8 @@ static int render_messages(json_t *msgs, const api_limits *lim, int add_generati
         const char *role = json_string_value(json_object_get(m, "role"));
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role || !in_list(role, roles)) {
-            rc = api_fail(e, 400, "invalid_value", param, "'%s' must be one of system, user, assistant, developer",
-                          param);
+            rc = api_fail(e, 400, "invalid_value", param,
+                          "'%s' must be one of system, user, assistant, developer, tool", param);
             break;
         }
         snprintf(param, sizeof param, "messages[%zu].content", i);
@@ -287,21 +330,54 @@ static int render_messages(json_t *msgs, const api_limits *lim, int add_generati
             rc = api_fail(e, 400, "missing_parameter", param, "'%s' is required", param);
             break;
         }
-        if ((rc = message_content(c, role, param, &contents[i], e))) break;
-        cm[i] = (chat_message){!strcmp(role, "developer") ? "system" : role, contents[i].data ? contents[i].data : "",
-                               contents[i].len};
+        sbuf content = {0};
+        if ((rc = message_content(c, role, param, &content, e))) break;
+        json_t *out = json_object();
+        if (out) {
+            json_object_set_new(out, "role", json_string(!strcmp(role, "developer") ? "system" : role));
+            json_object_set_new(out, "content", json_stringn(content.data ? content.data : "", content.len));
+        }
+        sbuf_free(&content);
+        if (!out || json_object_size(out) != 2) {
+            json_decref(out);
+            rc = api_fail(e, 500, NULL, NULL, "out of memory");
+            break;
+        }
+        json_array_append_new(norm, out);
+        static const char *const strs[] = {"name", "tool_call_id"};
+        for (int k = 0; k < 2 && !rc; k++) {
+            json_t *x = json_object_get(m, strs[k]);
+            snprintf(param, sizeof param, "messages[%zu].%s", i, strs[k]);
+            if (x && !json_is_null(x) && !json_is_string(x))
+                rc = api_fail(e, 400, "invalid_type", param, "'%s' must be a string", param);
+            else if (json_is_string(x)) json_object_set(out, strs[k], x);
+        }
+        json_t *tc = json_object_get(m, "tool_calls");
+        if (!rc && tc && !json_is_null(tc)) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+            json_t *calls = strcmp(role, "assistant")
+                                ? (api_fail(e, 400, "invalid_value", param, "only assistant messages have '%s'",
+                                            "tool_calls"), NULL)
+                                : tool_calls(tc, param, e);
+            if (!calls) rc = -1;
+            else json_object_set_new(out, "tool_calls", calls);
+        }
     }
-    if (!rc) chat_render(lim->tpl, cm, (int)n, add_generation_prompt, text);
-    for (size_t i = 0; contents && i < n; i++) sbuf_free(&contents[i]);
-    free(contents);
-    free(cm);
+    if (!rc) {
+        char msg[500];
+        int raised = 0;
+        if (chat_render(lim->tpl, norm, tools, add_generation_prompt, text, msg, sizeof msg, &raised))
+            rc = raised ? api_fail(e, 400, "chat_template_error", "messages", "%s", msg)
+                        : api_fail(e, 400, "chat_template_error", "messages", "the chat template failed: %s", msg);
+    }
+    json_decref(norm);
     if (!rc && text->failed) rc = api_fail(e, 500, NULL, NULL, "out of memory");
     return rc;
 }
 
 static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
     sbuf text = {0};
-    int rc = render_messages(json_object_get(root, "messages"), lim, 1, &text, e);
+    int rc = render_messages(json_object_get(root, "messages"), json_object_get(root, "tools"), lim, 1, &text, e);
     if (!rc) rc = alloc_prompts(rq, 1, e);
     if (!rc)
         rc = encode(lim, text.data ? text.data : "", text.len, chat_uses_special(lim->tpl), "messages", &rq->prompts[0],
@@ -472,7 +548,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
-        "service_tier", "return_tokens_as_token_ids", NULL};
+        "service_tier", "return_tokens_as_token_ids", "tools", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -507,7 +583,7 @@ void api_request_free(api_request *rq) {
 int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
                        api_error *e) {
     static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
-                                       "add_generation_prompt", NULL};
+                                       "add_generation_prompt", "tools", NULL};
     *ids = NULL;
     *n = 0;
     json_t *root = parse_body(body, len, e);
@@ -526,7 +602,7 @@ int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int3
     else if (!rc && prompt)
         sbuf_add(&text, json_string_value(prompt), json_string_length(prompt));
     else if (!rc)
-        rc = render_messages(msgs, lim, gen, &text, e);
+        rc = render_messages(msgs, json_object_get(root, "tools"), lim, gen, &text, e);
     kvlm_error err;
     /* add_special_tokens: as a completion prompt is encoded (special tokens
      * matched, BOS when the files ask); false: the text alone, as text. */

@@ -8,8 +8,11 @@
  * Every rejection fills an api_error the way OpenAI reports one: HTTP
  * status, type, code, the parameter at fault and a message that names the
  * field, what it must be and what was given. Unknown fields are rejected
- * (as OpenAI does); fields kvlm cannot honour (tools, echo, suffix,
- * best_of > n, response_format) are rejected rather than ignored.
+ * (as OpenAI does); fields kvlm cannot honour (tool_choice, echo, suffix,
+ * best_of > n, response_format; tools when the chat template does not
+ * render them) are rejected rather than ignored. Chat messages are rendered
+ * by the model's chat template (chat_template.h); a template's
+ * raise_exception is a 400 with its message.
  */
 #ifndef KVLM_SERVER_OPENAI_REQUEST_H
 #define KVLM_SERVER_OPENAI_REQUEST_H

@@ -60,7 +60,7 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
     kvlm_kv_options ko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .n_blocks = pool_blocks(s),
                           .max_seqs = cfg->max_seqs};
     kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting};
-    int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), cfg->chat_template, err);
+    int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err);
     if (!rc && !(s->metrics = metrics_create())) {
         rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
@@ -97,8 +97,9 @@ void srv_describe(const srv *s, FILE *f) {
                "%d waiting\n",
             s->kv_blocks, s->cfg.block_size, (double)s->kv_pool_bytes / 1048576.0, kvlm_dtype_name(s->cfg.kv_dtype),
             s->cfg.max_seqs, s->cfg.max_batch_tokens, s->cfg.max_waiting);
-    fprintf(f, "kvlm serve: chat template %s (%s); %d engine threads, %s kernels\n", chat_format_name(s->tpl.format),
-            s->tpl.origin, kvlm_engine_threads(s->e), kvlm_isa_name(kvlm_engine_isa(s->e)));
+    fprintf(f, "kvlm serve: chat template %s\n", s->tpl.origin);
+    fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
+            kvlm_isa_name(kvlm_engine_isa(s->e)));
 }
 
 void srv_stop(srv *s) {
@@ -121,6 +122,7 @@ void srv_free(srv *s) {
     kvlm_engine_free(s->e);
     kvlm_kv_free(s->kv);
     metrics_free(s->metrics);
+    chat_template_free(&s->tpl);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);

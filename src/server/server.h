@@ -25,7 +25,7 @@ typedef struct srv_config {
     double timeout;            /* seconds per request; 0: none */
     size_t max_body;           /* request body limit in bytes; beyond it 413 */
     const char *served_name;   /* the model id clients send; NULL: from the path */
-    const char *chat_template; /* auto, plain, chatml, llama3; NULL: auto */
+    const char *chat_template; /* auto, plain or a template file; NULL: auto */
     kvlm_engine_options engine;
 } srv_config;
 
