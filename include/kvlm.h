@@ -38,11 +38,11 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 9
+#define KVLM_VERSION_MINOR 10
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.9.0"
+#define KVLM_VERSION "0.10.0"
 
-/* The version of the library actually linked ("0.9.0"); compare it with
+/* The version of the library actually linked ("0.10.0"); compare it with
  * KVLM_VERSION, the version of the header the program was compiled with. */
 const char *kvlm_version(void);
 
