@@ -37,10 +37,11 @@
  *    weight rows at a time, accumulating x * w in one vector per row; the
  *    next tile's rows are prefetched a block's worth per block, as in
  *    quant_simd.h.
- *  - Several rows (prefill): NR_MAX weight rows are dequantised whole into
- *    a panel (NR_MAX x K floats, allocated once per call) and every
- *    MR_MAX-row tile of x runs over it with FMAs, so each weight is widened
- *    once per call, not once per tile of x. If the panel cannot be
+ *  - Several rows (prefill): PANEL_ROWS weight rows are dequantised whole
+ *    into a panel (PANEL_ROWS x K floats, allocated once per call) and the same
+ *    ISA's f32 matmul (simd_template.h, through its kern_ops) runs every
+ *    row of x over it, so each weight is widened once per call, not once
+ *    per tile of x. If the panel cannot be
  *    allocated the rows of x run one at a time through the decode path
  *    (same values, slower).
  *
@@ -268,54 +269,29 @@ AI void kpanel(const unsigned char *wd, size_t rb, int K, kvlm_dtype t, int n, i
         }
 }
 
-/* One mr x nr tile over all K from a panel (rows j at panel + j * K). */
-AI void kptile(const float *x, int K, const float *panel, int mr, int nr, int m, int n, const float *bias, float *y,
-               int ldy) {
-    vf acc[MR_MAX][NR_MAX];
-#pragma GCC unroll 8
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
-    const float *xr = x + (size_t)m * K;
-    for (int k = 0; k < K; k += VW) {
-        vf xv[MR_MAX];
-#pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) xv[i] = V_LOADU(xr + (size_t)i * K + k);
-#pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) {
-            const vf wv = V_LOADU(panel + (size_t)j * K + k);
-#pragma GCC unroll 8
-            for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < nr; j++)
-            y[(size_t)(m + i) * ldy + n + j] = V_REDUCE(acc[i][j]) + (bias ? bias[n + j] : 0.0f);
-}
+/* Weight rows per panel: a multiple of the f32 matmul's register tile on
+ * both ISAs (6 rows on AVX-512, 4 on AVX2; kernels_avx*.c), so the f32
+ * kernel runs whole tiles over it. */
+#define PANEL_ROWS 12
 
 AI void krows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y, int ldy,
                 kvlm_dtype t) {
     const int K = w->cols;
     const size_t rb = dtype_row_bytes(t, K, NULL);
     const unsigned char *wd = w->data;
-    float *panel = M > 1 ? aligned_alloc(64, ((size_t)NR_MAX * K * sizeof(float) + 63) & ~(size_t)63) : NULL;
+    float *panel = M > 1 ? aligned_alloc(64, ((size_t)PANEL_ROWS * K * sizeof(float) + 63) & ~(size_t)63) : NULL;
     if (!panel) {
         krows1(x, M, K, wd, rb, t, n0, n1, bias, y, ldy);
         return;
     }
-    const int full = M / MR_MAX * MR_MAX;
-    int n = n0;
-    for (; n + NR_MAX <= n1; n += NR_MAX) {
-        kpanel(wd, rb, K, t, n, NR_MAX, panel);
-        for (int m = 0; m < full; m += MR_MAX) kptile(x, K, panel, MR_MAX, NR_MAX, m, n, bias, y, ldy);
-        for (int m = full; m < M; m++) kptile(x, K, panel, 1, NR_MAX, m, n, bias, y, ldy);
-    }
-    for (; n < n1; n++) {
-        kpanel(wd, rb, K, t, n, 1, panel);
-        for (int m = 0; m < full; m += MR_MAX) kptile(x, K, panel, MR_MAX, 1, m, n, bias, y, ldy);
-        for (int m = full; m < M; m++) kptile(x, K, panel, 1, 1, m, n, bias, y, ldy);
+    /* The panel is an f32 matrix of nr rows: this ISA's f32 matmul runs
+     * every row of x over it. */
+    const kern_ops *f32 = &QNAME(kern_ops);
+    for (int n = n0; n < n1; n += PANEL_ROWS) {
+        const int nr = n1 - n < PANEL_ROWS ? n1 - n : PANEL_ROWS;
+        kpanel(wd, rb, K, t, n, nr, panel);
+        const kern_matrix pm = {KVLM_F32, panel, nr, K};
+        f32->matmul_rows(x, M, &pm, 0, nr, bias ? bias + n : NULL, y + n, ldy);
     }
     free(panel);
 }
