@@ -625,20 +625,25 @@ static int run_for(rctx *R, const tn *n) {
     return 0;
 }
 
+/* Applies the filters of a block's chain (first: the outermost, linked
+ * through ->a) to *v, innermost first, as `{% set x | f | g %}` and
+ * `{% filter f | g %}` do. */
+static int filter_chain(rctx *R, const tn *first, tv *v) {
+    const tn *chain[32];
+    int k = 0;
+    for (const tn *f = first; f && k < 32; f = f->a) chain[k++] = f;
+    while (k--) {
+        rargs g;
+        if (eval_args(R, chain[k], &g) || tpl_filter(R, chain[k], chain[k]->names[0], *v, &g, v)) return -1;
+    }
+    return 0;
+}
+
 static int run_set(rctx *R, const tn *n) {
     tv v;
     if (n->kind == TN_SETBLOCK) {
         if (capture(R, n, n->body, n->nbody, &v)) return -1;
-        if (n->a) {
-            /* apply the filter chain innermost first */
-            const tn *chain[32];
-            int k = 0;
-            for (const tn *f = n->a; f && k < 32; f = f->a) chain[k++] = f;
-            while (k--) {
-                rargs g;
-                if (eval_args(R, chain[k], &g) || tpl_filter(R, chain[k], chain[k]->names[0], v, &g, &v)) return -1;
-            }
-        }
+        if (filter_chain(R, n->a, &v)) return -1;
         return assign(R, n, n->names[0], v);
     }
     if (ev(R, n->a, &v)) return -1;
@@ -683,14 +688,7 @@ static int run(rctx *R, tn *const *body, int nbody) {
         case TN_SETBLOCK: rc = run_set(R, n); break;
         case TN_MACRO: rc = assign(R, n, n->names[0], (tv){.k = TV_MACRO, .macro = n}); break;
         case TN_FILTERBLOCK: {
-            if (capture(R, n, n->body, n->nbody, &v)) return -1;
-            const tn *chain[32];
-            int k = 0;
-            for (const tn *f = n->a; f && k < 32; f = f->a) chain[k++] = f;
-            while (k--) {
-                rargs g;
-                if (eval_args(R, chain[k], &g) || tpl_filter(R, chain[k], chain[k]->names[0], v, &g, &v)) return -1;
-            }
+            if (capture(R, n, n->body, n->nbody, &v) || filter_chain(R, n->a, &v)) return -1;
             if (tpl_to_str(R, n, v, &v)) return -1;
             rc = emit(R, n, v.s.p, v.s.n);
             break;
