@@ -114,13 +114,19 @@ static void run_window(kvlm_model *m, const th_expected *ex, kvlm_isa isa) {
     kvlm_kv_free(kv);
 }
 
-static void test_window_release(void **state) {
-    (void)state;
-    th_expected ex;
-    if (th_expected_load(FIX "mistral_swa.expected.json", &ex)) fail_msg("mistral_swa.expected.json");
+/* The windowed fixture (window 5) and its reference logits. */
+static kvlm_model *load_swa(th_expected *ex) {
+    if (th_expected_load(FIX "mistral_swa.expected.json", ex)) fail_msg("mistral_swa.expected.json");
     kvlm_error err;
     kvlm_model *m = kvlm_model_load(FIX "mistral_swa", &err);
     if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+static void test_window_release(void **state) {
+    (void)state;
+    th_expected ex;
+    kvlm_model *m = load_swa(&ex);
     assert_int_equal(kvlm_model_config(m)->sliding_window, 5);
     run_window(m, &ex, KVLM_ISA_SCALAR);
     if (kvlm_isa_best() != KVLM_ISA_SCALAR) run_window(m, &ex, kvlm_isa_best());
@@ -174,10 +180,7 @@ static void shared_release(kvlm_model *m, const th_expected *ex, int no_prefix_c
 static void test_window_shared_blocks(void **state) {
     (void)state;
     th_expected ex;
-    if (th_expected_load(FIX "mistral_swa.expected.json", &ex)) fail_msg("mistral_swa.expected.json");
-    kvlm_error err;
-    kvlm_model *m = kvlm_model_load(FIX "mistral_swa", &err);
-    if (!m) fail_msg("%s", err.msg);
+    kvlm_model *m = load_swa(&ex);
     shared_release(m, &ex, 0);
     shared_release(m, &ex, 1);
     th_expected_free(&ex);
@@ -189,10 +192,8 @@ static void test_window_shared_blocks(void **state) {
 static void test_window_reserved(void **state) {
     (void)state;
     th_expected ex;
-    if (th_expected_load(FIX "mistral_swa.expected.json", &ex)) fail_msg("mistral_swa.expected.json");
+    kvlm_model *m = load_swa(&ex);
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(FIX "mistral_swa", &err);
-    if (!m) fail_msg("%s", err.msg);
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.block_size = 4, .reserve_tokens = 64}, &err);
     kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
     float *lg = malloc((size_t)TH_NPOS * ex.vocab * sizeof(float));
