@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Random-weight GGUF files with real model shapes and a real vocabulary, for
+side-by-side speed figures against llama.cpp (bench/vs_llamacpp.py). Written
+with llama.cpp's gguf-py, so they are files llama.cpp's tools accept as
+their own; quantise them with llama-quantize.
+
+    PYTHONPATH=$LLAMA_CPP/gguf-py bench/make_bench_gguf.py SHAPE VOCAB.gguf OUT.gguf [--type f32|f16]
+    $LLAMA_CPP/build/bin/llama-quantize OUT.gguf OUT-q4_k_m.gguf Q4_K_M
+
+SHAPE:
+    gpt2-124m  GPT-2 small: 12 layers, hidden 768, 12 heads, FFN 3072,
+               context 1024, tied output; VOCAB.gguf with GPT-2's tokenizer
+               (build/tests/vocab/ggml-vocab-gpt-2.gguf).
+    llama-1b   Llama 3.2 1B: 16 layers, hidden 2048, FFN 8192, 32 query
+               heads and 8 KV heads of 64, tied output; VOCAB.gguf with
+               Llama 3's tokenizer (build/tests/vocab/ggml-vocab-llama-bpe.gguf).
+make test decompresses both vocabularies from tests/fixtures/llama_vocab.
+Matrices are uniform in +-0.02 (speed does not depend on them), stored in
+--type (default f16); norms and biases are f32.
+"""
+import argparse
+
+import numpy as np
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+
+def copy_vocab(src, w):
+    r = GGUFReader(src)
+    n_vocab = 0
+    for f in r.fields.values():
+        if not f.name.startswith("tokenizer."):
+            continue
+        t = f.types[0]
+        if t == GGUFValueType.ARRAY:
+            sub = f.types[-1]
+            if sub == GGUFValueType.STRING:
+                vals = [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
+            else:
+                vals = [f.parts[i].tolist()[0] for i in f.data]
+            if f.name == "tokenizer.ggml.tokens":
+                n_vocab = len(vals)
+            w.add_array(f.name, vals)
+        elif t == GGUFValueType.STRING:
+            w.add_string(f.name, bytes(f.parts[f.data[0]]).decode())
+        else:
+            w.add_key_value(f.name, f.parts[f.data[0]].tolist()[0], t)
+    return n_vocab
+
+
+def write_gpt2(w, vocab, m, vec):
+    L, H, FF, NH, CTX = 12, 768, 3072, 12, 1024
+    w.add_context_length(CTX)
+    w.add_embedding_length(H)
+    w.add_block_count(L)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(NH)
+    w.add_layer_norm_eps(1e-5)
+    n_vocab = copy_vocab(vocab, w)
+    w.add_vocab_size(n_vocab)
+    w.add_tensor("token_embd.weight", m(n_vocab, H))
+    w.add_tensor("position_embd.weight", m(CTX, H))
+    w.add_tensor("output_norm.weight", np.ones(H, np.float32))
+    w.add_tensor("output_norm.bias", vec(H))
+    for i in range(L):
+        p = f"blk.{i}."
+        for norm in ("attn_norm", "ffn_norm"):
+            w.add_tensor(p + norm + ".weight", np.ones(H, np.float32))
+            w.add_tensor(p + norm + ".bias", vec(H))
+        for name, rows, cols in (("attn_qkv", 3 * H, H), ("attn_output", H, H),
+                                 ("ffn_up", FF, H), ("ffn_down", H, FF)):
+            w.add_tensor(p + name + ".weight", m(rows, cols))
+            w.add_tensor(p + name + ".bias", vec(rows))
+
+
+def write_llama(w, vocab, m, vec):
+    L, H, FF, NH, NKV, CTX = 16, 2048, 8192, 32, 8, 8192
+    HD = H // NH
+    w.add_context_length(CTX)
+    w.add_embedding_length(H)
+    w.add_block_count(L)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_rope_dimension_count(HD)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(500000.0)
+    n_vocab = copy_vocab(vocab, w)
+    w.add_vocab_size(n_vocab)
+    w.add_tensor("token_embd.weight", m(n_vocab, H))
+    w.add_tensor("output_norm.weight", np.ones(H, np.float32))
+    for i in range(L):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(H, np.float32))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(H, np.float32))
+        for name, rows, cols in (("attn_q", H, H), ("attn_k", NKV * HD, H), ("attn_v", NKV * HD, H),
+                                 ("attn_output", H, H), ("ffn_gate", FF, H), ("ffn_up", FF, H),
+                                 ("ffn_down", H, FF)):
+            w.add_tensor(p + name + ".weight", m(rows, cols))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b"])
+    ap.add_argument("vocab")
+    ap.add_argument("out")
+    ap.add_argument("--type", choices=["f32", "f16"], default="f16")
+    a = ap.parse_args()
+    rng = np.random.default_rng(1)
+    dt = np.float32 if a.type == "f32" else np.float16
+
+    def m(r, c):
+        return (rng.random((r, c), dtype=np.float32) * 0.04 - 0.02).astype(dt)
+
+    def vec(n):
+        return (rng.random(n, dtype=np.float32) * 0.04 - 0.02)
+
+    arch = "gpt2" if a.shape == "gpt2-124m" else "llama"
+    w = GGUFWriter(a.out, arch)
+    w.add_name(a.shape + "-shapes-random")
+    w.add_file_type(0 if a.type == "f32" else 1)
+    (write_gpt2 if arch == "gpt2" else write_llama)(w, a.vocab, m, vec)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    main()
