@@ -3,19 +3,21 @@
 
     bench/vs_llamacpp.py --llama-bench PATH/llama-bench [--kvlm build/kvlm]
                          [--rounds 3] [--pp 120] [--tg 48] [--threads 2]
-                         [--llama-arg=-nr ...] FILE.gguf ...
+                         [--contend] [--llama-arg=-nr ...] FILE.gguf ...
 
 For every file and round the two programs run one after the other (kvlm,
 then llama-bench; the order flips every round), same threads, same prompt
 length and generated tokens, KV cache in f16 in both. Each run reports
-prefill (pp) and decode (tg) tokens/s; the table gives per program the
-median and min-max over rounds, and the median of the per-round ratios
-kvlm / llama.cpp (a ratio taken within one round, so a busy moment on a
-shared machine slows both sides of it).
+prefill (pp) and decode (tg) tokens/s. kvlm bench decodes after its pp
+prompt, so llama-bench's tg test runs at depth pp (-d) to decode over the
+same context.
 
-llama-bench's tg test decodes from an empty context and kvlm bench decodes
-after its pp prompt; at these lengths the attention share is small and the
-difference is noted in the output header.
+The table gives per program the median and min-max over rounds, and the
+per-round ratios kvlm / llama.cpp: their median and, in brackets, the
+worst and best round (a ratio taken within one round, so a busy moment on
+a shared machine slows both sides of it). --contend runs one busy process
+(`yes`) pinned to CPU 0 during every run of both programs: the shared
+machine case.
 """
 import argparse
 import json
@@ -33,23 +35,39 @@ def run_kvlm(kvlm, path, a):
     return j["pp"]["median_tok_s"], j["tg"]["median_tok_s"], j["weight_dtype"]
 
 
+def llama_rows(bench, path, a, extra):
+    cmd = [bench, "-m", path, "-t", str(a.threads), "-r", str(a.repeats), "-ctk", "f16", "-ctv", "f16",
+           "-o", "json"] + extra + a.llama_arg
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
 def run_llama(bench, path, a):
-    cmd = [bench, "-m", path, "-t", str(a.threads), "-p", str(a.pp), "-n", str(a.tg), "-r", str(a.repeats),
-           "-ctk", "f16", "-ctv", "f16", "-o", "json"] + a.llama_arg
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    pp = tg = None
-    for row in json.loads(out):
-        if row["n_prompt"] > 0 and row["n_gen"] == 0:
-            pp = row["avg_ts"]
-        elif row["n_gen"] > 0 and row["n_prompt"] == 0:
-            tg = row["avg_ts"]
-    if pp is None or tg is None:
+    pp = [r["avg_ts"] for r in llama_rows(bench, path, a, ["-p", str(a.pp), "-n", "0"])]
+    tg = [r["avg_ts"] for r in llama_rows(bench, path, a, ["-p", "0", "-n", str(a.tg), "-d", str(a.pp)])]
+    if len(pp) != 1 or len(tg) != 1:
         sys.exit(f"llama-bench gave no pp/tg rows for {path}")
-    return pp, tg
+    return pp[0], tg[0]
+
+
+def contended(fn, on):
+    """fn() with, if on, a busy process pinned to CPU 0 for its duration."""
+    if not on:
+        return fn()
+    busy = subprocess.Popen(["taskset", "-c", "0", "yes"], stdout=subprocess.DEVNULL)
+    try:
+        return fn()
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def spread(xs):
     return f"{statistics.median(xs):8.1f} ({min(xs):.1f}-{max(xs):.1f})"
+
+
+def ratios(ks, ls):
+    r = [k / l for k, l in zip(ks, ls)]
+    return f"{statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
 
 
 def main():
@@ -65,9 +83,12 @@ def main():
     ap.add_argument("--pp", type=int, default=120)
     ap.add_argument("--tg", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--contend", action="store_true",
+                    help="a busy process pinned to CPU 0 during every run of both programs")
     a = ap.parse_args()
-    print(f"# pp{a.pp} / tg{a.tg}, {a.threads} threads, KV f16, {a.rounds} rounds alternated, "
-          f"{a.repeats} repeats per run (kvlm tg after its pp prompt, llama.cpp tg from an empty context)")
+    print(f"# pp{a.pp} / tg{a.tg} after {a.pp}, {a.threads} threads, KV f16, {a.rounds} rounds alternated, "
+          f"{a.repeats} repeats per run{', busy process on CPU 0' if a.contend else ''}; "
+          f"ratios: median (worst-best round)")
     print("| file | weights | kvlm pp t/s | llama.cpp pp t/s | pp ratio | kvlm tg t/s | llama.cpp tg t/s | tg ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for path in a.files:
@@ -77,15 +98,13 @@ def main():
             order = (0, 1) if r % 2 == 0 else (1, 0)
             for who in order:
                 if who == 0:
-                    p, t, dtype = run_kvlm(a.kvlm, path, a)
+                    p, t, dtype = contended(lambda: run_kvlm(a.kvlm, path, a), a.contend)
                     k_pp.append(p), k_tg.append(t)
                 else:
-                    p, t = run_llama(a.llama_bench, path, a)
+                    p, t = contended(lambda: run_llama(a.llama_bench, path, a), a.contend)
                     l_pp.append(p), l_tg.append(t)
-        rpp = statistics.median(k / l for k, l in zip(k_pp, l_pp))
-        rtg = statistics.median(k / l for k, l in zip(k_tg, l_tg))
-        print(f"| {os.path.basename(path)} | {dtype} | {spread(k_pp)} | {spread(l_pp)} | {rpp:.2f}x "
-              f"| {spread(k_tg)} | {spread(l_tg)} | {rtg:.2f}x |", flush=True)
+        print(f"| {os.path.basename(path)} | {dtype} | {spread(k_pp)} | {spread(l_pp)} | {ratios(k_pp, l_pp)} "
+              f"| {spread(k_tg)} | {spread(l_tg)} | {ratios(k_tg, l_tg)} |", flush=True)
 
 
 if __name__ == "__main__":
