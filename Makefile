@@ -181,6 +181,13 @@ fixtures-llamacpp:
 test-llamacpp: $(BUILD)/kvlm $(BUILD)/tests/test_llamacpp_files
 	KVLM=$(BUILD)/kvlm $(BUILD)/tests/test_llamacpp_files
 
+# kvlm vs llama.cpp on the same files, alternated (bench/vs_llamacpp_suite.sh):
+# `make bench-vs-llamacpp LLAMA_CPP=/path/to/llama.cpp`. Needs a llama.cpp
+# build; never part of `make test`.
+.PHONY: bench-vs-llamacpp
+bench-vs-llamacpp: $(BUILD)/kvlm $(VOCAB_GGUF)
+	./bench/vs_llamacpp_suite.sh $(LLAMA_CPP)
+
 # ---------------------------------------------------------------------------
 # The measurement report of the shipped model (kvlm report): KV sizes, prefill
 # vs decode, cache on vs off, next-token statistics, repetition; markdown with

@@ -14,6 +14,9 @@ SHAPE:
     llama-1b   Llama 3.2 1B: 16 layers, hidden 2048, FFN 8192, 32 query
                heads and 8 KV heads of 64, tied output; VOCAB.gguf with
                Llama 3's tokenizer (build/tests/vocab/ggml-vocab-llama-bpe.gguf).
+    llama-gqa  a small Llama with grouped-query attention for long-context
+               figures: 8 layers, hidden 1024, FFN 4096, 16 query heads and
+               4 KV heads of 64, context 8192; Llama 3's tokenizer.
 make test decompresses both vocabularies from tests/fixtures/llama_vocab.
 Matrices are uniform in +-0.02 (speed does not depend on them), stored in
 --type (default f16); norms and biases are f32.
@@ -72,8 +75,8 @@ def write_gpt2(w, vocab, m, vec):
             w.add_tensor(p + name + ".bias", vec(rows))
 
 
-def write_llama(w, vocab, m, vec):
-    L, H, FF, NH, NKV, CTX = 16, 2048, 8192, 32, 8, 8192
+def write_llama(w, vocab, m, vec, shape):
+    L, H, FF, NH, NKV, CTX = (16, 2048, 8192, 32, 8, 8192) if shape == "llama-1b" else (8, 1024, 4096, 16, 4, 8192)
     HD = H // NH
     w.add_context_length(CTX)
     w.add_embedding_length(H)
@@ -100,7 +103,7 @@ def write_llama(w, vocab, m, vec):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b"])
+    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b", "llama-gqa"])
     ap.add_argument("vocab")
     ap.add_argument("out")
     ap.add_argument("--type", choices=["f32", "f16"], default="f16")
@@ -118,7 +121,10 @@ def main():
     w = GGUFWriter(a.out, arch)
     w.add_name(a.shape + "-shapes-random")
     w.add_file_type(0 if a.type == "f32" else 1)
-    (write_gpt2 if arch == "gpt2" else write_llama)(w, a.vocab, m, vec)
+    if arch == "gpt2":
+        write_gpt2(w, a.vocab, m, vec)
+    else:
+        write_llama(w, a.vocab, m, vec, a.shape)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
