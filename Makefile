@@ -277,3 +277,18 @@ LLAMA_CPP ?=
 fixtures-templates:
 	$(if $(LLAMA_CPP),/usr/bin/python3 tools/import_chat_templates.py $(LLAMA_CPP) tests/fixtures/templates)
 	/usr/bin/python3 tools/template_reference.py tests/fixtures/templates
+
+# The sampler's vector kernels promise the same bits on every ISA: no
+# multiply-add may be fused in them.
+$(patsubst %.c,$(BUILD)/%.o,$(wildcard src/kernels/vec_*.c)): CFLAGS += -ffp-contract=off
+
+# Sampler benchmark (bench/sampler_bench.c): microseconds per sample at 50k
+# and 150k vocabularies, and the exp kernels per ISA. `make bench-sampler`;
+# never part of `make test`.
+.PHONY: bench-sampler
+$(BUILD)/bench/sampler_bench: bench/sampler_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-sampler: $(BUILD)/bench/sampler_bench
+	./$(BUILD)/bench/sampler_bench

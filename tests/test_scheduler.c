@@ -7,6 +7,8 @@
  * size); deadlines expire. Ending a choice: any id of the request's eos
  * list ends it (reported, counted, no text), stop strings cut the text the
  * events carry; the recompute policy draws the same tokens as the cache.
+ * A burst of prompts is planned step by step exactly: decodes first, then
+ * admission in arrival order within the token budget.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +392,54 @@ static void test_queue_grows(void **state) {
     rig_close(&r);
 }
 
+static int n_admitted; /* on_admit calls (the user pointer is the request's out) */
+
+static void count_admit(void *user, int n_cached) {
+    (void)user, (void)n_cached;
+    n_admitted++;
+}
+
+/* A burst of 16 prompts of 16 tokens under a 64-token budget (the shape of
+ * 16 streams of 32-token prompts under kvlm serve's 128): decoding choices
+ * are planned first, then prompts are admitted in arrival order, the last
+ * one admitted in a step taking what is left of the budget as a chunk and
+ * finishing before anyone new is admitted. Exact batch sizes and admissions
+ * per step. */
+static void test_burst_admission(void **state) {
+    (void)state;
+    rig r = rig_open(0, 16, 64, 64);
+    kvlm_error err;
+    int32_t pr[16][16];
+    out o[16];
+    memset(o, 0, sizeof o);
+    n_admitted = 0;
+    for (int q = 0; q < 16; q++) {
+        for (int i = 0; i < 16; i++) pr[q][i] = (q * 13 + i * 7) % 199; /* no shared prefix */
+        kvlm_request_params p = {.prompt = pr[q], .n_prompt = 16, .max_tokens = 8, .n_choices = 1,
+                                 .on_token = on_token, .on_finish = on_finish, .on_admit = count_admit,
+                                 .user = &o[q]};
+        p.sampling = kvlm_sampler_options_default();
+        p.sampling.temperature = 0;
+        assert_true(kvlm_sched_submit(r.s, &p, &err) >= 0);
+    }
+    /* step: items in the batch (decodes + prefill chunks), requests admitted so far
+     * 1: 4 prompts of 16                                   -> 4 items, 4 admitted
+     * 2: 4 decodes, 3 prompts, 12 tokens of the 8th        -> 8, 8
+     * 3: 7 decodes, the 8th's last 4, 3 prompts, 5 of 12th -> 12, 12
+     * 4: 11 decodes, 11 of the 12th, 2 prompts, 10 of 15th -> 15, 15
+     * 5: 14 decodes, 6 of the 15th, the 16th               -> 16, 16 */
+    const int items[5] = {4, 8, 12, 15, 16}, admitted[5] = {4, 8, 12, 15, 16};
+    for (int st = 0; st < 5; st++) {
+        const int n = kvlm_sched_step(r.s, &err);
+        if (n < 0) fail_msg("%s", err.msg);
+        assert_int_equal(n, items[st]);
+        assert_int_equal(n_admitted, admitted[st]);
+    }
+    drain(&r);
+    for (int q = 0; q < 16; q++) assert_int_equal(o[q].n[0], 8);
+    rig_close(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),
@@ -399,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_queue_grows),
         cmocka_unit_test(test_never_fits),
+        cmocka_unit_test(test_burst_admission),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

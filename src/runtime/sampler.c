@@ -9,7 +9,18 @@
  * a step sorts the whole vocabulary: top-k selects by insertion, and top-p
  * on an unsorted list first drops tokens that cannot be in the nucleus
  * (those below (1 - p) x mass / n hold less than 1 - p together), then
- * finds the nucleus of the rest by quickselect.
+ * finds the nucleus of the rest with a histogram of their probabilities
+ * (one pass; all tokens in buckets above the boundary bucket are in, in id
+ * order) and a quickselect inside the boundary bucket.
+ *
+ * While no filter has run the candidates are the whole vocabulary in id
+ * order (dense): then the passes over the row (temperature, max, exp and
+ * sum, the top-p cut, min-p, argmax) run as vector kernels over contiguous
+ * arrays (kernels/vec_softmax.h). Every probability comes from vec_expf,
+ * whose bits are the same on every ISA, and sums are taken in a fixed
+ * order, so the same seed draws the same tokens on every run, ISA and
+ * machine. Probabilities computed once are reused while the logits and the
+ * maximum they were shifted by are unchanged.
  */
 #include "runtime/sampler.h"
 
@@ -18,6 +29,19 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernels/vec_softmax.h"
+
+/* Nucleus histogram buckets: a probability in [0, 1] keyed by its float bits
+ * >> 20 (exponent and 3 mantissa bits: buckets 1/8 of an octave wide; 1.0
+ * is key 1016). NB_WAYS copies take every NB_WAYS-th token, so updates of
+ * one bucket do not wait on each other; they are added in a fixed order. */
+#define NB_SHIFT 20
+#define NB_BUCKETS 1024
+#define NB_WAYS 4
+/* The draw sums the candidates' probabilities in blocks of this many (each
+ * block in order, then the blocks in order), a fixed order that is not one
+ * long chain of dependent additions. */
+#define DRAW_BLOCK 16
 
 enum { ST_PENALTIES, ST_BIAS, ST_TEMPERATURE, ST_TOP_K, ST_TOP_P, ST_MIN_P, ST_COUNT };
 static const char *stage_names[ST_COUNT] = {"penalties", "bias", "temperature", "top_k", "top_p", "min_p"};
@@ -28,10 +52,16 @@ struct kvlm_sampler {
     int vocab;
     int order[ST_COUNT];
     smp_rng rng;
+    const vec_softmax_ops *vk;
+    int dense;           /* the candidates are all ids in order; idx not filled */
+    int prob_ok;         /* prob[] holds vec_expf(logit - largest candidate logit) */
     float *logits;       /* working copy, indexed by token id */
     float *prob;         /* indexed by token id */
     int32_t *idx;        /* candidate ids */
     int32_t *tmp;        /* scratch list of ids */
+    uint32_t *bcount;    /* nucleus histogram: count and mass per bucket */
+    double *bmass;
+    double *bsum;        /* draw: probability mass of each block of DRAW_BLOCK candidates */
     kvlm_logit_bias *bias;
     int32_t *hist;       /* penalty history (ring when penalty_window > 0) */
     int hist_n, hist_cap, hist_head;
@@ -130,6 +160,9 @@ kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab, kv
     s->prob = malloc((size_t)vocab * sizeof(float));
     s->idx = malloc((size_t)vocab * sizeof(int32_t));
     s->tmp = malloc((size_t)vocab * sizeof(int32_t));
+    s->bcount = malloc(NB_WAYS * NB_BUCKETS * sizeof *s->bcount);
+    s->bmass = malloc(NB_WAYS * NB_BUCKETS * sizeof *s->bmass);
+    s->bsum = malloc(((size_t)vocab / DRAW_BLOCK + 1) * sizeof *s->bsum);
     s->counts = calloc((size_t)vocab, sizeof(int));
     s->stamp = calloc((size_t)vocab, sizeof(unsigned));
     s->hist_cap = opt->penalty_window > 0 ? opt->penalty_window : 256;
@@ -139,14 +172,23 @@ kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab, kv
         if (s->bias) memcpy(s->bias, opt->logit_bias, (size_t)opt->n_logit_bias * sizeof *s->bias);
         s->o.logit_bias = s->bias;
     }
-    if (!s->logits || !s->prob || !s->idx || !s->tmp || !s->counts || !s->stamp || !s->hist ||
+    if (!s->logits || !s->prob || !s->idx || !s->tmp || !s->bcount || !s->bmass || !s->bsum || !s->counts || !s->stamp || !s->hist ||
         (opt->n_logit_bias && !s->bias)) {
         kvlm_sampler_free(s);
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     smp_rng_seed(&s->rng, opt->seed);
+    s->vk = vec_softmax_select(KVLM_ISA_AUTO);
+    if (!s->vk) s->vk = &vec_softmax_scalar;
     return s;
+}
+
+int smp_use_isa(kvlm_sampler *s, kvlm_isa isa) {
+    const vec_softmax_ops *vk = vec_softmax_select(isa);
+    if (!vk) return -1;
+    s->vk = vk;
+    return 0;
 }
 
 void kvlm_sampler_free(kvlm_sampler *s) {
@@ -155,6 +197,9 @@ void kvlm_sampler_free(kvlm_sampler *s) {
     free(s->prob);
     free(s->idx);
     free(s->tmp);
+    free(s->bcount);
+    free(s->bmass);
+    free(s->bsum);
     free(s->counts);
     free(s->stamp);
     free(s->hist);
@@ -259,17 +304,97 @@ static int nucleus(const float *p, int32_t *idx, int n, double target) {
     return end > 0 ? end : 1;
 }
 
-/* prob[id] = exp(logit - max) over the candidates; returns their sum. */
-static double candidate_probs(kvlm_sampler *s, int n) {
+/* Fills idx with the identity when the candidates are still dense. */
+static void materialise(kvlm_sampler *s) {
+    if (!s->dense) return;
+    for (int i = 0; i < s->vocab; i++) s->idx[i] = i;
+    s->dense = 0;
+}
+
+/* Largest logit among the candidates (NaNs ignored). */
+static float candidate_max(const kvlm_sampler *s, int n) {
+    if (s->dense) return s->vk->max(s->logits, (size_t)n);
     float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = fmaxf(mx, s->logits[s->idx[i]]);
-    double sum = 0;
+    for (int i = 0; i < n; i++)
+        if (s->logits[s->idx[i]] > mx) mx = s->logits[s->idx[i]];
+    return mx;
+}
+
+static inline uint32_t bucket_of(float p) {
+    uint32_t b;
+    memcpy(&b, &p, sizeof b);
+    b >>= NB_SHIFT;
+    return b < NB_BUCKETS ? b : NB_BUCKETS - 1;
+}
+
+/* nucleus() for a long list: a histogram pass finds the bucket where the
+ * mass (most likely first) reaches target; the tokens above it go first, in
+ * their order in idx, and nucleus() picks the rest inside that bucket. */
+static int nucleus_hist(kvlm_sampler *s, int n, double target) {
+    const float *p = s->prob;
+    int32_t *idx = s->idx;
+    uint32_t *cnt = s->bcount;
+    double *mass = s->bmass;
+    memset(cnt, 0, NB_WAYS * NB_BUCKETS * sizeof *cnt);
+    memset(mass, 0, NB_WAYS * NB_BUCKETS * sizeof *mass);
     for (int i = 0; i < n; i++) {
-        int32_t id = s->idx[i];
-        s->prob[id] = isinf(s->logits[id]) && s->logits[id] < 0 ? 0.0f : expf(s->logits[id] - mx);
-        sum += s->prob[id];
+        const float v = p[idx[i]];
+        const uint32_t b = (uint32_t)(i % NB_WAYS) * NB_BUCKETS + bucket_of(v);
+        cnt[b]++;
+        mass[b] += v;
     }
+    for (int w = 1; w < NB_WAYS; w++)
+        for (int b = 0; b < NB_BUCKETS; b++) {
+            cnt[b] += cnt[w * NB_BUCKETS + b];
+            mass[b] += mass[w * NB_BUCKETS + b];
+        }
+    double above = 0;
+    int k = NB_BUCKETS - 1;
+    for (; k > 0; k--) {
+        if (cnt[k] && above + mass[k] >= target) break;
+        above += mass[k];
+    }
+    int a = 0, nb = 0;
+    for (int i = 0; i < n; i++) {
+        const int32_t id = idx[i];
+        const uint32_t b = bucket_of(p[id]);
+        idx[a] = id; /* branch-free: a <= i, nb <= i */
+        a += b > (uint32_t)k;
+        s->tmp[nb] = id;
+        nb += b == (uint32_t)k;
+    }
+    if (nb == 0) return a > 0 ? a : 1;
+    memcpy(idx + a, s->tmp, (size_t)nb * sizeof(int32_t));
+    return a + nucleus(p, idx + a, nb, target - above);
+}
+
+/* prob[id] = vec_expf(logit - max) over the candidates; returns their sum
+ * (dense: in the kernel's lane order; otherwise in candidate order). */
+static double candidate_probs(kvlm_sampler *s, int n) {
+    double sum = 0;
+    if (s->prob_ok && !s->dense) { /* still valid: every filter keeps the largest logit */
+        for (int i = 0; i < n; i++) sum += s->prob[s->idx[i]];
+        return sum;
+    }
+    const float mx = candidate_max(s, n);
+    if (s->dense) {
+        sum = s->vk->exp_sum(s->logits, s->prob, (size_t)n, mx);
+    } else {
+        for (int i = 0; i < n; i++) {
+            int32_t id = s->idx[i];
+            s->prob[id] = vec_expf(s->logits[id] - mx);
+            sum += s->prob[id];
+        }
+    }
+    s->prob_ok = 1;
     return sum;
+}
+
+/* The smallest float f with f >= c for every float compared against c. */
+static float float_at_least(double c) {
+    float f = (float)c;
+    if ((double)f < c) f = nextafterf(f, INFINITY);
+    return f;
 }
 
 /* Runs the chain; leaves the candidates in idx[0..n) and returns n.
@@ -278,25 +403,32 @@ static int run_chain(kvlm_sampler *s, const float *logits, int *greedy) {
     const kvlm_sampler_options *o = &s->o;
     const int V = s->vocab;
     memcpy(s->logits, logits, (size_t)V * sizeof(float));
-    for (int i = 0; i < V; i++) s->idx[i] = i;
+    s->dense = 1;
+    s->prob_ok = 0;
     int n = V, sorted = 0;
     *greedy = 0;
     for (int k = 0; k < ST_COUNT; k++) {
         switch (s->order[k]) {
-        case ST_PENALTIES: apply_penalties(s); break;
+        case ST_PENALTIES: apply_penalties(s); s->prob_ok = 0; break;
         case ST_BIAS:
+            s->prob_ok = s->prob_ok && o->n_logit_bias == 0;
             for (int i = 0; i < o->n_logit_bias; i++)
                 s->logits[o->logit_bias[i].id] =
                     o->logit_bias[i].bias <= -100 ? -INFINITY : s->logits[o->logit_bias[i].id] + o->logit_bias[i].bias;
             break;
         case ST_TEMPERATURE:
             if (o->temperature == 0) { *greedy = 1; break; }
-            for (int i = 0; i < n; i++) s->logits[s->idx[i]] /= o->temperature;
+            if (o->temperature == 1) break; /* x / 1 == x */
+            if (s->dense) s->vk->div(s->logits, (size_t)n, o->temperature);
+            else
+                for (int i = 0; i < n; i++) s->logits[s->idx[i]] /= o->temperature;
+            s->prob_ok = 0;
             break;
         case ST_TOP_K:
             if (o->top_k > 0 && o->top_k < n) {
-                n = select_top(s->logits, n == V ? NULL : s->idx, n, o->top_k, s->tmp);
+                n = select_top(s->logits, s->dense ? NULL : s->idx, n, o->top_k, s->tmp);
                 memcpy(s->idx, s->tmp, (size_t)n * sizeof(int32_t));
+                s->dense = 0;
                 sorted = 1;
             }
             break;
@@ -310,22 +442,30 @@ static int run_chain(kvlm_sampler *s, const float *logits, int *greedy) {
                     while (keep < n && acc < target) acc += s->prob[s->idx[keep++]];
                     n = keep > 0 ? keep : 1;
                 } else {
-                    const double cut = (1.0 - o->top_p) * sum / n;
+                    const float cut = float_at_least((1.0 - o->top_p) * sum / n);
                     int m = 0;
-                    for (int i = 0; i < n; i++)
-                        if (s->prob[s->idx[i]] >= cut) s->idx[m++] = s->idx[i];
-                    n = nucleus(s->prob, s->idx, m, target);
+                    if (s->dense) {
+                        m = (int)s->vk->keep_ge(s->prob, (size_t)n, cut, s->idx);
+                        s->dense = 0;
+                    } else {
+                        for (int i = 0; i < n; i++)
+                            if (s->prob[s->idx[i]] >= cut) s->idx[m++] = s->idx[i];
+                    }
+                    n = m > 256 ? nucleus_hist(s, m, target) : nucleus(s->prob, s->idx, m, target);
                 }
             }
             break;
         case ST_MIN_P:
             if (o->min_p > 0 && n > 1) {
-                float mx = -INFINITY;
-                for (int i = 0; i < n; i++) mx = fmaxf(mx, s->logits[s->idx[i]]);
-                const float floor_logit = mx + logf(o->min_p);
+                const float floor_logit = candidate_max(s, n) + logf(o->min_p);
                 int m = 0;
-                for (int i = 0; i < n; i++)
-                    if (s->logits[s->idx[i]] >= floor_logit) s->idx[m++] = s->idx[i];
+                if (s->dense) {
+                    m = (int)s->vk->keep_ge(s->logits, (size_t)n, floor_logit, s->idx);
+                    s->dense = 0;
+                } else {
+                    for (int i = 0; i < n; i++)
+                        if (s->logits[s->idx[i]] >= floor_logit) s->idx[m++] = s->idx[i];
+                }
                 n = m;
             }
             break;
@@ -336,6 +476,12 @@ static int run_chain(kvlm_sampler *s, const float *logits, int *greedy) {
 
 /* Most likely candidate (ties: lower id). */
 static int32_t best_candidate(const kvlm_sampler *s, int n) {
+    if (s->dense) {
+        const float mx = s->vk->max(s->logits, (size_t)n);
+        for (int i = 0; i < n; i++)
+            if (s->logits[i] == mx) return i;
+        return 0; /* every logit NaN */
+    }
     int32_t best = s->idx[0];
     for (int i = 1; i < n; i++) {
         int32_t id = s->idx[i];
@@ -344,18 +490,48 @@ static int32_t best_candidate(const kvlm_sampler *s, int n) {
     return best;
 }
 
+/* The k-th candidate. */
+static inline int32_t cand(const kvlm_sampler *s, int k) { return s->dense ? k : s->idx[k]; }
+
+/* The candidates' probability mass in DRAW_BLOCK order; bsum[j] keeps
+ * block j's share. */
+static double block_sums(kvlm_sampler *s, int n) {
+    double total = 0;
+    for (int j = 0, i = 0; i < n; j++, i += DRAW_BLOCK) {
+        const int end = i + DRAW_BLOCK < n ? i + DRAW_BLOCK : n;
+        double b = 0;
+        if (s->dense)
+            for (int k = i; k < end; k++) b += s->prob[k];
+        else
+            for (int k = i; k < end; k++) b += s->prob[s->idx[k]];
+        s->bsum[j] = b;
+        total += b;
+    }
+    return total;
+}
+
 int32_t kvlm_sampler_next(kvlm_sampler *s, const float *logits) {
     int greedy;
     int n = run_chain(s, logits, &greedy);
     if (greedy || n == 1) return best_candidate(s, n);
-    double sum = candidate_probs(s, n);
+    if (!s->prob_ok) candidate_probs(s, n);
+    const double sum = block_sums(s, n);
     if (!(sum > 0)) return best_candidate(s, n); /* every candidate banned */
-    double u = smp_rng_uniform(&s->rng) * sum, acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += s->prob[s->idx[i]];
-        if (u < acc) return s->idx[i];
+    const double u = smp_rng_uniform(&s->rng) * sum;
+    double acc = 0;
+    for (int j = 0, i = 0; i < n; j++, i += DRAW_BLOCK) {
+        if (!(u < acc + s->bsum[j])) {
+            acc += s->bsum[j];
+            continue;
+        }
+        const int end = i + DRAW_BLOCK < n ? i + DRAW_BLOCK : n;
+        for (int k = i; k < end; k++) {
+            acc += s->prob[cand(s, k)];
+            if (u < acc) return cand(s, k);
+        }
+        return cand(s, end - 1);
     }
-    return s->idx[n - 1];
+    return cand(s, n - 1);
 }
 
 static int by_prob_desc(const void *a, const void *b, void *arg) {
@@ -374,6 +550,7 @@ int kvlm_sampler_candidates(kvlm_sampler *s, const float *logits, int32_t *ids, 
         probs[0] = 1.0f;
         return 1;
     }
+    materialise(s);
     memcpy(ids, s->idx, (size_t)n * sizeof(int32_t));
     qsort_r(ids, (size_t)n, sizeof(int32_t), by_prob_desc, s->prob);
     for (int i = 0; i < n; i++) probs[i] = (float)(s->prob[ids[i]] / sum);
