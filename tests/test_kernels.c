@@ -27,14 +27,14 @@ static const kvlm_isa simd[] = {KVLM_ISA_AVX2, KVLM_ISA_AVX512};
 
 static void test_matmul(void **state) {
     (void)state;
-    const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 5, 8, 13, 37}, Ks[] = {1, 7, 16, 33, 64, 100};
+    const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 5, 8, 13, 15, 37}, Ks[] = {1, 7, 16, 33, 56, 64, 100};
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     unsigned seed = 1;
     int checked = 0;
     for (size_t d = 0; d < 3; d++)
         for (size_t a = 0; a < 7; a++)
-            for (size_t b = 0; b < 5; b++)
-                for (size_t c = 0; c < 6; c++) {
+            for (size_t b = 0; b < 6; b++)
+                for (size_t c = 0; c < 7; c++) {
                     int M = Ms[a], N = Ns[b], K = Ks[c];
                     void *w = make_weights(dts[d], N, K, &seed);
                     float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
