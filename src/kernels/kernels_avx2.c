@@ -59,7 +59,7 @@ static inline __m256 load_bf16_avx2(const uint16_t *p) {
 #define V_EXP(v) exp_avx2(v)
 #define MR_MAX 3
 #define NR_MAX 4
-#define NR1 4 /* two accumulators per row: 8 of the 16 ymm registers */
+#define NR1 8
 #define KERNEL_NAME(n) n##_avx2
 #define KERNEL_ISA KVLM_ISA_AVX2
 

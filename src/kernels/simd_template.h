@@ -92,7 +92,9 @@ AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, c
 
 /* One row of x (decode) against NR1 rows of W, K unrolled by two vectors
  * per row (every row stream advances at least a whole 64-byte line per
- * step with f32, half a line with f16/bf16). While summing tile n the same
+ * step with f32, half a line with f16/bf16). One accumulator per row in
+ * mm_tile's order, so a decode row sums exactly as a prefill row does
+ * (a prefix-cache hit gives the same logits as a cold run). While summing tile n the same
  * offsets of tile n + 1 (the next NR1 rows, one tile further on in memory)
  * are prefetched into L1 (prefetcht0), one prefetch per line of each row
  * stream: a fixed distance of one tile ahead, issued in step with the
@@ -104,9 +106,9 @@ AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, c
  * next and 16-18 GB/s with no software prefetch. */
 AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr, int n, int pf,
                      const float *bias, float *y) {
-    vf acc[NR1][2];
+    vf acc[NR1];
 #pragma GCC unroll 8
-    for (int j = 0; j < nr; j++) acc[j][0] = acc[j][1] = V_ZERO();
+    for (int j = 0; j < nr; j++) acc[j] = V_ZERO();
     const size_t es = t == KVLM_F32 ? 4 : 2, row_bytes = (size_t)K * es;
     const char *next = (const char *)w + (size_t)(n + nr) * row_bytes;
     const size_t wr = (size_t)n * K;
@@ -124,18 +126,18 @@ AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr,
                     __builtin_prefetch(next + (size_t)j * row_bytes + off, 0, 3);
                 }
             }
-            acc[j][0] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j][0]);
-            acc[j][1] = V_FMA(x1, load_w(w, t, wr + (size_t)j * K + k + VW), acc[j][1]);
+            acc[j] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j]);
+            acc[j] = V_FMA(x1, load_w(w, t, wr + (size_t)j * K + k + VW), acc[j]);
         }
     }
     for (; k + VW <= K; k += VW) {
         const vf x0 = V_LOADU(x + k);
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) acc[j][0] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j][0]);
+        for (int j = 0; j < nr; j++) acc[j] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j]);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) {
-        float s = V_REDUCE(V_ADD(acc[j][0], acc[j][1]));
+        float s = V_REDUCE(acc[j]);
         for (int kk = k; kk < K; kk++) s += x[kk] * dtype_load(t, w, wr + (size_t)j * K + kk);
         y[n + j] = s + (bias ? bias[n + j] : 0.0f);
     }
