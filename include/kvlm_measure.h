@@ -51,10 +51,19 @@ size_t kvlm_model_decode_bytes(const kvlm_model *m);
 
 /* ----------------------------------------------------------- benchmarks */
 
-/* Best-of-`passes` read bandwidth in bytes/s, one thread per processor the
- * process may run on reading a buffer of `bytes` (make it much larger than
- * the last-level cache). */
+/* Best-of-`passes` read bandwidth in bytes/s: `threads` threads (0: one per
+ * processor the process may run on) read a buffer of
+ * kvlm_read_bandwidth_buffer_bytes(bytes), alternating a sequential pass
+ * and a pass in the decode matmul's pattern (several interleaved row
+ * streams per thread, the next tile prefetched). 0 if the buffer cannot
+ * be allocated. */
+double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads);
+/* The same with threads 0. */
 double kvlm_measure_read_bandwidth(size_t bytes, int passes);
+/* The buffer the measurement reads for a request of `bytes`: raised to at
+ * least twice the largest cache sysfs reports (so it streams from DRAM),
+ * rounded down to whole 32 KiB tiles. */
+size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes);
 
 /* Attention read through a block table against the same context stored
  * contiguously: two KV pools for the model hold identical K/V for ctx_len

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "kvlm_measure.h"
 #include "helpers.h"
 
 #define GPT2 "models/shakespeare-gpt2"
@@ -196,6 +197,10 @@ static void test_bench_json(void **state) {
         if (!json_is_number(v) || json_number_value(v) < 0) fail_msg("%s.%s missing", paths[i][0], paths[i][1]);
     }
     assert_true(json_number_value(json_object_get(j, "bandwidth_gbs")) > 0);
+    /* the probe's buffer: the requested 16 MiB raised past the caches, whole 32 KiB tiles */
+    const size_t buf = kvlm_read_bandwidth_buffer_bytes((size_t)16 << 20);
+    assert_true(buf >= (size_t)16 << 20 && buf % 32768 == 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "bandwidth_buffer_mib")), (json_int_t)(buf >> 20));
     assert_int_equal(json_integer_value(json_object_get(j, "params")), 114944);
     json_decref(j);
     free(out);

@@ -2,7 +2,8 @@
  * Distribution and text statistics against hand-computed values: uniform
  * distributions (entropy ln V, ceil(0.9 V) tokens for 90%), a two-point
  * distribution, temperature scaling, statistics after a sampler chain, and
- * distinct-token ratio and repeated 4-gram rate on fixed id sequences.
+ * distinct-token ratio and repeated 4-gram rate on fixed id sequences; the
+ * read-bandwidth probe's buffer size (raised past the caches, whole tiles).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -69,11 +70,25 @@ static void test_text_stats(void **state) {
     assert_true(fabs(kvlm_repeated_ngram_rate(a, 10, 2) - 5.0 / 9) < 1e-12); /* bigrams 12 23 34 41, then 5 repeats */
 }
 
+/* A small request is raised (to twice the largest cache sysfs reports);
+ * what comes back is already whole 32 KiB tiles and large enough, so it
+ * maps to itself, larger requests stay and round down to a tile. */
+static void test_bandwidth_buffer(void **state) {
+    (void)state;
+    const size_t small = kvlm_read_bandwidth_buffer_bytes((size_t)16 << 20);
+    assert_true(small >= (size_t)16 << 20);
+    assert_int_equal(small % 32768, 0);
+    assert_int_equal(kvlm_read_bandwidth_buffer_bytes(small), small);
+    assert_int_equal(kvlm_read_bandwidth_buffer_bytes(small + 100), small);
+    assert_int_equal(kvlm_read_bandwidth_buffer_bytes(2 * small + 32768), 2 * small + 32768);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_two_point_and_temperature),
         cmocka_unit_test(test_text_stats),
+        cmocka_unit_test(test_bandwidth_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

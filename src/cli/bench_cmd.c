@@ -69,8 +69,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
                  "(without --pp/--tg both shrink to fit a small context window)",
          .kind = OPT_INT, .dst = &o->p.tg, .lo = 2, .hi = 1 << 20, .given = &o->tg_set},
         CLI_INT("--repeats", "N", "repeats per test (default 5)", &o->p.repeats, 1, MAX_REPEATS),
-        CLI_INT("--bw-mib", "N", "buffer for the bandwidth measurement in MiB (default 1024)", &o->p.bw_mib, 16,
-                1 << 16),
+        CLI_INT("--bw-mib", "N",
+                "buffer for the bandwidth measurement in MiB, raised to twice the largest cache (default 1024)",
+                &o->p.bw_mib, 16, 1 << 16),
         CLI_SWITCH("--cache-test", "also time generation with the KV cache off (the default)", &o->p.skip_cache, 0),
         CLI_SWITCH("--no-cache-test, --skip-cache-test", "skip the cache on vs off comparison", &o->p.skip_cache, 1),
         CLI_END,
@@ -172,12 +173,14 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
     const kvlm_config *c = b->c;
     double wb = (double)kvlm_model_decode_bytes(b->m), tpot = acc_median(&r->tg_ms) * 1e-3;
     json_t *root = json_pack(
-        "{s:s,s:s,s:I,s:I,s:i,s:s,s:s,s:f,s:i,"
+        "{s:s,s:s,s:I,s:I,s:i,s:s,s:s,s:f,s:i,s:i,"
         "s:{s:i,s:f,s:f,s:f},s:{s:i,s:f,s:f,s:f,s:f},s:{s:f,s:f,s:f}}",
         "model", kvlm_model_source(b->m), "weight_dtype", kvlm_dtype_name(c->weight_dtype), "params",
         (json_int_t)kvlm_model_param_count(b->m), "decode_bytes_per_token", (json_int_t)wb, "threads",
         kvlm_engine_threads(b->e), "isa", kvlm_isa_name(kvlm_engine_isa(b->e)), "kv_dtype",
-        kvlm_dtype_name(o->kv_dtype), "bandwidth_gbs", r->bw / 1e9, "repeats", o->repeats, "pp", "tokens", o->pp,
+        kvlm_dtype_name(o->kv_dtype), "bandwidth_gbs", r->bw / 1e9, "bandwidth_buffer_mib",
+        (int)(kvlm_read_bandwidth_buffer_bytes((size_t)o->bw_mib << 20) >> 20), "repeats", o->repeats, "pp", "tokens",
+        o->pp,
         "mean_tok_s", acc_mean(&r->pp_tok_s), "sd_tok_s", acc_sd(&r->pp_tok_s), "median_tok_s",
         acc_median(&r->pp_tok_s), "tg", "tokens", o->tg, "mean_tok_s", acc_mean(&r->tg_tok_s), "sd_tok_s",
         acc_sd(&r->tg_tok_s), "median_tok_s", acc_median(&r->tg_tok_s), "median_ms_per_token", tpot * 1e3, "roofline",
@@ -219,7 +222,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         goto out;
     }
     if (p->progress) fprintf(stderr, "measuring read bandwidth...\n");
-    r->bw = kvlm_measure_read_bandwidth((size_t)p->bw_mib << 20, 5);
+    r->bw = kvlm_measure_read_bandwidth_threads((size_t)p->bw_mib << 20, 5, kvlm_engine_threads(b.e));
     if (!run_tests(&b, p, r)) doc = result_json(&b, p, r);
     free(r);
 out:
@@ -235,7 +238,7 @@ static double num(const json_t *o, const char *a, const char *b) {
 static const char *str(const json_t *o, const char *key) { return json_string_value(json_object_get(o, key)); }
 
 /* The human report, from the document and the model's shape. */
-static void print_human(const kvlm_model *m, const json_t *d, int bw_mib) {
+static void print_human(const kvlm_model *m, const json_t *d) {
     const kvlm_config *c = kvlm_model_config(m);
     int pp = (int)num(d, "pp", "tokens"), tg = (int)num(d, "tg", "tokens");
     double wb = num(d, "decode_bytes_per_token", NULL), bw_gbs = num(d, "bandwidth_gbs", NULL);
@@ -246,7 +249,8 @@ static void print_human(const kvlm_model *m, const json_t *d, int bw_mib) {
            c->n_embd, c->vocab_size, num(d, "params", NULL) / 1e6, str(d, "weight_dtype"));
     printf("engine       %d threads, %s kernels, KV %s\n", (int)num(d, "threads", NULL), str(d, "isa"),
            str(d, "kv_dtype"));
-    printf("bandwidth    %.1f GB/s read (measured, %d MiB, best of 5)\n\n", bw_gbs, bw_mib);
+    printf("bandwidth    %.1f GB/s read (measured, %d threads, %d MiB buffer, best of 5)\n\n", bw_gbs,
+           (int)num(d, "threads", NULL), (int)num(d, "bandwidth_buffer_mib", NULL));
     printf("%-10s %12s %10s %12s %12s   (%d repeats)\n", "test", "mean tok/s", "sd", "median tok/s", "ms/token",
            (int)num(d, "repeats", NULL));
     printf("pp%-8d %12.1f %10.1f %12.1f %12.3f\n", pp, num(d, "pp", "mean_tok_s"), num(d, "pp", "sd_tok_s"),
@@ -276,7 +280,7 @@ int cli_bench(int argc, char **argv) {
     if (doc && o.json) {
         cli_print_json(doc);
     } else if (doc) {
-        print_human(m, doc, o.p.bw_mib);
+        print_human(m, doc);
     }
     int rc = doc ? 0 : 1;
     json_decref(doc);

@@ -1,34 +1,111 @@
 /*
- * Measured memory read bandwidth: every processor the process may run on
- * (kern_load_threads, an explicit team size, not the process-wide OpenMP
- * default) sums a buffer much larger than the caches, best of several
- * passes. The denominator of kvlm's decode roofline (decode is a stream of
- * weight reads): the machine's bandwidth, not one engine's share of it.
+ * Measured memory read bandwidth: the denominator of kvlm's decode roofline
+ * (decode is a stream of weight reads). A team of threads (the engine's
+ * thread count, or every processor the process may run on) sums a buffer
+ * at least twice the last-level cache (sysfs), so the passes come from
+ * DRAM and not from a cache that a 64 MiB buffer fits in. Two read
+ * patterns alternate over the passes and the best pass counts:
+ *   - one sequential stream per thread (what the hardware prefetchers
+ *     follow best);
+ *   - the decode matmul's pattern: each thread's slice in tiles of 8 rows
+ *     of 4 KiB read interleaved, a line of each row at a time, with the
+ *     same offset of the next tile prefetched (several streams per thread,
+ *     more misses in flight).
+ * Whole 64-byte lines are summed as 64-bit integers (no floating point,
+ * so no denormal slow paths; the sum is kept so no load is dropped). It
+ * does not measure writes, latency or a single thread's share unless
+ * asked to run one thread.
  */
+#include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kvlm_measure.h"
 
-double kvlm_measure_read_bandwidth(size_t bytes, int passes) {
-    const int nt = kern_load_threads();
-    size_t n = bytes / sizeof(uint64_t);
-    /* aligned_alloc wants a multiple of the alignment: whole 64-byte lines */
-    n -= n % 8;
-    bytes = n * sizeof(uint64_t);
+#define LINE_WORDS 8   /* uint64_t per 64-byte line */
+#define TILE_ROWS 8    /* interleaved streams per thread in the tiled pattern */
+#define ROW_WORDS 512  /* 4 KiB per row of a tile */
+
+/* Largest cache size the kernel reports for cpu0 (0 if sysfs has none). */
+static size_t largest_cache_bytes(void) {
+    size_t best = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], text[32] = {0};
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[got] = 0;
+        char *end = NULL;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (end == text) continue;
+        if (*end == 'K') v <<= 10;
+        else if (*end == 'M') v <<= 20;
+        else if (*end == 'G') v <<= 30;
+        if (v > best && v < ((size_t)1 << 40)) best = (size_t)v;
+    }
+    return best;
+}
+
+size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes) {
+    const size_t llc = largest_cache_bytes();
+    if (llc && bytes < 2 * llc) bytes = 2 * llc;
+    const size_t tile = (size_t)TILE_ROWS * ROW_WORDS * sizeof(uint64_t);
+    return bytes / tile * tile; /* whole tiles, whole 64-byte lines */
+}
+
+static uint64_t sum_lines(const uint64_t *p, size_t words) {
+    uint64_t s[LINE_WORDS] = {0};
+    for (size_t i = 0; i + LINE_WORDS <= words; i += LINE_WORDS)
+        for (int q = 0; q < LINE_WORDS; q++) s[q] += p[i + q];
+    uint64_t t = 0;
+    for (int q = 0; q < LINE_WORDS; q++) t += s[q];
+    return t;
+}
+
+/* Words [a, b) in tiles of TILE_ROWS x ROW_WORDS, rows interleaved a line
+ * at a time, the next tile's line prefetched (b - a is whole tiles). */
+static uint64_t sum_tiled(const uint64_t *buf, size_t a, size_t b) {
+    const size_t tile = (size_t)TILE_ROWS * ROW_WORDS;
+    uint64_t s[LINE_WORDS] = {0};
+    for (size_t t = a; t + tile <= b; t += tile) {
+        const int pf = t + 2 * tile <= b;
+        for (size_t k = 0; k < ROW_WORDS; k += LINE_WORDS)
+            for (int j = 0; j < TILE_ROWS; j++) {
+                const uint64_t *r = buf + t + (size_t)j * ROW_WORDS + k;
+                if (pf) __builtin_prefetch(r + tile, 0, 3);
+                for (int q = 0; q < LINE_WORDS; q++) s[q] += r[q];
+            }
+    }
+    uint64_t u = 0;
+    for (int q = 0; q < LINE_WORDS; q++) u += s[q];
+    return u;
+}
+
+double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads) {
+    const int nt = threads > 0 ? threads : kern_load_threads();
+    bytes = kvlm_read_bandwidth_buffer_bytes(bytes);
+    const size_t n = bytes / sizeof(uint64_t), tile = (size_t)TILE_ROWS * ROW_WORDS;
     uint64_t *buf = n ? aligned_alloc(64, bytes) : NULL;
     if (!buf) return 0;
     #pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page first */
+    for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page first, by the threads that read it */
     double best = 0;
     volatile uint64_t sink = 0;
+    const size_t tiles = n / tile;
     for (int p = 0; p < passes; p++) {
         double t0 = kvlm_now();
         uint64_t sum = 0;
-        #pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sum)
-        for (size_t i = 0; i < n; i++) sum += buf[i];
+        #pragma omp parallel num_threads(nt) reduction(+ : sum)
+        {
+            const int id = omp_get_thread_num(), team = omp_get_num_threads();
+            const size_t a = tiles * id / team * tile, b = tiles * (id + 1) / team * tile;
+            sum += p % 2 ? sum_tiled(buf, a, b) : sum_lines(buf + a, b - a);
+        }
         double dt = kvlm_now() - t0;
         sink += sum;
         if (dt > 0 && bytes / dt > best) best = (double)bytes / dt;
@@ -36,4 +113,8 @@ double kvlm_measure_read_bandwidth(size_t bytes, int passes) {
     (void)sink;
     free(buf);
     return best;
+}
+
+double kvlm_measure_read_bandwidth(size_t bytes, int passes) {
+    return kvlm_measure_read_bandwidth_threads(bytes, passes, 0);
 }
