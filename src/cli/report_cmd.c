@@ -59,7 +59,8 @@ static int parse(int argc, char **argv, report_opts *o) {
          .help = "tokens generated per timing run (default 32)\n(without --pp/--tg both shrink to fit a small context window)",
          .kind = OPT_INT, .dst = &o->tg, .lo = 2, .hi = 1 << 20, .given = &o->tg_set},
         CLI_INT("--repeats", "N", "repeats per timing test (default 3)", &o->repeats, 1, BENCH_MAX_REPEATS),
-        CLI_INT("--bw-mib", "N", "buffer for the bandwidth measurement in MiB (default 256)", &o->bw_mib, 16, 1 << 16),
+        CLI_INT("--bw-mib", "N", "least buffer for the bandwidth measurement in MiB (default 256;\n"
+                "raised to twice the largest cache)", &o->bw_mib, 16, 1 << 16),
         CLI_END,
     };
     cli_spec spec = {
@@ -175,9 +176,10 @@ static json_t *machine_json(const json_t *bench) {
     char date[64];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
-    return json_pack("{s:s,s:o,s:I,s:O,s:O,s:O}", "date", date, "cpu", cpu_name(), "logical_cpus",
+    return json_pack("{s:s,s:o,s:I,s:O,s:O,s:O,s:O}", "date", date, "cpu", cpu_name(), "logical_cpus",
                      (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "threads", json_object_get(bench, "threads"), "isa",
-                     json_object_get(bench, "isa"), "bandwidth_gbs", json_object_get(bench, "bandwidth_gbs"));
+                     json_object_get(bench, "isa"), "bandwidth_gbs", json_object_get(bench, "bandwidth_gbs"),
+                     "bandwidth_buffer_mib", json_object_get(bench, "bandwidth_buffer_mib"));
 }
 
 static json_t *model_json(const cli_session *ss, const model_flags *mf) {

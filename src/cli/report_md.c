@@ -172,7 +172,7 @@ static void md_machine(FILE *f, const json_t *r) {
     fprintf(f, " |\n| logical CPUs | %lld |\n| threads used | %lld |\n| kernels (ISA) | %s |\n", jint(mc, "logical_cpus"),
             jint(mc, "threads"), jstr(mc, "isa"));
     fprintf(f, "| measured read bandwidth | %.1f GB/s (%lld MiB buffer, best of 5 passes) |\n", jnum(mc, "bandwidth_gbs"),
-            jint(st, "bw_mib"));
+            jint(mc, "bandwidth_buffer_mib"));
     fprintf(f, "| KV cache of the runs | %s, blocks of %lld tokens |\n\n", jstr(st, "kv_dtype"), jint(st, "block_size"));
     fprintf(f, "## Model\n\n| | |\n| --- | --- |\n| source | ");
     md_text(f, jstr(m, "source"), 0);
