@@ -17,6 +17,10 @@
 #define V_ZERO() _mm256_setzero_ps()
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_FMS(a, b, c) _mm256_fmsub_ps((a), (b), (c))
+#define V_LOADU(p) _mm256_loadu_ps(p)
+#define V_STOREU(p, v) _mm256_storeu_ps((p), (v))
+#define V_SET1(s) _mm256_set1_ps(s)
 
 static inline float hsum_i8_avx2(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -27,6 +31,7 @@ static inline float hsum_i8_avx2(__m256 v) {
 #define V_REDUCE(v) hsum_i8_avx2(v)
 #define Q_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
 #define Q_DP(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#define Q_STORE(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
 #define Q_SUB(a, b) _mm256_sub_epi32((a), (b))
 #define Q_SET8(c) _mm256_set1_epi8(c)
 #define Q_ZERO() _mm256_setzero_si256()

@@ -79,50 +79,68 @@ AI vf i8_wscale(const unsigned char *b0, const unsigned char *b1) {
     return Q_HALVES(i8_half(b0), b1 ? i8_half(b1) : 0.0f);
 }
 
-/* -off * (sum of the 4 codes of each lane) of activation vector xv. */
-AI vq i8_corr(kvlm_dtype t, vq xv) { return Q_SUB(Q_ZERO(), Q_DP(Q_ZERO(), Q_SET8(t == KVLM_Q8_0 ? (char)0x80 : 8), xv)); }
-
-/* Activation layout for one call: row m's codes at xq + m * kp (kp = K
- * rounded up to whole vectors, zero-padded), its scales at dx + m * nbp. */
+/* Activations for one call, per row m and vector v (4 * VW codes):
+ * codes at xq + m * kp + v * 4 * VW; at f + (m * nv + v) * 2 * VW the
+ * block scales dx spread over their lanes, then e = off * dx * (sum of
+ * the lane's 4 codes), so that a lane of the block sum r of unsigned
+ * weight bytes gives r * dx - e = dx * sum w q. kp is K rounded up to
+ * whole vectors (codes zero-padded, scales 0). */
 typedef struct i8_act {
     const int8_t *xq;
-    const float *dx;
+    const float *f;
     size_t kp;
-    int nbp;
+    int nv;
 } i8_act;
 
-/* One mr x nr tile of outputs over all blocks; t, mr, nr compile-time. */
-AI void i8_tile(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr, int m,
-                int n, const float *bias, float *y, int ldy) {
+/* The weight rows [n, n + nr) unpacked for i8_tile: row j's weight bytes
+ * at pc + j * kp (vector p at p * 4 * VW), its block scales spread over
+ * their lanes at ps + (j * nv + p) * VW. Built once per weight tile and
+ * read by every tile of rows of x, so each block is unpacked once per call. */
+AI void i8_panel(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int nr, int n,
+                 unsigned char *pc, float *ps) {
     const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+    const int full = nb / BPV;
+    for (int j = 0; j < nr; j++) {
+        const unsigned char *wr = w + (size_t)(n + j) * rb;
+        for (int p = 0; p < a->nv; p++) {
+            const unsigned char *b0 = wr + (size_t)p * BPV * bb;
+            const unsigned char *b1 = BPV == 2 && p < full ? b0 + bb : NULL;
+            Q_STORE(pc + (size_t)j * a->kp + (size_t)p * 4 * VW, i8_wvec(t, b0, b1));
+            V_STOREU(ps + ((size_t)j * a->nv + p) * VW, i8_wscale(b0, b1));
+        }
+    }
+}
+
+/* One mr x nr tile of outputs over all vectors, weights from the panel;
+ * mr, nr compile-time. Per vector and output: one vpdpbusd (zero start),
+ * one conversion, one fused r * dx - e and one FMA with the weight
+ * scales. */
+AI void i8_tile(const i8_act *a, const unsigned char *pc, const float *ps, int mr, int nr, int m, int n,
+                const float *bias, float *y, int ldy) {
     vf acc[MR_MAX][NR_MAX];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
-    const unsigned char *wr = w + (size_t)n * rb;
-    const int full = nb / BPV;
-    for (int p = 0; p <= full; p++) {
-        const int tail = p == full;
-        if (tail && nb % BPV == 0) break;
-        vq xv[MR_MAX], cv[MR_MAX];
-        vf dv[MR_MAX];
-#pragma GCC unroll 8
-        for (int i = 0; i < mr; i++) {
-            xv[i] = Q_LOAD(a->xq + (size_t)(m + i) * a->kp + (size_t)p * BPV * QK);
-            cv[i] = i8_corr(t, xv[i]);
-            const float *d = a->dx + (size_t)(m + i) * a->nbp + (size_t)p * BPV;
-            dv[i] = Q_HALVES(d[0], d[BPV - 1]);
-        }
+    const int8_t *xr = a->xq + (size_t)m * a->kp;
+    const float *fr = a->f + (size_t)m * a->nv * 2 * VW;
+    const size_t fs = (size_t)a->nv * 2 * VW;
+    for (int p = 0; p < a->nv; p++) {
+        vq wv[NR_MAX];
+        vf sw[NR_MAX];
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
-            const unsigned char *b0 = wr + (size_t)j * rb + (size_t)p * BPV * bb;
-            const unsigned char *b1 = BPV == 2 && !tail ? b0 + bb : NULL;
-            const vq wv = i8_wvec(t, b0, b1);
-            const vf sw = i8_wscale(b0, b1);
+            wv[j] = Q_LOAD(pc + (size_t)j * a->kp + (size_t)p * 4 * VW);
+            sw[j] = V_LOADU(ps + ((size_t)j * a->nv + p) * VW);
+        }
 #pragma GCC unroll 8
-            for (int i = 0; i < mr; i++)
-                acc[i][j] = V_FMA(Q_TO_F(Q_DP(cv[i], wv, xv[i])), V_MUL(sw, dv[i]), acc[i][j]);
+        for (int i = 0; i < mr; i++) {
+            const vq xv = Q_LOAD(xr + (size_t)i * a->kp + (size_t)p * 4 * VW);
+            const float *fp = fr + (size_t)i * fs + (size_t)p * 2 * VW;
+            const vf dv = V_LOADU(fp), ev = V_LOADU(fp + VW);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), wv[j], xv)), dv, ev), sw[j], acc[i][j]);
         }
     }
 #pragma GCC unroll 8
@@ -142,20 +160,20 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
     const unsigned char *wr = w + (size_t)n * rb;
     const unsigned char *next = wr + (size_t)nr * rb;
     const size_t step = (size_t)nr * BPV * bb;
+    const int8_t *xr = a->xq + (size_t)m * a->kp;
+    const float *fr = a->f + (size_t)m * a->nv * 2 * VW;
     const int full = nb / BPV;
     for (int p = 0; p <= full; p++) {
         const int tail = p == full;
         if (tail && nb % BPV == 0) break;
         i8_prefetch(next, (size_t)p * step, (size_t)(p + 1) * step);
-        const vq xv = Q_LOAD(a->xq + (size_t)m * a->kp + (size_t)p * BPV * QK);
-        const vq cv = i8_corr(t, xv);
-        const float *d = a->dx + (size_t)m * a->nbp + (size_t)p * BPV;
-        const vf dv = Q_HALVES(d[0], d[BPV - 1]);
+        const vq xv = Q_LOAD(xr + (size_t)p * 4 * VW);
+        const vf dv = V_LOADU(fr + (size_t)p * 2 * VW), ev = V_LOADU(fr + (size_t)p * 2 * VW + VW);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             const unsigned char *b0 = wr + (size_t)j * rb + (size_t)p * BPV * bb;
             const unsigned char *b1 = BPV == 2 && !tail ? b0 + bb : NULL;
-            acc[j] = V_FMA(Q_TO_F(Q_DP(cv, i8_wvec(t, b0, b1), xv)), V_MUL(i8_wscale(b0, b1), dv), acc[j]);
+            acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale(b0, b1), acc[j]);
         }
     }
 #pragma GCC unroll 8
@@ -163,20 +181,21 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
 }
 
 AI void i8_rows_t(const i8_act *a, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
-                  int ldy, kvlm_dtype t) {
+                  int ldy, kvlm_dtype t, unsigned char *pc, float *ps) {
     const int K = w->cols, nb = K / QK;
     const size_t rb = (size_t)nb * (t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0));
     const unsigned char *wd = w->data;
-    int mb = (int)(262144 / (a->kp + 4 * (size_t)a->nbp));
-    mb = mb < MR_MAX ? MR_MAX : mb - mb % MR_MAX;
     const int full = M / MR_MAX * MR_MAX;
-    for (int m0 = 0; m0 < full; m0 += mb) {
-        const int m1 = m0 + mb < full ? m0 + mb : full;
+    if (full > 0) {
         int n = n0;
-        for (; n + NR_MAX <= n1; n += NR_MAX)
-            for (int m = m0; m < m1; m += MR_MAX) i8_tile(a, nb, wd, rb, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
-        for (; n < n1; n++)
-            for (int m = m0; m < m1; m += MR_MAX) i8_tile(a, nb, wd, rb, t, MR_MAX, 1, m, n, bias, y, ldy);
+        for (; n + NR_MAX <= n1; n += NR_MAX) {
+            i8_panel(a, nb, wd, rb, t, NR_MAX, n, pc, ps);
+            for (int m = 0; m < full; m += MR_MAX) i8_tile(a, pc, ps, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+        }
+        for (; n < n1; n++) {
+            i8_panel(a, nb, wd, rb, t, 1, n, pc, ps);
+            for (int m = 0; m < full; m += MR_MAX) i8_tile(a, pc, ps, MR_MAX, 1, m, n, bias, y, ldy);
+        }
     }
     for (int m = full; m < M; m++) {
         int n = n0;
@@ -185,33 +204,49 @@ AI void i8_rows_t(const i8_act *a, int M, const kern_matrix *w, int n0, int n1, 
     }
 }
 
-/* Codes and scales of M rows of x into the layout of a (zero padding
- * included). */
-static void QNAME(i8_quantize)(const float *x, int M, int K, int8_t *xq, float *dx, size_t kp, int nbp) {
+/* Codes, spread scales and corrections of M rows of x into the layout of
+ * a (zero padding included); off is the weight bytes' offset (128 or 8). */
+static void QNAME(i8_quantize)(const float *x, int M, int K, int off, int8_t *xq, float *f, size_t kp, int nv) {
     const int nb = K / QK;
+    float d[BPV];
     for (int m = 0; m < M; m++) {
         int8_t *q = xq + (size_t)m * kp;
-        float *d = dx + (size_t)m * nbp;
-        quantize_x_row(x + (size_t)m * K, nb, q, d);
         memset(q + (size_t)nb * QK, 0, kp - (size_t)nb * QK);
-        for (int b = nb; b < nbp; b++) d[b] = 0.0f;
+        float *fr = f + (size_t)m * nv * 2 * VW;
+        for (int v = 0; v < nv; v++) {
+            for (int c = 0; c < BPV; c++) {
+                const int b = v * BPV + c;
+                d[c] = 0.0f;
+                if (b < nb) quantize_x_row(x + (size_t)m * K + (size_t)b * QK, 1, q + (size_t)b * QK, &d[c]);
+            }
+            const vf dv = Q_HALVES(d[0], d[BPV - 1]);
+            const vq s4 = Q_DP(Q_ZERO(), Q_SET8(1), Q_LOAD(q + (size_t)v * 4 * VW));
+            V_STOREU(fr + (size_t)v * 2 * VW, dv);
+            V_STOREU(fr + (size_t)v * 2 * VW + VW, V_MUL(V_MUL(Q_TO_F(s4), dv), V_SET1((float)off)));
+        }
     }
 }
 
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
     if (w->dtype != KVLM_Q8_0 && w->dtype != KVLM_Q4_0) return 0;
-    const int K = w->cols, nb = K / QK, nbp = (nb + BPV - 1) / BPV * BPV;
-    const size_t kp = (size_t)nbp * QK, need = (size_t)M * (kp + 4 * (size_t)nbp);
-    _Alignas(64) unsigned char stack[20480];
+    const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV;
+    /* per row of x: spread scales and corrections, then codes; the panel
+     * (NR_MAX weight rows of bytes and spread scales) when M >= MR_MAX */
+    const size_t kp = (size_t)nv * 4 * VW, fbytes = (size_t)nv * 2 * VW * sizeof(float);
+    const size_t panel = M >= MR_MAX ? (size_t)NR_MAX * (kp + (size_t)nv * VW * sizeof(float)) : 0;
+    const size_t need = (size_t)M * (fbytes + kp) + panel;
+    _Alignas(64) unsigned char stack[32768];
     unsigned char *buf = need <= sizeof stack ? stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!buf) return 0;
-    float *dx = (float *)buf;
-    int8_t *xq = (int8_t *)(buf + (size_t)M * nbp * 4);
-    QNAME(i8_quantize)(x, M, K, xq, dx, kp, nbp);
-    const i8_act a = {xq, dx, kp, nbp};
-    if (w->dtype == KVLM_Q8_0) i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0);
-    else i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0);
+    float *f = (float *)buf;
+    int8_t *xq = (int8_t *)(buf + (size_t)M * fbytes);
+    float *ps = (float *)(buf + (size_t)M * (fbytes + kp));
+    unsigned char *pc = (unsigned char *)ps + (size_t)NR_MAX * nv * VW * sizeof(float);
+    QNAME(i8_quantize)(x, M, K, w->dtype == KVLM_Q8_0 ? 128 : 8, xq, f, kp, nv);
+    const i8_act a = {xq, f, kp, nv};
+    if (w->dtype == KVLM_Q8_0) i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps);
+    else i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps);
     if (buf != stack) free(buf);
     return 1;
 }
