@@ -1,5 +1,6 @@
 /*
- * Int8 activations for Q8_0 / Q4_0 weights (kernels/quant_int8.h): the
+ * Int8 activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights
+ * (kernels/quant_int8.h): the
  * activation codes on known values, the vector quantisers against the C
  * one (bytes and scales equal), the avx512-vnni / avx2-vnni matmuls
  * against the C reference of the same integer math, the reference against
@@ -26,6 +27,7 @@
 #include "tensor.h"
 
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
+static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
 static const kvlm_isa vnni[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
 typedef void (*quantize_fn)(const float *, int, int8_t *, float *);
 static const quantize_fn vnni_quantize[] = {quant_int8_quantize_row_avx512, quant_int8_quantize_row_avx2};
@@ -87,6 +89,21 @@ static void test_vector_quantisers(void **state) {
     free(x);
 }
 
+/* Random K-quant blocks: random bytes, the f16 scale fields finite and
+ * moderate (as tests/test_quant_blocks.c). */
+static void random_kblocks(kvlm_dtype t, size_t nblocks, unsigned char *dst, unsigned *seed) {
+    const size_t bb = dtype_block_bytes(t);
+    for (size_t i = 0; i < nblocks * bb; i++) dst[i] = (unsigned char)((*seed = *seed * 1664525u + 1013904223u) >> 24);
+    for (size_t b = 0; b < nblocks; b++) {
+        unsigned char *blk = dst + b * bb;
+        const size_t at[2] = {t == KVLM_Q6_K ? 208 : 0, 2};
+        for (int f = 0; f < (t == KVLM_Q6_K ? 1 : 2); f++) {
+            const uint16_t h = f32_to_f16(frand(seed) * 0.05f);
+            memcpy(blk + at[f], &h, 2);
+        }
+    }
+}
+
 static double abs_dot(const float *x, const float *w, int K) {
     double s = 0;
     for (int k = 0; k < K; k++) s += fabs((double)x[k] * w[k]);
@@ -107,8 +124,9 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(seed);
     for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 5 == 0 ? 3.0f : 1.0f);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / QK_K, wq, seed);
     for (int n = 0; n < N; n++) {
-        quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
+        if (quant_can_quantize(t)) quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
         quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
     }
     kern_matrix kq = {t, wq, N, K}, kd = {KVLM_F32, wd, N, K};
@@ -161,6 +179,23 @@ static void test_matmul_shapes(void **state) {
         checked += check_case(qtypes[t], 24, 17, 1024, &seed);
     }
     assert_int_equal(checked, want * 2 * (7 * 7 * 5 + 1));
+}
+
+/* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
+ * 768 and 1280), every row count through the panel (tiles and single
+ * rows), weight-row tails. */
+static void test_matmul_kquants(void **state) {
+    (void)state;
+    const int Ms[] = {1, 2, 4, 5, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
+    unsigned seed = 17;
+    int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t a = 0; a < 5; a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 4; c++) checked += check_case(ktypes[t], Ms[a], Ns[b], Ks[c], &seed);
+        checked += check_case(ktypes[t], 13, 9, 2048, &seed);
+    }
+    assert_int_equal(checked, want * 3 * (5 * 4 * 4 + 1));
 }
 
 /* The threaded driver, and a column range starting mid-matrix that leaves
@@ -239,6 +274,7 @@ int main(void) {
         cmocka_unit_test(test_known_codes),
         cmocka_unit_test(test_vector_quantisers),
         cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_threaded_and_ranges),
         cmocka_unit_test(test_isa_levels),
     };

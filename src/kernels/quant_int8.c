@@ -31,45 +31,89 @@ void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d) {
     }
 }
 
-int quant_int8_supports(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0; }
+int quant_int8_supports(kvlm_dtype t) {
+    return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q6_K;
+}
 
-/* The integer codes w (Q8_0: q; Q4_0: code - 8) and scale of one block. */
-static float block_codes(kvlm_dtype t, const unsigned char *blk, int32_t *w) {
-    if (t == KVLM_Q8_0) {
-        const int8_t *q = (const int8_t *)(blk + 2);
-        for (int i = 0; i < QK; i++) w[i] = q[i];
-    } else {
-        const unsigned char *q = blk + 2;
-        for (int j = 0; j < QK / 2; j++) w[j] = (q[j] & 15) - 8, w[j + QK / 2] = (q[j] >> 4) - 8;
+/* One weight row in the reference's terms: value i = a[i / 16] * w[i] -
+ * b[i / 16] with integer codes w (any constant offset already applied). */
+static void row_codes(kvlm_dtype t, const unsigned char *row, int K, int32_t *w, float *a, float *b) {
+    if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
+        const size_t bb = dtype_block_bytes(t);
+        for (int kb = 0; kb < K / QK; kb++) {
+            const unsigned char *blk = row + (size_t)kb * bb, *q = blk + 2;
+            for (int j = 0; j < QK / 2; j++) {
+                if (t == KVLM_Q8_0) w[kb * QK + j] = (int8_t)q[j], w[kb * QK + j + 16] = (int8_t)q[j + 16];
+                else w[kb * QK + j] = (q[j] & 15) - 8, w[kb * QK + j + 16] = (q[j] >> 4) - 8;
+            }
+            a[2 * kb] = a[2 * kb + 1] = qb_f16(blk);
+            b[2 * kb] = b[2 * kb + 1] = 0.0f;
+        }
+        return;
     }
-    return qb_f16(blk);
+    const size_t bb = dtype_block_bytes(t);
+    for (int kb = 0; kb < K / QK_K; kb++) {
+        const unsigned char *blk = row + (size_t)kb * bb;
+        int32_t *wc = w + kb * QK_K;
+        float *ab = a + kb * 16, *bbv = b + kb * 16;
+        if (t == KVLM_Q6_K) {
+            const blk_q6_k *k = (const blk_q6_k *)blk;
+            const float d = qb_f16(blk + offsetof(blk_q6_k, d));
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 4; c++)
+                    for (int l = 0; l < 32; l++) {
+                        const int lo = (k->ql[64 * h + 32 * (c & 1) + l] >> (c < 2 ? 0 : 4)) & 15;
+                        const int hi = (k->qh[32 * h + l] >> (2 * c)) & 3;
+                        wc[128 * h + 32 * c + l] = (lo | hi << 4) - 32;
+                    }
+            for (int s = 0; s < 16; s++) ab[s] = d * (float)k->scales[s], bbv[s] = 0.0f;
+            continue;
+        }
+        const blk_q4_k *k4 = (const blk_q4_k *)blk;
+        const blk_q5_k *k5 = (const blk_q5_k *)blk;
+        const unsigned char *qs = t == KVLM_Q4_K ? k4->qs : k5->qs;
+        const float d = qb_f16(blk), dmin = qb_f16(blk + 2);
+        for (int s = 0; s < 8; s++) {
+            int sc, m;
+            qb_scale_min_k4(blk + 4, s, &sc, &m);
+            ab[2 * s] = ab[2 * s + 1] = d * (float)sc;
+            bbv[2 * s] = bbv[2 * s + 1] = dmin * (float)m;
+            for (int l = 0; l < 32; l++) {
+                const unsigned char q = qs[32 * (s / 2) + l];
+                int c = s & 1 ? q >> 4 : q & 15;
+                if (t == KVLM_Q5_K) c |= ((k5->qh[l] >> s) & 1) << 4;
+                wc[32 * s + l] = c;
+            }
+        }
+    }
 }
 
 void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                            float *y, int ldy) {
     const int K = w->cols, nb = K / QK;
-    const size_t rb = dtype_row_bytes(w->dtype, K, NULL), bb = dtype_block_bytes(w->dtype);
+    const size_t rb = dtype_row_bytes(w->dtype, K, NULL);
     int8_t *q = malloc((size_t)K + 1);
-    float *d = malloc(sizeof(float) * ((size_t)nb + 1));
-    if (!q || !d) {
-        free(q), free(d);
+    float *d = malloc(sizeof(float) * ((size_t)nb + 1)), *a = malloc(sizeof(float) * ((size_t)K / 16 + 1));
+    float *b = malloc(sizeof(float) * ((size_t)K / 16 + 1));
+    int32_t *c = malloc(sizeof(int32_t) * ((size_t)K + 1));
+    if (!q || !d || !a || !b || !c) {
+        free(q), free(d), free(a), free(b), free(c);
         return;
     }
     for (int m = 0; m < M; m++) {
         quant_int8_quantize_row(x + (size_t)m * K, K, q, d);
         for (int n = n0; n < n1; n++) {
-            const unsigned char *row = (const unsigned char *)w->data + (size_t)n * rb;
+            row_codes(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, c, a, b);
             double acc = 0;
-            for (int b = 0; b < nb; b++) {
-                int32_t c[QK], s = 0;
-                const float dw = block_codes(w->dtype, row + (size_t)b * bb, c);
-                for (int i = 0; i < QK; i++) s += c[i] * q[(size_t)b * QK + i];
-                acc += (double)dw * (double)d[b] * (double)s;
+            for (int g = 0; g < K / 16; g++) {
+                int32_t swq = 0, sq = 0;
+                for (int i = 16 * g; i < 16 * g + 16; i++) swq += c[i] * q[i], sq += q[i];
+                acc += (double)d[g / 2] * ((double)a[g] * swq - (double)b[g] * sq);
             }
             y[(size_t)m * ldy + n] = (float)acc + (bias ? bias[n] : 0.0f);
         }
     }
-    free(q), free(d);
+    free(q), free(d), free(a), free(b), free(c);
 }
 
 static void matmul_rows_avx512_vnni(const float *x, int M, const kern_matrix *w, int n0, int n1,

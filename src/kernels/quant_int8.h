@@ -1,8 +1,9 @@
 /*
  * Int8 activations for block-quantised weights: the kern_ops of the
  * avx512-vnni and avx2-vnni ISA levels (every op that of avx512 / avx2,
- * except that matmul_rows sends Q8_0 and Q4_0 weights to the int8
- * dot-product kernels of quant_int8_body.h), and the plain C reference of
+ * except that matmul_rows sends Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights to
+ * the int8 dot-product kernels of quant_int8_body.h), and the plain C
+ * reference of
  * their integer math that the tests compare them with.
  *
  * Activation quantisation (per row, per 32-value block, like Q8_0 but
@@ -13,8 +14,12 @@
  * -128 (the conversion's out-of-range value); such rows give undefined
  * (but memory-safe) outputs.
  *
- * The output is y[m][n] = bias[n] + sum over blocks b of
- * dw_b * dx_b * (sum_i w_i q_i), with the integer sums exact; the SIMD
+ * With each weight value written a_g * w_i - b_g (integer code w_i with
+ * any constant offset applied, per 16-value group g: Q8_0 / Q4_0 a = the
+ * block scale, b = 0; Q4_K / Q5_K a = d * sc, b = dmin * m; Q6_K a =
+ * d * scale, b = 0), the output is y[m][n] = bias[n] + sum over groups of
+ * dx * (a_g * sum_i w_i q_i - b_g * sum_i q_i), with the integer sums
+ * exact; the SIMD
  * kernels round the float products and sum them in a different order than
  * quant_int8_matmul_ref, which accumulates in double.
  */
@@ -29,7 +34,8 @@
  * (K % 32 == 0), exactly as the SIMD kernels form them. */
 void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d);
 
-/* 1 for the weight dtypes the int8 kernels take (Q8_0, Q4_0). */
+/* 1 for the weight dtypes the int8 kernels take (Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K). */
 int quant_int8_supports(kvlm_dtype t);
 
 /* The reference: matmul_rows' contract (kernels.h) for a dtype with

@@ -17,6 +17,7 @@
 #define V_ZERO() _mm256_setzero_ps()
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_FNMA(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
 #define V_FMS(a, b, c) _mm256_fmsub_ps((a), (b), (c))
 #define V_LOADU(p) _mm256_loadu_ps(p)
 #define V_STOREU(p, v) _mm256_storeu_ps((p), (v))

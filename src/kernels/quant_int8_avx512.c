@@ -17,6 +17,7 @@
 #define V_ZERO() _mm512_setzero_ps()
 #define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_FNMA(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
 #define V_FMS(a, b, c) _mm512_fmsub_ps((a), (b), (c))
 #define V_LOADU(p) _mm512_loadu_ps(p)
 #define V_STOREU(p, v) _mm512_storeu_ps((p), (v))

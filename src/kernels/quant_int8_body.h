@@ -1,55 +1,57 @@
 /*
- * Matmul of Q8_0 / Q4_0 weights with int8 activations on the integer
- * dot-product unit (vpdpbusd: 4 unsigned x signed byte products summed
- * into each int32 lane), written once and instantiated by
- * quant_int8_avx512.c (AVX512-VNNI, zmm: two 32-value blocks per vector)
- * and quant_int8_avx2.c (AVX-VNNI, ymm: one block per vector). Include
- * only from those files, after defining:
+ * Matmul of block-quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with
+ * int8 activations on the integer dot-product unit (vpdpbusd: 4 unsigned x
+ * signed byte products summed into each int32 lane), written once and
+ * instantiated by quant_int8_avx512.c (AVX512-VNNI, zmm: 64 codes per
+ * vector) and quant_int8_avx2.c (AVX-VNNI, ymm: 32). Include only from
+ * those files, after defining:
  *
- *   VW vf V_ZERO() V_FMA(a, b, c) V_MUL(a, b) V_REDUCE(v)   as quant_simd.h
+ *   VW vf V_ZERO() V_SET1 V_LOADU V_STOREU V_MUL V_FMA(a, b, c) (a*b+c)
+ *   V_FMS(a, b, c) (a*b-c) V_FNMA(a, b, c) (c-a*b) V_REDUCE(v)
  *   BPV             32-value blocks per vector (VW / 8)
  *   vq              integer vector (VW int32 lanes, 4 * VW bytes)
- *   Q_LOAD(p)       the 4 * VW bytes at p
+ *   Q_LOAD(p) Q_STORE(p, v)   4 * VW bytes
  *   Q_DP(acc, u, s) acc + per-lane sums of 4 products u8(u) * s8(s)
- *   Q_SUB(a, b)     int32 a - b
- *   Q_SET8(c)       every byte c
- *   Q_ZERO()
- *   Q_TO_F(a)       int32 lanes to float
+ *   Q_SET8(c) Q_ZERO() Q_TO_F(a) (int32 lanes to float)
  *   Q_W8(b0, b1)    code bytes of the Q8_0 blocks at b0, b1 (b1 NULL: zeros)
  *                   with 0x80 added (u8 = code + 128)
  *   Q_W4(b0, b1)    the 4-bit codes (0..15) of the Q4_0 blocks at b0, b1
  *                   in value order (b1 NULL: zeros)
  *   Q_HALVES(a, b)  floats: a in block 0's lanes, b in block 1's
- *   quantize_x_row  (function) the int8 activations of one row, see below
+ *   quantize_x_row  (function) the int8 activations of blocks of a row
  *   QNAME(n)        name mangling: n ## _avx512
  *
  * Activations: every 32-value block of a row of x becomes 32 int8 codes q
  * and an f32 scale dx (quant_int8.c, quant_int8_quantize_row: the same
- * bytes and scales, bit for bit). With w the weight codes (Q8_0: q;
- * Q4_0: code - 8) and dw the block's f16 scale, a block contributes
- * dw * dx * sum_i w_i q_i; the integer sum is exact in int32.
+ * bytes and scales, bit for bit).
  *
- * vpdpbusd multiplies unsigned by signed bytes, so the weight codes enter
- * as unsigned bytes u = w + off (Q8_0: off = 128; Q4_0: off = 8, the raw
- * nibble) and the activations as signed: sum u_i q_i = sum w_i q_i +
- * off * sum q_i. The second term depends on x only: per activation vector
- * it is formed once (a vpdpbusd of the bytes `off` with q) and subtracted
- * from the accumulator's start value, shared by every weight row of the
- * tile. Per block pair, weight row and row of x the kernel then issues one
- * vpdpbusd, one int32->float conversion, one multiply of the two scales
- * and one FMA.
+ * Weights enter as unsigned bytes u (vpdpbusd's unsigned side) with one
+ * float scale a per 4-value lane: value = a * (u - off) - b, where off is
+ * a constant of the type (Q8_0: 128, the code + 128; Q4_0: 8, the raw
+ * nibble; Q6_K: 32; Q4_K, Q5_K: 0) and b a per-sub-block offset (Q4_K /
+ * Q5_K: dmin * m; else 0). For one lane with block sum r = sum u q:
+ *   sum value * x ~ a * (r * dx - off * dx * S) - b * dx * S,
+ * S the lane's sum of codes. Per row of x the spread scale dx and
+ * e = off * dx * S are stored for every lane once, so each (row of x,
+ * weight row, vector) costs one vpdpbusd (zero start), one conversion, one
+ * fused r * dx - e and one FMA with a. The b terms (Q4_K / Q5_K) are a dot
+ * product of K / 32 sub-block offsets with dx * (sum of the block's
+ * codes), added per output after the loop. The integer sums are exact;
+ * the float rounding differs from quant_int8_matmul_ref's (which sums in
+ * double) by a few ulps of the terms.
  *
- * With several rows of x (prefill, batched decode) an MR_MAX x NR_MAX tile
- * of outputs stays in registers, so each weight vector is unpacked once
- * per tile and used for MR_MAX rows; rows of x are taken in blocks that
- * stay in L2 (about 256 KB of codes). With one row (decode) NR1 weight
- * rows share one load and correction of x, and the next tile is
- * prefetched as in quant_simd.h.
+ * Weights are unpacked per call into a panel of NR_MAX rows (bytes,
+ * spread scales, offsets; about 2 bytes per weight, in L1/L2) that every
+ * MR_MAX x NR_MAX register tile of outputs reads, so each block is
+ * unpacked once per call however many rows x has. For one row of x and
+ * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
+ * weight rows are unpacked straight from their blocks instead, and the
+ * next tile is prefetched as in quant_simd.h.
  *
- * The activation codes are a per-call buffer (K bytes + K / 32 floats per
- * row): on the stack for a small single row, else allocated; if the
- * allocation fails the call falls back to the f32-activation kernels of
- * the same ISA (a different rounding, never a failure).
+ * The per-call buffer (activations and panel) is on the stack when small,
+ * else allocated; if the allocation fails the call reports it and the
+ * caller falls back to the f32-activation kernels of the same ISA (a
+ * different rounding, never a failure).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,8 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_int8.h"
 #include "tensor.h"
+
+#include "kernels/quant_int8_k.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -88,25 +92,40 @@ AI vf i8_wscale(const unsigned char *b0, const unsigned char *b1) {
 typedef struct i8_act {
     const int8_t *xq;
     const float *f;
+    const float *ex; /* Q4_K / Q5_K: dx * (sum of the block's codes), nbq per row, zero-padded */
     size_t kp;
-    int nv;
+    int nv, nbq;
 } i8_act;
 
+AI int i8_off(kvlm_dtype t) { return t == KVLM_Q8_0 ? 128 : t == KVLM_Q4_0 ? 8 : t == KVLM_Q6_K ? 32 : 0; }
+AI int i8_hasmin(kvlm_dtype t) { return t == KVLM_Q4_K || t == KVLM_Q5_K; }
+
 /* The weight rows [n, n + nr) unpacked for i8_tile: row j's weight bytes
- * at pc + j * kp (vector p at p * 4 * VW), its block scales spread over
- * their lanes at ps + (j * nv + p) * VW. Built once per weight tile and
- * read by every tile of rows of x, so each block is unpacked once per call. */
+ * at pc + j * kp (vector p at p * 4 * VW), the scales of its lanes at
+ * ps + j * kp / 4 (lane order), its sub-block offsets (Q4_K / Q5_K) at
+ * pb + j * nbq. Built once per weight tile and read by every tile of rows
+ * of x. */
 AI void i8_panel(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int nr, int n,
-                 unsigned char *pc, float *ps) {
-    const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
-    const int full = nb / BPV;
+                 unsigned char *pc, float *ps, float *pb) {
     for (int j = 0; j < nr; j++) {
         const unsigned char *wr = w + (size_t)(n + j) * rb;
-        for (int p = 0; p < a->nv; p++) {
-            const unsigned char *b0 = wr + (size_t)p * BPV * bb;
-            const unsigned char *b1 = BPV == 2 && p < full ? b0 + bb : NULL;
-            Q_STORE(pc + (size_t)j * a->kp + (size_t)p * 4 * VW, i8_wvec(t, b0, b1));
-            V_STOREU(ps + ((size_t)j * a->nv + p) * VW, i8_wscale(b0, b1));
+        if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
+            const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+            const int full = nb / BPV;
+            for (int p = 0; p < a->nv; p++) {
+                const unsigned char *b0 = wr + (size_t)p * BPV * bb;
+                const unsigned char *b1 = BPV == 2 && p < full ? b0 + bb : NULL;
+                Q_STORE(pc + (size_t)j * a->kp + (size_t)p * 4 * VW, i8_wvec(t, b0, b1));
+                V_STOREU(ps + (size_t)j * (a->kp / 4) + (size_t)p * VW, i8_wscale(b0, b1));
+            }
+        } else {
+            const size_t bb = dtype_block_bytes(t);
+            float *bw = pb + (size_t)j * a->nbq;
+            for (int kb = 0; kb < nb / 8; kb++)
+                i8k_unpack(t, wr + (size_t)kb * bb, pc + (size_t)j * a->kp + (size_t)kb * QK_K,
+                           ps + (size_t)j * (a->kp / 4) + (size_t)kb * (QK_K / 4), bw + kb * 8);
+            if (i8_hasmin(t))
+                for (int b = nb; b < a->nbq; b++) bw[b] = 0.0f;
         }
     }
 }
@@ -115,8 +134,8 @@ AI void i8_panel(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
  * mr, nr compile-time. Per vector and output: one vpdpbusd (zero start),
  * one conversion, one fused r * dx - e and one FMA with the weight
  * scales. */
-AI void i8_tile(const i8_act *a, const unsigned char *pc, const float *ps, int mr, int nr, int m, int n,
-                const float *bias, float *y, int ldy) {
+AI void i8_tile(const i8_act *a, kvlm_dtype t, const unsigned char *pc, const float *ps, const float *pb, int mr,
+                int nr, int m, int n, const float *bias, float *y, int ldy) {
     vf acc[MR_MAX][NR_MAX];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
@@ -131,7 +150,7 @@ AI void i8_tile(const i8_act *a, const unsigned char *pc, const float *ps, int m
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
             wv[j] = Q_LOAD(pc + (size_t)j * a->kp + (size_t)p * 4 * VW);
-            sw[j] = V_LOADU(ps + ((size_t)j * a->nv + p) * VW);
+            sw[j] = V_LOADU(ps + (size_t)j * (a->kp / 4) + (size_t)p * VW);
         }
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
@@ -143,6 +162,14 @@ AI void i8_tile(const i8_act *a, const unsigned char *pc, const float *ps, int m
                 acc[i][j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), wv[j], xv)), dv, ev), sw[j], acc[i][j]);
         }
     }
+    if (i8_hasmin(t))
+        for (int c = 0; c < a->nbq; c += VW)
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) {
+                const vf ev = V_LOADU(a->ex + (size_t)(m + i) * a->nbq + c);
+#pragma GCC unroll 8
+                for (int j = 0; j < nr; j++) acc[i][j] = V_FNMA(V_LOADU(pb + (size_t)j * a->nbq + c), ev, acc[i][j]);
+            }
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
@@ -181,72 +208,95 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
 }
 
 AI void i8_rows_t(const i8_act *a, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
-                  int ldy, kvlm_dtype t, unsigned char *pc, float *ps) {
+                  int ldy, kvlm_dtype t, unsigned char *pc, float *ps, float *pb) {
     const int K = w->cols, nb = K / QK;
-    const size_t rb = (size_t)nb * (t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0));
+    const size_t rb = dtype_row_bytes(t, K, NULL);
     const unsigned char *wd = w->data;
-    const int full = M / MR_MAX * MR_MAX;
+    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    /* rows of x through the panel: all for the K-quants, whole tiles else */
+    const int full = small ? M / MR_MAX * MR_MAX : M, tiled = M / MR_MAX * MR_MAX;
     if (full > 0) {
         int n = n0;
         for (; n + NR_MAX <= n1; n += NR_MAX) {
-            i8_panel(a, nb, wd, rb, t, NR_MAX, n, pc, ps);
-            for (int m = 0; m < full; m += MR_MAX) i8_tile(a, pc, ps, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+            i8_panel(a, nb, wd, rb, t, NR_MAX, n, pc, ps, pb);
+            for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+            for (int m = tiled; m < full; m++) i8_tile(a, t, pc, ps, pb, 1, NR_MAX, m, n, bias, y, ldy);
         }
         for (; n < n1; n++) {
-            i8_panel(a, nb, wd, rb, t, 1, n, pc, ps);
-            for (int m = 0; m < full; m += MR_MAX) i8_tile(a, pc, ps, MR_MAX, 1, m, n, bias, y, ldy);
+            i8_panel(a, nb, wd, rb, t, 1, n, pc, ps, pb);
+            for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, 1, m, n, bias, y, ldy);
+            for (int m = tiled; m < full; m++) i8_tile(a, t, pc, ps, pb, 1, 1, m, n, bias, y, ldy);
         }
     }
-    for (int m = full; m < M; m++) {
-        int n = n0;
-        for (; n + NR1 <= n1; n += NR1) i8_tile1(a, nb, wd, rb, t, NR1, m, n, bias, y, ldy);
-        for (; n < n1; n++) i8_tile1(a, nb, wd, rb, t, 1, m, n, bias, y, ldy);
-    }
+    if (small)
+        for (int m = full; m < M; m++) {
+            int n = n0;
+            for (; n + NR1 <= n1; n += NR1) i8_tile1(a, nb, wd, rb, t, NR1, m, n, bias, y, ldy);
+            for (; n < n1; n++) i8_tile1(a, nb, wd, rb, t, 1, m, n, bias, y, ldy);
+        }
 }
 
-/* Codes, spread scales and corrections of M rows of x into the layout of
- * a (zero padding included); off is the weight bytes' offset (128 or 8). */
-static void QNAME(i8_quantize)(const float *x, int M, int K, int off, int8_t *xq, float *f, size_t kp, int nv) {
+/* Codes, spread scales, lane corrections (and block sums for Q4_K /
+ * Q5_K) of M rows of x into the layout of a, zero padding included. */
+static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_t *xq, float *f, float *ex,
+                               size_t kp, int nv, int nbq) {
     const int nb = K / QK;
+    const vf off = V_SET1((float)i8_off(t));
     float d[BPV];
     for (int m = 0; m < M; m++) {
         int8_t *q = xq + (size_t)m * kp;
         memset(q + (size_t)nb * QK, 0, kp - (size_t)nb * QK);
-        float *fr = f + (size_t)m * nv * 2 * VW;
+        float *fr = f + (size_t)m * nv * 2 * VW, *er = ex + (size_t)m * nbq;
         for (int v = 0; v < nv; v++) {
             for (int c = 0; c < BPV; c++) {
                 const int b = v * BPV + c;
                 d[c] = 0.0f;
                 if (b < nb) quantize_x_row(x + (size_t)m * K + (size_t)b * QK, 1, q + (size_t)b * QK, &d[c]);
+                if (i8_hasmin(t) && b < nb) {
+                    int sum = 0;
+                    for (int i = 0; i < QK; i++) sum += q[(size_t)b * QK + i];
+                    er[b] = d[c] * (float)sum;
+                }
             }
             const vf dv = Q_HALVES(d[0], d[BPV - 1]);
             const vq s4 = Q_DP(Q_ZERO(), Q_SET8(1), Q_LOAD(q + (size_t)v * 4 * VW));
             V_STOREU(fr + (size_t)v * 2 * VW, dv);
-            V_STOREU(fr + (size_t)v * 2 * VW + VW, V_MUL(V_MUL(Q_TO_F(s4), dv), V_SET1((float)off)));
+            V_STOREU(fr + (size_t)v * 2 * VW + VW, V_MUL(V_MUL(Q_TO_F(s4), dv), off));
         }
+        if (i8_hasmin(t))
+            for (int b = nb; b < nbq; b++) er[b] = 0.0f;
     }
 }
 
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
-    if (w->dtype != KVLM_Q8_0 && w->dtype != KVLM_Q4_0) return 0;
-    const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV;
-    /* per row of x: spread scales and corrections, then codes; the panel
-     * (NR_MAX weight rows of bytes and spread scales) when M >= MR_MAX */
+    const kvlm_dtype t = w->dtype;
+    if (!quant_int8_supports(t)) return 0;
+    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
+    /* per row of x: spread scales and corrections, block sums (Q4_K /
+     * Q5_K), codes; then the panel of NR_MAX weight rows (scales, offsets,
+     * bytes) unless one row of Q8_0 / Q4_0 is read straight from its blocks */
     const size_t kp = (size_t)nv * 4 * VW, fbytes = (size_t)nv * 2 * VW * sizeof(float);
-    const size_t panel = M >= MR_MAX ? (size_t)NR_MAX * (kp + (size_t)nv * VW * sizeof(float)) : 0;
-    const size_t need = (size_t)M * (fbytes + kp) + panel;
+    const size_t exb = i8_hasmin(t) ? (size_t)nbq * sizeof(float) : 0;
+    const size_t panel = !small || M >= MR_MAX ? (size_t)NR_MAX * (kp + kp + exb) : 0;
+    const size_t need = (size_t)M * (fbytes + exb + kp) + panel;
     _Alignas(64) unsigned char stack[32768];
     unsigned char *buf = need <= sizeof stack ? stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!buf) return 0;
-    float *f = (float *)buf;
-    int8_t *xq = (int8_t *)(buf + (size_t)M * fbytes);
-    float *ps = (float *)(buf + (size_t)M * (fbytes + kp));
-    unsigned char *pc = (unsigned char *)ps + (size_t)NR_MAX * nv * VW * sizeof(float);
-    QNAME(i8_quantize)(x, M, K, w->dtype == KVLM_Q8_0 ? 128 : 8, xq, f, kp, nv);
-    const i8_act a = {xq, f, kp, nv};
-    if (w->dtype == KVLM_Q8_0) i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps);
-    else i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps);
+    float *f = (float *)buf, *ex = (float *)(buf + (size_t)M * fbytes);
+    int8_t *xq = (int8_t *)(buf + (size_t)M * (fbytes + exb));
+    float *ps = (float *)(buf + (size_t)M * (fbytes + exb + kp)), *pb = ps + (size_t)NR_MAX * kp / 4;
+    unsigned char *pc = (unsigned char *)(pb + (size_t)NR_MAX * exb / sizeof(float));
+    QNAME(i8_quantize)(x, M, K, t, xq, f, ex, kp, nv, nbq);
+    const i8_act a = {xq, f, ex, kp, nv, nbq};
+    switch (t) {
+    case KVLM_Q8_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps, pb); break;
+    case KVLM_Q4_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps, pb); break;
+    case KVLM_Q4_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_K, pc, ps, pb); break;
+    case KVLM_Q5_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_K, pc, ps, pb); break;
+    default: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q6_K, pc, ps, pb); break;
+    }
     if (buf != stack) free(buf);
     return 1;
 }
