@@ -263,10 +263,10 @@ typedef enum kvlm_isa {
     KVLM_ISA_SCALAR,     /* plain C, the reference path */
     KVLM_ISA_AVX2,
     KVLM_ISA_AVX512,
-    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0 / Q4_0 weights
-                             (AVX512-VNNI dot products) */
-    KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0 / Q4_0 weights
-                             (AVX-VNNI dot products) */
+    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX512-VNNI dot products) */
+    KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX-VNNI dot products) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

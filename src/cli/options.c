@@ -130,7 +130,8 @@ static const shared_opt shared[] = {
      set_tokenizer},
     {CLI_ENGINE, "--threads", "N", "threads (default: all cores)", set_threads},
     {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
-     "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0 / Q4_0 weights)", set_isa},
+     "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
+     "Q4_K, Q5_K and Q6_K weights)", set_isa},
     {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default) or f16", set_kv_dtype},
     {CLI_KV, "--block-size", "N", "tokens per KV block (default 16)", set_block_size},
     {CLI_KV_POOL, "--kv-blocks", "N", "KV pool size in blocks (default: see below)", set_kv_blocks},
