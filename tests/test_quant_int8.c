@@ -29,7 +29,10 @@
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
 static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
 static const kvlm_isa vnni[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
+static const kvlm_isa vnni_base[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2};
 typedef void (*quantize_fn)(const float *, int, int8_t *, float *);
+typedef int (*min_rows_fn)(kvlm_dtype);
+static const min_rows_fn vnni_min_rows[] = {quant_int8_min_rows_avx512, quant_int8_min_rows_avx2};
 static const quantize_fn vnni_quantize[] = {quant_int8_quantize_row_avx512, quant_int8_quantize_row_avx2};
 
 static float frand(unsigned *s) {
@@ -150,6 +153,12 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
         if (!ops) continue;
         for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
         ops->matmul_rows(x, M, &kq, 0, N, bias, got, N);
+        if (M < vnni_min_rows[s](t)) { /* left to the base ISA's f32-activation kernels: its bits */
+            kern_select(vnni_base[s])->matmul_rows(x, M, &kq, 0, N, bias, f32, N);
+            assert_memory_equal(got, f32, (size_t)M * N * 4);
+            checked++;
+            continue;
+        }
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
                 const size_t i = (size_t)m * N + n;
@@ -182,8 +191,8 @@ static void test_matmul_shapes(void **state) {
 }
 
 /* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
- * 768 and 1280), every row count through the panel (tiles and single
- * rows), weight-row tails. */
+ * 768 and 1280), row counts below the int8 threshold (the f32 kernels'
+ * bits), whole tiles and single tail rows, weight-row tails. */
 static void test_matmul_kquants(void **state) {
     (void)state;
     const int Ms[] = {1, 2, 4, 5, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
@@ -196,6 +205,9 @@ static void test_matmul_kquants(void **state) {
         checked += check_case(ktypes[t], 13, 9, 2048, &seed);
     }
     assert_int_equal(checked, want * 3 * (5 * 4 * 4 + 1));
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q4_0), 1);
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 4);
+    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 2);
 }
 
 /* The threaded driver, and a column range starting mid-matrix that leaves

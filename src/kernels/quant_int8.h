@@ -45,12 +45,19 @@ void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, 
                            float *y, int ldy);
 
 /* The SIMD kernels: matmul_rows' contract for dtypes with
- * quant_int8_supports. Return 0 without writing y if they cannot run (another
- * dtype, or no memory for the activation codes). */
+ * quant_int8_supports. Return 0 without writing y if they do not run
+ * (another dtype, fewer rows than quant_int8_min_rows_*, or no memory for
+ * the activation codes). */
 int quant_int8_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                   const float *bias, float *y, int ldy);
 int quant_int8_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                 const float *bias, float *y, int ldy);
+
+/* The fewest rows of x for which the kernels use int8 activations with
+ * weight dtype t (1 for Q8_0 / Q4_0, the register tile's rows for the
+ * K-quants); below it they return 0 and the f32-activation kernels run. */
+int quant_int8_min_rows_avx512(kvlm_dtype t);
+int quant_int8_min_rows_avx2(kvlm_dtype t);
 
 /* quant_int8_quantize_row with the kernels' own vector code (the bytes and
  * scales must be the same). */

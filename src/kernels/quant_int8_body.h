@@ -46,7 +46,9 @@
  * unpacked once per call however many rows x has. For one row of x and
  * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
  * weight rows are unpacked straight from their blocks instead, and the
- * next tile is prefetched as in quant_simd.h.
+ * next tile is prefetched as in quant_simd.h. K-quant calls with fewer
+ * than MR_MAX rows are left to the f32-activation kernels (see
+ * quant_int8_min_rows).
  *
  * The per-call buffer (activations and panel) is on the stack when small,
  * else allocated; if the allocation fails the call reports it and the
@@ -268,11 +270,17 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
     }
 }
 
+/* Fewer rows of a K-quant are left to the f32-activation kernels: one row
+ * through the panel (a store and reload of every weight) measured slower
+ * than their decode kernel (quant_wide.h). */
+int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0 ? 1 : MR_MAX; }
+
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
     const kvlm_dtype t = w->dtype;
     if (!quant_int8_supports(t)) return 0;
     const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    if (M < QNAME(quant_int8_min_rows)(t)) return 0;
     const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
     /* per row of x: spread scales and corrections, block sums (Q4_K /
      * Q5_K), codes; then the panel of NR_MAX weight rows (scales, offsets,
