@@ -52,6 +52,10 @@ $(BUILD)/lib_cflags: FORCE
 	@echo '$(LIB_CFLAGS)' | cmp -s - $@ || echo '$(LIB_CFLAGS)' > $@
 .PHONY: FORCE
 
+# The int8-activation kernels also use the dot-product extensions.
+$(BUILD)/src/kernels/quant_int8_avx512.o: AVX512_FLAGS += -mavx512vnni
+$(BUILD)/src/kernels/quant_int8_avx2.o: AVX2_FLAGS += -mavxvnni
+
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@

@@ -38,11 +38,11 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 10
+#define KVLM_VERSION_MINOR 11
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.10.0"
+#define KVLM_VERSION "0.11.0"
 
-/* The version of the library actually linked ("0.10.0"); compare it with
+/* The version of the library actually linked ("0.11.0"); compare it with
  * KVLM_VERSION, the version of the header the program was compiled with. */
 const char *kvlm_version(void);
 
@@ -263,6 +263,10 @@ typedef enum kvlm_isa {
     KVLM_ISA_SCALAR,     /* plain C, the reference path */
     KVLM_ISA_AVX2,
     KVLM_ISA_AVX512,
+    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX512-VNNI dot products) */
+    KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX-VNNI dot products) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

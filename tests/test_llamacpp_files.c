@@ -25,6 +25,21 @@
  * full set (0.01-0.29% on the committed files); a different tokenization or
  * protocol moves it by far more.
  *
+ * The logits and the perplexity against the reference run on the f32-
+ * activation kernel sets (--isa forced: avx512 or avx2, not auto). Where
+ * the CPU has an int8-activation level (avx512-vnni, avx2-vnni: Q8_0, Q4_0,
+ * Q4_K, Q5_K and Q6_K tensors with 8-bit activations, as llama.cpp does)
+ * the perplexity runs again on it and must land within PPL_INT8_REL = 0.5%
+ * of the f32-activation reference and within PPL_REL of llama.cpp's. The
+ * int8 bound is wider than the 0.2% issue 15 allows for a real model
+ * because these random-weight models score worse than uniform (perplexity
+ * 7,000-12,700 over a vocabulary of ~509: large, confidently wrong logits),
+ * which amplifies activation rounding: measured -0.05% (gpt2-q3_k_m),
+ * +0.13% (llama-q4_k_m), +0.38% (qwen2-q6_k), +0.19% (qwen2-q8_0); on the
+ * trained models/shakespeare-llama the same kernels move it by 0.01-0.04%
+ * (tests/test_perplexity.c checks 0.2% there), and llama.cpp's own 8-bit
+ * activations land up to 0.45% from the reference on this set.
+ *
  * Not in `make test` until kvlm loads every file here (K-quants, llama.cpp's
  * tokenizer.ggml.pre names, qwen3): run with `make test-llamacpp`.
  */
@@ -35,6 +50,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "kernels/kernels.h"
 #include "kvlm.h"
 
 #define FIX "tests/fixtures/llamacpp/"
@@ -42,6 +58,7 @@
 #define LOGIT_TOL 1e-3
 #define PPL_REF_REL 1e-5
 #define PPL_REL 5e-3
+#define PPL_INT8_REL 5e-3
 #define MAX_TOK 64
 
 typedef struct expected {
@@ -142,22 +159,25 @@ static double json_num(json_t *o, const char *k) {
     return json_number_value(v);
 }
 
-static void check_perplexity(const char *path, const expected *x, const char *label) {
+/* kvlm perplexity on kernel set isa; the tolerance against the reference
+ * is PPL_REF_REL with f32 activations, PPL_INT8_REL with int8 ones. */
+static void check_perplexity(const char *path, const expected *x, const char *label, kvlm_isa isa, double ref_rel) {
     char *out = NULL;
-    int st = th_run_kvlm(&out, "perplexity -m %s -f " PPL_TEXT " --chunks --context %d --json 2>/dev/null", path,
-                         x->ctx);
+    int st = th_run_kvlm(&out, "perplexity -m %s -f " PPL_TEXT " --chunks --context %d --isa %s --json 2>/dev/null",
+                         path, x->ctx, kvlm_isa_name(isa));
     if (st) fail_msg("%s: kvlm perplexity exit %d: %s", label, st, out);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
     if (!j) fail_msg("%s: not JSON: %s", label, out);
     double ppl = json_num(j, "perplexity");
     int windows = (int)json_num(j, "windows"), scored = (int)json_num(j, "tokens");
-    printf("  %-22s perplexity kvlm %.4f  reference %.4f  llama.cpp %.4f  (%+.3f%%, %d chunks)\n", label, ppl,
-           x->ref_ppl, x->ppl, 100 * (ppl / x->ppl - 1), windows);
+    printf("  %-22s %-11s perplexity kvlm %.4f  reference %.4f (%+.3f%%)  llama.cpp %.4f  (%+.3f%%, %d chunks)\n",
+           label, kvlm_isa_name(isa), ppl, x->ref_ppl, 100 * (ppl / x->ref_ppl - 1), x->ppl,
+           100 * (ppl / x->ppl - 1), windows);
     assert_int_equal(windows, x->chunks);
     assert_int_equal(scored, x->chunks * x->scored_per_chunk);
-    if (fabs(ppl / x->ref_ppl - 1) > PPL_REF_REL)
-        fail_msg("%s: perplexity %.6f vs reference %.6f", label, ppl, x->ref_ppl);
+    if (fabs(ppl / x->ref_ppl - 1) > ref_rel)
+        fail_msg("%s %s: perplexity %.6f vs reference %.6f", label, kvlm_isa_name(isa), ppl, x->ref_ppl);
     if (fabs(ppl / x->ppl - 1) > PPL_REL) fail_msg("%s: perplexity %.4f vs llama.cpp %.4f", label, ppl, x->ppl);
     json_decref(j);
     free(out);
@@ -185,14 +205,19 @@ static void test_llamacpp_files(void **state) {
         if (!m) fail_msg("%s: %s", path, err.msg);
         const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
         for (size_t i = 0; i < 3; i++) {
-            if (isas[i] != KVLM_ISA_SCALAR && kvlm_isa_best() < isas[i]) continue;
+            if (!kern_cpu_supports(isas[i])) continue;
             double d = run_one(m, &x, isas[i], g);
             printf("  %-22s %-6s max|logit diff| %.2e, %d greedy ids equal\n", g, kvlm_isa_name(isas[i]), d,
                    x.n_greedy);
             if (d >= LOGIT_TOL) fail_msg("%s %s: logits differ by %g", g, kvlm_isa_name(isas[i]), d);
         }
         kvlm_model_free(m);
-        check_perplexity(path, &x, g);
+        const kvlm_isa f32 = kern_cpu_supports(KVLM_ISA_AVX512) ? KVLM_ISA_AVX512
+                             : kern_cpu_supports(KVLM_ISA_AVX2) ? KVLM_ISA_AVX2 : KVLM_ISA_SCALAR;
+        check_perplexity(path, &x, g, f32, PPL_REF_REL);
+        const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
+        for (size_t i = 0; i < 2; i++)
+            if (kern_cpu_supports(int8[i])) check_perplexity(path, &x, g, int8[i], PPL_INT8_REL);
         free(x.prefill);
         free(x.greedy_logits);
     }

@@ -23,6 +23,13 @@
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
 static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
 
+/* The best kernel set with f32 activations (auto may pick an int8 level,
+ * tested with its own tolerances in tests/test_quant_int8.c). */
+static kvlm_isa best_f32_isa(void) {
+    return kern_cpu_supports(KVLM_ISA_AVX512) ? KVLM_ISA_AVX512
+           : kern_cpu_supports(KVLM_ISA_AVX2) ? KVLM_ISA_AVX2 : KVLM_ISA_SCALAR;
+}
+
 static float frand(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
     return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
@@ -234,7 +241,7 @@ static void test_matmul_threaded_and_ranges(void **state) {
         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
         kern_matrix kq = {qtypes[t], wq, N, K};
-        const kern_ops *sc = kern_select(KVLM_ISA_SCALAR), *best = kern_select(KVLM_ISA_AUTO);
+        const kern_ops *sc = kern_select(KVLM_ISA_SCALAR), *best = kern_select(best_f32_isa());
         sc->matmul_rows(x, M, &kq, 0, N, NULL, ref, N);
         kern_matmul(best, &(kern_team){.threads = 2}, x, M, &kq, NULL, got, N);
         for (int i = 0; i < M * N; i++) assert_true(fabsf(got[i] - ref[i]) < 1e-3f);

@@ -45,13 +45,13 @@ static int set_dtype(const cli_spec *s, const char *f, const char *v) { return p
 static int set_kv_dtype(const cli_spec *s, const char *f, const char *v) { return parse_dtype(f, v, 1, &s->mf->kv_dtype); }
 
 static int set_isa(const cli_spec *s, const char *f, const char *v) {
-    static const char *names[] = {"auto", "scalar", "avx2", "avx512"};
-    for (int i = 0; i < 4; i++)
+    static const char *names[] = {"auto", "scalar", "avx2", "avx512", "avx512-vnni", "avx2-vnni"};
+    for (int i = 0; i < 6; i++)
         if (!strcmp(v, names[i])) {
             s->mf->isa = (kvlm_isa)i;
             return 0;
         }
-    fprintf(stderr, "kvlm: %s: '%s' is not one of auto, scalar, avx2, avx512\n", f, v);
+    fprintf(stderr, "kvlm: %s: '%s' is not one of auto, scalar, avx2, avx512, avx512-vnni, avx2-vnni\n", f, v);
     return -1;
 }
 
@@ -129,7 +129,9 @@ static const shared_opt shared[] = {
     {CLI_TOKENIZER, "--tokenizer", "PATH", "tokenizer directory or file (default: the model's directory)",
      set_tokenizer},
     {CLI_ENGINE, "--threads", "N", "threads (default: all cores)", set_threads},
-    {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default), scalar, avx2, avx512", set_isa},
+    {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
+     "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
+     "Q4_K, Q5_K and Q6_K weights)", set_isa},
     {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default) or f16", set_kv_dtype},
     {CLI_KV, "--block-size", "N", "tokens per KV block (default 16)", set_block_size},
     {CLI_KV_POOL, "--kv-blocks", "N", "KV pool size in blocks (default: see below)", set_kv_blocks},

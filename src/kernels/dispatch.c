@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant_int8.h"
 
 int kern_cpu_supports(kvlm_isa isa) {
     __builtin_cpu_init();
@@ -20,12 +21,19 @@ int kern_cpu_supports(kvlm_isa isa) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case KVLM_ISA_AVX512_VNNI:
+        return kern_cpu_supports(KVLM_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
+    case KVLM_ISA_AVX2_VNNI:
+        return kern_cpu_supports(KVLM_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
     default: return 0;
     }
 }
 
+/* Int8 activations (the -vnni levels) where the CPU has the dot products. */
 kvlm_isa kvlm_isa_best(void) {
+    if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) return KVLM_ISA_AVX512_VNNI;
     if (kern_cpu_supports(KVLM_ISA_AVX512)) return KVLM_ISA_AVX512;
+    if (kern_cpu_supports(KVLM_ISA_AVX2_VNNI)) return KVLM_ISA_AVX2_VNNI;
     if (kern_cpu_supports(KVLM_ISA_AVX2)) return KVLM_ISA_AVX2;
     return KVLM_ISA_SCALAR;
 }
@@ -36,6 +44,8 @@ const char *kvlm_isa_name(kvlm_isa isa) {
     case KVLM_ISA_SCALAR: return "scalar";
     case KVLM_ISA_AVX2: return "avx2";
     case KVLM_ISA_AVX512: return "avx512";
+    case KVLM_ISA_AVX512_VNNI: return "avx512-vnni";
+    case KVLM_ISA_AVX2_VNNI: return "avx2-vnni";
     }
     return "?";
 }
@@ -47,6 +57,7 @@ const kern_ops *kern_select(kvlm_isa isa) {
     case KVLM_ISA_SCALAR: return &kern_ops_scalar;
     case KVLM_ISA_AVX2: return &kern_ops_avx2;
     case KVLM_ISA_AVX512: return &kern_ops_avx512;
+    case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX2_VNNI: return quant_int8_ops(isa);
     default: return NULL;
     }
 }

@@ -6,9 +6,10 @@
  * memory; the kernels widen the codes of a block in registers or a small
  * L1 buffer and multiply them with f32 activations.
  *
- * Chosen precision: activations stay f32 (no activation quantisation; the
- * int8-activation dot products llama.cpp uses are a later performance
- * decision). The weights a kernel multiplies are exactly the dequantised
+ * Chosen precision: these kernels (the scalar, avx2 and avx512 sets) keep
+ * activations f32; the avx512-vnni / avx2-vnni sets quantise activations
+ * to 8 bits for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K instead (quant_int8.h).
+ * The weights a kernel here multiplies are exactly the dequantised
  * values quant_dequantize_row gives (see quant_blocks.h), so a quantised
  * matmul is the f32 matmul of the dequantised matrix up to rounding of the
  * partial sums (the decode kernels for Q8_0 / Q4_0 factor the block scale

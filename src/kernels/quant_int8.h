@@ -1,0 +1,71 @@
+/*
+ * Int8 activations for block-quantised weights: the kern_ops of the
+ * avx512-vnni and avx2-vnni ISA levels (every op that of avx512 / avx2,
+ * except that matmul_rows sends Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights to
+ * the int8 dot-product kernels of quant_int8_body.h), and the plain C
+ * reference of
+ * their integer math that the tests compare them with.
+ *
+ * Activation quantisation (per row, per 32-value block, like Q8_0 but
+ * with an f32 scale): amax = max |x_i|, d = amax / 127, and with
+ * id = 127 / amax (0 if amax is 0) each code is x_i * id rounded to the
+ * nearest integer, ties to even (the SIMD conversion under the default
+ * rounding mode), so |q| <= 127 for finite x. A non-finite product gives
+ * -128 (the conversion's out-of-range value); such rows give undefined
+ * (but memory-safe) outputs.
+ *
+ * With each weight value written a_g * w_i - b_g (integer code w_i with
+ * any constant offset applied, per 16-value group g: Q8_0 / Q4_0 a = the
+ * block scale, b = 0; Q4_K / Q5_K a = d * sc, b = dmin * m; Q6_K a =
+ * d * scale, b = 0), the output is y[m][n] = bias[n] + sum over groups of
+ * dx * (a_g * sum_i w_i q_i - b_g * sum_i q_i), with the integer sums
+ * exact; the SIMD
+ * kernels round the float products and sum them in a different order than
+ * quant_int8_matmul_ref, which accumulates in double.
+ */
+#ifndef KVLM_QUANT_INT8_H
+#define KVLM_QUANT_INT8_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* The codes q[0 .. K) and scales d[0 .. K / 32) of one row x of K values
+ * (K % 32 == 0), exactly as the SIMD kernels form them. */
+void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d);
+
+/* 1 for the weight dtypes the int8 kernels take (Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K). */
+int quant_int8_supports(kvlm_dtype t);
+
+/* The reference: matmul_rows' contract (kernels.h) for a dtype with
+ * quant_int8_supports, computed from quant_int8_quantize_row's codes with
+ * exact integer block sums, accumulated in double, rounded once to float. */
+void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                           float *y, int ldy);
+
+/* The SIMD kernels: matmul_rows' contract for dtypes with
+ * quant_int8_supports. Return 0 without writing y if they do not run
+ * (another dtype, fewer rows than quant_int8_min_rows_*, or no memory for
+ * the activation codes). */
+int quant_int8_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                  const float *bias, float *y, int ldy);
+int quant_int8_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                const float *bias, float *y, int ldy);
+
+/* The fewest rows of x for which the kernels use int8 activations with
+ * weight dtype t (1 for Q8_0 / Q4_0, the register tile's rows for the
+ * K-quants); below it they return 0 and the f32-activation kernels run. */
+int quant_int8_min_rows_avx512(kvlm_dtype t);
+int quant_int8_min_rows_avx2(kvlm_dtype t);
+
+/* quant_int8_quantize_row with the kernels' own vector code (the bytes and
+ * scales must be the same). */
+void quant_int8_quantize_row_avx512(const float *x, int K, int8_t *q, float *d);
+void quant_int8_quantize_row_avx2(const float *x, int K, int8_t *q, float *d);
+
+/* The kern_ops of KVLM_ISA_AVX512_VNNI or KVLM_ISA_AVX2_VNNI (NULL for
+ * other values); the caller checks kern_cpu_supports first. */
+const kern_ops *quant_int8_ops(kvlm_isa isa);
+
+#endif

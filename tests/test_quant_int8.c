@@ -1,0 +1,294 @@
+/*
+ * Int8 activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights
+ * (kernels/quant_int8.h): the
+ * activation codes on known values, the vector quantisers against the C
+ * one (bytes and scales equal), the avx512-vnni / avx2-vnni matmuls
+ * against the C reference of the same integer math, the reference against
+ * the f32-activation matmul, and the ISA levels' selection.
+ *
+ * Tolerances, with S = sum_k |x_k * w_k| for one output (w dequantised):
+ *  - vector quantiser vs C quantiser: exact (every byte, every scale);
+ *  - SIMD int8 matmul vs quant_int8_matmul_ref: 1e-6 * (1 + S). Both use the
+ *    same codes and exact int32 block sums; they differ only in the float
+ *    rounding of dw * dx, of its product with the block sum and of the
+ *    order of the K / 32 block terms (float lanes, then a horizontal sum;
+ *    the reference sums in double), a few float ulps of S at these K;
+ *  - reference vs the f32-activation matmul of the same weights: the
+ *    activation quantisation bound sum_k |w_k| * dx_k / 2 (+ 1e-5 (1 + S)).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "kernels/quant_int8.h"
+#include "tensor.h"
+
+static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
+static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+static const kvlm_isa vnni[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
+static const kvlm_isa vnni_base[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2};
+typedef void (*quantize_fn)(const float *, int, int8_t *, float *);
+typedef int (*min_rows_fn)(kvlm_dtype);
+static const min_rows_fn vnni_min_rows[] = {quant_int8_min_rows_avx512, quant_int8_min_rows_avx2};
+static const quantize_fn vnni_quantize[] = {quant_int8_quantize_row_avx512, quant_int8_quantize_row_avx2};
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void test_known_codes(void **state) {
+    (void)state;
+    float x[64];
+    int8_t q[64];
+    float d[2];
+    /* block 0: x = i - 16, amax 16, id = 127 / 16 = 7.9375 (exact) */
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16);
+    /* block 1: amax 127 (id = 1), halves round to even */
+    for (int i = 0; i < 32; i++) x[32 + i] = 0.0f;
+    x[32] = 127.0f, x[33] = 2.5f, x[34] = 3.5f, x[35] = -2.5f, x[36] = -0.5f, x[37] = 0.49f;
+    quant_int8_quantize_row(x, 64, q, d);
+    assert_true(d[0] == 16.0f / 127.0f);
+    assert_true(d[1] == 1.0f);
+    const int8_t want0[] = {-127, -119, -111, -103, -95, -87, -79, -71};
+    assert_memory_equal(q, want0, 8);
+    assert_int_equal(q[16], 0);
+    assert_int_equal(q[17], 8);   /* 7.9375 */
+    assert_int_equal(q[18], 16);  /* 15.875 */
+    assert_int_equal(q[31], 119); /* 119.0625 */
+    const int8_t want1[] = {127, 2, 4, -2, 0, 0, 0};
+    assert_memory_equal(q + 32, want1, 7);
+    /* an all-zero block: scale 0, codes 0 */
+    memset(x, 0, sizeof x);
+    quant_int8_quantize_row(x, 32, q, d);
+    assert_true(d[0] == 0.0f);
+    for (int i = 0; i < 32; i++) assert_int_equal(q[i], 0);
+}
+
+/* Every vector quantiser the CPU runs gives the C quantiser's bytes. */
+static void test_vector_quantisers(void **state) {
+    (void)state;
+    unsigned seed = 3;
+    const int K = 32 * 37;
+    float *x = malloc(K * 4), d0[37], d1[37];
+    int8_t q0[32 * 37], q1[32 * 37];
+    for (int i = 0; i < K; i++) x[i] = frand(&seed) * (i % 97 == 0 ? 1000.0f : 1.0f);
+    for (int i = 64; i < 96; i++) x[i] = 0.0f;                     /* an all-zero block */
+    for (int i = 96; i < 128; i++) x[i] = (float)(i - 112) / 4.0f; /* exact halves after scaling */
+    quant_int8_quantize_row(x, K, q0, d0);
+    int ran = 0;
+    for (size_t s = 0; s < 2; s++) {
+        if (!kern_cpu_supports(vnni[s])) continue;
+        memset(q1, 0x55, sizeof q1);
+        vnni_quantize[s](x, K, q1, d1);
+        assert_memory_equal(q0, q1, sizeof q0);
+        assert_memory_equal(d0, d1, sizeof d0);
+        ran++;
+    }
+    assert_true(ran == kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]));
+    free(x);
+}
+
+/* Random K-quant blocks: random bytes, the f16 scale fields finite and
+ * moderate (as tests/test_quant_blocks.c). */
+static void random_kblocks(kvlm_dtype t, size_t nblocks, unsigned char *dst, unsigned *seed) {
+    const size_t bb = dtype_block_bytes(t);
+    for (size_t i = 0; i < nblocks * bb; i++) dst[i] = (unsigned char)((*seed = *seed * 1664525u + 1013904223u) >> 24);
+    for (size_t b = 0; b < nblocks; b++) {
+        unsigned char *blk = dst + b * bb;
+        const size_t at[2] = {t == KVLM_Q6_K ? 208 : 0, 2};
+        for (int f = 0; f < (t == KVLM_Q6_K ? 1 : 2); f++) {
+            const uint16_t h = f32_to_f16(frand(seed) * 0.05f);
+            memcpy(blk + at[f], &h, 2);
+        }
+    }
+}
+
+static double abs_dot(const float *x, const float *w, int K) {
+    double s = 0;
+    for (int k = 0; k < K; k++) s += fabs((double)x[k] * w[k]);
+    return s;
+}
+
+/* One shape, one weight type: every int8 ISA the CPU has against the
+ * reference, and the reference against f32 activations. Returns the number
+ * of ISAs checked. */
+static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(t, K, NULL);
+    float *wf = malloc((size_t)N * K * 4), *wd = malloc((size_t)N * K * 4);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
+    float *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4), *f32 = malloc((size_t)M * N * 4);
+    float *dx = malloc((size_t)(K / 32) * 4);
+    int8_t *qx = malloc((size_t)K);
+    for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(seed);
+    for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 5 == 0 ? 3.0f : 1.0f);
+    for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / QK_K, wq, seed);
+    for (int n = 0; n < N; n++) {
+        if (quant_can_quantize(t)) quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
+        quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
+    }
+    kern_matrix kq = {t, wq, N, K}, kd = {KVLM_F32, wd, N, K};
+    quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
+    kern_select(KVLM_ISA_SCALAR)->matmul_rows(x, M, &kd, 0, N, bias, f32, N);
+    for (int m = 0; m < M; m++) {
+        quant_int8_quantize_row(x + (size_t)m * K, K, qx, dx);
+        for (int n = 0; n < N; n++) {
+            const size_t i = (size_t)m * N + n;
+            const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
+            double bound = 1e-5 * (1 + S);
+            for (int k = 0; k < K; k++) bound += fabs(wd[(size_t)n * K + k]) * dx[k / 32] * 0.5;
+            if (fabs((double)ref[i] - f32[i]) > bound)
+                fail_msg("%s M=%d N=%d K=%d [%d,%d]: int8 reference %g vs f32 activations %g beyond %g",
+                         kvlm_dtype_name(t), M, N, K, m, n, ref[i], f32[i], bound);
+        }
+    }
+    int checked = 0;
+    for (size_t s = 0; s < 2; s++) {
+        const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
+        if (!ops) continue;
+        for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+        ops->matmul_rows(x, M, &kq, 0, N, bias, got, N);
+        if (M < vnni_min_rows[s](t)) { /* left to the base ISA's f32-activation kernels: its bits */
+            kern_select(vnni_base[s])->matmul_rows(x, M, &kq, 0, N, bias, f32, N);
+            assert_memory_equal(got, f32, (size_t)M * N * 4);
+            checked++;
+            continue;
+        }
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                const size_t i = (size_t)m * N + n;
+                const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
+                if (fabs((double)got[i] - ref[i]) > 1e-6 * (1 + S))
+                    fail_msg("%s %s M=%d N=%d K=%d [%d,%d]: %.9g vs reference %.9g", kvlm_isa_name(vnni[s]),
+                             kvlm_dtype_name(t), M, N, K, m, n, got[i], ref[i]);
+            }
+        checked++;
+    }
+    free(wf), free(wd), free(wq), free(x), free(bias), free(ref), free(got), free(f32), free(dx), free(qx);
+    return checked;
+}
+
+/* Row tiles (4 x 4 and 2 x 3 plus the one-row tail), weight-row tails, odd
+ * block counts (the zmm kernel's half pair) and a buffer too large for the
+ * stack (M = 24, K = 1024). */
+static void test_matmul_shapes(void **state) {
+    (void)state;
+    const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 3, 4, 5, 8, 9, 13}, Ks[] = {32, 64, 96, 160, 288};
+    unsigned seed = 5;
+    int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t a = 0; a < 7; a++)
+            for (size_t b = 0; b < 7; b++)
+                for (size_t c = 0; c < 5; c++) checked += check_case(qtypes[t], Ms[a], Ns[b], Ks[c], &seed);
+        checked += check_case(qtypes[t], 24, 17, 1024, &seed);
+    }
+    assert_int_equal(checked, want * 2 * (7 * 7 * 5 + 1));
+}
+
+/* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
+ * 768 and 1280), row counts below the int8 threshold (the f32 kernels'
+ * bits), whole tiles and single tail rows, weight-row tails. */
+static void test_matmul_kquants(void **state) {
+    (void)state;
+    const int Ms[] = {1, 2, 4, 5, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
+    unsigned seed = 17;
+    int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t a = 0; a < 5; a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 4; c++) checked += check_case(ktypes[t], Ms[a], Ns[b], Ks[c], &seed);
+        checked += check_case(ktypes[t], 13, 9, 2048, &seed);
+    }
+    assert_int_equal(checked, want * 3 * (5 * 4 * 4 + 1));
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q4_0), 1);
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 4);
+    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 2);
+}
+
+/* The threaded driver, and a column range starting mid-matrix that leaves
+ * the rest of y untouched. */
+static void test_threaded_and_ranges(void **state) {
+    (void)state;
+    unsigned seed = 9;
+    const int M = 6, N = 1000, K = 512;
+    for (size_t t = 0; t < 2; t++) {
+        const size_t rb = dtype_row_bytes(qtypes[t], K, NULL);
+        float *wf = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
+        unsigned char *wq = malloc((size_t)N * rb);
+        float *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
+        for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(&seed);
+        for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
+        for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
+        kern_matrix kq = {qtypes[t], wq, N, K};
+        quant_int8_matmul_ref(x, M, &kq, 0, N, NULL, ref, N);
+        for (size_t s = 0; s < 2; s++) {
+            if (!kern_cpu_supports(vnni[s])) continue;
+            const kern_ops *ops = kern_select(vnni[s]);
+            kern_matmul(ops, &(kern_team){.threads = 2}, x, M, &kq, NULL, got, N);
+            for (int i = 0; i < M * N; i++) assert_true(fabsf(got[i] - ref[i]) < 1e-4f);
+            for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+            ops->matmul_rows(x, M, &kq, 333, 345, NULL, got, N);
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    const float g = got[(size_t)m * N + n];
+                    if (n < 333 || n >= 345) assert_true(g == -12345.0f);
+                    else assert_true(fabsf(g - ref[(size_t)m * N + n]) < 1e-4f);
+                }
+        }
+        free(wf), free(x), free(wq), free(ref), free(got);
+    }
+}
+
+/* The levels: names, numbers kept for the old ones, auto picks the
+ * int8 level the CPU has, and every op other than the quantised matmul is
+ * the base ISA's (f32 weights give the base ISA's bits). */
+static void test_isa_levels(void **state) {
+    (void)state;
+    assert_int_equal(KVLM_ISA_AVX512, 3);
+    assert_int_equal(KVLM_ISA_AVX512_VNNI, 4);
+    assert_int_equal(KVLM_ISA_AVX2_VNNI, 5);
+    assert_string_equal(kvlm_isa_name(KVLM_ISA_AVX512_VNNI), "avx512-vnni");
+    assert_string_equal(kvlm_isa_name(KVLM_ISA_AVX2_VNNI), "avx2-vnni");
+    if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) assert_int_equal(kvlm_isa_best(), KVLM_ISA_AVX512_VNNI);
+    else if (!kern_cpu_supports(KVLM_ISA_AVX512) && kern_cpu_supports(KVLM_ISA_AVX2_VNNI))
+        assert_int_equal(kvlm_isa_best(), KVLM_ISA_AVX2_VNNI);
+    const kvlm_isa base[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2};
+    unsigned seed = 11;
+    const int M = 3, N = 20, K = 64;
+    float w[20 * 64], x[3 * 64], y0[60], y1[60];
+    for (int i = 0; i < N * K; i++) w[i] = frand(&seed);
+    for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
+    for (size_t s = 0; s < 2; s++) {
+        if (!kern_cpu_supports(vnni[s])) {
+            assert_null(kern_select(vnni[s]));
+            continue;
+        }
+        assert_true(kern_cpu_supports(base[s]));
+        const kern_ops *v = kern_select(vnni[s]), *b = kern_select(base[s]);
+        assert_int_equal(v->isa, vnni[s]);
+        assert_true(v->attn_scores == b->attn_scores && v->attn_accum == b->attn_accum && v->gelu == b->gelu &&
+                    v->layernorm == b->layernorm && v->rmsnorm == b->rmsnorm && v->swiglu == b->swiglu &&
+                    v->store_row == b->store_row);
+        const kern_matrix km = {KVLM_F32, w, N, K};
+        v->matmul_rows(x, M, &km, 0, N, NULL, y0, N);
+        b->matmul_rows(x, M, &km, 0, N, NULL, y1, N);
+        assert_memory_equal(y0, y1, sizeof y0);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_known_codes),
+        cmocka_unit_test(test_vector_quantisers),
+        cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_matmul_kquants),
+        cmocka_unit_test(test_threaded_and_ranges),
+        cmocka_unit_test(test_isa_levels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
