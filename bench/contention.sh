@@ -39,8 +39,9 @@ run_one() {
     llama)
         r=$(timeout "$TIMEOUT" "$LLAMA_BENCH" -m "$2" -t "$THREADS" -p 0 -n "$TOKENS" -r 2 -ctk f16 -ctv f16 -o csv 2>/dev/null)
         rc=$?
-        v=$(printf '%s\n' "$r" | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "\"avg_ts\"") c = i; next }
-                                          c { gsub(/"/, "", $c); print $c; exit }') ;;
+        v=$(printf '%s\n' "$r" | awk -F, '{ gsub(/"/, "") }
+                                          NR == 1 { for (i = 1; i <= NF; i++) if ($i == "avg_ts") c = i; next }
+                                          c { print $c; exit }') ;;
     *)
         bin=$KVLM
         [ "$1" = old ] && bin=$KVLM_OLD
