@@ -4,9 +4,11 @@
  * logits of one engine run alone; a host that calls omp_set_num_threads(8)
  * before and between steps changes neither the logits nor the number of
  * threads a step uses; and each engine's recorded team size
- * (kvlm_engine_threads_used) is its own thread count. Run under ASan
- * (make test SANITIZE=1) these would catch a region that runs more threads
- * than the per-thread scratch was sized for.
+ * (kvlm_engine_threads_used) never exceeds its own thread count (work is
+ * handed out item by item, so how many threads actually took part depends
+ * on the scheduler; tests/test_team.c checks that every worker can). Run
+ * under ASan (make test SANITIZE=1) these would catch a region that runs
+ * more threads than the per-thread scratch was sized for.
  *
  * The model is the grouped-query Llama fixture (tests/fixtures/llama/gqa)
  * with its context raised to 256 positions (rotary positions have no
@@ -24,6 +26,7 @@
 
 #include "helpers.h"
 #include "kernels/kernels.h"
+#include "kernels/team.h"
 #include "kvlm.h"
 
 #define FIX "tests/fixtures/llama/gqa"
@@ -138,7 +141,7 @@ static void test_two_engines_alternating(void **state) {
         expect_rows(lb, ref, i, "2-thread engine beside a 1-thread one");
     }
     assert_int_equal(kvlm_engine_threads_used(a.e), 1);
-    assert_int_equal(kvlm_engine_threads_used(b.e), 2); /* the prefill's regions fork */
+    assert_in_range(kvlm_engine_threads_used(b.e), 1, 2);
     run_close(&a);
     run_close(&b);
     free(la);
@@ -164,7 +167,7 @@ static void test_host_omp_default_ignored(void **state) {
             snprintf(what, sizeof what, "%d-thread engine, host default %d", threads, 8 + i);
             expect_rows(lg, ref, i, what);
         }
-        assert_int_equal(kvlm_engine_threads_used(r.e), threads);
+        assert_in_range(kvlm_engine_threads_used(r.e), 1, threads);
         assert_int_equal(omp_get_max_threads(), 8 + N_DECODE); /* the engine set nothing process-wide */
         run_close(&r);
     }
@@ -172,8 +175,8 @@ static void test_host_omp_default_ignored(void **state) {
     free(ref);
 }
 
-/* The kernels' matmul driver alone: a team of 3 never runs more than 3
- * threads and gives the one-thread result exactly. */
+/* The kernels' matmul driver alone: a team of 3 (its own pool) never runs
+ * more than 3 threads and gives the one-thread result exactly. */
 static void test_matmul_team(void **state) {
     (void)state;
     const int M = 5, N = 777, K = 64;
@@ -183,13 +186,15 @@ static void test_matmul_team(void **state) {
     for (int i = 0; i < N * K; i++) w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
     for (int i = 0; i < M * K; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
     kern_matrix km = {KVLM_F32, w, N, K};
-    kern_team one = {.threads = 1}, three = {.threads = 3};
+    kern_team one = {.threads = 1}, three;
+    assert_int_equal(kern_team_open(&three, 3), 0);
     omp_set_num_threads(8);
     kern_matmul(kern_select(KVLM_ISA_AUTO), &one, x, M, &km, NULL, y1, N);
     kern_matmul(kern_select(KVLM_ISA_AUTO), &three, x, M, &km, NULL, y3, N);
     assert_int_equal(one.peak, 1);
-    assert_int_equal(three.peak, 3);
+    assert_in_range(three.peak, 1, 3);
     assert_memory_equal(y1, y3, (size_t)M * N * 4);
+    kern_team_close(&three);
     free(w), free(x), free(y1), free(y3);
 }
 

@@ -1,14 +1,14 @@
 /*
  * Run-time choice of kernel set from cpuid, and the threaded matmul driver
- * that splits output features across the caller's threads (a kern_team:
- * every region names its team size; the process-wide OpenMP default is
- * never used).
+ * that splits output features into items for the caller's team (its own
+ * pool, kernels/team.h; the process-wide OpenMP default is never used).
  */
 #include <math.h>
 #include <omp.h>
 
 #include "kernels/kernels.h"
 #include "kernels/quant_int8.h"
+#include "kernels/team.h"
 
 int kern_cpu_supports(kvlm_isa isa) {
     __builtin_cpu_init();
@@ -64,15 +64,28 @@ const kern_ops *kern_select(kvlm_isa isa) {
 
 int kern_load_threads(void) { return omp_get_num_procs(); }
 
-void kern_team_note(kern_team *t) {
-    if (omp_get_thread_num() != 0) return;
-    const int n = omp_get_num_threads();
-    if (n > t->peak) t->peak = n;
+typedef struct matmul_job {
+    const kern_ops *ops;
+    const float *x;
+    const kern_matrix *w;
+    const float *bias;
+    float *y;
+    int M, ldy, step, N;
+} matmul_job;
+
+static void matmul_item(void *ctx, int item, int worker) {
+    (void)worker;
+    const matmul_job *j = ctx;
+    const int n0 = item * j->step, n1 = n0 + j->step < j->N ? n0 + j->step : j->N;
+    j->ops->matmul_rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
 }
 
-/* Output features are split into chunks that are a multiple of the SIMD
- * tile so every thread streams whole weight rows; small matrices stay on one
- * thread to avoid fork/join costs larger than the work. */
+/* Output features are split into items that are a multiple of the SIMD
+ * tile so every thread streams whole weight rows (8 items per thread of
+ * the team, so a late thread's share is small); small matrices stay on the
+ * caller, whose work would be smaller than waking a thread. Every output
+ * element is computed by one item, with one accumulation order, whatever
+ * the split. */
 void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy) {
     const int N = w->rows;
@@ -86,15 +99,8 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     int chunks = nt * 8;
     int step = (N + chunks - 1) / chunks;
     step = (step + 15) & ~15;
-    #pragma omp parallel num_threads(nt)
-    {
-        kern_team_note(team);
-        #pragma omp for schedule(dynamic, 1)
-        for (int n0 = 0; n0 < N; n0 += step) {
-            int n1 = n0 + step < N ? n0 + step : N;
-            ops->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
-        }
-    }
+    matmul_job j = {ops, x, w, bias, y, M, ldy, step, N};
+    kern_team_run(team, (N + step - 1) / step, matmul_item, &j);
 }
 
 void kern_softmax(float *x, int n) {

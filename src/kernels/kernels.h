@@ -74,31 +74,36 @@ extern const kern_ops kern_ops_avx512;
 const kern_ops *kern_select(kvlm_isa isa);
 int kern_cpu_supports(kvlm_isa isa);
 
-/* The threads a caller lends the kernels. Every parallel region opened on
- * its behalf names its team size (num_threads(threads)), so the process-wide
- * OpenMP default (omp_set_num_threads, OMP_NUM_THREADS) never applies and no
- * region can run more than `threads` threads: thread numbers stay below
- * `threads`, which is what per-thread scratch is sized for. `peak` is the
- * largest team that actually ran (written only by the calling thread, the
- * team's thread 0). One kern_team per caller; not shared between threads
- * that step concurrently. */
+/* The threads a caller lends the kernels: an engine-owned pool
+ * (kernels/team.h: kern_team_open starts threads - 1 persistent workers,
+ * kern_team_run hands a region's items out to them and to the caller).
+ * Nothing process-wide is read or set (no OpenMP in any region an engine
+ * opens), so no other engine or host setting changes how many threads run.
+ * A worker number stays below `threads`, which is what per-thread scratch
+ * is sized for. `peak` is the largest number of threads that actually ran
+ * items of one region (written only by the calling thread). A team written
+ * as {.threads = N} without kern_team_open has no pool and runs every
+ * region on the caller. One kern_team per caller; not shared between
+ * threads that step concurrently. */
+struct kern_pool;
 typedef struct kern_team {
-    int threads;   /* >= 1 */
-    int peak;      /* 0 until a region (or a serial kernel call) has run */
+    int threads;             /* >= 1 */
+    int peak;                /* 0 until a region (or a serial kernel call) has run */
+    struct kern_pool *pool;  /* NULL: every region runs on the caller */
 } kern_team;
 
-/* Called by each thread of a region the team opened (and once on the
- * serial path): thread 0 records the team's size in peak. */
+/* A kernel call ran on the caller alone: peak becomes at least 1. */
 void kern_team_note(kern_team *t);
 
 /* Threads for one-off work outside any engine (model load: synthetic
- * weights, layout transposes; the read-bandwidth measurement): every
- * processor this process may run on (omp_get_num_procs honours the CPU
- * affinity mask, so taskset or a cpuset bounds it). Load runs once, before
+ * weights, layout transposes; the read-bandwidth measurement; these use
+ * OpenMP): every processor this process may run on (omp_get_num_procs
+ * honours the CPU affinity mask, so taskset or a cpuset bounds it). Load runs once, before
  * an engine exists, and its results do not depend on the count. */
 int kern_load_threads(void);
 
-/* y = x W^T + bias for M rows, split across at most team->threads threads. */
+/* y = x W^T + bias for M rows, output features split into items of whole
+ * 16-row tiles run by the team (at most team->threads threads). */
 void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy);
 

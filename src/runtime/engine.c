@@ -12,29 +12,34 @@
  * without a cache is the caller truncating a sequence to 0 and stepping its
  * whole context again (the scheduler's recompute option).
  *
- * Threads: the engine owns its thread count. Every parallel region it opens,
- * here and in the kernels (through its kern_team), names its team size with
- * num_threads(threads); nothing reads or sets the process-wide OpenMP
- * default, so neither another engine nor a host calling omp_set_num_threads
- * changes how many threads a step uses. Per-thread scratch (attention
- * scores) is sized for `threads`, the most any region can run, so a thread
- * number never reaches past it. The largest team that actually ran is kept
- * (kvlm_engine_threads_used). OpenMP gives this cleanly (num_threads is an
- * upper bound on each region's team, whichever thread opens it, and a team
- * of one runs inline), so the engine keeps OpenMP's thread pools rather
- * than a pool of its own.
+ * Threads: the engine owns its threads, a pool of its own (kern_team,
+ * kernels/team.h) started once at creation: threads - 1 workers plus the
+ * thread that calls kvlm_engine_step. Every parallel region, here and in
+ * the kernels, is a list of items handed out one at a time, so a worker
+ * descheduled by another process loses its share to the others; when
+ * workers keep arriving late the pool runs the next regions with fewer
+ * threads and probes the larger team again now and then (team.c). Waits
+ * spin for at most tens of microseconds, then sleep: an idle engine uses no
+ * CPU. Nothing process-wide is read or set (no OpenMP here), so neither
+ * another engine nor a host setting changes how many threads a step uses.
+ * Items write only their own outputs, so results do not depend on the
+ * thread count. Per-thread scratch (attention scores) is sized for
+ * `threads`, the largest worker number + 1. The largest team that actually
+ * ran is kept (kvlm_engine_threads_used).
  *
  * Invariant: a failed step leaves every sequence as it was.
  */
 #include <math.h>
-#include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/attention.h"
 #include "error.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "kernels/team.h"
 #include "runtime/kvcache.h"
 #include "model/model.h"
 
@@ -46,7 +51,7 @@ struct kvlm_engine {
     kvlm_model *m;
     kvlm_kv *kv;
     const kern_ops *ops;
-    kern_team team;       /* threads lent to every parallel region of a step */
+    kern_team team;       /* the engine's pool, lent to every parallel region of a step */
     int cap_rows;
     eng_row *rows;
     int *logit_rows;      /* indices into rows whose logits are returned */
@@ -55,6 +60,17 @@ struct kvlm_engine {
     float *rope;          /* per row: cos then sin of head_dim / 2 angles */
     float *scores;        /* per thread (team.threads of them), n_ctx floats */
 };
+
+/* The default thread count: every processor the process may run on (its
+ * affinity mask, so taskset and cpusets bound it). Measured on a 2-core
+ * machine, 2 threads beat 1 for prefill and decode of GPT-2 and Llama 1B
+ * shapes (docs/performance.md, "A shared machine"); when another process
+ * holds a core, the pool itself runs fewer threads (kernels/team.c). */
+static int engine_default_threads(void) {
+    cpu_set_t set;
+    const int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : n;
+}
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
     kvlm_engine_options o = opt ? *opt : (kvlm_engine_options){0};
@@ -81,7 +97,12 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
     e->ff_dim = m->layers[0].w_gate.data || m->layers[0].w_gate_up.data ? 2 * c->n_ff : c->n_ff; /* gate | up */
     e->ops = ops;
-    e->team.threads = o.threads ? o.threads : omp_get_num_procs();
+    const int threads = o.threads ? o.threads : engine_default_threads();
+    if (kern_team_open(&e->team, threads)) {
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "could not start %d engine threads", threads);
+        kvlm_engine_free(e);
+        return NULL;
+    }
     e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
     if (!e->scores) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
@@ -105,6 +126,7 @@ static void free_scratch(kvlm_engine *e) {
 
 void kvlm_engine_free(kvlm_engine *e) {
     if (!e) return;
+    kern_team_close(&e->team);
     free_scratch(e);
     free(e->scores);
     free(e);
@@ -146,43 +168,56 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     return KVLM_OK;
 }
 
-static void embed(kvlm_engine *e, int T) {
+/* A region of n items on the engine's team, or on the caller alone when
+ * the work is too small to be worth waking a thread. */
+static void region(kvlm_engine *e, int parallel, int n, kern_task fn, void *ctx) {
+    if (parallel) {
+        kern_team_run(&e->team, n, fn, ctx);
+        return;
+    }
+    kern_team_note(&e->team);
+    for (int i = 0; i < n; i++) fn(ctx, i, 0);
+}
+
+static void embed_row(void *ctx, int t, int worker) {
+    (void)worker;
+    kvlm_engine *e = ctx;
     const kvlm_model *m = e->m;
     const int C = m->cfg.n_embd;
-    #pragma omp parallel num_threads(e->team.threads) if (T > 1)
-    {
-        kern_team_note(&e->team);
-        #pragma omp for
-        for (int t = 0; t < T; t++) {
-            float *xr = e->x + (size_t)t * C;
-            if (dtype_is_blocked(m->wte.dtype)) /* rows are whole blocks: dequantise the token's row */
-                quant_dequantize_row(m->wte.dtype,
-                                     (const char *)m->wte.data +
-                                         (size_t)e->rows[t].token * dtype_row_bytes(m->wte.dtype, C, NULL),
-                                     C, xr);
-            else
-                dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
-            if (m->wpe.data) {
-                const size_t po = (size_t)e->rows[t].pos * C;
-                for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
-            }
-        }
+    float *xr = e->x + (size_t)t * C;
+    if (dtype_is_blocked(m->wte.dtype)) /* rows are whole blocks: dequantise the token's row */
+        quant_dequantize_row(m->wte.dtype,
+                             (const char *)m->wte.data + (size_t)e->rows[t].token * dtype_row_bytes(m->wte.dtype, C, NULL),
+                             C, xr);
+    else
+        dtype_row_f32(m->wte.dtype, m->wte.data, e->rows[t].token, C, xr);
+    if (m->wpe.data) {
+        const size_t po = (size_t)e->rows[t].pos * C;
+        for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
     }
 }
 
+static void embed(kvlm_engine *e, int T) { region(e, T > 1, T, embed_row, e); }
+
 /* LayerNorm when the norm has a bias (GPT-2), RMSNorm otherwise (Llama). */
+typedef struct norm_job {
+    kvlm_engine *e;
+    const float *in, *w, *b;
+    float *out;
+} norm_job;
+
+static void norm_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const norm_job *j = ctx;
+    const int C = j->e->m->cfg.n_embd;
+    const float eps = j->e->m->cfg.norm_eps;
+    if (j->b) j->e->ops->layernorm(j->in + (size_t)t * C, j->w, j->b, C, eps, j->out + (size_t)t * C);
+    else j->e->ops->rmsnorm(j->in + (size_t)t * C, j->w, C, eps, j->out + (size_t)t * C);
+}
+
 static void norm_rows(kvlm_engine *e, const float *in, const float *w, const float *b, float *out, int T) {
-    const int C = e->m->cfg.n_embd;
-    const float eps = e->m->cfg.norm_eps;
-    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
-    {
-        kern_team_note(&e->team);
-        #pragma omp for
-        for (int t = 0; t < T; t++) {
-            if (b) e->ops->layernorm(in + (size_t)t * C, w, b, C, eps, out + (size_t)t * C);
-            else e->ops->rmsnorm(in + (size_t)t * C, w, C, eps, out + (size_t)t * C);
-        }
-    }
+    norm_job j = {e, in, w, b, out};
+    region(e, T > 4, T, norm_row, &j);
 }
 
 /* cos and sin of pos x inv_freq[i] for each row, once per step. */
@@ -234,48 +269,62 @@ static void store_kv(kvlm_engine *e, int l, int T) {
 /* Causal attention of each row's query heads over its sequence's cache:
  * the query at position p reads keys 0..p, or p - W + 1..p with a sliding
  * window of W (Hugging Face's convention: W keys, its own included). */
-static void attend(kvlm_engine *e, int l, int T) {
+typedef struct attend_job {
+    kvlm_engine *e;
+    int l;
+} attend_job;
+
+/* One (row, query head); the worker number picks its scores scratch
+ * (worker < team.threads, the count the scratch was sized for). */
+static void attend_head(void *ctx, int th, int worker) {
+    const attend_job *j = ctx;
+    const kvlm_engine *e = j->e;
     const kvlm_config *c = &e->m->cfg;
     const int hd = c->head_dim, H = c->n_head, W = c->sliding_window;
     const int group = c->n_head / c->n_kv_head;
     const float scale = 1.0f / sqrtf((float)hd);
-    const kvlm_kv *kv = e->kv;
+    float *sc = e->scores + (size_t)worker * c->n_ctx;
+    const int t = th / H, h = th % H, kh = h / group;
+    const eng_row *r = &e->rows[t];
+    const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+    float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
+    const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
+    attn_seq_head(e->ops, e->kv, r->seq, j->l, kh, q, lo, r->pos + 1, scale, sc, out);
+}
+
+static void attend(kvlm_engine *e, int l, int T) {
+    const kvlm_config *c = &e->m->cfg;
+    const int H = c->n_head, W = c->sliding_window, hd = c->head_dim;
     /* Fork only when the work outweighs waking the threads (tiny models,
      * short contexts). */
     long work = 0;
     for (int t = 0; t < T; t++) work += (long)(W && e->rows[t].pos + 1 > W ? W : e->rows[t].pos + 1) * H * hd;
-    #pragma omp parallel num_threads(e->team.threads) if (work > 65536)
-    {
-        kern_team_note(&e->team);
-        /* thread number < team.threads: the team never exceeds num_threads */
-        float *sc = e->scores + (size_t)omp_get_thread_num() * c->n_ctx;
-        #pragma omp for schedule(dynamic, 1)
-        for (int th = 0; th < T * H; th++) {
-            const int t = th / H, h = th % H, kh = h / group;
-            const eng_row *r = &e->rows[t];
-            const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
-            float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-            const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
-            attn_seq_head(e->ops, kv, r->seq, l, kh, q, lo, r->pos + 1, scale, sc, out);
-        }
-    }
+    attend_job j = {e, l};
+    region(e, work > 65536, T * H, attend_head, &j);
 }
 
 /* Qwen3: RMSNorm of every query and key head (weights of head_dim), in
  * place, before the rotary embedding. */
-static void qk_norm(kvlm_engine *e, const model_layer *L, int T) {
+typedef struct qk_norm_job {
+    kvlm_engine *e;
+    const model_layer *L;
+} qk_norm_job;
+
+static void qk_norm_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const qk_norm_job *j = ctx;
+    const kvlm_engine *e = j->e;
     const kvlm_config *c = &e->m->cfg;
     const int hd = c->head_dim, heads = c->n_head + c->n_kv_head;
-    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
-    {
-        kern_team_note(&e->team);
-        #pragma omp for
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < heads; h++) {
-                float *v = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
-                e->ops->rmsnorm(v, h < c->n_head ? L->q_norm : L->k_norm, hd, c->norm_eps, v);
-            }
+    for (int h = 0; h < heads; h++) {
+        float *v = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
+        e->ops->rmsnorm(v, h < c->n_head ? j->L->q_norm : j->L->k_norm, hd, c->norm_eps, v);
     }
+}
+
+static void qk_norm(kvlm_engine *e, const model_layer *L, int T) {
+    qk_norm_job j = {e, L};
+    region(e, T > 4, T, qk_norm_row, &j);
 }
 
 /* Q, K and V for every row: one fused matmul (GPT-2, Phi-3) or three
@@ -296,6 +345,13 @@ static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
     if (e->m->rope_inv_freq) apply_rope(e, T);
 }
 
+static void swiglu_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const kvlm_engine *e = ctx;
+    const int F = e->m->cfg.n_ff;
+    e->ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
+}
+
 /* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama); gate
  * and up from one matmul when the file fuses them (Phi-3's [gate; up]
  * rows give exactly the gate | up halves of each ff row). */
@@ -314,14 +370,7 @@ static void mlp(kvlm_engine *e, const model_layer *L, int T) {
         kern_matmul(ops, &e->team, e->h, T, &L->w_gate, NULL, e->ff, 2 * F);
         kern_matmul(ops, &e->team, e->h, T, &L->w_up, NULL, e->ff + F, 2 * F);
     }
-    #pragma omp parallel num_threads(e->team.threads) if (T > 4)
-    {
-        kern_team_note(&e->team);
-        #pragma omp for
-        for (int t = 0; t < T; t++)
-            ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F,
-                        (size_t)F);
-    }
+    region(e, T > 4, T, swiglu_row, e);
     kern_matmul(ops, &e->team, e->act, T, &L->w_down, L->b_down, e->h, C);
 }
 
