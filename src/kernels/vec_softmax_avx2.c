@@ -30,23 +30,23 @@ static void div_avx2(float *x, size_t n, float d) {
     for (; i < n; i++) x[i] /= d;
 }
 
+#define EV __m256
+#define EVI __m256i
+#define EV_SET1 _mm256_set1_ps
+#define EV_ADD _mm256_add_ps
+#define EV_SUB _mm256_sub_ps
+#define EV_MUL _mm256_mul_ps
+#define EV_MIN _mm256_min_ps
+#define EVI_SET1 _mm256_set1_epi32
+#define EVI_ADD _mm256_add_epi32
+#define EVI_SLLI _mm256_slli_epi32
+#define EV_TO_I _mm256_cvtps_epi32
+#define EVI_AS_EV _mm256_castsi256_ps
+#include "kernels/vec_exp_body.h"
+
 static inline __m256 exp8(__m256 x) {
     const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    x = _mm256_min_ps(x, _mm256_set1_ps(VEC_EXP_HI));
-    const __m256 magic = _mm256_set1_ps(VEC_EXP_MAGIC);
-    const __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(VEC_EXP_LOG2E)), magic);
-    const __m256 k = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(k, _mm256_set1_ps(VEC_EXP_LN2_HI)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(k, _mm256_set1_ps(VEC_EXP_LN2_LO)));
-    __m256 p = _mm256_set1_ps(VEC_EXP_C0);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(VEC_EXP_C1));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(VEC_EXP_C2));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(VEC_EXP_C3));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(VEC_EXP_C4));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(VEC_EXP_C5));
-    const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(live, _mm256_mul_ps(y, _mm256_castsi256_ps(bits)));
+    return _mm256_and_ps(live, vec_exp_raw(x));
 }
 
 static double exp_sum_avx2(const float *x, float *y, size_t n, float shift) {

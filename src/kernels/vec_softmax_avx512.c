@@ -26,23 +26,23 @@ static void div_avx512(float *x, size_t n, float d) {
     for (; i < n; i++) x[i] /= d;
 }
 
+#define EV __m512
+#define EVI __m512i
+#define EV_SET1 _mm512_set1_ps
+#define EV_ADD _mm512_add_ps
+#define EV_SUB _mm512_sub_ps
+#define EV_MUL _mm512_mul_ps
+#define EV_MIN _mm512_min_ps
+#define EVI_SET1 _mm512_set1_epi32
+#define EVI_ADD _mm512_add_epi32
+#define EVI_SLLI _mm512_slli_epi32
+#define EV_TO_I _mm512_cvtps_epi32
+#define EVI_AS_EV _mm512_castsi512_ps
+#include "kernels/vec_exp_body.h"
+
 static inline __m512 exp16(__m512 x) {
     const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    x = _mm512_min_ps(x, _mm512_set1_ps(VEC_EXP_HI));
-    const __m512 magic = _mm512_set1_ps(VEC_EXP_MAGIC);
-    const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(VEC_EXP_LOG2E)), magic);
-    const __m512 k = _mm512_sub_ps(t, magic);
-    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(k, _mm512_set1_ps(VEC_EXP_LN2_HI)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(k, _mm512_set1_ps(VEC_EXP_LN2_LO)));
-    __m512 p = _mm512_set1_ps(VEC_EXP_C0);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(VEC_EXP_C1));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(VEC_EXP_C2));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(VEC_EXP_C3));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(VEC_EXP_C4));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(VEC_EXP_C5));
-    const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mov_ps(live, _mm512_mul_ps(y, _mm512_castsi512_ps(bits)));
+    return _mm512_maskz_mov_ps(live, vec_exp_raw(x));
 }
 
 static double exp_sum_avx512(const float *x, float *y, size_t n, float shift) {
