@@ -11,8 +11,9 @@
  *     of 4 KiB read interleaved, a line of each row at a time, with the
  *     same offset of the next tile prefetched (several streams per thread,
  *     more misses in flight).
- * Whole 64-byte lines are summed as 64-bit integers (no floating point,
- * so no denormal slow paths; the sum is kept so no load is dropped). It
+ * Whole 64-byte lines are summed as 64-bit integers with the widest loads
+ * the CPU has (measure/read_sum.h; no floating point, so no denormal slow
+ * paths; the sum is kept so no load is dropped). It
  * does not measure writes, latency or a single thread's share unless
  * asked to run one thread.
  */
@@ -24,10 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kvlm_measure.h"
-
-#define LINE_WORDS 8   /* uint64_t per 64-byte line */
-#define TILE_ROWS 8    /* interleaved streams per thread in the tiled pattern */
-#define ROW_WORDS 512  /* 4 KiB per row of a tile */
+#include "measure/read_sum.h"
 
 /* Largest cache size the kernel reports for cpu0 (0 if sysfs has none). */
 static size_t largest_cache_bytes(void) {
@@ -54,42 +52,15 @@ static size_t largest_cache_bytes(void) {
 size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes) {
     const size_t llc = largest_cache_bytes();
     if (llc && bytes < 2 * llc) bytes = 2 * llc;
-    const size_t tile = (size_t)TILE_ROWS * ROW_WORDS * sizeof(uint64_t);
+    const size_t tile = (size_t)READ_TILE_ROWS * READ_ROW_WORDS * sizeof(uint64_t);
     return bytes / tile * tile; /* whole tiles, whole 64-byte lines */
-}
-
-static uint64_t sum_lines(const uint64_t *p, size_t words) {
-    uint64_t s[LINE_WORDS] = {0};
-    for (size_t i = 0; i + LINE_WORDS <= words; i += LINE_WORDS)
-        for (int q = 0; q < LINE_WORDS; q++) s[q] += p[i + q];
-    uint64_t t = 0;
-    for (int q = 0; q < LINE_WORDS; q++) t += s[q];
-    return t;
-}
-
-/* Words [a, b) in tiles of TILE_ROWS x ROW_WORDS, rows interleaved a line
- * at a time, the next tile's line prefetched (b - a is whole tiles). */
-static uint64_t sum_tiled(const uint64_t *buf, size_t a, size_t b) {
-    const size_t tile = (size_t)TILE_ROWS * ROW_WORDS;
-    uint64_t s[LINE_WORDS] = {0};
-    for (size_t t = a; t + tile <= b; t += tile) {
-        const int pf = t + 2 * tile <= b;
-        for (size_t k = 0; k < ROW_WORDS; k += LINE_WORDS)
-            for (int j = 0; j < TILE_ROWS; j++) {
-                const uint64_t *r = buf + t + (size_t)j * ROW_WORDS + k;
-                if (pf) __builtin_prefetch(r + tile, 0, 3);
-                for (int q = 0; q < LINE_WORDS; q++) s[q] += r[q];
-            }
-    }
-    uint64_t u = 0;
-    for (int q = 0; q < LINE_WORDS; q++) u += s[q];
-    return u;
 }
 
 double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads) {
     const int nt = threads > 0 ? threads : kern_load_threads();
     bytes = kvlm_read_bandwidth_buffer_bytes(bytes);
-    const size_t n = bytes / sizeof(uint64_t), tile = (size_t)TILE_ROWS * ROW_WORDS;
+    const size_t n = bytes / sizeof(uint64_t), tile = (size_t)READ_TILE_ROWS * READ_ROW_WORDS;
+    const read_sum_ops *rs = read_sum_best();
     uint64_t *buf = n ? aligned_alloc(64, bytes) : NULL;
     if (!buf) return 0;
     #pragma omp parallel for num_threads(nt) schedule(static)
@@ -104,7 +75,7 @@ double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads
         {
             const int id = omp_get_thread_num(), team = omp_get_num_threads();
             const size_t a = tiles * id / team * tile, b = tiles * (id + 1) / team * tile;
-            sum += p % 2 ? sum_tiled(buf, a, b) : sum_lines(buf + a, b - a);
+            sum += p % 2 ? rs->tiled(buf + a, b - a) : rs->sequential(buf + a, b - a);
         }
         double dt = kvlm_now() - t0;
         sink += sum;
