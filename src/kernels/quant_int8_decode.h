@@ -38,6 +38,11 @@
 
 #define KAI static inline __attribute__((always_inline))
 
+/* Each tile prefetches the next tile's blocks (prefetcht0, one
+ * super-block of every row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s
+ * against none (docs/performance.md, "K-quant decode"). */
+#define KD_PREFETCH 1
+
 #ifdef __AVX512VNNI__
 #define KD_DP(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #else
@@ -220,7 +225,7 @@ KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0
     const unsigned char *wd = w->data;
     int n = n0;
     for (; n + KD_NR <= n1; n += KD_NR) {
-        const int pf = n + 2 * KD_NR <= n1;
+        const int pf = KD_PREFETCH && n + 2 * KD_NR <= n1;
         for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, KD_NR, n, bias, y + (size_t)m * ldy, pf && m == 0);
     }
     for (; n < n1; n++)
