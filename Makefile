@@ -55,6 +55,8 @@ $(BUILD)/lib_cflags: FORCE
 # The int8-activation kernels also use the dot-product extensions.
 $(BUILD)/src/kernels/quant_int8_avx512.o: AVX512_FLAGS += -mavx512vnni
 $(BUILD)/src/kernels/quant_int8_avx2.o: AVX2_FLAGS += -mavxvnni
+$(BUILD)/src/kernels/quant_int8_decode_avx512.o: AVX512_FLAGS += -mavx512vnni
+$(BUILD)/src/kernels/quant_int8_decode_avx2.o: AVX2_FLAGS += -mavxvnni
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)

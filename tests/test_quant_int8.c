@@ -29,10 +29,7 @@
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
 static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
 static const kvlm_isa vnni[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
-static const kvlm_isa vnni_base[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2};
 typedef void (*quantize_fn)(const float *, int, int8_t *, float *);
-typedef int (*min_rows_fn)(kvlm_dtype);
-static const min_rows_fn vnni_min_rows[] = {quant_int8_min_rows_avx512, quant_int8_min_rows_avx2};
 static const quantize_fn vnni_quantize[] = {quant_int8_quantize_row_avx512, quant_int8_quantize_row_avx2};
 
 static float frand(unsigned *s) {
@@ -153,12 +150,6 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
         if (!ops) continue;
         for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
         ops->matmul_rows(x, M, &kq, 0, N, bias, got, N);
-        if (M < vnni_min_rows[s](t)) { /* left to the base ISA's f32-activation kernels: its bits */
-            kern_select(vnni_base[s])->matmul_rows(x, M, &kq, 0, N, bias, f32, N);
-            assert_memory_equal(got, f32, (size_t)M * N * 4);
-            checked++;
-            continue;
-        }
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
                 const size_t i = (size_t)m * N + n;
@@ -191,8 +182,9 @@ static void test_matmul_shapes(void **state) {
 }
 
 /* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
- * 768 and 1280), row counts below the int8 threshold (the f32 kernels'
- * bits), whole tiles and single tail rows, weight-row tails. */
+ * 768 and 1280), row counts below the panel threshold (the int8 decode
+ * kernels, tests/test_quant_int8_decode.c), whole tiles and single tail
+ * rows, weight-row tails. */
 static void test_matmul_kquants(void **state) {
     (void)state;
     const int Ms[] = {1, 2, 4, 5, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};

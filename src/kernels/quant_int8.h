@@ -59,6 +59,16 @@ int quant_int8_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int
 int quant_int8_min_rows_avx512(kvlm_dtype t);
 int quant_int8_min_rows_avx2(kvlm_dtype t);
 
+/* Decode of Q4_K, Q5_K and Q6_K (quant_int8_decode.h): matmul_rows'
+ * contract with the reference's integer math, weights read straight from
+ * their blocks, for the row counts below quant_int8_min_rows (the panel
+ * kernels' threshold). Return 0 without writing y for other dtypes, K not
+ * a multiple of 256, or no memory for the activation codes. */
+int quant_int8_decode_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                  float *y, int ldy);
+int quant_int8_decode_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                float *y, int ldy);
+
 /* quant_int8_quantize_row with the kernels' own vector code (the bytes and
  * scales must be the same). */
 void quant_int8_quantize_row_avx512(const float *x, int K, int8_t *q, float *d);

@@ -1,0 +1,253 @@
+/*
+ * Decode (one to a few rows of x) of Q4_K, Q5_K and Q6_K weights with int8
+ * activations: the weight blocks are read straight from the file's layout
+ * (no panel), KD_NR weight rows at a time share each loaded activation
+ * vector, and every 32-value block of products is one vpdpbusd (4 unsigned
+ * weight codes x 4 signed activation codes per int32 lane) on ymm vectors.
+ * Written once and instantiated by quant_int8_decode_avx512.c (EVEX
+ * encoding, AVX512-VNNI's ymm form, 32 registers) and
+ * quant_int8_decode_avx2.c (AVX-VNNI); include only from those files after
+ * defining KD_NR (weight rows per tile) and KDNAME(n) (name mangling).
+ *
+ * The integer math is quant_int8_matmul_ref's (quant_int8.h): the same
+ * activation codes and per-32-value f32 scales dx (the ISA's
+ * quant_int8_quantize_row_*, bit-equal to the C quantiser), exact int32
+ * block sums. Per 256-value super-block and weight row:
+ *  - Q4_K / Q5_K: the 8 sub-block scales and mins are unpacked from their
+ *    12 bytes with 32-bit word operations; the lane scales d * sc * dx_j
+ *    are stored for broadcast, and the min term dmin * m_j * dx_j * sum(q_j)
+ *    is one FMA of 8 lanes (sum(q_j) precomputed per activation block).
+ *  - Q6_K: the constant code offset 32 is folded into the start value of
+ *    each vpdpbusd (-32 * the lane's sum of 4 codes, precomputed), and the
+ *    16 sub-block scales d * scales[s] * dx are spread to lanes with one
+ *    permute per block.
+ * Sums run in f32 over 8 lanes per weight row, then one horizontal sum; the
+ * float rounding differs from the reference (which sums in double) by a
+ * few ulps of sum |x w|.
+ *
+ * Weights must be whole 256-value super-blocks (K % 256 == 0, the K-quant
+ * row contract); the caller checks the dtype. The activation buffer
+ * (640 bytes per super-block and row of x) is on the stack when small,
+ * else allocated; if that fails the call returns 0 and the caller runs the
+ * f32-activation kernels.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant_blocks.h"
+
+#define KAI static inline __attribute__((always_inline))
+
+/* Each tile prefetches the next tile's blocks (prefetcht0, one
+ * super-block of every row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s
+ * against none (docs/performance.md, "K-quant decode"). */
+#define KD_PREFETCH 1
+
+#ifdef __AVX512VNNI__
+#define KD_DP(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#else
+#define KD_DP(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#endif
+
+/* One super-block of one row of x: codes, the Q6_K start values, dx per
+ * 16-value sub-block (Q6_K), dx per block and dx * sum of the block's
+ * codes (Q4_K / Q5_K). */
+typedef struct kd_act {
+    int8_t q[256];
+    int32_t neg[64];
+    float dx16[16];
+    float dx8[8];
+    float sq8[8];
+} kd_act;
+
+KAI float kd_half(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+KAI float kd_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KAI int kd_hsum_i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* The activations of M rows of x (K values each) into nsb super-blocks per
+ * row. */
+static void KDNAME(kd_quantize)(const float *x, int M, int K, kvlm_dtype t, kd_act *a) {
+    const int nsb = K / QK_K;
+    const __m256i ones = _mm256_set1_epi8(1), c32 = _mm256_set1_epi8(32);
+    for (int m = 0; m < M; m++)
+        for (int s = 0; s < nsb; s++) {
+            kd_act *A = a + (size_t)m * nsb + s;
+            KDNAME(quant_int8_quantize_row)(x + (size_t)m * K + (size_t)s * QK_K, QK_K, A->q, A->dx8);
+            for (int j = 0; j < 8; j++) {
+                const __m256i q = _mm256_load_si256((const __m256i *)(A->q + 32 * j));
+                if (t == KVLM_Q6_K) {
+                    _mm256_store_si256((__m256i *)(A->neg + 8 * j),
+                                       _mm256_sub_epi32(_mm256_setzero_si256(), KD_DP(_mm256_setzero_si256(), c32, q)));
+                    A->dx16[2 * j] = A->dx16[2 * j + 1] = A->dx8[j];
+                } else {
+                    A->sq8[j] = A->dx8[j] * (float)kd_hsum_i(KD_DP(_mm256_setzero_si256(), ones, q));
+                }
+            }
+        }
+}
+
+/* The 6-bit scales (low 8 bytes) and mins (high 8 bytes) of a Q4_K / Q5_K
+ * block's 12 scale bytes (tensor.h, blk_q4_k). */
+KAI void kd_scales_k4(const unsigned char *p, uint64_t *sc, uint64_t *mn) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, p, 4), memcpy(&u1, p + 4, 4), memcpy(&u2, p + 8, 4);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    const uint32_t s47 = (u2 & lo4) | ((u0 >> 6) & lo2) << 4, m47 = ((u2 >> 4) & lo4) | ((u1 >> 6) & lo2) << 4;
+    *sc = (uint64_t)(u0 & lo6) | (uint64_t)s47 << 32;
+    *mn = (uint64_t)(u1 & lo6) | (uint64_t)m47 << 32;
+}
+
+KAI __m256 kd_u8x8_to_f(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v))); }
+
+/* Bit b of each byte of qh moved to bit 4 (other bits 0). */
+KAI __m256i kd_q5_bit(__m256i qh, int b) {
+    const __m256i m = _mm256_set1_epi8(0x10);
+    if (b < 4) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - b), m);
+    if (b == 4) return _mm256_and_si256(qh, m);
+    return _mm256_and_si256(_mm256_srli_epi16(qh, b - 4), m);
+}
+
+/* Bits 2c, 2c + 1 of each byte of qh moved to bits 4, 5. */
+KAI __m256i kd_q6_bits(__m256i qh, int c) {
+    const __m256i m = _mm256_set1_epi8(0x30);
+    if (c == 0) return _mm256_and_si256(_mm256_slli_epi16(qh, 4), m);
+    if (c == 1) return _mm256_and_si256(_mm256_slli_epi16(qh, 2), m);
+    if (c == 2) return _mm256_and_si256(qh, m);
+    return _mm256_and_si256(_mm256_srli_epi16(qh, 2), m);
+}
+
+/* Rows [n, n + nr) of the weights against row m of x; nr compile-time. */
+KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, kvlm_dtype t, int nr, int n,
+                 const float *bias, float *y, int pf) {
+    const size_t bb = dtype_block_bytes(t);
+    const unsigned char *wr = w + (size_t)n * rb;
+    const unsigned char *next = wr + (size_t)nr * rb;
+    __m256 acc[KD_NR], accm[KD_NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int s = 0; s < nsb; s++) {
+        const kd_act *A = xa + s;
+        if (pf)
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++)
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), _MM_HINT_T0);
+        if (t == KVLM_Q6_K) {
+            const __m256i i0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+            __m256 alo[KD_NR], ahi[KD_NR];
+            const __m256 dlo = _mm256_load_ps(A->dx16), dhi = _mm256_load_ps(A->dx16 + 8);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                const __m128i sc = _mm_loadu_si128((const __m128i *)(b + offsetof(blk_q6_k, scales)));
+                const __m256 d = _mm256_set1_ps(kd_half(b + offsetof(blk_q6_k, d)));
+                alo[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d), dlo);
+                ahi[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d),
+                                       dhi);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const int j = 4 * h + c;
+                    const __m256i xq = _mm256_load_si256((const __m256i *)(A->q + 32 * j));
+                    const __m256i st = _mm256_load_si256((const __m256i *)(A->neg + 8 * j));
+                    const __m256i idx = _mm256_add_epi32(i0, _mm256_set1_epi32(2 * c));
+#pragma GCC unroll 8
+                    for (int r = 0; r < nr; r++) {
+                        const blk_q6_k *k = (const blk_q6_k *)(wr + (size_t)r * rb + (size_t)s * bb);
+                        const __m256i ql = _mm256_loadu_si256((const __m256i *)(k->ql + 64 * h + 32 * (c & 1)));
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(k->qh + 32 * h));
+                        const __m256i lo = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+                        const __m256i code = _mm256_or_si256(lo, kd_q6_bits(qh, c));
+                        const __m256 sc = _mm256_permutevar8x32_ps(h ? ahi[r] : alo[r], idx);
+                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KD_DP(st, code, xq)), sc, acc[r]);
+                    }
+                }
+        } else {
+            _Alignas(32) float da[KD_NR][8];
+            const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                uint64_t sc, mn;
+                kd_scales_k4(b + 4, &sc, &mn);
+                const __m256 d = _mm256_set1_ps(kd_half(b)), dmin = _mm256_set1_ps(kd_half(b + 2));
+                _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
+                accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
+            }
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
+                const __m256i x1 = _mm256_load_si256((const __m256i *)(A->q + 64 * p + 32));
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++) {
+                    const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                    const unsigned char *qs = t == KVLM_Q4_K ? ((const blk_q4_k *)b)->qs : ((const blk_q5_k *)b)->qs;
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * p));
+                    __m256i c0 = _mm256_and_si256(q, m4), c1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    if (t == KVLM_Q5_K) {
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)((const blk_q5_k *)b)->qh);
+                        c0 = _mm256_or_si256(c0, kd_q5_bit(qh, 2 * p));
+                        c1 = _mm256_or_si256(c1, kd_q5_bit(qh, 2 * p + 1));
+                    }
+                    const __m256 p0 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c0, x0));
+                    const __m256 p1 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c1, x1));
+                    acc[r] = _mm256_fmadd_ps(p0, _mm256_broadcast_ss(&da[r][2 * p]), acc[r]);
+                    acc[r] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&da[r][2 * p + 1]), acc[r]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+}
+
+KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0, int n1, const float *bias,
+                   float *y, int ldy, kvlm_dtype t) {
+    const size_t rb = dtype_row_bytes(t, w->cols, NULL);
+    const unsigned char *wd = w->data;
+    int n = n0;
+    for (; n + KD_NR <= n1; n += KD_NR) {
+        const int pf = KD_PREFETCH && n + 2 * KD_NR <= n1;
+        for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, KD_NR, n, bias, y + (size_t)m * ldy, pf && m == 0);
+    }
+    for (; n < n1; n++)
+        for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, 1, n, bias, y + (size_t)m * ldy, 0);
+}
+
+int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                   float *y, int ldy) {
+    const kvlm_dtype t = w->dtype;
+    if (t != KVLM_Q4_K && t != KVLM_Q5_K && t != KVLM_Q6_K) return 0;
+    if (M < 1 || w->cols % QK_K != 0) return 0;
+    const int nsb = w->cols / QK_K;
+    const size_t need = (size_t)M * nsb * sizeof(kd_act);
+    _Alignas(64) unsigned char stack[24576];
+    kd_act *a = need <= sizeof stack ? (kd_act *)stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!a) return 0;
+    KDNAME(kd_quantize)(x, M, w->cols, t, a);
+    switch (t) {
+    case KVLM_Q4_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
+    case KVLM_Q5_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
+    default: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
+    }
+    if ((unsigned char *)a != stack) free(a);
+    return 1;
+}
