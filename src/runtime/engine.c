@@ -6,7 +6,8 @@
  * item's new positions are reserved in the paged cache first
  * (kv_append_reserve: a full pool fails the step before any work), their K/V
  * written before attention (attn_store_kv), attention reads every
- * sequence's context through its block table (attn_seq_head), and the
+ * sequence's context through its block table (attn_tile_seq for tiles of
+ * prefill positions, attn_seq_head for a lone decode row), and the
  * appends are committed after the forward pass. The engine never sees the
  * cache's layout (runtime/kv_layout.h). The engine has one mode: generation
  * without a cache is the caller truncating a sequence to 0 and stepping its
@@ -23,7 +24,7 @@
  * CPU. Nothing process-wide is read or set (no OpenMP here), so neither
  * another engine nor a host setting changes how many threads a step uses.
  * Items write only their own outputs, so results do not depend on the
- * thread count. Per-thread scratch (attention scores) is sized for
+ * thread count. Per-thread scratch (attention scores and tiles) is sized for
  * `threads`, the largest worker number + 1. The largest team that actually
  * ran is kept (kvlm_engine_threads_used).
  *
