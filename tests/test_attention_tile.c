@@ -3,8 +3,8 @@
  * attn_tile_seq) against a float64 reference computed from the K/V the
  * cache holds, and against the per-row path (attn_seq_head), on every
  * kernel set this CPU runs (scalar, AVX2, AVX-512). Cases cover head dims
- * that are and are not multiples of 16, contexts and tiles that are not
- * multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks cut at block
+ * 8, 24, 32, 40, 64 and 128 (multiples of 16 and not), contexts and tiles
+ * that are not multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks cut at block
  * ends), GQA groups 1, 2, 4 and 8, sliding windows (with the blocks before
  * them released), prefill continuing after cached positions, and a tile of
  * one row. K/V are f32 and f16 (the cache's dtypes); the widening of f16
@@ -59,6 +59,7 @@ static const tcase cases[] = {
     {40, 2, 1, 16, KVLM_F32, 33, 100, 50},/* window 33: chunks start inside a block */
     {64, 2, 4, 16, KVLM_F16, 0, 50, 1},   /* a tile of one row */
     {32, 2, 2, 16, KVLM_F32, 0, 0, 160},  /* a long tile (several row groups, many chunks) */
+    {128, 2, 2, 16, KVLM_F16, 0, 5, 21},  /* head dim 128 */
 };
 
 static kvlm_model *shaped_model(const tcase *c, int n_ctx) {
