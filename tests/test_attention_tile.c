@@ -4,10 +4,10 @@
  * cache holds, and against the per-row path (attn_seq_head), on every
  * kernel set this CPU runs (scalar, AVX2, AVX-512). Cases cover head dims
  * 8, 24, 32, 40, 64 and 128 (multiples of 16 and not), contexts and tiles
- * that are not multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks cut at block
- * ends), GQA groups 1, 2, 4 and 8, sliding windows (with the blocks before
- * them released), prefill continuing after cached positions, and a tile of
- * one row. K/V are f32 and f16 (the cache's dtypes); the widening of f16
+ * that are not multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks
+ * cut at block ends), GQA groups 1, 2, 4 and 8, sliding windows (with the
+ * blocks before them released), prefill continuing after cached positions,
+ * and a tile of one row. K/V are f32 and f16 (the cache's dtypes); the widening of f16
  * and bf16 is checked exactly.
  *
  * Tolerance: outputs are convex combinations of values in [-1, 1]; 4e-6
