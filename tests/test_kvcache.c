@@ -421,7 +421,10 @@ static void test_prefix_hit_equals_cold(void **state) {
     sc = kvlm_kv_seq_new(kv2, &err);
     kvlm_batch_item it = {sc, b, 14, 0};
     assert_int_equal(kvlm_engine_step(e2, &it, 1, cold, &err), 0);
-    assert_true(maxdiff(lb, cold, r.V) < 1e-6);
+    /* 1e-5 as for batched vs single: the cold run attends its last row in
+     * a prefill tile (runtime/attention.c attn_tile_at), the hit as a lone
+     * row (attn_seq_head): the same sums in another float order. */
+    assert_true(maxdiff(lb, cold, r.V) < 1e-5);
     kvlm_kv_stats st;
     kvlm_kv_get_stats(r.kv, &st);
     assert_int_equal(st.prefix_queries, 2);
@@ -450,7 +453,7 @@ static void test_hash_collision(void **state) {
     assert_int_equal(prefixed_run(&r, b, 9, lb, &sb), 0); /* same hashes, other tokens: no hit */
     kvlm_kv_seq_free(r.kv, sb);
     assert_int_equal(prefixed_run(&r, b, 9, lb2, &sb), 8); /* its own blocks do hit */
-    assert_true(maxdiff(lb, lb2, r.V) < 1e-6);
+    assert_true(maxdiff(lb, lb2, r.V) < 1e-5); /* tile vs lone row, as above */
     kvlm_error err;
     assert_int_equal(kv_check_invariants(r.kv, &err), 0);
     free(la), free(lb), free(lb2);

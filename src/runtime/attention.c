@@ -7,9 +7,17 @@
  * hardware prefetcher cannot follow, so the next block's keys (or values)
  * are prefetched while the current one is used.
  *
+ * Prefill goes through attn_tile_at instead: a tile of query positions
+ * times the query heads of one KV group walks the keys once, chunk by
+ * chunk (at most ATTN_TILE_KEYS positions of one block), each chunk
+ * widened to floats once for every row of the tile, with an online
+ * softmax (kernels/attn_tile.h), so K/V are read once per tile instead of
+ * once per query row and head.
+ *
  * Also the writes of new K/V into the slots an append reserved: the layout
  * (runtime/kv_layout.h) stays between this file and runtime/kvcache.c.
  */
+#include <math.h>
 #include <string.h>
 
 #include "runtime/attention.h"
@@ -53,6 +61,97 @@ void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int lay
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out) {
     attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, q, lo, n, scale, scores, out);
+}
+
+#define ALIGN64(x) (((x) + 63) & ~(size_t)63)
+
+/* The tile's scratch, carved from one buffer. */
+typedef struct tile_mem {
+    float *qt, *acc, *kf, *vf, *sbuf, *pbuf, *mx, *l;
+    int *lo, *hi;
+} tile_mem;
+
+static size_t tile_carve(int rows, int d, void *base, tile_mem *m) {
+    const size_t mp = (size_t)(rows + ATTN_TILE_MAX_LANES - 1) / ATTN_TILE_MAX_LANES * ATTN_TILE_MAX_LANES;
+    const size_t dp = (size_t)(d + ATTN_TILE_DPAD - 1) / ATTN_TILE_DPAD * ATTN_TILE_DPAD;
+    const size_t sz[10] = {mp * d * 4, mp * dp * 4, ATTN_TILE_KEYS * (size_t)d * 4, ATTN_TILE_KEYS * dp * 4,
+                           ATTN_TILE_KEYS * ATTN_TILE_MAX_LANES * 4, ATTN_TILE_KEYS * ATTN_TILE_MAX_LANES * 4,
+                           mp * 4, mp * 4, mp * sizeof(int), mp * sizeof(int)};
+    size_t off = 0;
+    void *p[10];
+    for (int i = 0; i < 10; i++) {
+        p[i] = base ? (char *)base + off : NULL;
+        off += ALIGN64(sz[i]);
+    }
+    if (m) *m = (tile_mem){p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+    return off;
+}
+
+size_t attn_tile_scratch_bytes(int rows, int head_dim) { return tile_carve(rows, head_dim, NULL, NULL); }
+
+void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, int layer, int kv_head, int group,
+                  const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
+                  void *scratch) {
+    const int d = kv->head_dim, bs = kv->block_size, lanes = t->lanes;
+    const int dp = (d + ATTN_TILE_DPAD - 1) / ATTN_TILE_DPAD * ATTN_TILE_DPAD;
+    const int rows = np * group, groups = (rows + lanes - 1) / lanes, mp = groups * lanes;
+    const size_t es = kvlm_dtype_size(kv->dtype), row = (size_t)d * es;
+    tile_mem m;
+    tile_carve(rows, d, scratch, &m);
+    /* Row r = i * group + g: position p0 + i, group head g. Padding rows
+     * have zero queries and see every key (finite, never read back). */
+    for (int r = 0; r < mp; r++) {
+        const int gi = r / lanes, ln = r % lanes;
+        float *qt = m.qt + (size_t)gi * d * lanes + ln;
+        if (r < rows) {
+            const int i = r / group, g = r % group, p = p0 + i;
+            const float *qr = q + (size_t)i * ldq + (size_t)g * d;
+            for (int k = 0; k < d; k++) qt[(size_t)k * lanes] = qr[k] * scale;
+            m.lo[r] = window && p + 1 > window ? p + 1 - window : 0;
+            m.hi[r] = p;
+        } else {
+            for (int k = 0; k < d; k++) qt[(size_t)k * lanes] = 0.0f;
+            m.lo[r] = 0;
+            m.hi[r] = p0 + np - 1;
+        }
+        m.mx[r] = -INFINITY;
+        m.l[r] = 0.0f;
+        memset(m.acc + (size_t)r * dp, 0, (size_t)dp * sizeof(float));
+    }
+    if (dp > d)
+        for (int j = 0; j < ATTN_TILE_KEYS; j++) memset(m.vf + (size_t)j * dp + d, 0, (size_t)(dp - d) * sizeof(float));
+    const int klo = m.lo[0], khi = p0 + np;
+    for (int p = klo; p < khi;) {
+        const int j = p / bs, off = p % bs;
+        int cnt = bs - off < khi - p ? bs - off : khi - p;
+        if (cnt > ATTN_TILE_KEYS) cnt = ATTN_TILE_KEYS;
+        if (p == klo || off == 0) { /* a new block: fetch the next one while this one is used */
+            if ((j + 1) * bs < khi) {
+                prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 0), kv->head_bytes);
+                prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 1), kv->head_bytes);
+            }
+        }
+        const unsigned char *kp = kv_head_ptr(kv, table[j], layer, kv_head, 0) + off * row;
+        const unsigned char *vp = kv_head_ptr(kv, table[j], layer, kv_head, 1) + off * row;
+        t->widen(kp, kv->dtype, (size_t)cnt * d, m.kf);
+        if (dp == d) t->widen(vp, kv->dtype, (size_t)cnt * d, m.vf);
+        else
+            for (int jj = 0; jj < cnt; jj++) t->widen(vp + jj * row, kv->dtype, (size_t)d, m.vf + (size_t)jj * dp);
+        t->update(groups, d, dp, m.qt, m.kf, m.vf, p, cnt, m.lo, m.hi, m.mx, m.l, m.acc, m.sbuf, m.pbuf);
+        p += cnt;
+    }
+    for (int r = 0; r < rows; r++) {
+        const int i = r / group, g = r % group;
+        const float inv = 1.0f / m.l[r], *a = m.acc + (size_t)r * dp;
+        float *o = out + (size_t)i * ldo + (size_t)g * d;
+        for (int k = 0; k < d; k++) o[k] = a[k] * inv;
+    }
+}
+
+void attn_tile_seq(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
+                   const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
+                   void *scratch) {
+    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, out, ldo, scratch);
 }
 
 void attn_store_at(const kern_ops *ops, kvlm_kv *kv, const int *table, int pos, int layer, int kv_head, int is_v,

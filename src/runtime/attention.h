@@ -7,6 +7,7 @@
 #ifndef KVLM_ATTENTION_H
 #define KVLM_ATTENTION_H
 
+#include "kernels/attn_tile.h"
 #include "kernels/kernels.h"
 #include "runtime/kvcache.h"
 
@@ -18,6 +19,22 @@ void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int lay
  * is 0, or the start of a sliding window; scores holds n - lo floats. */
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out);
+
+/* Tiled causal attention (prefill): query positions p0 .. p0 + np - 1 of
+ * one sequence, each with the `group` query heads that share kv_head,
+ * against keys max(0, p - window + 1) .. p of each position p (window 0:
+ * no window), all computed together chunk by chunk of the KV blocks with
+ * an online softmax (kernels/attn_tile.h). The query of position p0 + i,
+ * group head g is q[i * ldq + g * head_dim ..], its output out[i * ldo +
+ * g * head_dim ..]. Keys up to p0 + np - 1 must be stored. scratch holds
+ * attn_tile_scratch_bytes(np * group, head_dim) bytes, 64-byte aligned. */
+size_t attn_tile_scratch_bytes(int rows, int head_dim);
+void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, int layer, int kv_head, int group,
+                  const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
+                  void *scratch);
+void attn_tile_seq(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
+                   const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
+                   void *scratch);
 
 /* Writes the K and V of every KV head of position pos of seq for layer (k
  * and v: n_kv_head x head_dim floats each, head after head) in the cache's

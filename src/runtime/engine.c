@@ -6,7 +6,8 @@
  * item's new positions are reserved in the paged cache first
  * (kv_append_reserve: a full pool fails the step before any work), their K/V
  * written before attention (attn_store_kv), attention reads every
- * sequence's context through its block table (attn_seq_head), and the
+ * sequence's context through its block table (attn_tile_seq for tiles of
+ * prefill positions, attn_seq_head for a lone decode row), and the
  * appends are committed after the forward pass. The engine never sees the
  * cache's layout (runtime/kv_layout.h). The engine has one mode: generation
  * without a cache is the caller truncating a sequence to 0 and stepping its
@@ -23,7 +24,7 @@
  * CPU. Nothing process-wide is read or set (no OpenMP here), so neither
  * another engine nor a host setting changes how many threads a step uses.
  * Items write only their own outputs, so results do not depend on the
- * thread count. Per-thread scratch (attention scores) is sized for
+ * thread count. Per-thread scratch (attention scores and tiles) is sized for
  * `threads`, the largest worker number + 1. The largest team that actually
  * ran is kept (kvlm_engine_threads_used).
  *
@@ -47,10 +48,18 @@ typedef struct eng_row {
     int seq, pos, token;
 } eng_row;
 
+/* Consecutive positions of one sequence attended together (rows t0 ..
+ * t0 + np - 1 of the step); cost: keys the tile reads, to order items. */
+typedef struct eng_tile {
+    int t0, np;
+    long cost;
+} eng_tile;
+
 struct kvlm_engine {
     kvlm_model *m;
     kvlm_kv *kv;
     const kern_ops *ops;
+    const attn_tile_ops *tops; /* prefill attention kernels of the same ISA */
     kern_team team;       /* the engine's pool, lent to every parallel region of a step */
     int cap_rows;
     eng_row *rows;
@@ -59,6 +68,10 @@ struct kvlm_engine {
     float *x, *h, *qkv, *att, *ff, *act;
     float *rope;          /* per row: cos then sin of head_dim / 2 angles */
     float *scores;        /* per thread (team.threads of them), n_ctx floats */
+    eng_tile *tiles;      /* cap_rows of them */
+    int tile_pos;         /* positions per attention tile */
+    size_t tile_bytes;    /* tile scratch per thread */
+    unsigned char *tile_scratch; /* team.threads x tile_bytes */
 };
 
 /* The default thread count: every processor the process may run on (its
@@ -104,7 +117,15 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
         return NULL;
     }
     e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
-    if (!e->scores) {
+    /* Tiles of about 64 query rows (positions x the query heads of a KV
+     * group): the tile's outputs and queries stay in L1/L2 while each KV
+     * chunk is widened once for all of them. */
+    const int group = c->n_head / c->n_kv_head;
+    e->tops = attn_tile_select(ops->isa);
+    e->tile_pos = group >= 64 ? 1 : 64 / group;
+    e->tile_bytes = (attn_tile_scratch_bytes(e->tile_pos * group, c->head_dim) + 63) & ~(size_t)63;
+    e->tile_scratch = aligned_alloc(64, (size_t)e->team.threads * e->tile_bytes);
+    if (!e->scores || !e->tops || !e->tile_scratch) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         kvlm_engine_free(e);
         return NULL;
@@ -122,6 +143,7 @@ static void free_scratch(kvlm_engine *e) {
     free(e->ff);
     free(e->act);
     free(e->rope);
+    free(e->tiles);
 }
 
 void kvlm_engine_free(kvlm_engine *e) {
@@ -129,6 +151,7 @@ void kvlm_engine_free(kvlm_engine *e) {
     kern_team_close(&e->team);
     free_scratch(e);
     free(e->scores);
+    free(e->tile_scratch);
     free(e);
 }
 
@@ -159,9 +182,12 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->ff = alloc_rows(n, (size_t)e->ff_dim);
     e->act = alloc_rows(n, (size_t)c->n_ff);
     e->rope = alloc_rows(n, (size_t)c->head_dim);
-    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope) {
+    e->tiles = malloc(n * sizeof *e->tiles);
+    if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope ||
+        !e->tiles) {
         free_scratch(e);
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
+        e->tiles = NULL;
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
     }
     e->cap_rows = cap;
@@ -268,39 +294,79 @@ static void store_kv(kvlm_engine *e, int l, int T) {
 
 /* Causal attention of each row's query heads over its sequence's cache:
  * the query at position p reads keys 0..p, or p - W + 1..p with a sliding
- * window of W (Hugging Face's convention: W keys, its own included). */
+ * window of W (Hugging Face's convention: W keys, its own included).
+ * Rows are cut into tiles of consecutive positions of one sequence; an
+ * item is one tile x one KV head (all the query heads of its group). A
+ * tile of one row (decode) goes through the per-head path (attn_seq_head),
+ * longer tiles through the tiled kernels (attn_tile_seq). */
 typedef struct attend_job {
     kvlm_engine *e;
     int l;
 } attend_job;
 
-/* One (row, query head); the worker number picks its scores scratch
- * (worker < team.threads, the count the scratch was sized for). */
-static void attend_head(void *ctx, int th, int worker) {
+/* One (tile, KV head); the worker number picks its scratch (worker <
+ * team.threads, the count the scratch was sized for). */
+static void attend_tile(void *ctx, int item, int worker) {
     const attend_job *j = ctx;
     const kvlm_engine *e = j->e;
     const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, H = c->n_head, W = c->sliding_window;
-    const int group = c->n_head / c->n_kv_head;
+    const int hd = c->head_dim, W = c->sliding_window, nkv = c->n_kv_head;
+    const int group = c->n_head / nkv;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = e->scores + (size_t)worker * c->n_ctx;
-    const int t = th / H, h = th % H, kh = h / group;
-    const eng_row *r = &e->rows[t];
-    const float *q = e->qkv + (size_t)t * e->qkv_dim + (size_t)h * hd;
-    float *out = e->att + (size_t)t * e->q_dim + (size_t)h * hd;
-    const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
-    attn_seq_head(e->ops, e->kv, r->seq, j->l, kh, q, lo, r->pos + 1, scale, sc, out);
+    const eng_tile *tl = &e->tiles[item / nkv];
+    const int kh = item % nkv;
+    const eng_row *r = &e->rows[tl->t0];
+    const float *q = e->qkv + (size_t)tl->t0 * e->qkv_dim + (size_t)kh * group * hd;
+    float *out = e->att + (size_t)tl->t0 * e->q_dim + (size_t)kh * group * hd;
+    if (tl->np == 1) {
+        float *sc = e->scores + (size_t)worker * c->n_ctx;
+        const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
+        for (int g = 0; g < group; g++)
+            attn_seq_head(e->ops, e->kv, r->seq, j->l, kh, q + (size_t)g * hd, lo, r->pos + 1, scale, sc,
+                          out + (size_t)g * hd);
+        return;
+    }
+    attn_tile_seq(e->tops, e->kv, r->seq, j->l, kh, group, q, (size_t)e->qkv_dim, r->pos, tl->np, W, scale, out,
+                  (size_t)e->q_dim, e->tile_scratch + (size_t)worker * e->tile_bytes);
+}
+
+/* Costlier tiles first (later positions read more keys), so the last items
+ * handed out are the short ones and the threads finish together. */
+static int tile_cmp(const void *a, const void *b) {
+    const eng_tile *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return x->t0 - y->t0;
+}
+
+/* Cuts the step's rows into tiles; returns how many. */
+static int make_tiles(kvlm_engine *e, int T, long *work) {
+    const int W = e->m->cfg.sliding_window;
+    int n = 0;
+    *work = 0;
+    for (int t = 0; t < T;) {
+        int np = 1;
+        while (t + np < T && np < e->tile_pos && e->rows[t + np].seq == e->rows[t].seq &&
+               e->rows[t + np].pos == e->rows[t].pos + np)
+            np++;
+        const int p0 = e->rows[t].pos, last = p0 + np - 1;
+        const int klo = W && p0 + 1 > W ? p0 + 1 - W : 0;
+        const long cost = (long)np * (last + 1 - klo);
+        e->tiles[n++] = (eng_tile){t, np, cost};
+        *work += cost;
+        t += np;
+    }
+    qsort(e->tiles, (size_t)n, sizeof *e->tiles, tile_cmp);
+    return n;
 }
 
 static void attend(kvlm_engine *e, int l, int T) {
     const kvlm_config *c = &e->m->cfg;
-    const int H = c->n_head, W = c->sliding_window, hd = c->head_dim;
+    long work;
+    const int n = make_tiles(e, T, &work);
     /* Fork only when the work outweighs waking the threads (tiny models,
      * short contexts). */
-    long work = 0;
-    for (int t = 0; t < T; t++) work += (long)(W && e->rows[t].pos + 1 > W ? W : e->rows[t].pos + 1) * H * hd;
     attend_job j = {e, l};
-    region(e, work > 65536, T * H, attend_head, &j);
+    region(e, work * c->n_head * c->head_dim > 65536, n * c->n_kv_head, attend_tile, &j);
 }
 
 /* Qwen3: RMSNorm of every query and key head (weights of head_dim), in

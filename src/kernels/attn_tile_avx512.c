@@ -1,0 +1,69 @@
+/*
+ * Tiled attention kernels (kernels/attn_tile.h) with AVX-512: 16 query rows
+ * per vector, 16 keys per score pass (16 accumulators). Compiled with the
+ * AVX-512 target flags and only selected after the CPU was checked
+ * (attn_tile_select). The body is attn_tile_body.h; the exponential is the
+ * sampler's (vec_exp_body.h).
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/vec_softmax.h"
+
+#define EV __m512
+#define EVI __m512i
+#define EV_SET1 _mm512_set1_ps
+#define EV_ADD _mm512_add_ps
+#define EV_SUB _mm512_sub_ps
+#define EV_MUL _mm512_mul_ps
+#define EV_MIN _mm512_min_ps
+#define EVI_SET1 _mm512_set1_epi32
+#define EVI_ADD _mm512_add_epi32
+#define EVI_SLLI _mm512_slli_epi32
+#define EV_TO_I _mm512_cvtps_epi32
+#define EVI_AS_EV _mm512_castsi512_ps
+#include "kernels/vec_exp_body.h"
+
+static inline __m512 expz16(__m512 x) {
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
+    return _mm512_maskz_mov_ps(live, vec_exp_raw(x));
+}
+
+static inline __m512 hide16(__m512 s, __m512i lo, __m512i hi, int pos) {
+    const __m512i p = _mm512_set1_epi32(pos);
+    const __mmask16 vis = _mm512_cmple_epi32_mask(lo, p) & _mm512_cmple_epi32_mask(p, hi);
+    return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vis, s);
+}
+
+static inline __m512 uninf16(__m512 m) {
+    return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), _mm512_setzero_ps());
+}
+
+static inline __m512 load_bf16_16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+#define VW 16
+#define KP 16
+#define vf __m512
+#define vi __m512i
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(s) _mm512_set1_ps(s)
+#define V_LOADU(p) _mm512_loadu_ps(p)
+#define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
+#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_ADD(a, b) _mm512_add_ps((a), (b))
+#define V_SUB(a, b) _mm512_sub_ps((a), (b))
+#define V_MUL(a, b) _mm512_mul_ps((a), (b))
+#define V_MAX(a, b) _mm512_max_ps((a), (b))
+#define VI_LOADU(p) _mm512_loadu_si512((const void *)(p))
+#define V_HIDE(s, lo, hi, pos) hide16((s), (lo), (hi), (pos))
+#define V_EXPZ(x) expz16(x)
+#define V_UNINF(m) uninf16(m)
+#define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_LOAD_BF16(p) load_bf16_16(p)
+#define TILE_NAME(n) attn_tile_##n##_avx512
+
+#include "kernels/attn_tile_body.h"
+
+const attn_tile_ops attn_tile_avx512 = {KVLM_ISA_AVX512, VW, attn_tile_widen_avx512, attn_tile_update_avx512};
