@@ -8,9 +8,9 @@
  * within the per-step token budget, decoding choices first so long prompts
  * never stall running streams; prefill chunks and admissions also stay
  * within the prefill budget (max_prefill_tokens), which decodes do not
- * use, so arrivals are fed a few per step. A choice whose tokens are all computed after
- * the step samples its next token. One rule covers prefill, decode and
- * recomputation.
+ * use, so arrivals are fed a few per step. A choice whose tokens are all
+ * computed after the step samples its next token. One rule covers
+ * prefill, decode and recomputation.
  *
  * Admission is FIFO from the waiting queue while the KV pool has blocks for
  * the choice's tokens. Before each step the blocks the plan needs are
