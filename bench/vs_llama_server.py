@@ -3,19 +3,23 @@
 
     bench/vs_llama_server.py --llama-server PATH/llama-server [--kvlm build/kvlm]
         [--rounds 2] [--concurrency 1,4,16] [-n 48] [--max-tokens 64]
-        [--threads 2] [--lock /tmp/kvlm-bench.lock] [--kvlm-arg=--max-batch-tokens=64 ...]
+        [--threads 2] [--seed-base 1] [--lock /tmp/kvlm-bench.lock] [--kvlm-arg=--max-prefill-tokens=32 ...]
         FILE.gguf
 
 Both servers are started once, on free local ports, with the same thread
 count (llama-server: -c 4096 -np 16, continuous batching, as
 `llama-server -m FILE -t 2 -c 4096 -np 16 --port P`; kvlm serve with its
 defaults, 16 sequences). The same closed-loop load, `kvlm loadgen --url URL
---concurrency C -n N --max-tokens M` (streamed /v1/completions, 32-token
-prompts of ids, ignore_eos, temperature 1), then runs against each in turn:
+--concurrency C -n N --max-tokens M --seed S` (streamed /v1/completions,
+32-token prompts of ids, ignore_eos, temperature 1), then runs against each in turn:
 for every concurrency and round kvlm first, then llama-server, the order
 flipping every round. Each loadgen run takes the lock file (flock), so on a
 shared machine nobody else's benchmark runs beside it; the idle server
-waits on a socket meanwhile.
+waits on a socket meanwhile. The prompts are new in every run (the seed S
+is --seed-base + 1000 x C + round, the same for both servers in a round):
+a server never sees a prompt again, so neither answers from a prompt cache
+(both keep one: kvlm's prefix cache, llama-server's slot and RAM caches)
+and time to first token includes every prompt's prefill.
 
 Printed per concurrency: output tokens/s and time to first token p50 for
 each server, as median and min-max over rounds, and the per-round ratio
@@ -54,9 +58,9 @@ def wait_ready(url, proc, what, timeout=120):
     sys.exit(f"{what} did not answer {url}/health within {timeout} s")
 
 
-def loadgen(a, url, c):
+def loadgen(a, url, c, seed):
     cmd = [a.kvlm, "loadgen", "--url", url, "--concurrency", str(c), "-n", str(a.n),
-           "--max-tokens", str(a.max_tokens), "--json"]
+           "--max-tokens", str(a.max_tokens), "--seed", str(seed), "--json"]
     if a.lock:
         cmd = ["flock", a.lock] + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -80,6 +84,7 @@ def main():
     ap.add_argument("-n", type=int, default=48)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed-base", type=int, default=1, help="prompts of run (C, round) use seed base + 1000 C + round")
     ap.add_argument("--lock", default="/tmp/kvlm-bench.lock", help="flock file per loadgen run ('' for none)")
     ap.add_argument("--kvlm-arg", action="append", default=[], help="extra kvlm serve argument (repeatable)")
     ap.add_argument("--llama-arg", action="append", default=[], help="extra llama-server argument (repeatable)")
@@ -104,7 +109,7 @@ def main():
                 if r % 2:
                     order.reverse()
                 for name, url in order:
-                    j = loadgen(a, url, c)
+                    j = loadgen(a, url, c, a.seed_base + 1000 * c + r)
                     runs.append({"server": name, "concurrency": c, "round": r, "result": j})
                     print(f"  c={c:<3} round {r + 1} {name:6s} {j['output_tokens_per_s']:8.1f} tok/s"
                           f"  TTFT p50 {j['ttft_ms']['p50']:8.1f} ms", file=sys.stderr, flush=True)

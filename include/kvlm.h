@@ -473,6 +473,12 @@ typedef struct kvlm_sched_options {
      * is not consulted. The reference for what the cache saves (kvlm run
      * --no-cache); the tokens drawn are the same. */
     int recompute;
+    /* Prompt (and recomputation) tokens per step, within max_batch_tokens;
+     * 0: no limit of their own. Decoding choices are planned first and do
+     * not count against it, so every running stream advances each step
+     * while new prompts are fed a few per step (small groups of requests
+     * reach their first token sooner than one large prefill step). */
+    int max_prefill_tokens;
 } kvlm_sched_options;
 
 typedef struct kvlm_sched_stats {

@@ -8,7 +8,8 @@
  * list ends it (reported, counted, no text), stop strings cut the text the
  * events carry; the recompute policy draws the same tokens as the cache.
  * A burst of prompts is planned step by step exactly: decodes first, then
- * admission in arrival order within the token budget.
+ * admission in arrival order within the token budget; with a prefill
+ * budget, decodes do not use it and a new request enters the next step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,6 +441,56 @@ static void test_burst_admission(void **state) {
     rig_close(&r);
 }
 
+/* The prefill budget (max_prefill_tokens 16 within a step budget of 64):
+ * decoding choices always advance and do not use it; prompt chunks and
+ * admissions share it, so a queued request enters the very next step
+ * while the running ones keep decoding. Six 10-token prompts, exact
+ * batch sizes and admissions per step:
+ * 1: A 10, B 6                         -> 2 items, 2 admitted
+ * 2: A decodes, B's last 4, C 10, D 2  -> 4, 4
+ * 3: A B C decode, D's last 8, E 8     -> 5, 5
+ * 4: A B C D decode, E's last 2, F 10  -> 6, 6
+ * 5: all six decode                    -> 6, 6
+ * then one more request arrives and is in the next step (7 items). */
+static void test_prefill_budget(void **state) {
+    (void)state;
+    kvlm_error err;
+    rig r = rig_open(0, 8, 64, 64);
+    kvlm_sched_free(r.s);
+    kvlm_sched_options so = {.max_batch_tokens = 64, .max_waiting = 64, .max_prefill_tokens = 16};
+    r.s = kvlm_sched_create(r.e, r.kv, 200, &so, &err);
+    assert_non_null(r.s);
+    int32_t pr[7][10];
+    out o[7];
+    memset(o, 0, sizeof o);
+    n_admitted = 0;
+    kvlm_request_params p[7];
+    for (int q = 0; q < 7; q++) {
+        for (int i = 0; i < 10; i++) pr[q][i] = (q * 17 + i * 5 + 1) % 199; /* no shared prefix */
+        p[q] = (kvlm_request_params){.prompt = pr[q], .n_prompt = 10, .max_tokens = 12, .n_choices = 1,
+                                     .on_token = on_token, .on_finish = on_finish, .on_admit = count_admit,
+                                     .user = &o[q]};
+        p[q].sampling = kvlm_sampler_options_default();
+        p[q].sampling.temperature = 0;
+    }
+    for (int q = 0; q < 6; q++) assert_true(kvlm_sched_submit(r.s, &p[q], &err) >= 0);
+    const int items[6] = {2, 4, 5, 6, 6, 7}, admitted[6] = {2, 4, 5, 6, 6, 7};
+    for (int st = 0; st < 6; st++) {
+        if (st == 5) assert_true(kvlm_sched_submit(r.s, &p[6], &err) >= 0);
+        const int n = kvlm_sched_step(r.s, &err);
+        if (n < 0) fail_msg("%s", err.msg);
+        assert_int_equal(n, items[st]);
+        assert_int_equal(n_admitted, admitted[st]);
+    }
+    drain(&r);
+    for (int q = 0; q < 7; q++) assert_int_equal(o[q].n[0], 12);
+    kvlm_sched_stats ss;
+    kvlm_sched_get_stats(r.s, &ss);
+    assert_int_equal(ss.prompt_tokens, 70);
+    assert_int_equal(ss.generated_tokens, 84);
+    rig_close(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),
@@ -450,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_queue_grows),
         cmocka_unit_test(test_never_fits),
         cmocka_unit_test(test_burst_admission),
+        cmocka_unit_test(test_prefill_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,6 +100,22 @@ static void test_variants_match_reference(void **state) {
     free(x), free(y0), free(y1), free(d0), free(d1), free(k0), free(k1);
 }
 
+/* AUTO and the int8-activation sets (which differ from avx2/avx512 only in
+ * matmul) get the vector sampler kernels, not the scalar reference. */
+static void test_select_vnni_and_auto(void **state) {
+    (void)state;
+    if (__builtin_cpu_supports("avx512f")) {
+        assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX512), &vec_softmax_avx512);
+        if (vec_softmax_select(KVLM_ISA_AVX512_VNNI))
+            assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX512_VNNI), &vec_softmax_avx512);
+    }
+    if (__builtin_cpu_supports("avx2") && vec_softmax_select(KVLM_ISA_AVX2_VNNI))
+        assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX2_VNNI), &vec_softmax_avx2);
+    const vec_softmax_ops *best = vec_softmax_select(KVLM_ISA_AUTO);
+    assert_non_null(best);
+    if (__builtin_cpu_supports("avx2")) assert_ptr_not_equal(best, &vec_softmax_scalar);
+}
+
 /* The same seed draws the same tokens with every ISA's kernels. */
 static void test_sampler_same_tokens_every_isa(void **state) {
     (void)state;
@@ -144,6 +160,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf_accuracy),
         cmocka_unit_test(test_variants_match_reference),
+        cmocka_unit_test(test_select_vnni_and_auto),
         cmocka_unit_test(test_sampler_same_tokens_every_isa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,14 +40,18 @@ static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
     srv_config *c = &o->cfg;
-    *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_waiting = 64, .timeout = 600,
-                      .max_body = 1 << 20};
+    *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
+                      .max_waiting = 64, .timeout = 600, .max_body = 1 << 20};
     const cli_opt own[] = {
         CLI_STR("--host", "ADDR", "numeric address to listen on (default 127.0.0.1: this machine only)", &c->host),
         CLI_INT("--port", "N", "TCP port (default 8080; 0: any free port, printed at start)", &c->port, 0, 65535),
         CLI_INT("--max-seqs", "N", "sequences in the running batch (default 16)", &c->max_seqs, 1, 4096),
         CLI_INT("--max-batch-tokens", "N", "tokens per engine step, prefill chunks included (default 128)",
                 &c->max_batch_tokens, 1, 1 << 20),
+        CLI_INT("--max-prefill-tokens", "N",
+                "prompt tokens per engine step, within --max-batch-tokens; running streams' decode tokens do not "
+                "count (default 64; 0: no limit of its own)",
+                &c->max_prefill_tokens, 0, 1 << 20),
         CLI_INT("--max-waiting", "N", "requests waiting for admission before 429 (default 64)", &c->max_waiting, 1,
                 1 << 20),
         CLI_FN("--timeout", "S", "seconds a request may take, queueing included (default 600; 0: none)",

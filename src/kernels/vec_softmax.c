@@ -76,8 +76,10 @@ const vec_softmax_ops *vec_softmax_select(kvlm_isa isa) {
     if (!kern_cpu_supports(isa)) return NULL;
     switch (isa) {
     case KVLM_ISA_SCALAR: return &vec_softmax_scalar;
-    case KVLM_ISA_AVX2: return &vec_softmax_avx2;
-    case KVLM_ISA_AVX512: return &vec_softmax_avx512;
+    case KVLM_ISA_AVX2:
+    case KVLM_ISA_AVX2_VNNI: return &vec_softmax_avx2; /* -vnni sets differ in matmul only */
+    case KVLM_ISA_AVX512:
+    case KVLM_ISA_AVX512_VNNI: return &vec_softmax_avx512;
     default: return NULL;
     }
 }

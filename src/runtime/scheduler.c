@@ -6,9 +6,11 @@
  * running choice its next uncomputed tokens: one for a decoding choice, a
  * chunk for one that is prefilling (or recomputing after preemption), all
  * within the per-step token budget, decoding choices first so long prompts
- * never stall running streams. A choice whose tokens are all computed after
- * the step samples its next token. One rule covers prefill, decode and
- * recomputation.
+ * never stall running streams; prefill chunks and admissions also stay
+ * within the prefill budget (max_prefill_tokens), which decodes do not
+ * use, so arrivals are fed a few per step. A choice whose tokens are all
+ * computed after the step samples its next token. One rule covers
+ * prefill, decode and recomputation.
  *
  * Admission is FIFO from the waiting queue while the KV pool has blocks for
  * the choice's tokens. Before each step the blocks the plan needs are
@@ -339,20 +341,25 @@ static int admit(kvlm_sched *s, sched_choice *c) {
  * waiting choices with what is left. */
 static int plan(kvlm_sched *s) {
     int budget = s->o.max_batch_tokens;
+    /* prefill tokens still allowed this step (decodes do not count) */
+    int pbudget = s->o.max_prefill_tokens > 0 ? s->o.max_prefill_tokens : budget;
     for (int pass = 0; pass < 2; pass++) /* decoding choices first, then prefills */
         for (int i = 0; i < s->n_run; i++) {
             sched_choice *c = s->run[i];
             int left = c->n_tokens - c->n_computed;
             if ((pass == 0) != (left == 1)) continue;
-            c->chunk = left < budget ? left : budget;
+            const int cap = pass == 0 ? budget : budget < pbudget ? budget : pbudget;
+            c->chunk = left < cap ? left : cap;
             budget -= c->chunk;
+            if (pass == 1) pbudget -= c->chunk;
         }
     for (;;) {
-        while (s->n_wait > 0 && budget > 0 && s->n_run < kv_max_seqs(s->kv) && admit(s, s->wait[0])) {
+        while (s->n_wait > 0 && budget > 0 && pbudget > 0 && s->n_run < kv_max_seqs(s->kv) && admit(s, s->wait[0])) {
             sched_choice *c = s->run[s->n_run - 1];
-            int left = c->n_tokens - c->n_computed;
-            c->chunk = left < budget ? left : budget;
+            const int left = c->n_tokens - c->n_computed, cap = budget < pbudget ? budget : pbudget;
+            c->chunk = left < cap ? left : cap;
             budget -= c->chunk;
+            pbudget -= c->chunk;
         }
         /* With nothing running, every block the scheduler could ever free
          * is free or evictable already: a choice that cannot be admitted

@@ -59,7 +59,8 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
     model_name(s);
     kvlm_kv_options ko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .n_blocks = pool_blocks(s),
                           .max_seqs = cfg->max_seqs};
-    kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting};
+    kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting,
+                             .max_prefill_tokens = cfg->max_prefill_tokens};
     int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err);
     if (!rc && !(s->metrics = metrics_create())) {
         rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");

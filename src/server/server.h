@@ -21,6 +21,7 @@ typedef struct srv_config {
     int block_size;            /* tokens per KV block */
     kvlm_dtype kv_dtype;
     int max_batch_tokens;      /* tokens per engine step (prefill chunks included) */
+    int max_prefill_tokens;    /* prompt tokens per step, decodes not counted; 0: no own limit */
     int max_waiting;           /* waiting queue bound; beyond it 429 */
     double timeout;            /* seconds per request; 0: none */
     size_t max_body;           /* request body limit in bytes; beyond it 413 */
