@@ -101,10 +101,21 @@ class Slowloris:
                     s.close()
 
     def close(self):
+        """Closes every connection; returns how many the server had not closed."""
         self.stop.set()
         self.thread.join()
-        alive = len(self.socks)
+        alive = 0
         for s in self.socks:
+            try:
+                s.setblocking(False)
+                if s.recv(1, socket.MSG_PEEK) == b"":
+                    pass  # the server closed it
+                else:
+                    alive += 1  # it answered something but stayed open
+            except BlockingIOError:
+                alive += 1
+            except OSError:
+                pass  # reset by the server
             s.close()
         return alive
 
@@ -122,6 +133,9 @@ def main():
     ap.add_argument("--probe-timeout", type=float, default=5, help="deadline of each /health probe")
     ap.add_argument("--settle", type=float, default=60, help="seconds allowed for descriptors to return")
     ap.add_argument("--slack", type=int, default=0, help="descriptors over the baseline still accepted")
+    ap.add_argument("--expect-cut", action="store_true",
+                    help="the server must have closed every slowloris connection by the end of --hold "
+                         "(its --read-timeout is shorter than --hold)")
     a = ap.parse_args()
     failures = 0
 
@@ -169,6 +183,8 @@ def main():
             time.sleep(min(1.0, max(0.0, end - time.monotonic())))
         alive = sl.close()
         print("     slowloris: %d of its connections still open after %.0f s" % (alive, a.hold), flush=True)
+        if a.expect_cut:
+            check("slowloris cut by the server", alive == 0, "%d of %d still open" % (alive, a.slow - sl.refused))
         settle("after the slowloris", base)
         healthy("after the slowloris")
     print("%s: %d failed checks" % ("PASS" if not failures else "FAIL", failures), flush=True)

@@ -1,6 +1,6 @@
 /*
- * Connection read deadlines (see conn_guard.h). The thread wakes four
- * times a second; a deadline is therefore met to within 250 ms.
+ * Connection limit and read deadlines (see conn_guard.h). The thread
+ * wakes four times a second; a deadline is therefore met to within 250 ms.
  */
 #include "server/conn_guard.h"
 
@@ -19,6 +19,8 @@ typedef struct entry {
 
 struct conn_guard {
     double read, idle;
+    int max_open, n_open;
+    unsigned long long refused;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     entry *head;
@@ -51,12 +53,13 @@ static void *guard_main(void *arg) {
     return NULL;
 }
 
-conn_guard *guard_create(double read_timeout, double idle_timeout, kvlm_error *err) {
+conn_guard *guard_create(int max_open, double read_timeout, double idle_timeout, kvlm_error *err) {
     conn_guard *g = calloc(1, sizeof *g);
     if (!g) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    g->max_open = max_open;
     g->read = read_timeout;
     g->idle = idle_timeout;
     pthread_mutex_init(&g->mu, NULL);
@@ -98,14 +101,22 @@ void guard_free(conn_guard *g) {
 
 void guard_notify(void *cls, struct MHD_Connection *c, void **socket_context, int code) {
     conn_guard *g = cls;
-    if (!g->running) return;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         entry *e = ci ? calloc(1, sizeof *e) : NULL;
-        if (!e) return; /* unguarded: the idle timeout still applies */
+        if (!e) {
+            /* Refused rather than unguarded. */
+            if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
+            return;
+        }
         e->fd = ci->connect_fd;
         pthread_mutex_lock(&g->mu);
-        e->deadline = kvlm_now() + g->read;
+        if (++g->n_open > g->max_open) {
+            /* Over the limit: closed at once, unanswered. */
+            shutdown(e->fd, SHUT_RDWR);
+            g->refused++;
+        }
+        e->deadline = g->read > 0 ? kvlm_now() + g->read : 0;
         e->next = g->head;
         if (g->head) g->head->prev = e;
         g->head = e;
@@ -115,6 +126,7 @@ void guard_notify(void *cls, struct MHD_Connection *c, void **socket_context, in
         /* Called before libmicrohttpd closes the socket. */
         entry *e = *socket_context;
         pthread_mutex_lock(&g->mu);
+        g->n_open--;
         if (e->prev) e->prev->next = e->next;
         else g->head = e->next;
         if (e->next) e->next->prev = e->prev;
@@ -125,7 +137,7 @@ void guard_notify(void *cls, struct MHD_Connection *c, void **socket_context, in
 }
 
 static entry *entry_of(conn_guard *g, struct MHD_Connection *c) {
-    if (!g || !g->running) return NULL;
+    if (!g || !g->running) return NULL; /* no deadlines */
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
@@ -145,10 +157,13 @@ void guard_request_done(conn_guard *g, struct MHD_Connection *c) {
     if (g) set_deadline(g, c, g->idle > 0 ? g->idle + g->read : g->read, 0);
 }
 
-unsigned long long guard_cuts(conn_guard *g) {
-    if (!g) return 0;
+void guard_counts(conn_guard *g, int *open, unsigned long long *refused, unsigned long long *cut) {
+    *open = 0;
+    *refused = *cut = 0;
+    if (!g) return;
     pthread_mutex_lock(&g->mu);
-    unsigned long long n = g->cuts;
+    *open = g->n_open;
+    *refused = g->refused;
+    *cut = g->cuts;
     pthread_mutex_unlock(&g->mu);
-    return n;
 }

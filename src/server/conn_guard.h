@@ -1,5 +1,12 @@
 /*
- * Read deadlines for connections. libmicrohttpd times a connection out
+ * The connection limit and read deadlines. libmicrohttpd, at its own
+ * connection limit, stops accepting: new connections then wait in the
+ * kernel's backlog, unanswered. The guard instead counts connections as
+ * libmicrohttpd reports them and shuts down at once any beyond max_open
+ * (libmicrohttpd's limit is set a little higher, as a backstop), so a
+ * client is refused quickly and a slot that frees is used at once.
+ *
+ * libmicrohttpd times a connection out
  * only when it makes no progress at all, so a client that trickles a
  * header line every few seconds (slowloris) would hold its connection for
  * ever. The guard gives each connection a deadline by which the request
@@ -20,8 +27,8 @@
 struct MHD_Connection;
 typedef struct conn_guard conn_guard;
 
-/* read_timeout <= 0: no deadlines (the guard does nothing, no thread). */
-conn_guard *guard_create(double read_timeout, double idle_timeout, kvlm_error *err);
+/* read_timeout <= 0: no deadlines (no thread; the limit still holds). */
+conn_guard *guard_create(int max_open, double read_timeout, double idle_timeout, kvlm_error *err);
 /* Stops the thread; call after the daemon stopped. */
 void guard_free(conn_guard *g);
 
@@ -33,7 +40,7 @@ void guard_request_line(conn_guard *g, struct MHD_Connection *c);
 void guard_request_read(conn_guard *g, struct MHD_Connection *c);
 /* The request was answered; the connection may carry another. */
 void guard_request_done(conn_guard *g, struct MHD_Connection *c);
-/* Connections cut so far. */
-unsigned long long guard_cuts(conn_guard *g);
+/* Connections open now, refused over the limit and cut at their deadline so far. */
+void guard_counts(conn_guard *g, int *open, unsigned long long *refused, unsigned long long *cut);
 
 #endif

@@ -35,8 +35,10 @@
 #include "server/routes.h"
 
 /* Descriptors kept free of connections: model files, logs, the daemon's
- * own pipes, the listening socket. */
+ * own pipes, the listening socket; and libmicrohttpd's own limit, over the
+ * guard's (conn_guard.h). */
 #define FD_HEADROOM 64
+#define MHD_MARGIN 16
 
 typedef struct http_req {
     sbuf body;
@@ -357,12 +359,12 @@ int http_start(srv *s, kvlm_error *err) {
     /* Connections stay under the descriptor limit, with room to spare. */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY) {
-        long room = (long)rl.rlim_cur - FD_HEADROOM;
+        long room = (long)rl.rlim_cur - FD_HEADROOM - MHD_MARGIN;
         if (room < 1) room = 1;
         if (s->cfg.max_connections <= 0 || s->cfg.max_connections > room) s->cfg.max_connections = (int)room;
     }
     if (s->cfg.max_connections <= 0) s->cfg.max_connections = 512;
-    if (!(s->guard = guard_create(s->cfg.read_timeout, s->cfg.idle_timeout, err))) return -1;
+    if (!(s->guard = guard_create(s->cfg.max_connections, s->cfg.read_timeout, s->cfg.idle_timeout, err))) return -1;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     if (v6) flags |= MHD_USE_IPv6;
     const unsigned idle = s->cfg.idle_timeout > 0 ? (unsigned)(s->cfg.idle_timeout + 0.999) : 0;
@@ -371,7 +373,7 @@ int http_start(srv *s, kvlm_error *err) {
                               on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                               MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                               MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                              (unsigned)(s->cfg.max_connections + MHD_MARGIN), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                               (unsigned)(s->cfg.max_per_ip > 0 ? s->cfg.max_per_ip : 0), MHD_OPTION_END);
     if (!s->mhd) {
         guard_free(s->guard);

@@ -60,6 +60,10 @@ static void health(srv *s, reply *r) {
 
 static void metrics(srv *s, reply *r) {
     sbuf o = {0};
+    int open;
+    unsigned long long refused, cut;
+    guard_counts(s->guard, &open, &refused, &cut);
+    metrics_set_connections(s->metrics, open, refused, cut);
     metrics_render(s->metrics, &o);
     r->status = 200;
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
