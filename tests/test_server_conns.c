@@ -99,13 +99,14 @@ static void test_connection_limit(void **state) {
     assert_true(closed_by_server(extra));
     close(extra);
     for (int i = 0; i < 6; i++) close(fds[i]);
-    int st = 0;
-    for (int i = 0; i < 200 && (st = health_from("127.0.0.1", sv.port)) != 200; i++) usleep(50000);
+    /* until the server has seen the six go, a probe is refused too */
+    int st = 0, misses = 0;
+    for (int i = 0; i < 200 && (st = health_from("127.0.0.1", sv.port)) != 200; i++, misses += st == 0) usleep(50000);
     assert_int_equal(st, 200);
     int n = fd_count(sv.pid);
     for (int i = 0; i < 200 && n > base; i++, n = fd_count(sv.pid)) usleep(50000);
     assert_int_equal(n, base);
-    assert_int_equal((int)metric(sv.port, "kvlm_http_connections_refused_total"), 1);
+    assert_int_equal((int)metric(sv.port, "kvlm_http_connections_refused_total"), 1 + misses);
     finish(&sv);
 }
 
