@@ -1,6 +1,7 @@
 /*
  * Connection limit and read deadlines (see conn_guard.h). The thread
- * wakes four times a second; a deadline is therefore met to within 250 ms.
+ * sleeps until the earliest deadline, so it costs nothing while no
+ * request is being received.
  */
 #include "server/conn_guard.h"
 
@@ -25,32 +26,51 @@ struct conn_guard {
     pthread_cond_t cv;
     entry *head;
     int stop, running;
+    double next_wake;         /* when the thread wakes next; 0: when signalled */
     unsigned long long cuts;
     pthread_t thread;
 };
 
+/* Sleeps until the earliest deadline (without one: until woken), so an
+ * idle server's guard never runs. */
 static void *guard_main(void *arg) {
     conn_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 250000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        double next = 0;
         const double now = kvlm_now();
-        for (entry *e = g->head; e; e = e->next)
+        for (entry *e = g->head; e; e = e->next) {
             if (e->deadline > 0 && now > e->deadline) {
                 shutdown(e->fd, SHUT_RDWR);
                 e->deadline = 0;
                 g->cuts++;
+            } else if (e->deadline > 0 && (next == 0 || e->deadline < next)) {
+                next = e->deadline;
             }
+        }
+        g->next_wake = next;
+        if (next == 0) {
+            pthread_cond_wait(&g->cv, &g->mu);
+        } else {
+            const double in = next - now + 0.01;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            long long ns = ts.tv_nsec + (long long)(in * 1e9);
+            ts.tv_sec += (time_t)(ns / 1000000000LL);
+            ts.tv_nsec = (long)(ns % 1000000000LL);
+            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        }
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
+}
+
+/* mu held: a deadline was set; wake the thread if it sleeps past it. */
+static void deadline_set_locked(conn_guard *g, double d) {
+    if (d > 0 && g->running && (g->next_wake == 0 || d < g->next_wake)) {
+        g->next_wake = d;
+        pthread_cond_signal(&g->cv);
+    }
 }
 
 conn_guard *guard_create(int max_open, double read_timeout, double idle_timeout, kvlm_error *err) {
@@ -117,6 +137,7 @@ void guard_notify(void *cls, struct MHD_Connection *c, void **socket_context, in
             g->refused++;
         }
         e->deadline = g->read > 0 ? kvlm_now() + g->read : 0;
+        deadline_set_locked(g, e->deadline);
         e->next = g->head;
         if (g->head) g->head->prev = e;
         g->head = e;
@@ -147,7 +168,10 @@ static void set_deadline(conn_guard *g, struct MHD_Connection *c, double in, int
     if (!e) return;
     pthread_mutex_lock(&g->mu);
     const double d = in > 0 ? kvlm_now() + in : 0;
-    if (!tighten_only || (d > 0 && (e->deadline == 0 || d < e->deadline))) e->deadline = d;
+    if (!tighten_only || (d > 0 && (e->deadline == 0 || d < e->deadline))) {
+        e->deadline = d;
+        deadline_set_locked(g, d);
+    }
     pthread_mutex_unlock(&g->mu);
 }
 

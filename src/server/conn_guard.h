@@ -6,16 +6,16 @@
  * (libmicrohttpd's limit is set a little higher, as a backstop), so a
  * client is refused quickly and a slot that frees is used at once.
  *
- * libmicrohttpd times a connection out
- * only when it makes no progress at all, so a client that trickles a
- * header line every few seconds (slowloris) would hold its connection for
- * ever. The guard gives each connection a deadline by which the request
+ * libmicrohttpd times a connection out only when it makes no progress at
+ * all, so a client that trickles a header line every few seconds
+ * (slowloris) would hold its connection for ever. The guard gives each connection a deadline by which the request
  * it is sending must be complete: read_timeout seconds from the
  * connection's start, and after each answered request idle + read seconds
  * for the next one (at most read seconds once its request line arrived).
- * A small thread shuts down (shutdown(2), never close) the sockets past
- * their deadline; libmicrohttpd then sees the end of the stream and
- * closes the connection as it closes any other. Entries are added and
+ * A small thread, asleep until the earliest deadline, shuts down
+ * (shutdown(2), never close) the sockets past their deadline;
+ * libmicrohttpd then sees the end of the stream and closes the
+ * connection as it closes any other. Entries are added and
  * removed from libmicrohttpd's connection notifications under one mutex,
  * so a socket is shut down only while libmicrohttpd still owns it.
  */
