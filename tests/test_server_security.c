@@ -6,7 +6,8 @@
  * event streams; other origins get none), HEAD, host names for --host,
  * the access log (text and JSON lines with exact fields, no request text,
  * reopened on SIGHUP) and the SIGTERM drain (a stream in flight completes,
- * /health says "draining", new connections are refused, exit 0).
+ * /health says "draining", new connections are refused, exit 0; past
+ * --drain-timeout the stream is ended, exit 0 still).
  * Synthetic models: gpt2-tiny, and gpt2-124m where a stream must still be
  * running when the signal comes.
  */
@@ -397,12 +398,19 @@ static void test_drain(void **state) {
     char *sb = calloc(1, scap);
     assert_true(read_until(fd, &sb, &sn, &scap, "data: {"));
     assert_int_equal(kill(sv.pid, SIGTERM), 0);
-    /* /health on the open connection says draining (503) */
-    n = 0;
-    hb[0] = 0;
-    assert_int_equal(write(ka, hreq, strlen(hreq)), (ssize_t)strlen(hreq));
-    assert_true(read_until(ka, &hb, &n, &cap, "{\"status\":\"draining\"}"));
-    assert_non_null(strstr(hb, "HTTP/1.1 503"));
+    /* /health on the open connection says draining (503) once the signal
+     * was handled */
+    int draining = 0;
+    for (int i = 0; i < 1000 && !draining; i++) {
+        n = 0;
+        hb[0] = 0;
+        assert_int_equal(write(ka, hreq, strlen(hreq)), (ssize_t)strlen(hreq));
+        assert_true(read_until(ka, &hb, &n, &cap, "\"}"));
+        draining = strstr(hb, "{\"status\":\"draining\"}") != NULL;
+        if (draining) assert_non_null(strstr(hb, "HTTP/1.1 503"));
+        else usleep(10000);
+    }
+    assert_true(draining);
     /* new connections are refused once the listening socket is closed */
     int refused = 0;
     for (int i = 0; i < 500 && !refused; i++) {
@@ -449,6 +457,51 @@ static void test_drain(void **state) {
     th_rmtree(sv.dir);
 }
 
+/* --drain-timeout 1 with a stream far from its end: the stream is ended
+ * (an error event, then [DONE]) and the process still exits 0. */
+static void test_drain_deadline(void **state) {
+    (void)state;
+    server sv = {0};
+    char *d = th_tempdir();
+    assert_non_null(d);
+    snprintf(sv.dir, sizeof sv.dir, "%s", d);
+    free(d);
+    if (start_server(&sv, "--synthetic gpt2-124m --threads 2 --drain-timeout 1"))
+        fail_msg("kvlm serve did not start");
+    int fd = connect_to(sv.port);
+    const char *body = "{\"prompt\":[1,2,3],\"max_tokens\":1000,\"ignore_eos\":true,\"stream\":true}";
+    send_request(fd, "POST", "/v1/completions", body, strlen(body));
+    size_t sn = 0, scap = 1 << 16;
+    char *sb = calloc(1, scap);
+    assert_true(read_until(fd, &sb, &sn, &scap, "data: {"));
+    assert_int_equal(kill(sv.pid, SIGTERM), 0);
+    read_until(fd, &sb, &sn, &scap, NULL);
+    close(fd);
+    char *b0 = strstr(sb, "\r\n\r\n");
+    assert_non_null(b0);
+    dechunk(b0 + 4, strlen(b0 + 4));
+    json_t *ev = sse_events(b0 + 4);
+    size_t ne = json_array_size(ev);
+    assert_true(ne >= 2 && ne < 1000);
+    assert_string_equal(jstr(json_array_get(ev, ne - 1), "error.code"), "shutting_down");
+    json_decref(ev);
+    free(sb);
+    int st = -1, rc = -1;
+    for (int i = 0; i < 30000 && rc < 0; i++) {
+        if (waitpid(sv.pid, &st, WNOHANG) == sv.pid) rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+        else usleep(10000);
+    }
+    if (rc < 0) stop_server(&sv);
+    else sv.pid = 0;
+    assert_int_equal(rc, 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/serve.log", sv.dir);
+    char *log = th_read_file(path, NULL);
+    assert_non_null(strstr(log, "requests still running after 1s are ended"));
+    free(log);
+    th_rmtree(sv.dir);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_server_security")) return 1;
@@ -460,7 +513,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_access_log),
         cmocka_unit_test(test_log_reopen),
     };
-    const struct CMUnitTest drain[] = {cmocka_unit_test(test_drain)};
+    const struct CMUnitTest drain[] = {cmocka_unit_test(test_drain), cmocka_unit_test(test_drain_deadline)};
     int rc = cmocka_run_group_tests_name("server security", tests, setup, teardown);
     rc |= cmocka_run_group_tests_name("server drain", drain, NULL, NULL);
     return rc || dirty_exit;

@@ -102,7 +102,7 @@ void access_log_write(access_log *l, const access_entry *e) {
         char tokens[48] = "-", ttft[32] = "-";
         if (e->prompt_tokens >= 0) snprintf(tokens, sizeof tokens, "%d+%d", e->prompt_tokens, e->completion_tokens);
         if (e->ttft_ms >= 0) snprintf(ttft, sizeof ttft, "%.1f", e->ttft_ms);
-        size_t cap = 700;
+        size_t cap = 1024;
         if (!(line = malloc(cap))) return;
         snprintf(line, cap, "%s %s \"%s %s\" %d tokens=%s ttft_ms=%s total_ms=%.1f bytes=%llu", when, client, method,
                  path, e->status, tokens, ttft, e->total_ms, e->bytes);

@@ -391,14 +391,19 @@ void http_quiesce(srv *s) {
     if (!s->mhd || s->listen_fd >= 0) return;
     MHD_socket fd = MHD_quiesce_daemon(s->mhd);
     if (fd != MHD_INVALID_SOCKET) {
+        /* Linux stops listening on shutdown(2): new connections are
+         * refused from here on. The descriptor itself is closed only after
+         * the daemon stopped (its thread may still hold it). */
         s->listen_fd = fd;
-        close(fd); /* new connections are refused from here on */
+        shutdown(fd, SHUT_RDWR);
     }
 }
 
 void http_stop(srv *s) {
     if (s->mhd) MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    s->listen_fd = -1;
     guard_free(s->guard);
     s->guard = NULL;
 }
