@@ -128,7 +128,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
         CLI_HEADING("connections:"),
         CLI_INT("--max-connections", "N",
                 "connections open at once; beyond it new ones are closed at once (default 512,\n"
-                "at most the descriptor limit - 64)",
+                "at most the descriptor limit - 80)",
                 &c->max_connections, 1, 1 << 20),
         CLI_INT("--max-connections-per-ip", "N", "connections per client address (default 0: no such limit)",
                 &c->max_per_ip, 0, 1 << 20),
