@@ -629,7 +629,8 @@ static void *bound_thread(void *arg) {
 /* `kvlm serve --threads N` on the shipped GPT-2 (its output head alone makes
  * every step's matmuls fork), two fresh starts, 8 concurrent requests each.
  * The engine starts its pool's N - 1 workers when it is created, and the
- * server's other threads (main, HTTP, engine) all exist once it listens: so
+ * server's other threads (main, HTTP, engine, connection guard, which
+ * sleeps while no request is being received) all exist once it listens: so
  * no thread appears while the requests run (none per request), and at most
  * the engine's N plus the HTTP thread may gain CPU time. An engine running
  * more threads than it was given shows as extra threads here and, under

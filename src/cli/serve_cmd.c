@@ -3,13 +3,18 @@
  * (see docs/server.md). Parses the flags, loads the model and its
  * tokenizer, starts the server, prints where it listens (stderr, flushed:
  * scripts and tests read the port from that line when --port 0 asks for
- * any free one) and runs until SIGINT or SIGTERM, then drains and exits 0.
+ * any free one) and runs until SIGINT or SIGTERM: it then stops accepting,
+ * lets the requests in flight finish for up to --drain-timeout seconds,
+ * ends the rest and exits 0. SIGHUP reopens the access log file. The
+ * descriptor limit is raised to its hard limit at start (connections are
+ * kept under it, see docs/server.md).
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -20,7 +25,43 @@
 typedef struct serve_opts {
     model_flags mf;
     srv_config cfg;
+    double drain_timeout;
+    const char *key_file, *log_format;
+    char key[512];             /* from --api-key-file or KVLM_API_KEY */
 } serve_opts;
+
+static int add_origin(const char *flag, const char *v, void *dst) {
+    srv_config *c = dst;
+    if (c->n_cors >= SRV_MAX_CORS) {
+        fprintf(stderr, "kvlm serve: %s: at most %d origins\n", flag, SRV_MAX_CORS);
+        return -1;
+    }
+    if (!*v) {
+        fprintf(stderr, "kvlm serve: %s: an empty origin\n", flag);
+        return -1;
+    }
+    c->cors[c->n_cors++] = v;
+    return 0;
+}
+
+/* The key from a file: its first line, trailing white space removed. */
+static int read_key_file(const char *path, char *key, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "kvlm serve: --api-key-file: cannot open '%s'\n", path);
+        return -1;
+    }
+    key[0] = 0;
+    char *ok = fgets(key, (int)cap, f);
+    fclose(f);
+    size_t n = ok ? strlen(key) : 0;
+    while (n && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t')) key[--n] = 0;
+    if (!n) {
+        fprintf(stderr, "kvlm serve: --api-key-file: '%s' holds no key on its first line\n", path);
+        return -1;
+    }
+    return 0;
+}
 
 static int parse_size(const char *flag, const char *v, void *dst) {
     uint64_t x;
@@ -36,14 +77,41 @@ static int parse_seconds(const char *flag, const char *v, void *dst) {
     return 0;
 }
 
+/* The API key: --api-key, else --api-key-file, else $KVLM_API_KEY. */
+static int api_key(serve_opts *o) {
+    srv_config *c = &o->cfg;
+    if (c->api_key && o->key_file) {
+        fprintf(stderr, "kvlm serve: give --api-key or --api-key-file, not both\n");
+        return -1;
+    }
+    if (!c->api_key && o->key_file) {
+        if (read_key_file(o->key_file, o->key, sizeof o->key)) return -1;
+        c->api_key = o->key;
+    }
+    const char *env = getenv("KVLM_API_KEY");
+    if (!c->api_key && env && *env) c->api_key = env;
+    if (c->api_key && !*c->api_key) {
+        fprintf(stderr, "kvlm serve: --api-key: the key is empty\n");
+        return -1;
+    }
+    if ((c->protect_health || c->protect_metrics) && !c->api_key) {
+        fprintf(stderr, "kvlm serve: --protect-health and --protect-metrics need an API key\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
     srv_config *c = &o->cfg;
     *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
-                      .max_waiting = 64, .timeout = 600, .max_body = 1 << 20};
+                      .max_waiting = 64, .timeout = 600, .max_body = 1 << 20, .max_connections = 512,
+                      .read_timeout = 10, .idle_timeout = 30};
+    o->drain_timeout = 30;
     const cli_opt own[] = {
-        CLI_STR("--host", "ADDR", "numeric address to listen on (default 127.0.0.1: this machine only)", &c->host),
+        CLI_STR("--host", "ADDR", "address or host name to listen on (default 127.0.0.1: this machine only)",
+                &c->host),
         CLI_INT("--port", "N", "TCP port (default 8080; 0: any free port, printed at start)", &c->port, 0, 65535),
         CLI_INT("--max-seqs", "N", "sequences in the running batch (default 16)", &c->max_seqs, 1, 4096),
         CLI_INT("--max-batch-tokens", "N", "tokens per engine step, prefill chunks included (default 128)",
@@ -62,6 +130,31 @@ static int parse(int argc, char **argv, serve_opts *o) {
                 &c->served_name),
         CLI_STR("--chat-template", "NAME|FILE",
                 "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
+        CLI_HEADING("connections:"),
+        CLI_INT("--max-connections", "N",
+                "connections open at once; beyond it new ones are closed at once (default 512,\n"
+                "at most the descriptor limit - 80)",
+                &c->max_connections, 1, 1 << 20),
+        CLI_INT("--max-connections-per-ip", "N", "connections per client address (default 0: no such limit)",
+                &c->max_per_ip, 0, 1 << 20),
+        CLI_FN("--read-timeout", "S", "seconds a client has to send a request, headers and body (default 10; 0: none)",
+               parse_seconds, &c->read_timeout),
+        CLI_FN("--idle-timeout", "S",
+               "seconds a connection may make no progress: idle keep-alive, a client that stops\n"
+               "reading (default 30; 0: none); requests waiting for the engine are exempt",
+               parse_seconds, &c->idle_timeout),
+        CLI_FN("--drain-timeout", "S", "on SIGTERM, seconds requests in flight may take to finish (default 30)",
+               parse_seconds, &o->drain_timeout),
+        CLI_HEADING("security and logging:"),
+        CLI_STR("--api-key", "KEY", "require 'Authorization: Bearer KEY' (also --api-key-file FILE, $KVLM_API_KEY)",
+                &c->api_key),
+        CLI_STR("--api-key-file", "FILE", "the API key: the first line of FILE", &o->key_file),
+        CLI_SWITCH("--protect-metrics", "/metrics needs the key too (default: open)", &c->protect_metrics, 1),
+        CLI_SWITCH("--protect-health", "/health needs the key too (default: open)", &c->protect_health, 1),
+        CLI_FN("--cors-origin", "ORIGIN", "allow browser pages from ORIGIN (repeatable; * for any)", add_origin, c),
+        CLI_STR("--access-log", "FILE", "access log file (default: stderr; off: none); SIGHUP reopens it",
+                &c->access_log),
+        CLI_STR("--log-format", "F", "access log lines: text (default) or json", &o->log_format),
         CLI_END,
     };
     cli_spec spec = {
@@ -76,6 +169,10 @@ static int parse(int argc, char **argv, serve_opts *o) {
     };
     if (cli_parse(&spec, argc, argv)) return -1;
     if (c->max_body < 64) return cli_usage_error(&spec, "--max-body %zu is too small for any request", c->max_body);
+    if (o->log_format && strcmp(o->log_format, "text") && strcmp(o->log_format, "json"))
+        return cli_usage_error(&spec, "--log-format: '%s' is not text or json", o->log_format);
+    c->log_json = o->log_format && !strcmp(o->log_format, "json");
+    if (api_key(o)) return -1;
     c->kv_blocks = (size_t)o->mf.kv_blocks;
     c->kv_mib = o->mf.kv_mib;
     c->block_size = o->mf.block_size;
@@ -96,7 +193,14 @@ int cli_serve(int argc, char **argv) {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    /* Every connection is a descriptor: take all the process may have. */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     signal(SIGPIPE, SIG_IGN);
     cli_session ss;
     int rc = session_open(&ss, &o.mf, 0);
@@ -113,13 +217,17 @@ int cli_serve(int argc, char **argv) {
         return err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
     }
     srv_describe(s, stderr);
-    const char *host = o.cfg.host ? o.cfg.host : "127.0.0.1";
-    int v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", srv_port(s));
+    const char *addr = srv_address(s);
+    int v6 = strchr(addr, ':') != NULL;
+    fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s));
     fflush(stderr);
     int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "kvlm serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+    while (!sigwait(&set, &sig) && sig == SIGHUP) srv_reopen_log(s);
+    fprintf(stderr, "kvlm serve: %s, draining (up to %gs)\n", sig == SIGINT ? "interrupted" : "terminated",
+            o.drain_timeout);
+    fflush(stderr);
+    if (srv_drain(s, o.drain_timeout))
+        fprintf(stderr, "kvlm serve: requests still running after %gs are ended\n", o.drain_timeout);
     srv_stop(s);
     srv_free(s);
     session_close(&ss);

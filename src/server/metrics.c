@@ -28,7 +28,7 @@ static const double long_b[] = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2
                                 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 300.0};
 #define NB(a) ((int)(sizeof a / sizeof a[0]))
 
-static const int status_codes[] = {200, 400, 404, 405, 413, 429, 500, 503};
+static const int status_codes[] = {200, 204, 400, 401, 404, 405, 413, 429, 500, 503};
 #define N_STATUS ((int)(sizeof status_codes / sizeof status_codes[0]))
 static const char *const finish_names[] = {"none", "stop", "length", "cancelled", "timeout", "error"};
 
@@ -40,6 +40,8 @@ struct srv_metrics {
     int inbox;
     uint64_t status[N_STATUS + 1]; /* last: any other status */
     uint64_t finish[6];
+    int conn_open;
+    uint64_t conn_refused, conn_cut;
 };
 
 srv_metrics *metrics_create(void) {
@@ -130,6 +132,14 @@ static void render_hist(sbuf *o, const hist *h) {
                 h->name, h->sum, h->name, (unsigned long long)h->count);
 }
 
+void metrics_set_connections(srv_metrics *m, int open, uint64_t refused, uint64_t cut) {
+    pthread_mutex_lock(&m->mu);
+    m->conn_open = open;
+    m->conn_refused = refused;
+    m->conn_cut = cut;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void metrics_render(srv_metrics *m, sbuf *o) {
     pthread_mutex_lock(&m->mu);
     const kvlm_sched_stats *st = &m->st;
@@ -160,6 +170,11 @@ void metrics_render(srv_metrics *m, sbuf *o) {
         if (i < N_STATUS) sbuf_printf(o, "kvlm_http_responses_total{code=\"%d\"} %llu\n", status_codes[i],
                                       (unsigned long long)m->status[i]);
         else sbuf_printf(o, "kvlm_http_responses_total{code=\"other\"} %llu\n", (unsigned long long)m->status[i]);
+    gauge(o, "kvlm_http_connections_open", "HTTP connections open.", m->conn_open);
+    counter(o, "kvlm_http_connections_refused_total", "Connections closed unanswered: over --max-connections.",
+            m->conn_refused);
+    counter(o, "kvlm_http_connections_timed_out_total",
+            "Connections closed because their request did not arrive within --read-timeout.", m->conn_cut);
     render_hist(o, &m->ttft);
     render_hist(o, &m->tpot);
     render_hist(o, &m->e2e);

@@ -2,7 +2,8 @@
  * Prometheus metrics of the server: gauges the engine thread publishes
  * after every step (requests running and waiting, KV pool usage), counters
  * (prompt and generated tokens, prefix-cache queries and hits, preemptions,
- * HTTP responses by status, finished sequences by reason) and latency
+ * HTTP responses by status, finished sequences by reason, connections
+ * open, refused and timed out) and latency
  * histograms (time to first token, time per output token, end-to-end
  * latency, queue time). One mutex; writers are the engine and HTTP
  * threads, the reader is GET /metrics. Names are listed in docs/server.md.
@@ -27,6 +28,8 @@ void metrics_count_finish(srv_metrics *m, kvlm_finish reason);
 void metrics_count_status(srv_metrics *m, int http_status);
 /* Engine-thread snapshot; `inbox` counts jobs not yet handed to the scheduler. */
 void metrics_publish(srv_metrics *m, const kvlm_sched_stats *st, const kvlm_kv_stats *kv, int inbox);
+/* Connection counts from the HTTP side (conn_guard.h). */
+void metrics_set_connections(srv_metrics *m, int open, uint64_t refused, uint64_t cut);
 void metrics_render(srv_metrics *m, sbuf *out);
 
 #endif

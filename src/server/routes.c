@@ -49,8 +49,21 @@ static void one_model(srv *s, const char *id, reply *r) {
     }
 }
 
+/* 200 "ok" while serving; 503 "draining" once a drain began (load
+ * balancers stop sending). */
+static void health(srv *s, reply *r) {
+    pthread_mutex_lock(&s->mu);
+    const int draining = s->draining || s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    reply_json(r, draining ? 503 : 200, json_pack("{s:s}", "status", draining ? "draining" : "ok"));
+}
+
 static void metrics(srv *s, reply *r) {
     sbuf o = {0};
+    int open;
+    unsigned long long refused, cut;
+    guard_counts(s->guard, &open, &refused, &cut);
+    metrics_set_connections(s->metrics, open, refused, cut);
     metrics_render(s->metrics, &o);
     r->status = 200;
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -142,7 +155,7 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     memset(r, 0, sizeof *r);
     api_error e;
     const endpoint *ep = find(url);
-    if (!ep && !strncmp(url, "/v1/models/", 11) && !strcmp(method, "GET")) {
+    if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
         one_model(s, url + 11, r);
         return;
     }
@@ -151,14 +164,15 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
         route_error(r, &e);
         return;
     }
-    if (strcmp(method, ep->method)) {
+    /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
+    if (strcmp(method, ep->method) && !(!strcmp(method, "HEAD") && !strcmp(ep->method, "GET"))) {
         api_fail(&e, 405, "method_not_allowed", NULL, "%s takes %s, not %s", url, ep->method, method);
         route_error(r, &e);
-        r->allow = ep->method;
+        r->allow = strcmp(ep->method, "GET") ? ep->method : "GET, HEAD";
         return;
     }
     switch (ep->id) {
-    case EP_HEALTH: reply_json(r, 200, json_pack("{s:s}", "status", "ok")); break;
+    case EP_HEALTH: health(s, r); break;
     case EP_MODELS: models(s, r); break;
     case EP_METRICS: metrics(s, r); break;
     case EP_TOKENIZE: tokenize(s, body, len, r); break;

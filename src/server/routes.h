@@ -17,9 +17,12 @@ typedef struct reply {
     char *body;             /* malloc'ed */
     size_t len;
     const char *allow;      /* 405: the method the path takes */
+    const char *www_auth;   /* 401: the WWW-Authenticate value */
     job *j;                 /* a job to hand to the engine instead of a body */
 } reply;
 
+/* HEAD is answered as GET (the caller sends no body); /health answers
+ * 503 "draining" once the server drains. */
 void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
 /* An error reply. */
 void route_error(reply *r, const api_error *e);

@@ -62,6 +62,10 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
     kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting,
                              .max_prefill_tokens = cfg->max_prefill_tokens};
     int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err);
+    s->listen_fd = -1;
+    if (!rc && !(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
+        !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
+        rc = -1;
     if (!rc && !(s->metrics = metrics_create())) {
         rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
@@ -88,6 +92,8 @@ int srv_start(srv *s, kvlm_error *err) {
 
 int srv_port(const srv *s) { return s->port; }
 
+const char *srv_address(const srv *s) { return s->address; }
+
 /* Reads only what is fixed at creation: the engine thread may be serving. */
 void srv_describe(const srv *s, FILE *f) {
     const kvlm_config *c = s->c;
@@ -101,6 +107,34 @@ void srv_describe(const srv *s, FILE *f) {
     fprintf(f, "kvlm serve: chat template %s\n", s->tpl.origin);
     fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
             kvlm_isa_name(kvlm_engine_isa(s->e)));
+    const srv_config *g = &s->cfg;
+    char per_ip[32] = "no per-address limit";
+    if (g->max_per_ip > 0) snprintf(per_ip, sizeof per_ip, "%d per client address", g->max_per_ip);
+    fprintf(f, "kvlm serve: up to %d connections (%s), %gs to send a request, %gs idle; API key %s%s%s\n",
+            g->max_connections, per_ip, g->read_timeout, g->idle_timeout, g->api_key ? "required" : "not required",
+            g->api_key && !g->protect_health ? " (/health open)" : "",
+            g->api_key && !g->protect_metrics ? " (/metrics open)" : "");
+}
+
+int srv_drain(srv *s, double seconds) {
+    pthread_mutex_lock(&s->mu);
+    s->draining = 1;
+    pthread_mutex_unlock(&s->mu);
+    http_quiesce(s);
+    const double end = kvlm_now() + seconds;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        const int left = s->n_jobs;
+        pthread_mutex_unlock(&s->mu);
+        if (!left) return 0;
+        if (kvlm_now() >= end) return -1;
+        usleep(10000);
+    }
+}
+
+void srv_reopen_log(srv *s) {
+    if (access_log_reopen(s->log))
+        fprintf(stderr, "kvlm serve: cannot reopen the access log '%s'\n", s->cfg.access_log);
 }
 
 void srv_stop(srv *s) {
@@ -123,6 +157,7 @@ void srv_free(srv *s) {
     kvlm_engine_free(s->e);
     kvlm_kv_free(s->kv);
     metrics_free(s->metrics);
+    access_log_close(s->log);
     chat_template_free(&s->tpl);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);

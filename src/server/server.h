@@ -13,7 +13,7 @@
 #include "kvlm.h"
 
 typedef struct srv_config {
-    const char *host;          /* numeric IPv4 address to bind; NULL: 127.0.0.1 */
+    const char *host;          /* address or host name to bind (IPv4 preferred); NULL: 127.0.0.1 */
     int port;                  /* 0: any free port */
     int max_seqs;              /* sequences in the running batch */
     size_t kv_blocks;          /* KV pool size in blocks; 0: from kv_mib or max_seqs x context */
@@ -28,6 +28,21 @@ typedef struct srv_config {
     const char *served_name;   /* the model id clients send; NULL: from the path */
     const char *chat_template; /* auto, plain or a template file; NULL: auto */
     kvlm_engine_options engine;
+    /* connections (http.c) */
+    int max_connections;       /* open at once; beyond it new ones are closed at once */
+    int max_per_ip;            /* per client address; 0: no such limit */
+    double read_timeout;       /* seconds to send a request's headers and body; 0: none */
+    double idle_timeout;       /* seconds a connection may make no progress (idle keep-alive,
+                                  a client that stops reading); suspended connections exempt */
+    /* security (auth.c) and browsers */
+    const char *api_key;       /* NULL: no authentication */
+    int protect_metrics, protect_health;   /* require the key there too */
+#define SRV_MAX_CORS 16
+    const char *cors[SRV_MAX_CORS];        /* allowed origins; "*": any */
+    int n_cors;
+    /* access log (access_log.c) */
+    const char *access_log;    /* a file; NULL: stderr; "off": none */
+    int log_json;              /* one JSON object per line instead of text */
 } srv_config;
 
 typedef struct srv srv;
@@ -37,8 +52,16 @@ srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg,
 /* Binds the socket and starts serving. */
 int srv_start(srv *s, kvlm_error *err);
 int srv_port(const srv *s);
+/* The numeric address bound (host names resolved). */
+const char *srv_address(const srv *s);
 /* One line per setting worth knowing at start-up (model, pool, template). */
 void srv_describe(const srv *s, FILE *f);
+/* Stops accepting new connections, answers /health 503 "draining" and new
+ * completions 503, and waits up to `seconds` for the requests in flight to
+ * end (0 when they all did, -1 at the deadline). srv_stop ends the rest. */
+int srv_drain(srv *s, double seconds);
+/* Reopens the access log file (after a rotation: SIGHUP). */
+void srv_reopen_log(srv *s);
 /* Stops accepting, ends every request, joins the threads. */
 void srv_stop(srv *s);
 void srv_free(srv *s);

@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #include "kvlm.h"
+#include "server/access_log.h"
 #include "server/chat_template.h"
+#include "server/conn_guard.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/sbuf.h"
@@ -80,6 +82,7 @@ struct job {
     int status;                    /* HTTP status once DONE (non-streaming, rejected) */
     sbuf out;                      /* streaming: bytes not yet sent; else the body */
     int out_done;                  /* streaming: nothing more will be appended */
+    unsigned long long bytes_sent; /* streaming: body bytes handed to libmicrohttpd */
     job *next;                     /* inbox */
     /* engine thread only */
     prompt_run *runs;
@@ -105,11 +108,16 @@ struct srv {
     srv_metrics *metrics;
     struct MHD_Daemon *mhd;
     int port;
+    char address[64];               /* the numeric address bound */
+    int listen_fd;                  /* after quiescing: the listening socket to close; else -1 */
+    access_log *log;                /* NULL: off */
+    conn_guard *guard;
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     job *inbox_head, *inbox_tail;
     int inbox_len, cancel_pending, stopping, n_jobs;
+    int draining;                   /* SIGTERM: no new completions, /health 503 */
     uint64_t counter;
     /* engine thread only */
     pthread_t engine;
