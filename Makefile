@@ -117,7 +117,7 @@ fixtures:
 	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
@@ -296,3 +296,51 @@ $(BUILD)/bench/sampler_bench: bench/sampler_bench.c $(BUILD)/libkvlm.a
 
 bench-sampler: $(BUILD)/bench/sampler_bench
 	./$(BUILD)/bench/sampler_bench
+
+# ---------------------------------------------------------------------------
+# Fuzzing (docs/fuzzing.md): libFuzzer harnesses in fuzz/, one per parser,
+# built with clang under ASan and UBSan in build-fuzz/ (needs
+# `scripts/setup.sh --fuzz`). `make fuzz TARGET=gguf SECONDS=60` runs one
+# target from its committed seed corpus fuzz/corpus/<target>/ (new inputs go
+# to build-fuzz/corpus/<target>/, crashes to build-fuzz/crashes/<target>/);
+# `make fuzz-smoke` runs every target for FUZZ_SMOKE_SECONDS each;
+# `make fuzz-campaign` runs each for FUZZ_CAMPAIGN_SECONDS (1 CPU-hour).
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c17 -O1 -g -fno-omit-frame-pointer -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE \
+                -Iinclude -Isrc -DKVLM_FUZZING $(FUZZ_SAN)
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+# The kernels (SIMD, run-time dispatch) are no parser: the fuzz targets
+# link the regular build's objects of src/kernels/ (gcc, uninstrumented).
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out src/kernels/%,$(LIB_SRC)))
+FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(filter src/kernels/%,$(LIB_SRC)))
+FUZZ_SRV_SRC := src/server/openai_request.c src/server/chat_template.c src/server/json_text.c src/server/sbuf.c
+FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+TARGET       ?= gguf
+SECONDS      ?= 60
+FUZZ_SMOKE_SECONDS    ?= 8
+FUZZ_CAMPAIGN_SECONDS ?= 3600
+FUZZ_JOBS    ?= 1
+
+$(FUZZ_BUILD)/%.o: %.c | setup-fuzz
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Ifuzz -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_SRV_OBJ) $(FUZZ_KERN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libkvlm-fuzz.a
+	$(FUZZ_CC) -fopenmp $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -lgomp
+
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign setup-fuzz
+setup-fuzz:
+	./scripts/setup.sh --fuzz
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+fuzz: $(FUZZ_BUILD)/fuzz_$(TARGET)
+	./fuzz/run.sh $(FUZZ_BUILD) $(TARGET) $(SECONDS) $(FUZZ_JOBS)
+fuzz-smoke: fuzz-build
+	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SMOKE_SECONDS) 1 || exit 1; done
+fuzz-campaign: fuzz-build
+	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_CAMPAIGN_SECONDS) $(FUZZ_JOBS) || exit 1; done
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
