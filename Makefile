@@ -78,6 +78,13 @@ $(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/libkvlm.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The request parser is a server file, not a library one: its unit test
+# links the server objects it needs.
+SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request chat_template json_text sbuf)
+$(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
+		$(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@

@@ -431,8 +431,13 @@ static void test_bad_input(void **state) {
          "messages[0].content"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"x\":1}]}", 400,
          "unsupported_parameter", "messages[0].x"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[]}", 400,
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
          "unsupported_parameter", "tools"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         400, "unsupported_parameter", "response_format"},
+        {"/v1/completions", "{\"prompt\":\"a\\u0000\"}", 400, "invalid_value", "prompt"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400,
          "invalid_value", "top_logprobs"},
         {"/tokenize", "{\"text\":\"a\"}", 400, "unknown_parameter", "text"},
@@ -467,6 +472,14 @@ static void test_bad_input(void **state) {
     /* still serving */
     json_t *ok = post(tiny.port, "/v1/completions", "{\"prompt\":\"the\",\"max_tokens\":3}", 200);
     assert_int_equal(jint(ok, "usage.completion_tokens") <= 3, 1);
+    json_decref(ok);
+    /* the fields clients send by default that change nothing are accepted */
+    ok = post(tiny.port, "/v1/chat/completions",
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"the\"}],\"max_tokens\":2.0,\"n\":1.0,\"user\":\"u\","
+              "\"parallel_tool_calls\":true,\"reasoning_effort\":\"low\",\"service_tier\":\"auto\",\"store\":false,"
+              "\"metadata\":{\"a\":\"b\"},\"response_format\":{\"type\":\"text\"},\"tools\":[],\"tool_choice\":\"none\"}",
+              200);
+    assert_int_equal(jint(ok, "usage.completion_tokens") <= 2, 1);
     json_decref(ok);
     assert_true(metric(tiny.port, "kvlm_http_responses_total{code=\"400\"}") >= 40);
 }
