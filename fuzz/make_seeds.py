@@ -9,7 +9,6 @@ Run from the repository root: fuzz/make_seeds.py
 """
 import json
 import os
-import shutil
 import struct
 
 OUT = "fuzz/corpus"
@@ -116,7 +115,8 @@ def safetensors(tensors, meta=None):
 
 
 def main():
-    shutil.rmtree(OUT, ignore_errors=True)
+    # seeds are (re)written in place; regression inputs (regress-*, found by
+    # fuzzing) live beside them and are kept
     # gguf: tiny models of each architecture family
     for arch in ("llama", "qwen3", "gpt2", "phi3"):
         put("gguf", arch + ".gguf", model_gguf(arch))
