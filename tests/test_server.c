@@ -492,7 +492,10 @@ static int big_setup(void **state) {
     if (!d) return -1;
     snprintf(big.dir, sizeof big.dir, "%s", d);
     free(d);
-    return start_server(&big, "--synthetic gpt2-124m --max-seqs 1 --max-waiting 1 --timeout 6 --threads 2");
+    char opts[200]; /* --timeout 6, longer under a slow (ThreadSanitizer) build */
+    snprintf(opts, sizeof opts, "--synthetic gpt2-124m --max-seqs 1 --max-waiting 1 --timeout %d --threads 2",
+             6 * th_time_scale());
+    return start_server(&big, opts);
 }
 
 static int big_teardown(void **state) {
@@ -523,6 +526,7 @@ static int open_stream(int max_tokens, int events) {
 }
 
 static int wait_metric(const char *name, double want, double seconds) {
+    seconds *= th_time_scale();
     for (double t = 0; t < seconds; t += 0.05) {
         if (metric(big.port, name) == want) return 1;
         usleep(50000);
@@ -580,7 +584,7 @@ static void test_queue_full_and_timeout(void **state) {
     pthread_join(th, NULL);
     assert_int_equal(waiting.status, 200);
     resp_free(&waiting);
-    /* a request longer than --timeout 6 ends with what it has */
+    /* a request longer than --timeout (6 s unscaled) ends with what it has */
     json_t *t = post(big.port, "/v1/completions", "{\"prompt\":[1],\"max_tokens\":1000,\"ignore_eos\":true}", 200);
     assert_string_equal(jstr(t, "choices.0.finish_reason"), "timeout");
     assert_true(jint(t, "usage.completion_tokens") < 1000);
