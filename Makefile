@@ -13,14 +13,28 @@ ifeq ($(SANITIZE),1)
 BUILD   := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS)
+else ifeq ($(SANITIZE),thread)
+# ThreadSanitizer: the server, scheduler and thread-pool tests (TSAN_TESTS)
+# in build-tsan/, run by tests/run_tsan.sh, which fails on any report,
+# including one from a kvlm serve child process. OpenMP pragmas (the model
+# loaders' parallel transposes) are compiled out: libgomp is not
+# instrumented, so TSan cannot see its barriers and would report every
+# parallel loop. The threads kvlm owns (engine, thread pool, HTTP) are all
+# pthreads and all instrumented.
+BUILD   := build-tsan
+SANFLAGS := -fsanitize=thread
+OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS)
+OMPFLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable
+OMPLIBS := -lgomp
 else
 BUILD   := build
 SANFLAGS :=
 endif
 
-CFLAGS  := -std=c17 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
-LDFLAGS := -fopenmp $(SANFLAGS)
-LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm
+OMPFLAGS ?= -fopenmp
+CFLAGS  := -std=c17 $(OPT) $(OMPFLAGS) -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
+LDFLAGS := $(filter-out -W%,$(OMPFLAGS)) $(SANFLAGS)
+LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -33,6 +47,11 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TSAN_TESTS := test_server test_chat_server test_run_server test_scheduler test_team test_threads test_stop \
+              test_openai_request
+ifeq ($(SANITIZE),thread)
+TESTS    := $(TSAN_TESTS:%=$(BUILD)/tests/%)
+endif
 
 # The library objects are compiled once for both libkvlm.a and libkvlm.so:
 # position-independent, and hidden unless declared in a public header
@@ -80,6 +99,13 @@ $(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/libkvlm.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The request parser is a server file, not a library one: its unit test
+# links the server objects it needs.
+SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request chat_template json_text sbuf)
+$(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
+		$(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@
@@ -93,8 +119,13 @@ $(VOCAB_GGUF): $(BUILD)/tests/vocab/%: tests/fixtures/llama_vocab/%.xz | setup
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
+ifeq ($(SANITIZE),thread)
+test: $(BUILD)/kvlm $(TESTS)
+	@KVLM=$(BUILD)/kvlm ./tests/run_tsan.sh $(BUILD)
+else
 test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
+endif
 
 # Every compile waits for scripts/setup.sh, which installs the Debian
 # packages (headers, cmocka) still missing and returns at once when all are
@@ -119,7 +150,7 @@ fixtures:
 	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
@@ -298,3 +329,60 @@ $(BUILD)/bench/sampler_bench: bench/sampler_bench.c $(BUILD)/libkvlm.a
 
 bench-sampler: $(BUILD)/bench/sampler_bench
 	./$(BUILD)/bench/sampler_bench
+
+# ---------------------------------------------------------------------------
+# Fuzzing (docs/fuzzing.md): libFuzzer harnesses in fuzz/, one per parser,
+# built with clang under ASan and UBSan in build-fuzz/ (needs
+# `scripts/setup.sh --fuzz`). `make fuzz TARGET=gguf SECONDS=60` runs one
+# target from its committed seed corpus fuzz/corpus/<target>/ (new inputs go
+# to build-fuzz/corpus/<target>/, crashes to build-fuzz/crashes/<target>/);
+# `make fuzz-smoke` runs every target for FUZZ_SMOKE_SECONDS each;
+# `make fuzz-campaign` runs each for FUZZ_CAMPAIGN_SECONDS (1 CPU-hour).
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c17 -O1 -g -fno-omit-frame-pointer -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE \
+                -Iinclude -Isrc -DKVLM_FUZZING $(FUZZ_SAN)
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+# The kernels (SIMD, run-time dispatch) are no parser: the fuzz targets
+# link the regular build's objects of src/kernels/ (gcc, uninstrumented).
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out src/kernels/%,$(LIB_SRC)))
+FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(filter src/kernels/%,$(LIB_SRC)))
+FUZZ_SRV_SRC := src/server/openai_request.c src/server/chat_template.c src/server/json_text.c src/server/sbuf.c
+FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+TARGET       ?= gguf
+SECONDS      ?= 60
+FUZZ_SMOKE_SECONDS    ?= 8
+FUZZ_CAMPAIGN_SECONDS ?= 3600
+FUZZ_JOBS    ?= 1
+
+$(FUZZ_BUILD)/%.o: %.c | setup-fuzz
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Ifuzz -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_SRV_OBJ) $(FUZZ_KERN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libkvlm-fuzz.a
+	$(FUZZ_CC) -fopenmp $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -lgomp
+
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign setup-fuzz
+setup-fuzz:
+	./scripts/setup.sh --fuzz
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+fuzz: $(FUZZ_BUILD)/fuzz_$(TARGET)
+	./fuzz/run.sh $(FUZZ_BUILD) $(TARGET) $(SECONDS) $(FUZZ_JOBS)
+fuzz-smoke: fuzz-build
+	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SMOKE_SECONDS) 1 || exit 1; done
+fuzz-campaign: fuzz-build
+	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_CAMPAIGN_SECONDS) $(FUZZ_JOBS) || exit 1; done
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
+
+# ---------------------------------------------------------------------------
+# Soak (bench/soak.py, docs/server.md "Soak"): mixed load against kvlm serve
+# of the shipped model for SOAK_SECONDS, then leak and hang checks. Minutes
+# long; never part of `make test` or CI.
+SOAK_SECONDS ?= 600
+.PHONY: soak
+soak: $(BUILD)/kvlm
+	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 19 /usr/bin/python3 bench/soak.py --kvlm $(BUILD)/kvlm

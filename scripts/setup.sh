@@ -2,12 +2,17 @@
 # Installs the Debian packages kvlm needs, if they are missing.
 #   scripts/setup.sh          build and test dependencies
 #   scripts/setup.sh --dev    also PyTorch and NumPy, to regenerate fixtures
+#   scripts/setup.sh --fuzz   also clang, its sanitizer and libFuzzer runtimes
+#                             and its OpenMP runtime, for `make fuzz`
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
 pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils"
 if [ "${1:-}" = "--dev" ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy"
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+    pkgs="$pkgs clang libclang-rt-dev libomp-dev"
 fi
 
 missing=""

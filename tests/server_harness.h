@@ -40,13 +40,23 @@ typedef struct server {
     char dir[512], log[600];
 } server;
 
-/* Stops the server (SIGTERM, then SIGKILL after 5 s). Returns 0 when it
+/* How many times longer than usual a test may wait: $KVLM_TEST_TIME_SCALE
+ * (set by tests/run_tsan.sh, whose build runs several times slower), 1
+ * by default. Scales waits and the --timeout a test relies on, never what
+ * is measured. */
+TH_UNUSED static int th_time_scale(void) {
+    const char *s = getenv("KVLM_TEST_TIME_SCALE");
+    int k = s ? atoi(s) : 1;
+    return k < 1 ? 1 : k > 100 ? 100 : k;
+}
+
+/* Stops the server (SIGTERM, then SIGKILL after 5 s, scaled). Returns 0 when it
  * exited cleanly: status 0 and no sanitizer report in its log. */
 TH_UNUSED static int stop_server(server *sv) {
     if (sv->pid <= 0) return 0;
     int st = -1, rc = -1;
     kill(sv->pid, SIGTERM);
-    for (int i = 0; i < 500 && rc < 0; i++) {
+    for (int i = 0; i < 500 * th_time_scale() && rc < 0; i++) {
         if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
         else usleep(10000);
     }

@@ -431,8 +431,13 @@ static void test_bad_input(void **state) {
          "messages[0].content"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"x\":1}]}", 400,
          "unsupported_parameter", "messages[0].x"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[]}", 400,
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
          "unsupported_parameter", "tools"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         400, "unsupported_parameter", "response_format"},
+        {"/v1/completions", "{\"prompt\":\"a\\u0000\"}", 400, "invalid_value", "prompt"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400,
          "invalid_value", "top_logprobs"},
         {"/tokenize", "{\"text\":\"a\"}", 400, "unknown_parameter", "text"},
@@ -468,6 +473,14 @@ static void test_bad_input(void **state) {
     json_t *ok = post(tiny.port, "/v1/completions", "{\"prompt\":\"the\",\"max_tokens\":3}", 200);
     assert_int_equal(jint(ok, "usage.completion_tokens") <= 3, 1);
     json_decref(ok);
+    /* the fields clients send by default that change nothing are accepted */
+    ok = post(tiny.port, "/v1/chat/completions",
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"the\"}],\"max_tokens\":2.0,\"n\":1.0,\"user\":\"u\","
+              "\"parallel_tool_calls\":true,\"reasoning_effort\":\"low\",\"service_tier\":\"auto\",\"store\":false,"
+              "\"metadata\":{\"a\":\"b\"},\"response_format\":{\"type\":\"text\"},\"tools\":[],\"tool_choice\":\"none\"}",
+              200);
+    assert_int_equal(jint(ok, "usage.completion_tokens") <= 2, 1);
+    json_decref(ok);
     assert_true(metric(tiny.port, "kvlm_http_responses_total{code=\"400\"}") >= 40);
 }
 
@@ -479,7 +492,10 @@ static int big_setup(void **state) {
     if (!d) return -1;
     snprintf(big.dir, sizeof big.dir, "%s", d);
     free(d);
-    return start_server(&big, "--synthetic gpt2-124m --max-seqs 1 --max-waiting 1 --timeout 6 --threads 2");
+    char opts[200]; /* --timeout 6, longer under a slow (ThreadSanitizer) build */
+    snprintf(opts, sizeof opts, "--synthetic gpt2-124m --max-seqs 1 --max-waiting 1 --timeout %d --threads 2",
+             6 * th_time_scale());
+    return start_server(&big, opts);
 }
 
 static int big_teardown(void **state) {
@@ -510,6 +526,7 @@ static int open_stream(int max_tokens, int events) {
 }
 
 static int wait_metric(const char *name, double want, double seconds) {
+    seconds *= th_time_scale();
     for (double t = 0; t < seconds; t += 0.05) {
         if (metric(big.port, name) == want) return 1;
         usleep(50000);
@@ -567,7 +584,7 @@ static void test_queue_full_and_timeout(void **state) {
     pthread_join(th, NULL);
     assert_int_equal(waiting.status, 200);
     resp_free(&waiting);
-    /* a request longer than --timeout 6 ends with what it has */
+    /* a request longer than --timeout (6 s unscaled) ends with what it has */
     json_t *t = post(big.port, "/v1/completions", "{\"prompt\":[1],\"max_tokens\":1000,\"ignore_eos\":true}", 200);
     assert_string_equal(jstr(t, "choices.0.finish_reason"), "timeout");
     assert_true(jint(t, "usage.completion_tokens") < 1000);

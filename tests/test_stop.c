@@ -1,7 +1,7 @@
 /*
  * Stop strings over streamed text: a match across pieces, a match inside a
  * piece, the earliest of several stops, held-back text given out at the
- * end, and nothing after a stop.
+ * end, nothing after a stop, and a flush before any text.
  */
 #include <string.h>
 
@@ -63,6 +63,16 @@ static void test_stops(void **state) {
     st = kvlm_stop_create(NULL, 0, &err); /* no stop strings: everything passes */
     assert_false(feed(st, (const char *[]){"a", "b"}, 2, out));
     assert_string_equal(out, "ab");
+    kvlm_stop_free(st);
+
+    /* a generation that ends before any text (found by fuzz/fuzz_stream.c:
+     * the flush copied from the empty buffer's NULL) */
+    st = kvlm_stop_create((const char *[]){"x"}, 1, &err);
+    const char *rest = NULL;
+    size_t n = 99;
+    assert_int_equal(kvlm_stop_flush(st, &rest, &n), 0);
+    assert_non_null(rest);
+    assert_int_equal(n, 0);
     kvlm_stop_free(st);
 }
 

@@ -63,7 +63,7 @@ static int give_out(kvlm_stop *st, size_t k, size_t drop, const char **out, size
     free(st->out);
     st->out = malloc(k + 1);
     if (!st->out) { *out = ""; *out_len = 0; return KVLM_ERR_NOMEM; }
-    memcpy(st->out, st->buf, k);
+    if (k) memcpy(st->out, st->buf, k); /* buf is NULL before the first push */
     if (st->len > k + drop) memmove(st->buf, st->buf + k + drop, st->len - k - drop);
     st->len -= k + drop;
     *out = st->out;

@@ -34,6 +34,46 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     return -1;
 }
 
+/* jansson's reason for a body it cannot load, in this API's words (its
+ * own text may name its flags, e.g. JSON_ALLOW_NUL). */
+static const char *json_reason(const json_error_t *je) {
+    switch (json_error_code(je)) {
+    case json_error_premature_end_of_input: return "it ends before the JSON value is complete";
+    case json_error_end_of_input_expected: return "there is more text after the JSON value";
+    case json_error_stack_overflow: return "it is nested too deeply";
+    case json_error_null_character: return "a string contains a NUL character (\\u0000)";
+    case json_error_null_byte_in_key: return "a key contains a NUL character (\\u0000)";
+    case json_error_duplicate_key: return "an object has the same key twice";
+    case json_error_numeric_overflow: return "a number is too large";
+    case json_error_invalid_utf8: return "it is not valid UTF-8";
+    default: return "invalid syntax";
+    }
+}
+
+/* The first string value holding a NUL byte, its path written to path
+ * (e.g. "messages[0].content"); 1 if found. */
+static int find_nul(json_t *v, char *path, size_t cap, size_t at) {
+    if (at >= cap) return 0;
+    if (json_is_string(v)) return strlen(json_string_value(v)) != json_string_length(v);
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            snprintf(path + at, cap - at, "[%zu]", i);
+            if (find_nul(x, path, cap, strlen(path))) return 1;
+        }
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *x;
+        json_object_foreach(v, key, x) {
+            snprintf(path + at, cap - at, "%s%.40s", at ? "." : "", key);
+            if (find_nul(x, path, cap, strlen(path))) return 1;
+        }
+    }
+    path[at] = 0;
+    return 0;
+}
+
 static json_t *parse_body(const char *body, size_t len, api_error *e) {
     if (len == 0) {
         api_fail(e, 400, "invalid_json", NULL, "the request body is empty; expected a JSON object");
@@ -44,15 +84,26 @@ static json_t *parse_body(const char *body, size_t len, api_error *e) {
         return NULL;
     }
     json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* NUL is let through the loader so the message can name the field */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
-        api_fail(e, 400, "invalid_json", NULL, "the request body is not valid JSON: %s (line %d, column %d)",
-                 je.text, je.line, je.column);
+        if (json_error_code(&je) == json_error_out_of_memory)
+            api_fail(e, 500, NULL, NULL, "out of memory");
+        else
+            api_fail(e, 400, "invalid_json", NULL, "the request body is not valid JSON: %s (line %d, column %d)",
+                     json_reason(&je), je.line, je.column);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
         api_fail(e, 400, "invalid_json", NULL, "the request body must be a JSON object");
+        return NULL;
+    }
+    char path[64] = "";
+    if (find_nul(root, path, sizeof path, 0)) {
+        json_decref(root);
+        api_fail(e, 400, "invalid_value", path, "'%s' contains a NUL character (\\u0000), which is not accepted",
+                 path);
         return NULL;
     }
     return root;
@@ -68,8 +119,7 @@ static int in_list(const char *key, const char *const *list) {
 static int check_keys(json_t *root, const char *const *known, const api_limits *lim, api_error *e) {
     const char *key;
     json_t *v;
-    static const char *const unsupported[] = {"tool_choice", "functions", "function_call",
-                                              "response_format", "parallel_tool_calls", NULL};
+    static const char *const unsupported[] = {"functions", "function_call", "audio", "web_search_options", NULL};
     json_object_foreach(root, key, v) {
         if (in_list(key, unsupported)) {
             if (json_is_null(v)) continue;
@@ -101,11 +151,22 @@ static int get_num(json_t *root, const char *key, double lo, double hi, float *o
     return 0;
 }
 
+/* An integer, or a number written with a zero fraction (10.0), as some
+ * clients serialise every number as a float. */
 static int get_int(json_t *root, const char *key, long long lo, long long hi, long long *out, api_error *e) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_integer(v)) return api_fail(e, 400, "invalid_type", key, "'%s' must be an integer", key);
-    long long x = json_integer_value(v);
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d < -9.2e18 || d > 9.2e18 || d != (double)(long long)d)
+            return api_fail(e, 400, "invalid_type", key, "'%s' must be an integer, got %.17g", key, d);
+        x = (long long)d;
+    } else {
+        return api_fail(e, 400, "invalid_type", key, "'%s' must be an integer", key);
+    }
     if (x < lo || x > hi)
         return api_fail(e, 400, "invalid_value", key, "'%s' must be between %lld and %lld, got %lld", key, lo, hi,
                         x);
@@ -119,6 +180,98 @@ static int get_bool(json_t *root, const char *key, int *out, api_error *e) {
     if (!json_is_boolean(v)) return api_fail(e, 400, "invalid_type", key, "'%s' must be a boolean", key);
     *out = json_is_true(v);
     return 0;
+}
+
+/* ------------------------------------------------ fields accepted, ignored */
+
+static int is_one_of(json_t *v, const char *const *list) {
+    return json_is_string(v) && in_list(json_string_value(v), list);
+}
+
+/* Fields of OpenAI's API that do not change what kvlm generates are
+ * accepted (type-checked) and ignored: user, store, metadata,
+ * service_tier, reasoning_effort, parallel_tool_calls, prediction (a
+ * latency hint), response_format text, modalities text, tool_choice none
+ * or auto. Values that would change the output and that kvlm cannot honour
+ * are rejected, naming the field and why. `tools` is the request's list
+ * (NULL when absent, null or empty). */
+static int check_ignored(json_t *root, int chat, json_t *tools, api_error *e) {
+    json_t *v;
+    if ((v = json_object_get(root, "user")) && !json_is_null(v) && !json_is_string(v))
+        return api_fail(e, 400, "invalid_type", "user", "'user' must be a string");
+    if ((v = json_object_get(root, "store")) && !json_is_null(v) && !json_is_boolean(v))
+        return api_fail(e, 400, "invalid_type", "store", "'store' must be a boolean");
+    if ((v = json_object_get(root, "service_tier")) && !json_is_null(v) && !json_is_string(v))
+        return api_fail(e, 400, "invalid_type", "service_tier", "'service_tier' must be a string");
+    if ((v = json_object_get(root, "metadata")) && !json_is_null(v)) {
+        const char *key;
+        json_t *x;
+        if (!json_is_object(v))
+            return api_fail(e, 400, "invalid_type", "metadata", "'metadata' must be an object of strings");
+        json_object_foreach(v, key, x) if (!json_is_string(x))
+            return api_fail(e, 400, "invalid_type", "metadata", "'metadata' must be an object of strings; "
+                            "'%.40s' is not a string", key);
+    }
+    if (!chat) return 0;
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", NULL};
+    if ((v = json_object_get(root, "reasoning_effort")) && !json_is_null(v) && !is_one_of(v, efforts))
+        return api_fail(e, 400, "invalid_value", "reasoning_effort",
+                        "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh");
+    if ((v = json_object_get(root, "parallel_tool_calls")) && !json_is_null(v) && !json_is_boolean(v))
+        return api_fail(e, 400, "invalid_type", "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if ((v = json_object_get(root, "prediction")) && !json_is_null(v)) {
+        json_t *c = json_object_get(v, "content");
+        const char *type = json_string_value(json_object_get(v, "type"));
+        if (!json_is_object(v) || !type || strcmp(type, "content") || !(json_is_string(c) || json_is_array(c)))
+            return api_fail(e, 400, "invalid_type", "prediction",
+                            "'prediction' must be {\"type\": \"content\", \"content\": a string or a list of text "
+                            "parts}");
+    }
+    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
+        const char *type = json_string_value(json_object_get(v, "type"));
+        if (!json_is_object(v) || !type)
+            return api_fail(e, 400, "invalid_type", "response_format",
+                            "'response_format' must be an object with a 'type'");
+        if (strcmp(type, "text"))
+            return api_fail(e, 400, "unsupported_parameter", "response_format",
+                            "'response_format' of type '%.40s' is not supported: this server does not constrain "
+                            "the output to a format; only {\"type\": \"text\"} is accepted", type);
+    }
+    if ((v = json_object_get(root, "modalities")) && !json_is_null(v)) {
+        if (!json_is_array(v))
+            return api_fail(e, 400, "invalid_type", "modalities", "'modalities' must be a list of strings");
+        static const char *const text[] = {"text", NULL};
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (!is_one_of(x, text))
+            return api_fail(e, 400, "unsupported_parameter", "modalities",
+                            "'modalities' may only list \"text\": this server generates text only");
+    }
+    if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v)) {
+        static const char *const choices[] = {"none", "auto", "required", NULL};
+        if (!is_one_of(v, choices) && !json_is_object(v))
+            return api_fail(e, 400, "invalid_value", "tool_choice",
+                            "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a "
+                            "function");
+        const char *c = json_string_value(v);
+        /* "auto" is what a template given the tools does; "none" without
+         * tools is nothing to do. Forcing or forbidding calls is not. */
+        if (json_is_object(v) || !strcmp(c, "required"))
+            return api_fail(e, 400, "unsupported_parameter", "tool_choice",
+                            "'tool_choice' %s is not supported: this server cannot force a tool call; use \"auto\"",
+                            json_is_object(v) ? "naming a function" : "\"required\"");
+        if (!strcmp(c, "none") && tools)
+            return api_fail(e, 400, "unsupported_parameter", "tool_choice",
+                            "'tool_choice' \"none\" with 'tools' is not supported: the model would still see the "
+                            "tools and may call them; leave 'tools' out instead");
+    }
+    return 0;
+}
+
+/* "tools": NULL when absent, null or an empty list (nothing to render). */
+static json_t *request_tools(json_t *root) {
+    json_t *t = json_object_get(root, "tools");
+    return !t || json_is_null(t) || (json_is_array(t) && json_array_size(t) == 0) ? NULL : t;
 }
 
 /* ---------------------------------------------------------------- prompts */
@@ -289,7 +442,7 @@ static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, i
     if (!msgs || json_is_null(msgs)) return api_fail(e, 400, "missing_parameter", "messages", "'messages' is required");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a non-empty list of messages");
-    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && (json_is_null(tools) || (json_is_array(tools) && json_array_size(tools) == 0))) tools = NULL;
     if (tools && !chat_renders_tools(lim->tpl))
         return api_fail(e, 400, "unsupported_parameter", "tools",
                         "'tools' is not supported: this model's chat template does not render tools");
@@ -491,9 +644,11 @@ static int parse_flags(json_t *root, int chat, const api_limits *lim, api_reques
             return api_fail(e, 400, "invalid_type", "stream_options", "'stream_options' must be an object");
         const char *key;
         json_t *v;
-        json_object_foreach(so, key, v) if (strcmp(key, "include_usage"))
+        int obfuscate = 0; /* include_obfuscation: padding against side channels; nothing to pad here */
+        json_object_foreach(so, key, v) if (strcmp(key, "include_usage") && strcmp(key, "include_obfuscation"))
             return api_fail(e, 400, "unknown_parameter", "stream_options", "unknown stream option '%.40s'", key);
-        if (get_bool(so, "include_usage", &rq->include_usage, e)) return -1;
+        if (get_bool(so, "include_usage", &rq->include_usage, e) || get_bool(so, "include_obfuscation", &obfuscate, e))
+            return -1;
     }
     if (chat) return 0;
     int echo = 0;
@@ -548,7 +703,8 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
-        "service_tier", "return_tokens_as_token_ids", "tools", NULL};
+        "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
+        "reasoning_effort", "response_format", "prediction", "modalities", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -556,6 +712,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     json_t *root = parse_body(body, len, e);
     if (!root) return -1;
     int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);
+    if (!rc) rc = check_ignored(root, chat, request_tools(root), e);
     if (!rc) rc = parse_flags(root, chat, lim, rq, e);
     if (!rc) rc = parse_sampling(root, lim, rq, e);
     if (!rc) rc = parse_logprobs(root, chat, rq, e);

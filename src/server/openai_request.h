@@ -7,10 +7,16 @@
  *
  * Every rejection fills an api_error the way OpenAI reports one: HTTP
  * status, type, code, the parameter at fault and a message that names the
- * field, what it must be and what was given. Unknown fields are rejected
- * (as OpenAI does); fields kvlm cannot honour (tool_choice, echo, suffix,
- * best_of > n, response_format; tools when the chat template does not
- * render them) are rejected rather than ignored. Chat messages are rendered
+ * field, what it must be and what was given (never a JSON library's
+ * words; a NUL in a string names the field). Unknown fields are rejected
+ * (as OpenAI does). Fields of OpenAI's API that do not change what kvlm
+ * generates are type-checked and ignored (user, store, metadata,
+ * service_tier, reasoning_effort, parallel_tool_calls, prediction,
+ * response_format text, modalities text, tool_choice none/auto, an empty
+ * tools list); integers may be written with a zero fraction (10.0). Values
+ * kvlm cannot honour (tool_choice required, echo, suffix, best_of > n,
+ * response_format json, tools when the chat template does not render them)
+ * are rejected rather than ignored. Chat messages are rendered
  * by the model's chat template (chat_template.h); a template's
  * raise_exception is a 400 with its message.
  */

@@ -106,7 +106,8 @@ int tok_reserve_ids(kvlm_tokenizer *t, int32_t n) {
 
 int tok_set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len) {
     if (tok_reserve_ids(t, id + 1) != 0) return -1;
-    if (t->arena_len + len > t->arena_cap) {
+    /* allocated at the first piece, even an empty one: pieces point into it */
+    if (!t->arena || t->arena_len + len > t->arena_cap) {
         size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
         while (cap < t->arena_len + len) cap *= 2;
         if (cap > UINT32_MAX) return -1;
@@ -115,7 +116,7 @@ int tok_set_piece(kvlm_tokenizer *t, int32_t id, const char *raw, size_t len) {
         t->arena = a;
         t->arena_cap = cap;
     }
-    memcpy(t->arena + t->arena_len, raw, len);
+    if (len) memcpy(t->arena + t->arena_len, raw, len); /* raw may be NULL when empty */
     t->piece_off[id] = (uint32_t)t->arena_len;
     t->piece_len[id] = (uint32_t)len;
     t->flags[id] |= TOK_PRESENT;

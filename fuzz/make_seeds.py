@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/).
+
+Standard library only; deterministic. Every seed is either made here by
+hand (small valid files of each format, written by the tiny GGUF and
+safetensors writers below) or cut from this repository's own test fixtures
+(tests/fixtures, models/), so no third-party file enters the corpus.
+Run from the repository root: fuzz/make_seeds.py
+"""
+import json
+import os
+import struct
+
+OUT = "fuzz/corpus"
+SEP = b"\n#####\n"
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ----------------------------------------------------------------- GGUF
+T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gval(t, v):
+    if t == T_STR:
+        return gstr(v)
+    if t == T_ARR:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gval(et, x) for x in items)
+    fmt = {T_U8: "B", T_I8: "b", T_U16: "H", T_I16: "h", T_U32: "I", T_I32: "i", T_F32: "f", T_BOOL: "?",
+           T_U64: "Q", T_I64: "q", T_F64: "d"}[t]
+    return struct.pack("<" + fmt, v)
+
+
+def gguf(kvs, tensors, align=32):
+    """kvs: [(key, type, value)]; tensors: [(name, shape, ggml_type, data bytes)]."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gstr(k) + struct.pack("<I", t) + gval(t, v)
+    off = 0
+    infos, blobs = b"", b""
+    for name, shape, gt, data in tensors:
+        infos += gstr(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", s) for s in shape)
+        infos += struct.pack("<IQ", gt, off)
+        pad = (-len(data)) % align
+        blobs += data + b"\0" * pad
+        off += len(data) + pad
+    out += infos
+    out += b"\0" * ((-len(out)) % align)
+    return out + blobs
+
+
+def f32s(n, scale=0.01):
+    return b"".join(struct.pack("<f", ((i * 37) % 17 - 8) * scale) for i in range(n))
+
+
+def q8_0(n):
+    return b"".join(struct.pack("<e", 0.01) + bytes((i * 7) % 256 for i in range(32)) for _ in range(n // 32))
+
+
+def model_gguf(arch, vocab=16, embd=32, ff=64, head=4, kv=2):
+    kvs = [("general.architecture", T_STR, arch), ("general.name", T_STR, "tiny"),
+           (arch + ".block_count", T_U32, 1), (arch + ".embedding_length", T_U32, embd),
+           (arch + ".feed_forward_length", T_U32, ff), (arch + ".context_length", T_U32, 64),
+           (arch + ".attention.head_count", T_U32, head), (arch + ".attention.head_count_kv", T_U32, kv),
+           (arch + ".attention.layer_norm_rms_epsilon", T_F32, 1e-5), (arch + ".rope.freq_base", T_F32, 10000.0),
+           ("tokenizer.ggml.eos_token_id", T_U32, 2), ("general.alignment", T_U32, 32)]
+    hd = embd // head
+    ts = [("token_embd.weight", [embd, vocab], 0, f32s(embd * vocab)),
+          ("output_norm.weight", [embd], 0, f32s(embd)),
+          ("blk.0.attn_q.weight", [embd, embd], 8, q8_0(embd * embd)),
+          ("blk.0.attn_k.weight", [embd, kv * hd], 1, struct.pack("<%de" % (embd * kv * hd), *([0.5] * (embd * kv * hd))))]
+    return gguf(kvs, ts)
+
+
+def tok_gguf(spec):
+    kvs = [("general.architecture", T_STR, "llama"), ("tokenizer.ggml.model", T_STR, spec["model"]),
+           ("tokenizer.ggml.tokens", T_ARR, (T_STR, spec["tokens"]))]
+    if spec.get("scores"):
+        kvs.append(("tokenizer.ggml.scores", T_ARR, (T_F32, spec["scores"])))
+    if spec.get("token_type"):
+        kvs.append(("tokenizer.ggml.token_type", T_ARR, (T_I32, spec["token_type"])))
+    if spec.get("merges"):
+        kvs.append(("tokenizer.ggml.merges", T_ARR, (T_STR, spec["merges"])))
+    kvs += [("tokenizer.ggml.bos_token_id", T_U32, spec["bos"]), ("tokenizer.ggml.eos_token_id", T_U32, spec["eos"]),
+            ("tokenizer.ggml.add_bos_token", T_BOOL, bool(spec["add_bos"]))]
+    if spec.get("pre"):
+        kvs.append(("tokenizer.ggml.pre", T_STR, spec["pre"]))
+    return gguf(kvs, [])
+
+
+# ---------------------------------------------------------- safetensors
+def safetensors(tensors, meta=None):
+    hdr, data = {}, b""
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dtype, shape, blob in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    h = json.dumps(hdr).encode()
+    h += b" " * ((-len(h)) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def main():
+    # seeds are (re)written in place; regression inputs (regress-*, found by
+    # fuzzing) live beside them and are kept
+    # gguf: tiny models of each architecture family
+    for arch in ("llama", "qwen3", "gpt2", "phi3"):
+        put("gguf", arch + ".gguf", model_gguf(arch))
+    put("gguf", "empty_v3.gguf", gguf([], []))
+    # tok_gguf: the repository's GGUF-style vocabularies written as GGUF
+    for name in ("gguf_llama", "gguf_gpt2"):
+        spec = json.load(open("tests/fixtures/tokenizer/%s.json" % name))
+        put("tok_gguf", name + ".gguf", tok_gguf(spec))
+    put("tok_gguf", "tiny_bpe.gguf", tok_gguf({"model": "gpt2", "tokens": ["a", "b", "ab", "<|endoftext|>"],
+                                                "token_type": [1, 1, 1, 3], "merges": ["a b"], "bos": 3,
+                                                "eos": 3, "add_bos": 0, "pre": "gpt-2"}))
+    # safetensors
+    put("safetensors", "f32.safetensors", safetensors([("w", "F32", [2, 3], f32s(6))], {"format": "pt"}))
+    put("safetensors", "mixed.safetensors",
+        safetensors([("a", "F16", [4], struct.pack("<4e", 1, 2, 3, 4)), ("b", "BF16", [2, 2], b"\x80\x3f" * 4),
+                     ("c", "I32", [1], struct.pack("<i", 7))]))
+    put("safetensors", "empty.safetensors", safetensors([]))
+    # llmc: the headers of the repository's llm.c checkpoints, plus a few data bytes
+    for name in ("llmc_f32", "llmc_bf16"):
+        put("llmc", name + ".bin", open("tests/fixtures/gpt2/%s.bin" % name, "rb").read()[:1024 + 64])
+    # hf_config: the repository's config.json files
+    for d in ("gpt2/hf_f32", "llama/gqa", "llama/qwen3", "llama/phi3", "llama/mistral_swa", "llama/llama3_rope",
+              "llama/qwen2"):
+        put("hf_config", d.replace("/", "_") + ".json", open("tests/fixtures/%s/config.json" % d, "rb").read())
+    # tok_json: the repository's tokenizer.json fixtures and a hand-made one
+    for d in ("llama2", "qwen2", "llama3"):
+        p = "tests/fixtures/tokenizer/%s/tokenizer.json" % d
+        if os.path.exists(p):
+            put("tok_json", d + ".json", open(p, "rb").read())
+    put("tok_json", "tiny.json", json.dumps({
+        "added_tokens": [{"id": 4, "content": "<|end|>", "special": True}],
+        "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "<|end|>": 4},
+                  "merges": ["a b"]}}))
+    # tok_bpe: first byte picks vocab.json+merges.txt (even) or encoder.json+vocab.bpe (odd)
+    vocab = json.dumps({"a": 0, "b": 1, "ab": 2, "\u0120a": 3, "\u0120": 4, "<|endoftext|>": 5}).encode()
+    merges = b"#version: 0.2\na b\n\xc4\xa0 a\n"
+    put("tok_bpe", "hf_pair", b"\0" + vocab + SEP + merges)
+    put("tok_bpe", "openai_pair", b"\1" + vocab + SEP + merges)
+    put("tok_bpe", "with_config", b"\0" + vocab + SEP + merges + SEP +
+        json.dumps({"bos_token": "<|endoftext|>", "eos_token": {"content": "<|endoftext|>"},
+                    "add_bos_token": True}).encode())
+    # template: the repository's smaller templates with a conversation, and hand-made ones
+    conv = json.dumps([{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
+                       {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "More"}]).encode()
+    tdir = "tests/fixtures/templates"
+    for f in sorted(os.listdir(tdir)):
+        if f.endswith(".jinja") and os.path.getsize(os.path.join(tdir, f)) <= 8192:
+            put("template", f[:-6], open(os.path.join(tdir, f), "rb").read() + SEP + conv)
+    put("template", "hand_loops", "{% for m in messages %}{{ loop.index }}:{{ m.role|upper }}={{ m.content|trim }}"
+        "{% if not loop.last %}, {% endif %}{% endfor %}{{ messages|length }}{{ (messages|selectattr('role', "
+        "'equalto', 'user')|list)[0].content }}")
+    put("template", "hand_macro", "{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}{% set ns = namespace(a=0) %}"
+        "{% for i in range(3) %}{% set ns.a = ns.a + i %}{% endfor %}{{ f(ns.a) }}{{ {'k': [1, 2.5, none, true]}|"
+        "tojson }}{{ 'abc'[1:] }}{{ raise_exception('no') if false else strftime_now('%Y') }}")
+    # openai_request: first byte 0 completions, 1 chat, 2 tokenize, 3 detokenize
+    reqs = [
+        (0, {"prompt": "Hello", "max_tokens": 5, "temperature": 0.5, "stop": ["\n", "x"], "logprobs": 2}),
+        (0, {"prompt": [[1, 2, 3], [4, 5]], "n": 2, "seed": 7, "logit_bias": {"50256": -100}, "top_k": 10}),
+        (0, {"model": "m", "prompt": ["a", "b"], "stream": True, "stream_options": {"include_usage": True},
+             "max_tokens": 10.0, "user": "u", "best_of": 1, "echo": False, "suffix": ""}),
+        (1, {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}],
+             "max_completion_tokens": 4, "logprobs": True, "top_logprobs": 2, "response_format": {"type": "text"},
+             "tools": [], "tool_choice": "none", "parallel_tool_calls": False, "reasoning_effort": "low",
+             "service_tier": "auto", "store": False, "metadata": {"k": "v"}}),
+        (1, {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]},
+                          {"role": "assistant", "content": None, "tool_calls": [
+                              {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
+                          {"role": "tool", "content": "2", "tool_call_id": "c"}],
+             "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
+        (2, {"prompt": "Hello <|endoftext|>", "add_special_tokens": False}),
+        (2, {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": False}),
+        (3, {"tokens": [15496, 11, 995]}),
+    ]
+    for i, (kind, body) in enumerate(reqs):
+        put("openai_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
+    put("openai_request", "nul", b"\0{\"prompt\": \"a\\u0000b\"}")
+    put("openai_request", "bad_json", b"\1{\"messages\": [}")
+    # stream: stop strings (one a line), the separator, then bytes / token ids
+    put("stream", "one_stop", b"END" + SEP + b"some text then END and more")
+    put("stream", "overlap", b"aab\nab\n\xc3\xa9" + SEP + b"xxaaab\xc3\xa9\xff\xfe\x00\x01 tokens")
+    put("stream", "no_stop", SEP + "plain text, no stops \u20ac".encode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+/*
+ * The OpenAI request parser (src/server/openai_request.c) as a unit, with
+ * the shipped GPT-2 tokenizer (models/gpt2-tokenizer) and two chat
+ * templates: one that renders tools (a fixture template) and the plain
+ * one, which does not.
+ *
+ * Checks, with exact statuses, codes, fields and messages: the fields of
+ * OpenAI's API that do not change kvlm's output are accepted and ignored
+ * (and still type-checked); integers written with a zero fraction are taken
+ * as integers and other fractions refused; what would change the output
+ * and cannot be honoured is refused naming the field and why; a NUL in any
+ * string names the field; a body that is not JSON is explained without the
+ * JSON library's words.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/openai_request.h"
+
+static kvlm_tokenizer *tok;
+static chat_template tools_tpl, plain_tpl;
+
+static int setup(void **state) {
+    (void)state;
+    kvlm_error err;
+    tok = kvlm_tokenizer_load("models/gpt2-tokenizer", &err);
+    if (!tok) return -1;
+    if (chat_template_load(&tools_tpl, "models/gpt2-tokenizer", "models/gpt2-tokenizer",
+                           "tests/fixtures/templates/Qwen-Qwen2.5-7B-Instruct.jinja", &err) ||
+        chat_template_load(&plain_tpl, "models/gpt2-tokenizer", "models/gpt2-tokenizer", "plain", &err))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    chat_template_free(&tools_tpl);
+    chat_template_free(&plain_tpl);
+    kvlm_tokenizer_free(tok);
+    return 0;
+}
+
+static api_limits limits(const chat_template *tpl) {
+    return (api_limits){.tok = tok, .tpl = tpl, .model_name = "m", .n_ctx = 256, .vocab = 50257, .max_seqs = 4,
+                        .block_size = 16, .max_prompts = 4, .kv_blocks = 64, .random_seed = 99};
+}
+
+/* Parses body (chat or completions) with tpl; returns the status (0 when accepted). */
+static int parse(const char *body, size_t len, int chat, const chat_template *tpl, api_request *rq, api_error *e) {
+    api_limits lim = limits(tpl);
+    memset(e, 0, sizeof *e);
+    return api_parse_completion(body, len, chat, &lim, rq, e) ? e->status : 0;
+}
+
+static void expect_ok(const char *body, int chat, const chat_template *tpl, api_request *rq) {
+    api_error e;
+    int st = parse(body, strlen(body), chat, tpl, rq, &e);
+    if (st) fail_msg("%s: refused with %d %s", body, st, e.message);
+}
+
+static void expect_fail_len(const char *body, size_t len, int chat, const chat_template *tpl, int status,
+                            const char *code, const char *param, const char *message) {
+    api_request rq;
+    api_error e;
+    int st = parse(body, len, chat, tpl, &rq, &e);
+    if (st != status) fail_msg("%s: status %d (%s), expected %d", body, st, st ? e.message : "accepted", status);
+    if (code) assert_string_equal(e.code, code);
+    assert_string_equal(e.param, param);
+    assert_string_equal(e.message, message);
+    assert_null(strstr(e.message, "JSON_"));
+}
+
+static void expect_fail(const char *body, int chat, const chat_template *tpl, int status, const char *code,
+                        const char *param, const char *message) {
+    expect_fail_len(body, strlen(body), chat, tpl, status, code, param, message);
+}
+
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]"
+
+/* Each harmless field alone, on chat completions, with both templates. */
+static void test_harmless_chat_fields(void **state) {
+    (void)state;
+    static const char *const extra[] = {
+        "\"user\":\"u-1\"",
+        "\"parallel_tool_calls\":false",
+        "\"reasoning_effort\":\"low\"",
+        "\"service_tier\":\"auto\"",
+        "\"store\":false",
+        "\"metadata\":{\"k\":\"v\"}",
+        "\"response_format\":{\"type\":\"text\"}",
+        "\"tools\":[]",
+        "\"tool_choice\":\"none\"",
+        "\"tool_choice\":\"auto\"",
+        "\"tools\":[],\"tool_choice\":\"none\"",
+        "\"prediction\":{\"type\":\"content\",\"content\":\"Hello\"}",
+        "\"modalities\":[\"text\"]",
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true,\"include_obfuscation\":false}",
+        "\"user\":null,\"store\":null,\"metadata\":null,\"response_format\":null,\"tool_choice\":null",
+    };
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        for (int t = 0; t < 2; t++) {
+            char body[512];
+            snprintf(body, sizeof body, "{" MSG ",%s}", extra[i]);
+            api_request rq;
+            expect_ok(body, 1, t ? &tools_tpl : &plain_tpl, &rq);
+            assert_int_equal(rq.n, 1);
+            assert_int_equal(rq.n_prompts, 1);
+            api_request_free(&rq);
+        }
+}
+
+/* The same prompt with and without the ignored fields gives the same request. */
+static void test_ignored_fields_change_nothing(void **state) {
+    (void)state;
+    api_request a, b;
+    expect_ok("{" MSG ",\"max_tokens\":7,\"seed\":3}", 1, &tools_tpl, &a);
+    expect_ok("{" MSG ",\"max_tokens\":7,\"seed\":3,\"user\":\"x\",\"store\":true,\"service_tier\":\"default\","
+              "\"reasoning_effort\":\"high\",\"parallel_tool_calls\":true,\"response_format\":{\"type\":\"text\"},"
+              "\"tools\":[],\"metadata\":{},\"prediction\":{\"type\":\"content\",\"content\":[{\"type\":\"text\","
+              "\"text\":\"x\"}]}}",
+              1, &tools_tpl, &b);
+    assert_int_equal(a.n_prompt[0], b.n_prompt[0]);
+    assert_memory_equal(a.prompts[0], b.prompts[0], (size_t)a.n_prompt[0] * sizeof(int32_t));
+    assert_int_equal(a.max_new[0], 7);
+    assert_int_equal(b.max_new[0], 7);
+    assert_int_equal(b.sampling.seed, 3);
+    api_request_free(&a);
+    api_request_free(&b);
+}
+
+static void test_harmless_completion_fields(void **state) {
+    (void)state;
+    api_request rq;
+    expect_ok("{\"prompt\":\"Hello\",\"user\":\"u\",\"store\":false,\"service_tier\":\"auto\",\"metadata\":{\"a\":\"b\"},"
+              "\"max_tokens\":10.0,\"n\":2.0,\"best_of\":2.0,\"logprobs\":3.0,\"seed\":12.0,\"top_k\":5.0}",
+              0, &plain_tpl, &rq);
+    assert_int_equal(rq.max_new[0], 10);
+    assert_int_equal(rq.n, 2);
+    assert_int_equal(rq.top_logprobs, 3);
+    assert_int_equal(rq.sampling.seed, 12);
+    assert_int_equal(rq.sampling.top_k, 5);
+    assert_int_equal(rq.n_prompt[0], 1); /* "Hello" is GPT-2's token 15496 */
+    assert_int_equal(rq.prompts[0][0], 15496);
+    api_request_free(&rq);
+}
+
+static void test_integers_written_as_floats(void **state) {
+    (void)state;
+    api_request rq;
+    expect_ok("{" MSG ",\"max_completion_tokens\":4.0,\"n\":3.0,\"logprobs\":true,\"top_logprobs\":2.0,"
+              "\"seed\":-7.0}", 1, &plain_tpl, &rq);
+    assert_int_equal(rq.max_new[0], 4);
+    assert_int_equal(rq.n, 3);
+    assert_int_equal(rq.top_logprobs, 2);
+    assert_int_equal((int64_t)rq.sampling.seed, -7);
+    api_request_free(&rq);
+    expect_fail("{\"prompt\":\"a\",\"max_tokens\":10.5}", 0, &plain_tpl, 400, "invalid_type", "max_tokens",
+                "'max_tokens' must be an integer, got 10.5");
+    expect_fail("{" MSG ",\"n\":2.25}", 1, &plain_tpl, 400, "invalid_type", "n", "'n' must be an integer, got 2.25");
+    expect_fail("{\"prompt\":\"a\",\"seed\":1e30}", 0, &plain_tpl, 400, "invalid_type", "seed",
+                "'seed' must be an integer, got 1e+30");
+    expect_fail("{\"prompt\":\"a\",\"max_tokens\":0.0}", 0, &plain_tpl, 400, "invalid_value", "max_tokens",
+                "'max_tokens' must be between 1 and 2147483647, got 0");
+    expect_fail("{\"prompt\":\"a\",\"top_k\":\"3\"}", 0, &plain_tpl, 400, "invalid_type", "top_k",
+                "'top_k' must be an integer");
+}
+
+/* What would change the output and cannot be honoured: 400 naming the field and why. */
+static void test_refused_fields(void **state) {
+    (void)state;
+    expect_fail("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", 1, &tools_tpl, 400,
+                "unsupported_parameter", "response_format",
+                "'response_format' of type 'json_object' is not supported: this server does not constrain the "
+                "output to a format; only {\"type\": \"text\"} is accepted");
+    expect_fail("{" MSG ",\"response_format\":\"text\"}", 1, &tools_tpl, 400, "invalid_type", "response_format",
+                "'response_format' must be an object with a 'type'");
+    expect_fail("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", 1, &plain_tpl, 400,
+                "unsupported_parameter", "tools",
+                "'tools' is not supported: this model's chat template does not render tools");
+    expect_fail("{" MSG ",\"tool_choice\":\"required\"}", 1, &tools_tpl, 400, "unsupported_parameter", "tool_choice",
+                "'tool_choice' \"required\" is not supported: this server cannot force a tool call; use \"auto\"");
+    expect_fail("{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", 1, &tools_tpl,
+                400, "unsupported_parameter", "tool_choice",
+                "'tool_choice' naming a function is not supported: this server cannot force a tool call; use "
+                "\"auto\"");
+    expect_fail("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"none\"}",
+                1, &tools_tpl, 400, "unsupported_parameter", "tool_choice",
+                "'tool_choice' \"none\" with 'tools' is not supported: the model would still see the tools and may "
+                "call them; leave 'tools' out instead");
+    expect_fail("{" MSG ",\"tool_choice\":\"sometimes\"}", 1, &tools_tpl, 400, "invalid_value", "tool_choice",
+                "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a function");
+    expect_fail("{" MSG ",\"modalities\":[\"text\",\"audio\"]}", 1, &tools_tpl, 400, "unsupported_parameter",
+                "modalities", "'modalities' may only list \"text\": this server generates text only");
+    expect_fail("{" MSG ",\"reasoning_effort\":\"max\"}", 1, &tools_tpl, 400, "invalid_value", "reasoning_effort",
+                "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh");
+    expect_fail("{" MSG ",\"parallel_tool_calls\":\"yes\"}", 1, &tools_tpl, 400, "invalid_type",
+                "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    expect_fail("{" MSG ",\"prediction\":{\"type\":\"diff\",\"content\":\"x\"}}", 1, &tools_tpl, 400, "invalid_type",
+                "prediction",
+                "'prediction' must be {\"type\": \"content\", \"content\": a string or a list of text parts}");
+    expect_fail("{\"prompt\":\"a\",\"user\":5}", 0, &plain_tpl, 400, "invalid_type", "user", "'user' must be a string");
+    expect_fail("{\"prompt\":\"a\",\"store\":\"no\"}", 0, &plain_tpl, 400, "invalid_type", "store",
+                "'store' must be a boolean");
+    expect_fail("{\"prompt\":\"a\",\"metadata\":{\"a\":1}}", 0, &plain_tpl, 400, "invalid_type", "metadata",
+                "'metadata' must be an object of strings; 'a' is not a string");
+    expect_fail("{" MSG ",\"functions\":[]}", 1, &tools_tpl, 400, "unsupported_parameter", "functions",
+                "'functions' is not supported by this server");
+    /* response_format belongs to chat completions only */
+    expect_fail("{\"prompt\":\"a\",\"response_format\":{\"type\":\"text\"}}", 0, &plain_tpl, 400, "unknown_parameter",
+                "response_format", "Unrecognized request argument supplied: response_format");
+}
+
+/* A NUL anywhere names the field; the body's other faults are explained
+ * in this API's words, with the line and column. */
+static void test_nul_and_json_errors(void **state) {
+    (void)state;
+    expect_fail("{\"prompt\":\"a\\u0000b\"}", 0, &plain_tpl, 400, "invalid_value", "prompt",
+                "'prompt' contains a NUL character (\\u0000), which is not accepted");
+    expect_fail("{\"prompt\":[\"ok\",\"a\\u0000\"]}", 0, &plain_tpl, 400, "invalid_value", "prompt[1]",
+                "'prompt[1]' contains a NUL character (\\u0000), which is not accepted");
+    expect_fail("{\"messages\":[{\"role\":\"user\",\"content\":\"x\\u0000\"}]}", 1, &plain_tpl, 400, "invalid_value",
+                "messages[0].content", "'messages[0].content' contains a NUL character (\\u0000), which is not accepted");
+    expect_fail("{\"stop\":[\"\\u0000\"],\"prompt\":\"a\"}", 0, &plain_tpl, 400, "invalid_value", "stop[0]",
+                "'stop[0]' contains a NUL character (\\u0000), which is not accepted");
+    expect_fail("{\"pro\\u0000mpt\":\"a\"}", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: a key contains a NUL character (\\u0000) (line 1, column 15)");
+    expect_fail("{\"prompt\":", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: it ends before the JSON value is complete (line 1, column 10)");
+    expect_fail("{\"prompt\":\"a\"} x", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: there is more text after the JSON value (line 1, column 16)");
+    expect_fail("{\"prompt\":\"a\",\"prompt\":\"b\"}", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: an object has the same key twice (line 1, column 22)");
+    expect_fail("{\"prompt\":\"a\",\"max_tokens\":1e999}", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: a number is too large (line 1, column 32)");
+    expect_fail("{\"prompt\":nope}", 0, &plain_tpl, 400, "invalid_json", "",
+                "the request body is not valid JSON: invalid syntax (line 1, column 14)");
+    char deep[5000];
+    size_t n = 0;
+    n += (size_t)snprintf(deep, sizeof deep, "{\"prompt\":");
+    for (int i = 0; i < 2100; i++) deep[n++] = '[';
+    expect_fail_len(deep, n, 0, &plain_tpl, 400, "invalid_json", "",
+                    "the request body is not valid JSON: it is nested too deeply (line 1, column 2058)");
+    /* /tokenize and /detokenize share the loader */
+    api_limits lim = limits(&plain_tpl);
+    api_error e;
+    int32_t *ids;
+    size_t k;
+    static const char tz[] = "{\"prompt\":\"\\u0000\"}";
+    assert_int_equal(api_parse_tokenize(tz, sizeof tz - 1, &lim, &ids, &k, &e), -1);
+    assert_string_equal(e.param, "prompt");
+    assert_string_equal(e.message, "'prompt' contains a NUL character (\\u0000), which is not accepted");
+    static const char tk[] = "{\"tokens\":[1,2],\"model\":\"m\\u0000\"}";
+    assert_int_equal(api_parse_detokenize(tk, sizeof tk - 1, &lim, &ids, &k, &e), -1);
+    assert_string_equal(e.param, "model");
+}
+
+/* /tokenize accepts an empty tools list with a template that renders none. */
+static void test_tokenize_empty_tools(void **state) {
+    (void)state;
+    api_limits lim = limits(&plain_tpl);
+    api_error e;
+    int32_t *ids = NULL;
+    size_t k = 0;
+    static const char body[] = "{" MSG ",\"tools\":[],\"add_generation_prompt\":false}";
+    assert_int_equal(api_parse_tokenize(body, sizeof body - 1, &lim, &ids, &k, &e), 0);
+    assert_true(k > 0);
+    free(ids);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_harmless_chat_fields),   cmocka_unit_test(test_ignored_fields_change_nothing),
+        cmocka_unit_test(test_harmless_completion_fields), cmocka_unit_test(test_integers_written_as_floats),
+        cmocka_unit_test(test_refused_fields),         cmocka_unit_test(test_nul_and_json_errors),
+        cmocka_unit_test(test_tokenize_empty_tools),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
