@@ -275,12 +275,28 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
  * than their decode kernel (quant_wide.h). */
 int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0 ? 1 : MR_MAX; }
 
+size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);
+void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy);
+
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
     const kvlm_dtype t = w->dtype;
     if (!quant_int8_supports(t)) return 0;
     const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
     if (M < QNAME(quant_int8_min_rows)(t)) return 0;
+    size_t pan = 0;
+    const size_t pre = QNAME(quant_int8_prep_bytes)(M, w, &pan);
+    if (pre) {
+        _Alignas(64) unsigned char sbuf[32768];
+        unsigned char *pb = pre + pan <= sizeof sbuf ? sbuf : aligned_alloc(64, (pre + pan + 63) & ~(size_t)63);
+        if (!pb) return 0;
+        QNAME(quant_int8_prep)(x, M, w, 0, M, pb);
+        QNAME(quant_int8_rows_prep)(pb, pb + pre, w, n0, n1, bias, y, ldy);
+        if (pb != sbuf) free(pb);
+        return 1;
+    }
     const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
     /* per row of x: spread scales and corrections, block sums (Q4_K /
      * Q5_K), codes; then the panel of NR_MAX weight rows (scales, offsets,
@@ -310,3 +326,251 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
 }
 
 void QNAME(quant_int8_quantize_row)(const float *x, int K, int8_t *q, float *d) { quantize_x_row(x, K / QK, q, d); }
+
+/*
+ * Prefill (M >= PR_MIN_ROWS): outputs in the lanes. The activations are
+ * prepared once per matmul (QNAME(quant_int8_prep), shared by every work
+ * item) in tiles of PR_MR rows (the last one padded with zero rows); per
+ * tile and G-value group g (G = 16 for Q6_K, else 32): the codes, chunk c
+ * (values 4c .. 4c + 3) of the PR_MR rows side by side, then per row the
+ * int32 start -off * S (S the sum of the group's codes), the block scale
+ * dx and dx * S (Q4_K / Q5_K). A work item unpacks PR_NP = PR_NV * VW
+ * weight rows at a time into a panel whose vectors hold, for chunk c, the
+ * unsigned codes of row j in lane j, with the group scales a (and offsets
+ * b) of the rows as float vectors. A PR_MR x PR_NP tile then costs, per
+ * group, row and vector of outputs, G / 4 vpdpbusd (the row's 4 code
+ * bytes broadcast), one conversion, one multiply by dx and one FMA with a
+ * (one FNMA more with b for Q4_K / Q5_K): the lane sum r of the group is
+ * exact in int32 and y += a * (dx * (r - off * S)) - b * (dx * S).
+ * Every output's float operations are the same whatever its place in a
+ * tile, panel, row chunk or work item, so any split gives the same bits.
+ */
+#define PR_HDR 64
+#define PR_NP (PR_NV * VW)
+
+typedef struct pr_head {
+    int M, K, ng, gs, nt;
+    size_t gbytes; /* bytes per tile and group */
+} pr_head;
+
+AI int pr_gs(kvlm_dtype t) { return t == KVLM_Q6_K ? 16 : 32; }
+AI size_t pr_gbytes(int gs) { return (size_t)gs * PR_MR + 3 * sizeof(float) * PR_MR; }
+
+size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel) {
+    if (!quant_int8_supports(w->dtype) || M < PR_MIN_ROWS) return 0;
+    const int K = w->cols, gs = pr_gs(w->dtype), ng = K / gs, nt = (M + PR_MR - 1) / PR_MR;
+    /* codes, scales and offsets of the PR_NP rows, then the rows'
+     * unpacked codes (K-quants; K + 64 bytes apart) and one block's
+     * 4-value lane scales; 64 for the alignment */
+    *panel = 64 + (size_t)PR_NP * K + 2 * sizeof(float) * PR_NP * (size_t)ng + (size_t)PR_NP * (K + 64) +
+             sizeof(float) * 64;
+    return PR_HDR + (size_t)nt * ng * pr_gbytes(gs);
+}
+
+AI void pr_put_row(unsigned char *tile, int i, const int8_t *q, const float *d, int ng, int gs, int off) {
+    const size_t gb = pr_gbytes(gs);
+    for (int g = 0; g < ng; g++) {
+        unsigned char *gp = tile + (size_t)g * gb;
+        const int8_t *qg = q + (size_t)g * gs;
+        int s = 0;
+        for (int c = 0; c < gs / 4; c++) {
+            memcpy(gp + ((size_t)c * PR_MR + i) * 4, qg + 4 * c, 4);
+            s += qg[4 * c] + qg[4 * c + 1] + qg[4 * c + 2] + qg[4 * c + 3];
+        }
+        int32_t *st = (int32_t *)(gp + (size_t)gs * PR_MR);
+        float *dx = (float *)(st + PR_MR), *dxs = dx + PR_MR;
+        const float dg = d[g * gs / QK];
+        st[i] = -off * s, dx[i] = dg, dxs[i] = dg * (float)s;
+    }
+}
+
+void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
+    const kvlm_dtype t = w->dtype;
+    const int K = w->cols, gs = pr_gs(t), ng = K / gs, nt = (M + PR_MR - 1) / PR_MR, off = i8_off(t);
+    const size_t gb = pr_gbytes(gs);
+    unsigned char *b = buf;
+    *(pr_head *)b = (pr_head){M, K, ng, gs, nt, gb};
+    unsigned char *tiles = b + PR_HDR;
+    int8_t q[1024];
+    float d[1024 / QK];
+    for (int m = m0; m < m1; m++)
+        for (int k0 = 0; k0 < K; k0 += 1024) {
+            const int kn = K - k0 < 1024 ? K - k0 : 1024;
+            quantize_x_row(x + (size_t)m * K + k0, kn / QK, q, d);
+            pr_put_row(tiles + ((size_t)(m / PR_MR) * ng + k0 / gs) * gb, m % PR_MR, q, d, kn / gs, gs, off);
+        }
+    if (m1 == M) {
+        memset(q, 0, sizeof q);
+        memset(d, 0, sizeof d);
+        for (int m = M; m < nt * PR_MR; m++)
+            for (int k0 = 0; k0 < K; k0 += 1024) {
+                const int kn = K - k0 < 1024 ? K - k0 : 1024;
+                pr_put_row(tiles + ((size_t)(m / PR_MR) * ng + k0 / gs) * gb, m % PR_MR, q, d, kn / gs, gs, off);
+            }
+    }
+}
+
+/* Weight rows [n, n + nr) (nr <= PR_NP) into the panel; lanes nr ..
+ * PR_NP - 1 repeat row n + nr - 1 with zero scales (outputs not stored).
+ * Q8_0 / Q4_0 codes are gathered straight from the blocks (4 bytes of PR_NP
+ * rows per gather); the K-quants are unpacked row by row into tmp (rows
+ * tstride bytes apart) and gathered from there. */
+AI void pr_panel(kvlm_dtype t, const unsigned char *w, size_t rb, int K, int n, int nr, unsigned char *pc, float *pa,
+                 float *pb, unsigned char *tmp, size_t tstride, float *lsc) {
+    const int gs = pr_gs(t), ng = K / gs, nb = K / QK;
+    int32_t ridx[PR_NP];
+    for (int j = 0; j < PR_NP; j++) ridx[j] = (j < nr ? j : nr - 1) * (int32_t)(t == KVLM_Q8_0 || t == KVLM_Q4_0 ? rb : tstride);
+    const unsigned char *w0 = w + (size_t)n * rb;
+    if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
+        const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+        vq vi[PR_NV];
+        for (int v = 0; v < PR_NV; v++) vi[v] = Q_LOAD(ridx + v * VW);
+        const vq m4 = Q_SET8(15), x80 = Q_SET8((char)0x80);
+        for (int bk = 0; bk < nb; bk++) {
+            const unsigned char *q = w0 + (size_t)bk * bb + 2;
+            unsigned char *o = pc + (size_t)bk * 8 * PR_NP * 4;
+            for (int v = 0; v < PR_NV; v++) {
+                if (t == KVLM_Q8_0)
+                    for (int c = 0; c < 8; c++)
+                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_XOR(Q_GATHER(q + 4 * c, vi[v]), x80));
+                else
+                    for (int c = 0; c < 4; c++) {
+                        const vq g = Q_GATHER(q + 4 * c, vi[v]);
+                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_AND(g, m4));
+                        Q_STORE(o + ((size_t)(c + 4) * PR_NV + v) * 4 * VW, Q_AND(Q_SRLI16(g, 4), m4));
+                    }
+            }
+            for (int j = 0; j < PR_NP; j++) pa[(size_t)bk * PR_NP + j] = j < nr ? i8_half(q - 2 + (size_t)j * rb) : 0.0f;
+        }
+        return;
+    }
+    const size_t bb = dtype_block_bytes(t);
+    const int gpb = QK_K / gs;
+    for (int j = 0; j < PR_NP; j++) {
+        const unsigned char *wr = w0 + (size_t)j * rb;
+        for (int kb = 0; kb < K / QK_K; kb++) {
+            float bw[8];
+            if (j < nr) i8k_unpack(t, wr + (size_t)kb * bb, tmp + (size_t)j * tstride + (size_t)kb * QK_K, lsc, bw);
+            for (int g = 0; g < gpb; g++) {
+                pa[(size_t)(kb * gpb + g) * PR_NP + j] = j < nr ? lsc[g * (gs / 4)] : 0.0f;
+                if (i8_hasmin(t)) pb[(size_t)(kb * gpb + g) * PR_NP + j] = j < nr ? bw[g] : 0.0f;
+            }
+        }
+    }
+    (void)ng;
+    for (int v = 0; v < PR_NV; v++) {
+        const vq vi = Q_LOAD(ridx + v * VW);
+        for (int c = 0; c < K / 4; c++) Q_STORE(pc + ((size_t)c * PR_NV + v) * 4 * VW, Q_GATHER(tmp + 4 * c, vi));
+    }
+}
+
+/* One tile: PR_MR rows of x from row m (the first mr stored) against the
+ * panel's PR_NP rows from n (the first nr stored). */
+AI void pr_tile(const unsigned char *tp, int ng, kvlm_dtype t, const unsigned char *pc, const float *pa,
+                const float *pb, int m, int mr, int n, int nr, const float *bias, float *y, int ldy) {
+    const int gs = pr_gs(t), cpg = gs / 4;
+    const size_t gb = pr_gbytes(gs);
+    vf acc[PR_MR][PR_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < PR_MR; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) acc[i][v] = V_ZERO();
+    for (int g = 0; g < ng; g++) {
+        const unsigned char *gp = tp + (size_t)g * gb;
+        const int32_t *st = (const int32_t *)(gp + (size_t)gs * PR_MR);
+        const float *dx = (const float *)(st + PR_MR), *dxs = dx + PR_MR;
+        vq ia[PR_MR][PR_NV];
+#pragma GCC unroll 16
+        for (int i = 0; i < PR_MR; i++)
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) ia[i][v] = i8_off(t) ? Q_SET32(st[i]) : Q_ZERO();
+        const unsigned char *pg = pc + (size_t)g * cpg * PR_NP * 4;
+#pragma GCC unroll 8
+        for (int c = 0; c < cpg; c++) {
+            vq wv[PR_NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) wv[v] = Q_LOAD(pg + ((size_t)c * PR_NV + v) * 4 * VW);
+#pragma GCC unroll 16
+            for (int i = 0; i < PR_MR; i++) {
+                int32_t xb;
+                memcpy(&xb, gp + ((size_t)c * PR_MR + i) * 4, 4);
+                const vq xv = Q_SET32(xb);
+#pragma GCC unroll 4
+                for (int v = 0; v < PR_NV; v++) ia[i][v] = Q_DP(ia[i][v], wv[v], xv);
+            }
+        }
+        vf av[PR_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) av[v] = V_LOADU(pa + ((size_t)g * PR_NV + v) * VW);
+#pragma GCC unroll 16
+        for (int i = 0; i < PR_MR; i++) {
+            const vf dv = V_SET1(dx[i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) acc[i][v] = V_FMA(V_MUL(Q_TO_F(ia[i][v]), dv), av[v], acc[i][v]);
+        }
+        if (i8_hasmin(t)) {
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) av[v] = V_LOADU(pb + ((size_t)g * PR_NV + v) * VW);
+#pragma GCC unroll 16
+            for (int i = 0; i < PR_MR; i++) {
+                const vf sv = V_SET1(dxs[i]);
+#pragma GCC unroll 4
+                for (int v = 0; v < PR_NV; v++) acc[i][v] = V_FNMA(av[v], sv, acc[i][v]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < PR_MR; i++) {
+        if (i >= mr) break;
+        float *yr = y + (size_t)(m + i) * ldy + n;
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) {
+            if (nr >= (v + 1) * VW) {
+                V_STOREU(yr + v * VW, bias ? V_ADD(acc[i][v], V_LOADU(bias + n + v * VW)) : acc[i][v]);
+            } else if (nr > v * VW) {
+                float o[VW];
+                V_STOREU(o, acc[i][v]);
+                for (int j = v * VW; j < nr; j++) yr[j] = bias ? o[j - v * VW] + bias[n + j] : o[j - v * VW];
+            }
+        }
+    }
+}
+
+AI void pr_rows_t(const void *prep, void *panel, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                  int ldy, kvlm_dtype t) {
+    const unsigned char *b = prep;
+    const pr_head *h = (const pr_head *)b;
+    const int M = h->M, K = h->K, ng = h->ng, nt = h->nt;
+    const unsigned char *tiles = b + PR_HDR;
+    unsigned char *pc = (unsigned char *)(((uintptr_t)panel + 63) & ~(uintptr_t)63);
+    float *pa = (float *)(pc + (size_t)PR_NP * K), *pb = pa + (size_t)PR_NP * ng;
+    unsigned char *tmp = (unsigned char *)(pb + (size_t)PR_NP * ng);
+    const size_t tstride = (size_t)K + 64;
+    float *lsc = (float *)(tmp + PR_NP * tstride);
+    const size_t rb = dtype_row_bytes(t, K, NULL), tb = (size_t)ng * h->gbytes;
+    /* tiles of x in chunks whose codes stay in L2 while the panels pass */
+    int tc = (int)(PR_CHUNK_BYTES / tb);
+    if (tc < 1) tc = 1;
+    for (int t0 = 0; t0 < nt; t0 += tc) {
+        const int t1 = t0 + tc < nt ? t0 + tc : nt;
+        for (int n = n0; n < n1; n += PR_NP) {
+            const int nr = n1 - n < PR_NP ? n1 - n : PR_NP;
+            pr_panel(t, w->data, rb, K, n, nr, pc, pa, pb, tmp, tstride, lsc);
+            for (int ti = t0; ti < t1; ti++) {
+                const int m = ti * PR_MR, mr = M - m < PR_MR ? M - m : PR_MR;
+                pr_tile(tiles + (size_t)ti * tb, ng, t, pc, pa, pb, m, mr, n, nr, bias, y, ldy);
+            }
+        }
+    }
+}
+
+void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy) {
+    switch (w->dtype) {
+    case KVLM_Q8_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q8_0); break;
+    case KVLM_Q4_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_0); break;
+    case KVLM_Q4_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
+    case KVLM_Q5_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
+    default: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
+    }
+}
