@@ -40,7 +40,9 @@
 #define Q_GATHER(p, vi) _mm512_i32gather_epi32((vi), (const void *)(p), 1)
 #define Q_XOR(a, b) _mm512_xor_si512((a), (b))
 #define Q_AND(a, b) _mm512_and_si512((a), (b))
-#define Q_SRLI16(a, n) _mm512_srli_epi16((a), (n))
+#define Q_SRLI16(a, n) _mm512_srl_epi16((a), _mm_cvtsi32_si128(n))
+#define Q_OR(a, b) _mm512_or_si512((a), (b))
+#define Q_SLLI16(a, n) _mm512_sll_epi16((a), _mm_cvtsi32_si128(n))
 #define PR_NV 1
 #define PR_MIN_ROWS 4
 #define PR_CHUNK_BYTES (512 * 1024)

@@ -359,11 +359,10 @@ AI size_t pr_gbytes(int gs) { return (size_t)gs * PR_MR + 3 * sizeof(float) * PR
 size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel) {
     if (!quant_int8_supports(w->dtype) || M < PR_MIN_ROWS) return 0;
     const int K = w->cols, gs = pr_gs(w->dtype), ng = K / gs, nt = (M + PR_MR - 1) / PR_MR;
-    /* codes, scales and offsets of the PR_NP rows, then the rows'
-     * unpacked codes (K-quants; K + 64 bytes apart) and one block's
-     * 4-value lane scales; 64 for the alignment */
-    *panel = 64 + (size_t)PR_NP * K + 2 * sizeof(float) * PR_NP * (size_t)ng + (size_t)PR_NP * (K + 64) +
-             sizeof(float) * 64;
+    /* the gathers' row offsets are int32 */
+    if (dtype_row_bytes(w->dtype, K, NULL) > (size_t)INT32_MAX / PR_NP) return 0;
+    /* codes, scales and offsets of the PR_NP rows; 64 for the alignment */
+    *panel = 64 + (size_t)PR_NP * K + 2 * sizeof(float) * PR_NP * (size_t)ng;
     return PR_HDR + (size_t)nt * ng * pr_gbytes(gs);
 }
 
@@ -412,14 +411,14 @@ void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0,
 
 /* Weight rows [n, n + nr) (nr <= PR_NP) into the panel; lanes nr ..
  * PR_NP - 1 repeat row n + nr - 1 with zero scales (outputs not stored).
- * Q8_0 / Q4_0 codes are gathered straight from the blocks (4 bytes of PR_NP
- * rows per gather); the K-quants are unpacked row by row into tmp (rows
- * tstride bytes apart) and gathered from there. */
+ * The codes are gathered straight from the blocks, 4 bytes of every row
+ * per gather, and unpacked in the lanes (nibbles, Q5_K / Q6_K high bits,
+ * Q8_0's + 128); the scales are read row by row. */
 AI void pr_panel(kvlm_dtype t, const unsigned char *w, size_t rb, int K, int n, int nr, unsigned char *pc, float *pa,
-                 float *pb, unsigned char *tmp, size_t tstride, float *lsc) {
-    const int gs = pr_gs(t), ng = K / gs, nb = K / QK;
+                 float *pb) {
+    const int gs = pr_gs(t), nb = K / QK;
     int32_t ridx[PR_NP];
-    for (int j = 0; j < PR_NP; j++) ridx[j] = (j < nr ? j : nr - 1) * (int32_t)(t == KVLM_Q8_0 || t == KVLM_Q4_0 ? rb : tstride);
+    for (int j = 0; j < PR_NP; j++) ridx[j] = (j < nr ? j : nr - 1) * (int32_t)rb;
     const unsigned char *w0 = w + (size_t)n * rb;
     if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
         const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
@@ -444,23 +443,63 @@ AI void pr_panel(kvlm_dtype t, const unsigned char *w, size_t rb, int K, int n, 
         }
         return;
     }
+    /* K-quants: codes gathered from the super-blocks, chunk v / 4 of
+     * value v at o + (v / 4) * PR_NP * 4 */
     const size_t bb = dtype_block_bytes(t);
     const int gpb = QK_K / gs;
-    for (int j = 0; j < PR_NP; j++) {
-        const unsigned char *wr = w0 + (size_t)j * rb;
-        for (int kb = 0; kb < K / QK_K; kb++) {
-            float bw[8];
-            if (j < nr) i8k_unpack(t, wr + (size_t)kb * bb, tmp + (size_t)j * tstride + (size_t)kb * QK_K, lsc, bw);
-            for (int g = 0; g < gpb; g++) {
-                pa[(size_t)(kb * gpb + g) * PR_NP + j] = j < nr ? lsc[g * (gs / 4)] : 0.0f;
-                if (i8_hasmin(t)) pb[(size_t)(kb * gpb + g) * PR_NP + j] = j < nr ? bw[g] : 0.0f;
+    vq vi[PR_NV];
+    for (int v = 0; v < PR_NV; v++) vi[v] = Q_LOAD(ridx + v * VW);
+    const vq m4 = Q_SET8(15), m1 = Q_SET8(1), m2 = Q_SET8(3);
+    for (int kb = 0; kb < K / QK_K; kb++) {
+        const unsigned char *b0 = w0 + (size_t)kb * bb;
+        unsigned char *o = pc + (size_t)kb * (QK_K / 4) * PR_NP * 4;
+#define PR_OUT(ch, v, x) Q_STORE(o + ((size_t)(ch) * PR_NV + (v)) * 4 * VW, (x))
+        for (int v = 0; v < PR_NV; v++) {
+            if (t == KVLM_Q6_K) {
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l += 4) {
+                        const vq qh = Q_GATHER(b0 + offsetof(blk_q6_k, qh) + 32 * h + l, vi[v]);
+                        const vq q0 = Q_GATHER(b0 + offsetof(blk_q6_k, ql) + 64 * h + l, vi[v]);
+                        const vq q1 = Q_GATHER(b0 + offsetof(blk_q6_k, ql) + 64 * h + 32 + l, vi[v]);
+                        for (int c = 0; c < 4; c++) {
+                            const vq lo = Q_AND(c < 2 ? (c ? q1 : q0) : Q_SRLI16(c & 1 ? q1 : q0, 4), m4);
+                            const vq hi = Q_AND(Q_SRLI16(qh, 2 * c), m2);
+                            PR_OUT((128 * h + 32 * c + l) / 4, v, Q_OR(lo, Q_SLLI16(hi, 4)));
+                        }
+                    }
+            } else {
+                const unsigned char *qs = b0 + (t == KVLM_Q4_K ? offsetof(blk_q4_k, qs) : offsetof(blk_q5_k, qs));
+                for (int c = 0; c < 8; c++) {
+                    const vq qh = t == KVLM_Q5_K ? Q_GATHER(b0 + offsetof(blk_q5_k, qh) + 4 * c, vi[v]) : Q_ZERO();
+                    for (int p = 0; p < 4; p++) {
+                        const vq g = Q_GATHER(qs + 32 * p + 4 * c, vi[v]);
+                        vq lo = Q_AND(g, m4), hi = Q_AND(Q_SRLI16(g, 4), m4);
+                        if (t == KVLM_Q5_K) {
+                            lo = Q_OR(lo, Q_SLLI16(Q_AND(Q_SRLI16(qh, 2 * p), m1), 4));
+                            hi = Q_OR(hi, Q_SLLI16(Q_AND(Q_SRLI16(qh, 2 * p + 1), m1), 4));
+                        }
+                        PR_OUT(16 * p + c, v, lo);
+                        PR_OUT(16 * p + 8 + c, v, hi);
+                    }
+                }
             }
         }
-    }
-    (void)ng;
-    for (int v = 0; v < PR_NV; v++) {
-        const vq vi = Q_LOAD(ridx + v * VW);
-        for (int c = 0; c < K / 4; c++) Q_STORE(pc + ((size_t)c * PR_NV + v) * 4 * VW, Q_GATHER(tmp + 4 * c, vi));
+#undef PR_OUT
+        for (int j = 0; j < PR_NP; j++) {
+            const unsigned char *blk = b0 + (size_t)(j < nr ? j : 0) * rb;
+            float *ag = pa + (size_t)kb * gpb * PR_NP + j, *bg = pb + (size_t)kb * gpb * PR_NP + j;
+            if (t == KVLM_Q6_K) {
+                const float d = j < nr ? qb_f16(blk + offsetof(blk_q6_k, d)) : 0.0f;
+                for (int g = 0; g < 16; g++) ag[(size_t)g * PR_NP] = d * (float)((const blk_q6_k *)blk)->scales[g];
+            } else {
+                const float d = j < nr ? qb_f16(blk) : 0.0f, dmin = j < nr ? qb_f16(blk + 2) : 0.0f;
+                for (int g = 0; g < 8; g++) {
+                    int sc, mn;
+                    qb_scale_min_k4(blk + 4, g, &sc, &mn);
+                    ag[(size_t)g * PR_NP] = d * (float)sc, bg[(size_t)g * PR_NP] = dmin * (float)mn;
+                }
+            }
+        }
     }
 }
 
@@ -544,9 +583,6 @@ AI void pr_rows_t(const void *prep, void *panel, const kern_matrix *w, int n0, i
     const unsigned char *tiles = b + PR_HDR;
     unsigned char *pc = (unsigned char *)(((uintptr_t)panel + 63) & ~(uintptr_t)63);
     float *pa = (float *)(pc + (size_t)PR_NP * K), *pb = pa + (size_t)PR_NP * ng;
-    unsigned char *tmp = (unsigned char *)(pb + (size_t)PR_NP * ng);
-    const size_t tstride = (size_t)K + 64;
-    float *lsc = (float *)(tmp + PR_NP * tstride);
     const size_t rb = dtype_row_bytes(t, K, NULL), tb = (size_t)ng * h->gbytes;
     /* tiles of x in chunks whose codes stay in L2 while the panels pass */
     int tc = (int)(PR_CHUNK_BYTES / tb);
@@ -555,7 +591,7 @@ AI void pr_rows_t(const void *prep, void *panel, const kern_matrix *w, int n0, i
         const int t1 = t0 + tc < nt ? t0 + tc : nt;
         for (int n = n0; n < n1; n += PR_NP) {
             const int nr = n1 - n < PR_NP ? n1 - n : PR_NP;
-            pr_panel(t, w->data, rb, K, n, nr, pc, pa, pb, tmp, tstride, lsc);
+            pr_panel(t, w->data, rb, K, n, nr, pc, pa, pb);
             for (int ti = t0; ti < t1; ti++) {
                 const int m = ti * PR_MR, mr = M - m < PR_MR ? M - m : PR_MR;
                 pr_tile(tiles + (size_t)ti * tb, ng, t, pc, pa, pb, m, mr, n, nr, bias, y, ldy);
