@@ -52,7 +52,7 @@ static inline float hsum_i8_avx2(__m256 v) {
 #define Q_SLLI16(a, n) _mm256_sll_epi16((a), _mm_cvtsi32_si128(n))
 #define PR_NV 1
 #define PR_MIN_ROWS 4
-#define PR_CHUNK_BYTES (512 * 1024)
+#define PR_CHUNK_BYTES (1536 * 1024)
 #define QNAME(n) n##_avx2
 
 #define Q_W8(b0, b1) ((void)(b1), q_w8(b0))

@@ -45,7 +45,7 @@
 #define Q_SLLI16(a, n) _mm512_sll_epi16((a), _mm_cvtsi32_si128(n))
 #define PR_NV 1
 #define PR_MIN_ROWS 4
-#define PR_CHUNK_BYTES (512 * 1024)
+#define PR_CHUNK_BYTES (1536 * 1024)
 #define QNAME(n) n##_avx512
 
 static inline __m256i q_w8_half(const unsigned char *b) {
