@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/quant_int8.h"
+#include "kernels/team.h"
 #include "tensor.h"
 
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
@@ -236,6 +237,70 @@ static void test_threaded_and_ranges(void **state) {
     }
 }
 
+/* The prepared path of kern_matmul (activations prepared once, shared by
+ * the items; teams with a pool) against matmul_rows over the whole range:
+ * the same bits at 1, 2 and 3 threads, for every type, with row tiles,
+ * weight panels and their tails, and row chunks (K = 8192: the activation
+ * tiles are cut into several L2 chunks); matmul_rows against the reference
+ * within the tolerance above. */
+static void test_prepared_threads(void **state) {
+    (void)state;
+    const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const struct { int M, N, K; } shapes[] = {{37, 70, 512}, {4, 33, 256}, {50, 40, 8192}};
+    unsigned seed = 23;
+    int checked = 0;
+    for (size_t ti = 0; ti < 5; ti++)
+        for (size_t si = 0; si < 3; si++) {
+            const kvlm_dtype t = all[ti];
+            const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
+            const size_t rb = dtype_row_bytes(t, K, NULL);
+            unsigned char *wq = malloc((size_t)N * rb);
+            float *wf = malloc((size_t)K * 4), *wd = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
+            float *bias = malloc((size_t)N * 4), *ref = malloc((size_t)M * N * 4);
+            float *y1 = malloc((size_t)M * N * 4), *yt = malloc((size_t)M * N * 4);
+            if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / QK_K, wq, &seed);
+            for (int n = 0; n < N; n++) {
+                if (quant_can_quantize(t)) {
+                    for (int k = 0; k < K; k++) wf[k] = frand(&seed);
+                    quant_quantize_row(t, wf, K, wq + (size_t)n * rb);
+                }
+                quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
+            }
+            for (int i = 0; i < M * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+            for (int i = 0; i < N; i++) bias[i] = frand(&seed);
+            const kern_matrix kq = {t, wq, N, K};
+            quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
+            for (size_t s = 0; s < 2; s++) {
+                if (!kern_cpu_supports(vnni[s])) continue;
+                const kern_ops *ops = kern_select(vnni[s]);
+                size_t panel = 0;
+                assert_true(ops->matmul_prep_bytes(M, &kq, &panel) > 0 && panel > 0);
+                assert_int_equal(ops->matmul_prep_bytes(3, &kq, &panel), 0);
+                ops->matmul_rows(x, M, &kq, 0, N, bias, y1, N);
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++) {
+                        const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
+                        const size_t i = (size_t)m * N + n;
+                        if (fabs((double)y1[i] - ref[i]) > 1e-6 * (1 + S))
+                            fail_msg("%s %s M=%d N=%d K=%d [%d,%d]: %.9g vs reference %.9g", kvlm_isa_name(vnni[s]),
+                                     kvlm_dtype_name(t), M, N, K, m, n, y1[i], ref[i]);
+                    }
+                for (int th = 1; th <= 3; th++) {
+                    kern_team team;
+                    assert_int_equal(kern_team_open(&team, th), 0);
+                    for (int i = 0; i < M * N; i++) yt[i] = -12345.0f;
+                    kern_matmul(ops, &team, x, M, &kq, bias, yt, N);
+                    kern_matmul(ops, &team, x, M, &kq, bias, yt, N); /* the team's scratch reused */
+                    kern_team_close(&team);
+                    assert_memory_equal(yt, y1, (size_t)M * N * 4);
+                    checked++;
+                }
+            }
+            free(wq), free(wf), free(wd), free(x), free(bias), free(ref), free(y1), free(yt);
+        }
+    assert_int_equal(checked, 5 * 3 * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
+}
+
 /* The levels: names, numbers kept for the old ones, auto picks the
  * int8 level the CPU has, and every op other than the quantised matmul is
  * the base ISA's (f32 weights give the base ISA's bits). */
@@ -280,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_threaded_and_ranges),
+        cmocka_unit_test(test_prepared_threads),
         cmocka_unit_test(test_isa_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,7 @@
  * pool, kernels/team.h; the process-wide OpenMP default is never used).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <omp.h>
 
 #include "kernels/kernels.h"
@@ -71,13 +72,29 @@ typedef struct matmul_job {
     const float *bias;
     float *y;
     int M, ldy, step, N;
+    unsigned char *prep; /* x's prepared form (NULL: matmul_rows) */
+    size_t pre, panel;   /* its bytes; then scratch bytes per worker */
 } matmul_job;
 
 static void matmul_item(void *ctx, int item, int worker) {
-    (void)worker;
     const matmul_job *j = ctx;
     const int n0 = item * j->step, n1 = n0 + j->step < j->N ? n0 + j->step : j->N;
-    j->ops->matmul_rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
+    if (j->prep)
+        j->ops->matmul_rows_prep(j->prep, j->prep + j->pre + j->panel * (size_t)worker, j->w, n0, n1, j->bias, j->y,
+                                 j->ldy);
+    else
+        j->ops->matmul_rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
+}
+
+/* The team's scratch of at least n bytes (64-byte aligned), NULL if it
+ * cannot grow. */
+static unsigned char *team_scratch(kern_team *team, size_t n) {
+    if (team->scratch_bytes >= n) return team->scratch;
+    free(team->scratch);
+    n = (n + 65535) & ~(size_t)65535;
+    team->scratch = aligned_alloc(64, n);
+    team->scratch_bytes = team->scratch ? n : 0;
+    return team->scratch;
 }
 
 /* Output features are split into items that are a multiple of the SIMD
@@ -99,7 +116,17 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     int chunks = nt * 8;
     int step = (N + chunks - 1) / chunks;
     step = (step + 15) & ~15;
-    matmul_job j = {ops, x, w, bias, y, M, ldy, step, N};
+    matmul_job j = {ops, x, w, bias, y, M, ldy, step, N, NULL, 0, 0};
+    /* the prepared form of x is made once, on the caller, then shared */
+    size_t panel = 0, pre = ops->matmul_prep_bytes && team->pool ? ops->matmul_prep_bytes(M, w, &panel) : 0;
+    if (pre) {
+        pre = (pre + 63) & ~(size_t)63, panel = (panel + 63) & ~(size_t)63;
+        unsigned char *buf = team_scratch(team, pre + panel * (size_t)nt);
+        if (buf) {
+            ops->matmul_prep(x, M, w, 0, M, buf);
+            j.prep = buf, j.pre = pre, j.panel = panel;
+        }
+    }
     kern_team_run(team, (N + step - 1) / step, matmul_item, &j);
 }
 

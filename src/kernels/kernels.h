@@ -48,6 +48,18 @@ typedef struct kern_ops {
     void (*swiglu)(const float *gate, const float *up, float *out, size_t n);
     /* Writes x[i] in dst dtype (KV cache stores). */
     void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);
+    /* Optional (NULL in sets without it): matmul_rows split into work done
+     * once per matmul on x and the per-item work, for kern_matmul.
+     * matmul_prep_bytes(M, w, &panel) is the size of x's prepared form (0:
+     * this call has none, use matmul_rows) and sets panel to the scratch
+     * each concurrent matmul_rows_prep needs (64-byte aligned buffers);
+     * matmul_prep writes rows [m0, m1) of the prepared form (all rows
+     * before any matmul_rows_prep); matmul_rows_prep is matmul_rows for
+     * its share, with the same bits whatever the split. */
+    size_t (*matmul_prep_bytes)(int M, const kern_matrix *w, size_t *panel);
+    void (*matmul_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+    void (*matmul_rows_prep)(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                             const float *bias, float *y, int ldy);
 } kern_ops;
 
 /* matmul_rows for block-quantised weights (kernels/quant.h), one per ISA;
@@ -90,6 +102,8 @@ typedef struct kern_team {
     int threads;             /* >= 1 */
     int peak;                /* 0 until a region (or a serial kernel call) has run */
     struct kern_pool *pool;  /* NULL: every region runs on the caller */
+    void *scratch;           /* kern_matmul's prepared x and panels (teams with a pool); freed by kern_team_close */
+    size_t scratch_bytes;
 } kern_team;
 
 /* A kernel call ran on the caller alone: peak becomes at least 1. */

@@ -139,9 +139,15 @@ static void build_ops(void) {
     ops_avx512_vnni = kern_ops_avx512;
     ops_avx512_vnni.isa = KVLM_ISA_AVX512_VNNI;
     ops_avx512_vnni.matmul_rows = matmul_rows_avx512_vnni;
+    ops_avx512_vnni.matmul_prep_bytes = quant_int8_prep_bytes_avx512;
+    ops_avx512_vnni.matmul_prep = quant_int8_prep_avx512;
+    ops_avx512_vnni.matmul_rows_prep = quant_int8_rows_prep_avx512;
     ops_avx2_vnni = kern_ops_avx2;
     ops_avx2_vnni.isa = KVLM_ISA_AVX2_VNNI;
     ops_avx2_vnni.matmul_rows = matmul_rows_avx2_vnni;
+    ops_avx2_vnni.matmul_prep_bytes = quant_int8_prep_bytes_avx2;
+    ops_avx2_vnni.matmul_prep = quant_int8_prep_avx2;
+    ops_avx2_vnni.matmul_rows_prep = quant_int8_rows_prep_avx2;
 }
 
 const kern_ops *quant_int8_ops(kvlm_isa isa) {

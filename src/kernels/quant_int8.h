@@ -53,6 +53,19 @@ int quant_int8_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, i
 int quant_int8_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                 const float *bias, float *y, int ldy);
 
+/* The prepared form of kern_ops.matmul_prep_bytes / matmul_prep /
+ * matmul_rows_prep (kernels.h) for the int8 kernels: 0 bytes (no prepared
+ * form) for other dtypes and below the prefill kernels' rows (4); the
+ * matmul_rows above runs the same code on one buffer of its own. */
+size_t quant_int8_prep_bytes_avx512(int M, const kern_matrix *w, size_t *panel);
+size_t quant_int8_prep_bytes_avx2(int M, const kern_matrix *w, size_t *panel);
+void quant_int8_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_prep_avx2(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_rows_prep_avx512(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy);
+void quant_int8_rows_prep_avx2(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                               const float *bias, float *y, int ldy);
+
 /* The fewest rows of x for which the kernels use int8 activations with
  * weight dtype t (1 for Q8_0 / Q4_0, the register tile's rows for the
  * K-quants); below it they return 0 and the f32-activation kernels run. */

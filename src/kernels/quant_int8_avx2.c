@@ -41,6 +41,18 @@ static inline float hsum_i8_avx2(__m256 v) {
 #define MR_MAX 2
 #define NR_MAX 3
 #define NR1 8
+#define V_ADD(a, b) _mm256_add_ps((a), (b))
+#define Q_SET32(i) _mm256_set1_epi32(i)
+#define PR_MR 4
+#define Q_GATHER(p, vi) _mm256_i32gather_epi32((const int *)(const void *)(p), (vi), 1)
+#define Q_XOR(a, b) _mm256_xor_si256((a), (b))
+#define Q_AND(a, b) _mm256_and_si256((a), (b))
+#define Q_SRLI16(a, n) _mm256_srl_epi16((a), _mm_cvtsi32_si128(n))
+#define Q_OR(a, b) _mm256_or_si256((a), (b))
+#define Q_SLLI16(a, n) _mm256_sll_epi16((a), _mm_cvtsi32_si128(n))
+#define PR_NV 1
+#define PR_MIN_ROWS 4
+#define PR_CHUNK_BYTES (1536 * 1024)
 #define QNAME(n) n##_avx2
 
 #define Q_W8(b0, b1) ((void)(b1), q_w8(b0))

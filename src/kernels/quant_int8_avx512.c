@@ -34,6 +34,18 @@
 #define MR_MAX 4
 #define NR_MAX 4
 #define NR1 8
+#define V_ADD(a, b) _mm512_add_ps((a), (b))
+#define Q_SET32(i) _mm512_set1_epi32(i)
+#define PR_MR 8
+#define Q_GATHER(p, vi) _mm512_i32gather_epi32((vi), (const void *)(p), 1)
+#define Q_XOR(a, b) _mm512_xor_si512((a), (b))
+#define Q_AND(a, b) _mm512_and_si512((a), (b))
+#define Q_SRLI16(a, n) _mm512_srl_epi16((a), _mm_cvtsi32_si128(n))
+#define Q_OR(a, b) _mm512_or_si512((a), (b))
+#define Q_SLLI16(a, n) _mm512_sll_epi16((a), _mm_cvtsi32_si128(n))
+#define PR_NV 1
+#define PR_MIN_ROWS 4
+#define PR_CHUNK_BYTES (1536 * 1024)
 #define QNAME(n) n##_avx512
 
 static inline __m256i q_w8_half(const unsigned char *b) {

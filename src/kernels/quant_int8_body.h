@@ -275,12 +275,28 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
  * than their decode kernel (quant_wide.h). */
 int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0 ? 1 : MR_MAX; }
 
+size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);
+void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy);
+
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
     const kvlm_dtype t = w->dtype;
     if (!quant_int8_supports(t)) return 0;
     const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
     if (M < QNAME(quant_int8_min_rows)(t)) return 0;
+    size_t pan = 0;
+    const size_t pre = QNAME(quant_int8_prep_bytes)(M, w, &pan);
+    if (pre) {
+        _Alignas(64) unsigned char sbuf[32768];
+        unsigned char *pb = pre + pan <= sizeof sbuf ? sbuf : aligned_alloc(64, (pre + pan + 63) & ~(size_t)63);
+        if (!pb) return 0;
+        QNAME(quant_int8_prep)(x, M, w, 0, M, pb);
+        QNAME(quant_int8_rows_prep)(pb, pb + pre, w, n0, n1, bias, y, ldy);
+        if (pb != sbuf) free(pb);
+        return 1;
+    }
     const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
     /* per row of x: spread scales and corrections, block sums (Q4_K /
      * Q5_K), codes; then the panel of NR_MAX weight rows (scales, offsets,
@@ -310,3 +326,287 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
 }
 
 void QNAME(quant_int8_quantize_row)(const float *x, int K, int8_t *q, float *d) { quantize_x_row(x, K / QK, q, d); }
+
+/*
+ * Prefill (M >= PR_MIN_ROWS): outputs in the lanes. The activations are
+ * prepared once per matmul (QNAME(quant_int8_prep), shared by every work
+ * item) in tiles of PR_MR rows (the last one padded with zero rows); per
+ * tile and G-value group g (G = 16 for Q6_K, else 32): the codes, chunk c
+ * (values 4c .. 4c + 3) of the PR_MR rows side by side, then per row the
+ * int32 start -off * S (S the sum of the group's codes), the block scale
+ * dx and dx * S (Q4_K / Q5_K). A work item unpacks PR_NP = PR_NV * VW
+ * weight rows at a time into a panel whose vectors hold, for chunk c, the
+ * unsigned codes of row j in lane j, with the group scales a (and offsets
+ * b) of the rows as float vectors. A PR_MR x PR_NP tile then costs, per
+ * group, row and vector of outputs, G / 4 vpdpbusd (the row's 4 code
+ * bytes broadcast), one conversion, one multiply by dx and one FMA with a
+ * (one FNMA more with b for Q4_K / Q5_K): the lane sum r of the group is
+ * exact in int32 and y += a * (dx * (r - off * S)) - b * (dx * S).
+ * Every output's float operations are the same whatever its place in a
+ * tile, panel, row chunk or work item, so any split gives the same bits.
+ */
+#define PR_HDR 64
+#define PR_NP (PR_NV * VW)
+
+typedef struct pr_head {
+    int M, K, ng, gs, nt;
+    size_t gbytes; /* bytes per tile and group */
+} pr_head;
+
+AI int pr_gs(kvlm_dtype t) { return t == KVLM_Q6_K ? 16 : 32; }
+AI size_t pr_gbytes(int gs) { return (size_t)gs * PR_MR + 3 * sizeof(float) * PR_MR; }
+
+size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel) {
+    if (!quant_int8_supports(w->dtype) || M < PR_MIN_ROWS) return 0;
+    const int K = w->cols, gs = pr_gs(w->dtype), ng = K / gs, nt = (M + PR_MR - 1) / PR_MR;
+    /* the gathers' row offsets are int32 */
+    if (dtype_row_bytes(w->dtype, K, NULL) > (size_t)INT32_MAX / PR_NP) return 0;
+    /* codes, scales and offsets of the PR_NP rows; 64 for the alignment */
+    *panel = 64 + (size_t)PR_NP * K + 2 * sizeof(float) * PR_NP * (size_t)ng;
+    return PR_HDR + (size_t)nt * ng * pr_gbytes(gs);
+}
+
+AI void pr_put_row(unsigned char *tile, int i, const int8_t *q, const float *d, int ng, int gs, int off) {
+    const size_t gb = pr_gbytes(gs);
+    for (int g = 0; g < ng; g++) {
+        unsigned char *gp = tile + (size_t)g * gb;
+        const int8_t *qg = q + (size_t)g * gs;
+        int s = 0;
+        for (int c = 0; c < gs / 4; c++) {
+            memcpy(gp + ((size_t)c * PR_MR + i) * 4, qg + 4 * c, 4);
+            s += qg[4 * c] + qg[4 * c + 1] + qg[4 * c + 2] + qg[4 * c + 3];
+        }
+        int32_t *st = (int32_t *)(gp + (size_t)gs * PR_MR);
+        float *dx = (float *)(st + PR_MR), *dxs = dx + PR_MR;
+        const float dg = d[g * gs / QK];
+        st[i] = -off * s, dx[i] = dg, dxs[i] = dg * (float)s;
+    }
+}
+
+void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
+    const kvlm_dtype t = w->dtype;
+    const int K = w->cols, gs = pr_gs(t), ng = K / gs, nt = (M + PR_MR - 1) / PR_MR, off = i8_off(t);
+    const size_t gb = pr_gbytes(gs);
+    unsigned char *b = buf;
+    *(pr_head *)b = (pr_head){M, K, ng, gs, nt, gb};
+    unsigned char *tiles = b + PR_HDR;
+    int8_t q[1024];
+    float d[1024 / QK];
+    for (int m = m0; m < m1; m++)
+        for (int k0 = 0; k0 < K; k0 += 1024) {
+            const int kn = K - k0 < 1024 ? K - k0 : 1024;
+            quantize_x_row(x + (size_t)m * K + k0, kn / QK, q, d);
+            pr_put_row(tiles + ((size_t)(m / PR_MR) * ng + k0 / gs) * gb, m % PR_MR, q, d, kn / gs, gs, off);
+        }
+    if (m1 == M) {
+        memset(q, 0, sizeof q);
+        memset(d, 0, sizeof d);
+        for (int m = M; m < nt * PR_MR; m++)
+            for (int k0 = 0; k0 < K; k0 += 1024) {
+                const int kn = K - k0 < 1024 ? K - k0 : 1024;
+                pr_put_row(tiles + ((size_t)(m / PR_MR) * ng + k0 / gs) * gb, m % PR_MR, q, d, kn / gs, gs, off);
+            }
+    }
+}
+
+/* Weight rows [n, n + nr) (nr <= PR_NP) into the panel; lanes nr ..
+ * PR_NP - 1 repeat row n + nr - 1 with zero scales (outputs not stored).
+ * The codes are gathered straight from the blocks, 4 bytes of every row
+ * per gather, and unpacked in the lanes (nibbles, Q5_K / Q6_K high bits,
+ * Q8_0's + 128); the scales are read row by row. */
+AI void pr_panel(kvlm_dtype t, const unsigned char *w, size_t rb, int K, int n, int nr, unsigned char *pc, float *pa,
+                 float *pb) {
+    const int gs = pr_gs(t), nb = K / QK;
+    int32_t ridx[PR_NP];
+    for (int j = 0; j < PR_NP; j++) ridx[j] = (j < nr ? j : nr - 1) * (int32_t)rb;
+    const unsigned char *w0 = w + (size_t)n * rb;
+    if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
+        const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+        vq vi[PR_NV];
+        for (int v = 0; v < PR_NV; v++) vi[v] = Q_LOAD(ridx + v * VW);
+        const vq m4 = Q_SET8(15), x80 = Q_SET8((char)0x80);
+        for (int bk = 0; bk < nb; bk++) {
+            const unsigned char *q = w0 + (size_t)bk * bb + 2;
+            unsigned char *o = pc + (size_t)bk * 8 * PR_NP * 4;
+            for (int v = 0; v < PR_NV; v++) {
+                if (t == KVLM_Q8_0)
+                    for (int c = 0; c < 8; c++)
+                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_XOR(Q_GATHER(q + 4 * c, vi[v]), x80));
+                else
+                    for (int c = 0; c < 4; c++) {
+                        const vq g = Q_GATHER(q + 4 * c, vi[v]);
+                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_AND(g, m4));
+                        Q_STORE(o + ((size_t)(c + 4) * PR_NV + v) * 4 * VW, Q_AND(Q_SRLI16(g, 4), m4));
+                    }
+            }
+            for (int j = 0; j < PR_NP; j++) pa[(size_t)bk * PR_NP + j] = j < nr ? i8_half(q - 2 + (size_t)j * rb) : 0.0f;
+        }
+        return;
+    }
+    /* K-quants: codes gathered from the super-blocks, chunk v / 4 of
+     * value v at o + (v / 4) * PR_NP * 4 */
+    const size_t bb = dtype_block_bytes(t);
+    const int gpb = QK_K / gs;
+    vq vi[PR_NV];
+    for (int v = 0; v < PR_NV; v++) vi[v] = Q_LOAD(ridx + v * VW);
+    const vq m4 = Q_SET8(15), m1 = Q_SET8(1), m2 = Q_SET8(3);
+    for (int kb = 0; kb < K / QK_K; kb++) {
+        const unsigned char *b0 = w0 + (size_t)kb * bb;
+        unsigned char *o = pc + (size_t)kb * (QK_K / 4) * PR_NP * 4;
+#define PR_OUT(ch, v, x) Q_STORE(o + ((size_t)(ch) * PR_NV + (v)) * 4 * VW, (x))
+        for (int v = 0; v < PR_NV; v++) {
+            if (t == KVLM_Q6_K) {
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l += 4) {
+                        const vq qh = Q_GATHER(b0 + offsetof(blk_q6_k, qh) + 32 * h + l, vi[v]);
+                        const vq q0 = Q_GATHER(b0 + offsetof(blk_q6_k, ql) + 64 * h + l, vi[v]);
+                        const vq q1 = Q_GATHER(b0 + offsetof(blk_q6_k, ql) + 64 * h + 32 + l, vi[v]);
+                        for (int c = 0; c < 4; c++) {
+                            const vq lo = Q_AND(c < 2 ? (c ? q1 : q0) : Q_SRLI16(c & 1 ? q1 : q0, 4), m4);
+                            const vq hi = Q_AND(Q_SRLI16(qh, 2 * c), m2);
+                            PR_OUT((128 * h + 32 * c + l) / 4, v, Q_OR(lo, Q_SLLI16(hi, 4)));
+                        }
+                    }
+            } else {
+                const unsigned char *qs = b0 + (t == KVLM_Q4_K ? offsetof(blk_q4_k, qs) : offsetof(blk_q5_k, qs));
+                for (int c = 0; c < 8; c++) {
+                    const vq qh = t == KVLM_Q5_K ? Q_GATHER(b0 + offsetof(blk_q5_k, qh) + 4 * c, vi[v]) : Q_ZERO();
+                    for (int p = 0; p < 4; p++) {
+                        const vq g = Q_GATHER(qs + 32 * p + 4 * c, vi[v]);
+                        vq lo = Q_AND(g, m4), hi = Q_AND(Q_SRLI16(g, 4), m4);
+                        if (t == KVLM_Q5_K) {
+                            lo = Q_OR(lo, Q_SLLI16(Q_AND(Q_SRLI16(qh, 2 * p), m1), 4));
+                            hi = Q_OR(hi, Q_SLLI16(Q_AND(Q_SRLI16(qh, 2 * p + 1), m1), 4));
+                        }
+                        PR_OUT(16 * p + c, v, lo);
+                        PR_OUT(16 * p + 8 + c, v, hi);
+                    }
+                }
+            }
+        }
+#undef PR_OUT
+        for (int j = 0; j < PR_NP; j++) {
+            const unsigned char *blk = b0 + (size_t)(j < nr ? j : 0) * rb;
+            float *ag = pa + (size_t)kb * gpb * PR_NP + j, *bg = pb + (size_t)kb * gpb * PR_NP + j;
+            if (t == KVLM_Q6_K) {
+                const float d = j < nr ? qb_f16(blk + offsetof(blk_q6_k, d)) : 0.0f;
+                for (int g = 0; g < 16; g++) ag[(size_t)g * PR_NP] = d * (float)((const blk_q6_k *)blk)->scales[g];
+            } else {
+                const float d = j < nr ? qb_f16(blk) : 0.0f, dmin = j < nr ? qb_f16(blk + 2) : 0.0f;
+                for (int g = 0; g < 8; g++) {
+                    int sc, mn;
+                    qb_scale_min_k4(blk + 4, g, &sc, &mn);
+                    ag[(size_t)g * PR_NP] = d * (float)sc, bg[(size_t)g * PR_NP] = dmin * (float)mn;
+                }
+            }
+        }
+    }
+}
+
+/* One tile: PR_MR rows of x from row m (the first mr stored) against the
+ * panel's PR_NP rows from n (the first nr stored). */
+AI void pr_tile(const unsigned char *tp, int ng, kvlm_dtype t, const unsigned char *pc, const float *pa,
+                const float *pb, int m, int mr, int n, int nr, const float *bias, float *y, int ldy) {
+    const int gs = pr_gs(t), cpg = gs / 4;
+    const size_t gb = pr_gbytes(gs);
+    vf acc[PR_MR][PR_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < PR_MR; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) acc[i][v] = V_ZERO();
+    for (int g = 0; g < ng; g++) {
+        const unsigned char *gp = tp + (size_t)g * gb;
+        const int32_t *st = (const int32_t *)(gp + (size_t)gs * PR_MR);
+        const float *dx = (const float *)(st + PR_MR), *dxs = dx + PR_MR;
+        vq ia[PR_MR][PR_NV];
+#pragma GCC unroll 16
+        for (int i = 0; i < PR_MR; i++)
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) ia[i][v] = i8_off(t) ? Q_SET32(st[i]) : Q_ZERO();
+        const unsigned char *pg = pc + (size_t)g * cpg * PR_NP * 4;
+#pragma GCC unroll 8
+        for (int c = 0; c < cpg; c++) {
+            vq wv[PR_NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) wv[v] = Q_LOAD(pg + ((size_t)c * PR_NV + v) * 4 * VW);
+#pragma GCC unroll 16
+            for (int i = 0; i < PR_MR; i++) {
+                int32_t xb;
+                memcpy(&xb, gp + ((size_t)c * PR_MR + i) * 4, 4);
+                const vq xv = Q_SET32(xb);
+#pragma GCC unroll 4
+                for (int v = 0; v < PR_NV; v++) ia[i][v] = Q_DP(ia[i][v], wv[v], xv);
+            }
+        }
+        vf av[PR_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) av[v] = V_LOADU(pa + ((size_t)g * PR_NV + v) * VW);
+#pragma GCC unroll 16
+        for (int i = 0; i < PR_MR; i++) {
+            const vf dv = V_SET1(dx[i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) acc[i][v] = V_FMA(V_MUL(Q_TO_F(ia[i][v]), dv), av[v], acc[i][v]);
+        }
+        if (i8_hasmin(t)) {
+#pragma GCC unroll 4
+            for (int v = 0; v < PR_NV; v++) av[v] = V_LOADU(pb + ((size_t)g * PR_NV + v) * VW);
+#pragma GCC unroll 16
+            for (int i = 0; i < PR_MR; i++) {
+                const vf sv = V_SET1(dxs[i]);
+#pragma GCC unroll 4
+                for (int v = 0; v < PR_NV; v++) acc[i][v] = V_FNMA(av[v], sv, acc[i][v]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < PR_MR; i++) {
+        if (i >= mr) break;
+        float *yr = y + (size_t)(m + i) * ldy + n;
+#pragma GCC unroll 4
+        for (int v = 0; v < PR_NV; v++) {
+            if (nr >= (v + 1) * VW) {
+                V_STOREU(yr + v * VW, bias ? V_ADD(acc[i][v], V_LOADU(bias + n + v * VW)) : acc[i][v]);
+            } else if (nr > v * VW) {
+                float o[VW];
+                V_STOREU(o, acc[i][v]);
+                for (int j = v * VW; j < nr; j++) yr[j] = bias ? o[j - v * VW] + bias[n + j] : o[j - v * VW];
+            }
+        }
+    }
+}
+
+AI void pr_rows_t(const void *prep, void *panel, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                  int ldy, kvlm_dtype t) {
+    const unsigned char *b = prep;
+    const pr_head *h = (const pr_head *)b;
+    const int M = h->M, K = h->K, ng = h->ng, nt = h->nt;
+    const unsigned char *tiles = b + PR_HDR;
+    unsigned char *pc = (unsigned char *)(((uintptr_t)panel + 63) & ~(uintptr_t)63);
+    float *pa = (float *)(pc + (size_t)PR_NP * K), *pb = pa + (size_t)PR_NP * ng;
+    const size_t rb = dtype_row_bytes(t, K, NULL), tb = (size_t)ng * h->gbytes;
+    /* tiles of x in chunks whose codes stay in L2 while the panels pass */
+    int tc = (int)(PR_CHUNK_BYTES / tb);
+    if (tc < 1) tc = 1;
+    for (int t0 = 0; t0 < nt; t0 += tc) {
+        const int t1 = t0 + tc < nt ? t0 + tc : nt;
+        for (int n = n0; n < n1; n += PR_NP) {
+            const int nr = n1 - n < PR_NP ? n1 - n : PR_NP;
+            pr_panel(t, w->data, rb, K, n, nr, pc, pa, pb);
+            for (int ti = t0; ti < t1; ti++) {
+                const int m = ti * PR_MR, mr = M - m < PR_MR ? M - m : PR_MR;
+                pr_tile(tiles + (size_t)ti * tb, ng, t, pc, pa, pb, m, mr, n, nr, bias, y, ldy);
+            }
+        }
+    }
+}
+
+void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy) {
+    switch (w->dtype) {
+    case KVLM_Q8_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q8_0); break;
+    case KVLM_Q4_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_0); break;
+    case KVLM_Q4_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
+    case KVLM_Q5_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
+    default: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
+    }
+}

@@ -180,6 +180,8 @@ int kern_team_open(kern_team *t, int threads) {
     t->threads = threads < 1 ? 1 : threads;
     t->peak = 0;
     t->pool = NULL;
+    t->scratch = NULL;
+    t->scratch_bytes = 0;
     if (t->threads == 1) return 0;
     struct kern_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     kern_worker *ws = aligned_alloc(64, sizeof *ws * (size_t)t->threads);
@@ -206,6 +208,9 @@ int kern_team_open(kern_team *t, int threads) {
 
 void kern_team_close(kern_team *t) {
     struct kern_pool *p = t->pool;
+    free(t->scratch);
+    t->scratch = NULL;
+    t->scratch_bytes = 0;
     if (!p) return;
     stop_workers(p);
     free(p->workers);
