@@ -185,7 +185,8 @@ AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1,
             for (int s0 = 0; s0 < ksteps; s0 += PK_KC / VW) {
                 const int steps = ksteps - s0 < PK_KC / VW ? ksteps - s0 : PK_KC / VW;
                 const int first = s0 == 0, last = s0 + steps == ksteps, k0 = s0 * VW;
-                pk_pack(wd, t, K, n, nr, k0, steps, panel);
+                if (nr == PK_NR) pk_pack(wd, t, K, n, PK_NR, k0, steps, panel);
+                else pk_pack(wd, t, K, n, nr, k0, steps, panel);
                 int m = m0;
                 for (; m + PK_MR <= m1; m += PK_MR)
                     pk_tile(x, K, wd, t, PK_MR, m, n, nr, k0, steps, first, last, panel,
