@@ -10,14 +10,22 @@
  *   V_LOAD_F16(p) V_LOAD_BF16(p) (VW halves widened to floats)
  *   V_STORE_F16(p, v)
  *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
- *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W)
- *   NR1            rows of W per tile when x has a single row (decode), >= 4
+ *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W), small batches
+ *   NR1            rows of W per tile when x has a single row (decode), 8
+ *   V_REDUCE8(v, out) out[j] = lane sum of v[j], j < 8, in a fixed tree
+ *   PK_MR PK_NR    packed prefill tile (PK_NR <= 8), PK_KC K block (values,
+ *                  a multiple of VW), PK_MC most rows of x per block,
+ *                  PK_MIN_M fewest rows that take the packed path, PK_PF
+ *                  prefetch the next tile's x rows (0/1)
  *   KERNEL_NAME(n) name mangling: n ## _avx512
  *   KERNEL_ISA     the kvlm_isa value
  *
- * Matmul tiles accumulate MR x NR dot products over K in registers, reading
- * weights in their stored dtype and widening on the fly; K tails (K not a
- * multiple of VW) finish in scalar code.
+ * Matmul tiles accumulate MR x NR dot products over K in registers, one
+ * vector accumulator per output whose lane l sums k = l, l + VW, ... in
+ * ascending order; V_REDUCE8 sums the lanes, K tails (K not a multiple of
+ * VW) finish in scalar code, then the bias. Every float path (decode,
+ * small batch, packed prefill) keeps that order, so an output does not
+ * depend on how many rows were batched with it (tests/test_kernels.c).
  */
 #include "tensor.h"
 
