@@ -27,14 +27,14 @@ static const kvlm_isa simd[] = {KVLM_ISA_AVX2, KVLM_ISA_AVX512};
 
 static void test_matmul(void **state) {
     (void)state;
-    const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 5, 8, 13, 15, 37}, Ks[] = {1, 7, 16, 33, 56, 64, 100};
+    const int Ms[] = {1, 2, 3, 4, 5, 7, 9, 14}, Ns[] = {1, 5, 8, 13, 15, 37}, Ks[] = {1, 7, 16, 33, 56, 64, 100, 600};
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     unsigned seed = 1;
     int checked = 0;
     for (size_t d = 0; d < 3; d++)
-        for (size_t a = 0; a < 7; a++)
+        for (size_t a = 0; a < 8; a++)
             for (size_t b = 0; b < 6; b++)
-                for (size_t c = 0; c < 7; c++) {
+                for (size_t c = 0; c < 8; c++) {
                     int M = Ms[a], N = Ns[b], K = Ks[c];
                     void *w = make_weights(dts[d], N, K, &seed);
                     float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
@@ -61,10 +61,14 @@ static void test_matmul(void **state) {
 /* A decode row (M = 1, the prefetching single-row tiles) sums exactly as
  * the same row inside a prefill batch: bit-identical outputs, for every
  * dtype, row counts that end in every tail (8-row tiles, then 4, 2, 1 rows)
- * and K with and without vector tails. */
+ * and K with and without vector tails. Batches of 3 rows take the tiles
+ * that read the stored weights; batches of 8, 13 and 14 rows the packed
+ * prefill path (whole tiles of x rows, then tails of 2 and 1 rows), with K
+ * over several of its K blocks (600, 1000 with a vector tail); 125 rows at
+ * K = 1000 span two of its blocks of x rows. */
 static void test_matmul_row1_equals_batch(void **state) {
     (void)state;
-    const int Ns[] = {7, 8, 15, 16, 31, 45}, Ks[] = {24, 40, 56, 96, 129};
+    const int Ns[] = {7, 8, 15, 16, 31, 45}, Ks[] = {24, 40, 56, 96, 129, 600, 1000}, Ms[] = {3, 8, 13, 14, 125};
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     unsigned seed = 3;
     for (size_t s = 0; s < 2; s++) {
@@ -72,22 +76,23 @@ static void test_matmul_row1_equals_batch(void **state) {
         if (!ops) continue;
         for (size_t d = 0; d < 3; d++)
             for (size_t b = 0; b < 6; b++)
-                for (size_t c = 0; c < 5; c++) {
-                    const int M = 3, N = Ns[b], K = Ks[c];
-                    void *w = make_weights(dts[d], N, K, &seed);
-                    float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);
-                    float *one = malloc((size_t)N * 4);
-                    for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-                    kern_matrix km = {dts[d], w, N, K};
-                    ops->matmul_rows(x, M, &km, 0, N, NULL, batch, N);
-                    for (int m = 0; m < M; m++) {
-                        ops->matmul_rows(x + (size_t)m * K, 1, &km, 0, N, NULL, one, N);
-                        if (memcmp(one, batch + (size_t)m * N, (size_t)N * 4))
-                            fail_msg("%s %s N=%d K=%d row %d: decode differs from batch", kvlm_isa_name(simd[s]),
-                                     kvlm_dtype_name(dts[d]), N, K, m);
+                for (size_t c = 0; c < 7; c++)
+                    for (size_t a = 0; a < 5; a++) {
+                        const int M = Ms[a], N = Ns[b], K = Ks[c];
+                        void *w = make_weights(dts[d], N, K, &seed);
+                        float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);
+                        float *one = malloc((size_t)N * 4);
+                        for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
+                        kern_matrix km = {dts[d], w, N, K};
+                        ops->matmul_rows(x, M, &km, 0, N, NULL, batch, N);
+                        for (int m = 0; m < M; m++) {
+                            ops->matmul_rows(x + (size_t)m * K, 1, &km, 0, N, NULL, one, N);
+                            if (memcmp(one, batch + (size_t)m * N, (size_t)N * 4))
+                                fail_msg("%s %s M=%d N=%d K=%d row %d: decode differs from batch",
+                                         kvlm_isa_name(simd[s]), kvlm_dtype_name(dts[d]), M, N, K, m);
+                        }
+                        free(w), free(x), free(batch), free(one);
                     }
-                    free(w), free(x), free(batch), free(one);
-                }
     }
 }
 

@@ -38,6 +38,25 @@ static inline __m256 load_bf16_avx2(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
+/* out[j] = horizontal sum of v[j] for j < 8, pairing lanes (l, l + 4),
+ * then (l, l + 2), (l, l + 1) as hsum_avx2 does, the 8 sums side by side. */
+static inline void reduce8_avx2(const __m256 *v, float *out) {
+    __m256 t[4];
+    for (int p = 0; p < 4; p++)
+        t[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    /* t[p]: lanes 0-3 half sums of v[2p], 4-7 of v[2p+1] */
+    const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* u0 block b: 2 partial sums of v[b], then of v[b+2]; u1 the same for v[b+4], v[b+6] */
+    const __m256 z = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* block 0: v0 v2 v4 v6, block 1: v1 v3 v5 v7 */
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
 #define VW 8
 #define vf __m256
 #define V_ZERO() _mm256_setzero_ps()
@@ -60,6 +79,13 @@ static inline __m256 load_bf16_avx2(const uint16_t *p) {
 #define MR_MAX 3
 #define NR_MAX 4
 #define NR1 8
+#define V_REDUCE8(v, out) reduce8_avx2((v), (out))
+#define PK_MR 3
+#define PK_NR 4
+#define PK_KC 256
+#define PK_MC 120
+#define PK_MIN_M 8
+#define PK_PF 1
 #define KERNEL_NAME(n) n##_avx2
 #define KERNEL_ISA KVLM_ISA_AVX2
 

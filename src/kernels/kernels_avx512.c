@@ -31,6 +31,28 @@ static inline __m512 load_bf16_avx512(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
+/* out[j] = horizontal sum of v[j] for j < 8, pairing lanes (l, l + 8),
+ * then (l, l + 4), (l, l + 2), (l, l + 1): the 8 sums are formed side by
+ * side with cross-vector shuffles instead of one reduction per vector. */
+static inline void reduce8_avx512(const __m512 *v, float *out) {
+    __m512 t[4];
+    for (int p = 0; p < 4; p++)
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* t[p]: lanes 0-7 half sums of v[2p], 8-15 of v[2p+1] */
+    const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(t[2], t[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(t[2], t[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* 128-bit block b of u0 holds 4 partial sums of v[b], of u1 of v[b+4] */
+    const __m512 q = _mm512_add_ps(_mm512_shuffle_ps(u0, u1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 z = _mm512_add_ps(q, _mm512_shuffle_ps(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+    /* lane 4b: sum of v[b]; lane 4b + 2: sum of v[b + 4] */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(idx, z)));
+}
+
 #define VW 16
 #define vf __m512
 #define V_ZERO() _mm512_setzero_ps()
@@ -53,6 +75,13 @@ static inline __m512 load_bf16_avx512(const uint16_t *p) {
 #define MR_MAX 4
 #define NR_MAX 6
 #define NR1 8
+#define V_REDUCE8(v, out) reduce8_avx512((v), (out))
+#define PK_MR 3
+#define PK_NR 8
+#define PK_KC 256
+#define PK_MC 120
+#define PK_MIN_M 8
+#define PK_PF 1
 #define KERNEL_NAME(n) n##_avx512
 #define KERNEL_ISA KVLM_ISA_AVX512
 

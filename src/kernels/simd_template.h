@@ -10,14 +10,22 @@
  *   V_LOAD_F16(p) V_LOAD_BF16(p) (VW halves widened to floats)
  *   V_STORE_F16(p, v)
  *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
- *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W)
- *   NR1            rows of W per tile when x has a single row (decode), >= 4
+ *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W), small batches
+ *   NR1            rows of W per tile when x has a single row (decode), 8
+ *   V_REDUCE8(v, out) out[j] = lane sum of v[j], j < 8, in a fixed tree
+ *   PK_MR PK_NR    packed prefill tile (PK_NR <= 8), PK_KC K block (values,
+ *                  a multiple of VW), PK_MC most rows of x per block,
+ *                  PK_MIN_M fewest rows that take the packed path, PK_PF
+ *                  prefetch the next tile's x rows (0/1)
  *   KERNEL_NAME(n) name mangling: n ## _avx512
  *   KERNEL_ISA     the kvlm_isa value
  *
- * Matmul tiles accumulate MR x NR dot products over K in registers, reading
- * weights in their stored dtype and widening on the fly; K tails (K not a
- * multiple of VW) finish in scalar code.
+ * Matmul tiles accumulate MR x NR dot products over K in registers, one
+ * vector accumulator per output whose lane l sums k = l, l + VW, ... in
+ * ascending order; V_REDUCE8 sums the lanes, K tails (K not a multiple of
+ * VW) finish in scalar code, then the bias. Every float path (decode,
+ * small batch, packed prefill) keeps that order, so an output does not
+ * depend on how many rows were batched with it (tests/test_kernels.c).
  */
 #include "tensor.h"
 
@@ -27,6 +35,26 @@ AI vf load_w(const void *w, kvlm_dtype t, size_t off) {
     if (t == KVLM_F16) return V_LOAD_F16((const uint16_t *)w + off);
     if (t == KVLM_BF16) return V_LOAD_BF16((const uint16_t *)w + off);
     return V_LOADU((const float *)w + off);
+}
+
+/* The horizontal sums of up to 8 accumulators: out[j] = sum of the lanes
+ * of a[j], in the ISA's fixed pairing tree (V_REDUCE8). Every float matmul
+ * path finishes an output this way, so an output's value does not depend
+ * on which path (decode, small batch, packed batch) computed it. Unused
+ * slots are zero vectors. */
+AI void reduce_acc(const vf *a, int nr, float *out) {
+    vf v[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) v[j] = j < nr ? a[j] : V_ZERO();
+    V_REDUCE8(v, out);
+}
+
+/* Output (row, col) from its reduced lanes: the scalar K tail [k, K) in
+ * order, then the bias. */
+AI float mm_finish(float s, const float *xr, const void *w, kvlm_dtype t, size_t wrow, int k, int K,
+                   const float *bias, int col) {
+    for (int kk = k; kk < K; kk++) s += xr[kk] * dtype_load(t, w, wrow + kk);
+    return s + (bias ? bias[col] : 0.0f);
 }
 
 /* One MR x NR tile: y[m+i][n+j] for i < mr, j < nr (compile-time constants
@@ -55,21 +83,20 @@ AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int 
         }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < mr; i++)
+    for (int i = 0; i < mr; i++) {
+        float s[8];
+        reduce_acc(acc[i], nr, s);
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++) {
-            float s = V_REDUCE(acc[i][j]);
-            for (int kk = k; kk < K; kk++)
-                s += xr[(size_t)i * K + kk] * dtype_load(t, w, wr + (size_t)j * K + kk);
-            y[(size_t)(m + i) * ldy + n + j] = s + (bias ? bias[n + j] : 0.0f);
-        }
+        for (int j = 0; j < nr; j++)
+            y[(size_t)(m + i) * ldy + n + j] =
+                mm_finish(s[j], xr + (size_t)i * K, w, t, wr + (size_t)j * K, k, K, bias, n + j);
+    }
 }
 
-/* Rows [n0, n1) of W against all M rows of x, for one weight dtype. The
- * rows of x are taken in blocks that stay in L2 (about 256 KB); within a
- * block each weight tile is loaded once and used for every row of the
- * block, so a batch of decode rows reads the weights once, not once per
- * row tile. */
+/* Rows [n0, n1) of W against all M rows of x, for one weight dtype,
+ * straight from the stored weights (small batches). The rows of x are
+ * taken in blocks that stay in L2 (about 256 KB); within a block each
+ * weight tile is loaded once and used for every row of the block. */
 AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                   float *y, int ldy, kvlm_dtype t) {
     const int K = w->cols;
@@ -86,6 +113,98 @@ AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, c
         for (; n < n1; n++) {
             for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, bias, y, ldy);
             for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, 1, m, n, bias, y, ldy);
+        }
+    }
+}
+
+/* Prefill (M >= PK_MIN_M): the weights are packed, PK_NR rows by PK_KC
+ * values at a time, into an L1 panel of f32 in step-major order (the
+ * PK_NR vectors of one K step side by side), so f16/bf16 are widened once
+ * per panel and not once per group of x rows, and the tile reads one
+ * sequential weight stream. K is cut into PK_KC blocks so the panel stays
+ * in L1 at any K; the PK_MR x PK_NR accumulators of each tile of x rows
+ * are kept in a small buffer between K blocks (stored and reloaded as
+ * whole vectors, so each lane still sums its k in ascending order, as in
+ * mm_tile and mm_row1_tile). Rows of x go in blocks of about 1 MB (L2)
+ * that every weight panel of the block sweeps. */
+AI void pk_pack(const void *w, kvlm_dtype t, int K, int n, int nr, int k0, int steps, float *panel) {
+    for (int s = 0; s < steps; s++)
+#pragma GCC unroll 8
+        for (int j = 0; j < PK_NR; j++)
+            V_STOREU(panel + ((size_t)s * PK_NR + j) * VW,
+                     j < nr ? load_w(w, t, (size_t)(n + j) * K + k0 + (size_t)s * VW) : V_ZERO());
+}
+
+AI void pk_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int m, int n, int nr, int k0,
+                int steps, int first, int last, const float *panel, vf *save, const float *bias, float *y,
+                int ldy) {
+    vf acc[PK_MR][PK_NR];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < PK_NR; j++) acc[i][j] = first ? V_ZERO() : save[i * PK_NR + j];
+    const float *xr = x + (size_t)m * K + k0;
+    for (int s = 0; s < steps; s++) {
+        vf xv[PK_MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            xv[i] = V_LOADU(xr + (size_t)i * K + (size_t)s * VW);
+            if (PK_PF) __builtin_prefetch(xr + (size_t)(i + mr) * K + (size_t)s * VW, 0, 3);
+        }
+        const float *ps = panel + (size_t)s * PK_NR * VW;
+#pragma GCC unroll 8
+        for (int j = 0; j < PK_NR; j++) {
+            vf wv = V_LOADU(ps + (size_t)j * VW);
+            __asm__("" : "+v"(wv)); /* one load per vector, not one per FMA */
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
+        }
+    }
+    if (!last) {
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < PK_NR; j++) save[i * PK_NR + j] = acc[i][j];
+        return;
+    }
+    const int kv = k0 + steps * VW;
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++) {
+        float s[8];
+        reduce_acc(acc[i], PK_NR, s);
+        const float *xi = x + (size_t)(m + i) * K;
+        for (int j = 0; j < nr; j++)
+            y[(size_t)(m + i) * ldy + n + j] = mm_finish(s[j], xi, w, t, (size_t)(n + j) * K, kv, K, bias, n + j);
+    }
+}
+
+AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                    int ldy, kvlm_dtype t) {
+    const int K = w->cols, ksteps = K / VW;
+    const void *wd = w->data;
+    float panel[PK_NR * PK_KC] __attribute__((aligned(64)));
+    vf save[PK_MC * PK_NR];
+    int mc = (int)((1 << 20) / ((size_t)K * sizeof(float)));
+    mc = mc > PK_MC ? PK_MC : mc < PK_MR ? PK_MR : mc - mc % PK_MR;
+    for (int m0 = 0; m0 < M; m0 += mc) {
+        const int m1 = m0 + mc < M ? m0 + mc : M;
+        for (int n = n0; n < n1; n += PK_NR) {
+            const int nr = n1 - n < PK_NR ? n1 - n : PK_NR;
+            for (int s0 = 0; s0 < ksteps; s0 += PK_KC / VW) {
+                const int steps = ksteps - s0 < PK_KC / VW ? ksteps - s0 : PK_KC / VW;
+                const int first = s0 == 0, last = s0 + steps == ksteps, k0 = s0 * VW;
+                if (nr == PK_NR) pk_pack(wd, t, K, n, PK_NR, k0, steps, panel);
+                else pk_pack(wd, t, K, n, nr, k0, steps, panel);
+                int m = m0;
+                for (; m + PK_MR <= m1; m += PK_MR)
+                    pk_tile(x, K, wd, t, PK_MR, m, n, nr, k0, steps, first, last, panel,
+                            save + (size_t)(m - m0) * PK_NR, bias, y, ldy);
+                vf *sv = save + (size_t)(m - m0) * PK_NR;
+                if (m1 - m >= 2 && PK_MR > 2)
+                    pk_tile(x, K, wd, t, 2, m, n, nr, k0, steps, first, last, panel, sv, bias, y, ldy),
+                        m += 2, sv += 2 * PK_NR;
+                if (m < m1) pk_tile(x, K, wd, t, 1, m, n, nr, k0, steps, first, last, panel, sv, bias, y, ldy);
+            }
         }
     }
 }
@@ -135,12 +254,10 @@ AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr,
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) acc[j] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j]);
     }
+    float s[8];
+    reduce_acc(acc, nr, s);
 #pragma GCC unroll 8
-    for (int j = 0; j < nr; j++) {
-        float s = V_REDUCE(acc[j]);
-        for (int kk = k; kk < K; kk++) s += x[kk] * dtype_load(t, w, wr + (size_t)j * K + kk);
-        y[n + j] = s + (bias ? bias[n + j] : 0.0f);
-    }
+    for (int j = 0; j < nr; j++) y[n + j] = mm_finish(s[j], x, w, t, wr + (size_t)j * K, k, K, bias, n + j);
 }
 
 /* Rows [n0, n1) for one row of x: whole NR1 tiles (each prefetching the
@@ -162,6 +279,14 @@ static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w
         case KVLM_F16: mm_row1_t(x, w, n0, n1, bias, y, KVLM_F16); return;
         case KVLM_BF16: mm_row1_t(x, w, n0, n1, bias, y, KVLM_BF16); return;
         case KVLM_F32: mm_row1_t(x, w, n0, n1, bias, y, KVLM_F32); return;
+        default: break;
+        }
+    }
+    if (M >= PK_MIN_M && w->cols >= VW) {
+        switch (w->dtype) {
+        case KVLM_F16: mm_packed_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); return;
+        case KVLM_BF16: mm_packed_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); return;
+        case KVLM_F32: mm_packed_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); return;
         default: break;
         }
     }
