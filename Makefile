@@ -344,10 +344,12 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c17 -O1 -g -fno-omit-frame-pointer -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE \
                 -Iinclude -Isrc -DKVLM_FUZZING $(FUZZ_SAN)
 FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
-# The kernels (SIMD, run-time dispatch) are no parser: the fuzz targets
-# link the regular build's objects of src/kernels/ (gcc, uninstrumented).
-FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out src/kernels/%,$(LIB_SRC)))
-FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(filter src/kernels/%,$(LIB_SRC)))
+# The kernels and every per-ISA file (SIMD, run-time dispatch, their own
+# target flags) are no parser: the fuzz targets link the regular build's
+# objects of them (gcc, uninstrumented).
+FUZZ_NATIVE_SRC := $(filter src/kernels/% %_avx2.c %_avx512.c,$(LIB_SRC))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out $(FUZZ_NATIVE_SRC),$(LIB_SRC)))
+FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(FUZZ_NATIVE_SRC))
 FUZZ_SRV_SRC := src/server/openai_request.c src/server/chat_template.c src/server/json_text.c src/server/sbuf.c
 FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 TARGET       ?= gguf
