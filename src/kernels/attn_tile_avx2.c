@@ -3,31 +3,14 @@
  * rows per vector, 8 keys per score pass (8 accumulators, half the 16
  * ymm registers). Compiled with the AVX2 target flags and only selected
  * after the CPU was checked (attn_tile_select). The body is
- * attn_tile_body.h; the exponential is the sampler's (vec_exp_body.h).
+ * attn_tile_body.h; the exponential is the sampler's (vec_exp_avx2.h).
  */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/vec_softmax.h"
 
-#define EV __m256
-#define EVI __m256i
-#define EV_SET1 _mm256_set1_ps
-#define EV_ADD _mm256_add_ps
-#define EV_SUB _mm256_sub_ps
-#define EV_MUL _mm256_mul_ps
-#define EV_MIN _mm256_min_ps
-#define EVI_SET1 _mm256_set1_epi32
-#define EVI_ADD _mm256_add_epi32
-#define EVI_SLLI _mm256_slli_epi32
-#define EV_TO_I _mm256_cvtps_epi32
-#define EVI_AS_EV _mm256_castsi256_ps
-#include "kernels/vec_exp_body.h"
-
-static inline __m256 expz8(__m256 x) {
-    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    return _mm256_and_ps(live, vec_exp_raw(x));
-}
+#include "kernels/vec_exp_avx2.h"
 
 static inline __m256 hide8(__m256 s, __m256i lo, __m256i hi, int pos) {
     const __m256i p = _mm256_set1_epi32(pos);
@@ -58,7 +41,7 @@ static inline __m256 load_bf16_8(const uint16_t *p) {
 #define V_MAX(a, b) _mm256_max_ps((a), (b))
 #define VI_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
 #define V_HIDE(s, lo, hi, pos) hide8((s), (lo), (hi), (pos))
-#define V_EXPZ(x) expz8(x)
+#define V_EXPZ(x) vec_exp8(x)
 #define V_UNINF(m) uninf8(m)
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define V_LOAD_BF16(p) load_bf16_8(p)

@@ -10,24 +10,7 @@
 
 #include "kernels/vec_softmax.h"
 
-#define EV __m512
-#define EVI __m512i
-#define EV_SET1 _mm512_set1_ps
-#define EV_ADD _mm512_add_ps
-#define EV_SUB _mm512_sub_ps
-#define EV_MUL _mm512_mul_ps
-#define EV_MIN _mm512_min_ps
-#define EVI_SET1 _mm512_set1_epi32
-#define EVI_ADD _mm512_add_epi32
-#define EVI_SLLI _mm512_slli_epi32
-#define EV_TO_I _mm512_cvtps_epi32
-#define EVI_AS_EV _mm512_castsi512_ps
-#include "kernels/vec_exp_body.h"
-
-static inline __m512 expz16(__m512 x) {
-    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    return _mm512_maskz_mov_ps(live, vec_exp_raw(x));
-}
+#include "kernels/vec_exp_avx512.h"
 
 static inline __m512 hide16(__m512 s, __m512i lo, __m512i hi, int pos) {
     const __m512i p = _mm512_set1_epi32(pos);
@@ -58,7 +41,7 @@ static inline __m512 load_bf16_16(const uint16_t *p) {
 #define V_MAX(a, b) _mm512_max_ps((a), (b))
 #define VI_LOADU(p) _mm512_loadu_si512((const void *)(p))
 #define V_HIDE(s, lo, hi, pos) hide16((s), (lo), (hi), (pos))
-#define V_EXPZ(x) expz16(x)
+#define V_EXPZ(x) vec_exp16(x)
 #define V_UNINF(m) uninf16(m)
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define V_LOAD_BF16(p) load_bf16_16(p)

@@ -30,32 +30,15 @@ static void div_avx2(float *x, size_t n, float d) {
     for (; i < n; i++) x[i] /= d;
 }
 
-#define EV __m256
-#define EVI __m256i
-#define EV_SET1 _mm256_set1_ps
-#define EV_ADD _mm256_add_ps
-#define EV_SUB _mm256_sub_ps
-#define EV_MUL _mm256_mul_ps
-#define EV_MIN _mm256_min_ps
-#define EVI_SET1 _mm256_set1_epi32
-#define EVI_ADD _mm256_add_epi32
-#define EVI_SLLI _mm256_slli_epi32
-#define EV_TO_I _mm256_cvtps_epi32
-#define EVI_AS_EV _mm256_castsi256_ps
-#include "kernels/vec_exp_body.h"
-
-static inline __m256 exp8(__m256 x) {
-    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    return _mm256_and_ps(live, vec_exp_raw(x));
-}
+#include "kernels/vec_exp_avx2.h"
 
 static double exp_sum_avx2(const float *x, float *y, size_t n, float shift) {
     const __m256 vs = _mm256_set1_ps(shift);
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0; /* lanes 0-3, 4-7, 8-11, 12-15 */
     const size_t n16 = n - n % 16;
     for (size_t i = 0; i < n16; i += 16) {
-        const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
-        const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vs));
+        const __m256 e0 = vec_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+        const __m256 e1 = vec_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vs));
         _mm256_storeu_ps(y + i, e0);
         _mm256_storeu_ps(y + i + 8, e1);
         a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e0)));

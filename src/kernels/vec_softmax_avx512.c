@@ -26,31 +26,14 @@ static void div_avx512(float *x, size_t n, float d) {
     for (; i < n; i++) x[i] /= d;
 }
 
-#define EV __m512
-#define EVI __m512i
-#define EV_SET1 _mm512_set1_ps
-#define EV_ADD _mm512_add_ps
-#define EV_SUB _mm512_sub_ps
-#define EV_MUL _mm512_mul_ps
-#define EV_MIN _mm512_min_ps
-#define EVI_SET1 _mm512_set1_epi32
-#define EVI_ADD _mm512_add_epi32
-#define EVI_SLLI _mm512_slli_epi32
-#define EV_TO_I _mm512_cvtps_epi32
-#define EVI_AS_EV _mm512_castsi512_ps
-#include "kernels/vec_exp_body.h"
-
-static inline __m512 exp16(__m512 x) {
-    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(VEC_EXP_LO), _CMP_GE_OQ);
-    return _mm512_maskz_mov_ps(live, vec_exp_raw(x));
-}
+#include "kernels/vec_exp_avx512.h"
 
 static double exp_sum_avx512(const float *x, float *y, size_t n, float shift) {
     const __m512 vs = _mm512_set1_ps(shift);
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(); /* lanes 0-7, 8-15 */
     const size_t n16 = n - n % 16;
     for (size_t i = 0; i < n16; i += 16) {
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+        const __m512 e = vec_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
         _mm512_storeu_ps(y + i, e);
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
