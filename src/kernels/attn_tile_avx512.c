@@ -3,7 +3,7 @@
  * per vector, 16 keys per score pass (16 accumulators). Compiled with the
  * AVX-512 target flags and only selected after the CPU was checked
  * (attn_tile_select). The body is attn_tile_body.h; the exponential is the
- * sampler's (vec_exp_body.h).
+ * sampler's (vec_exp_avx512.h).
  */
 #include <immintrin.h>
 #include <math.h>
