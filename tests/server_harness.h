@@ -170,9 +170,9 @@ TH_UNUSED static size_t dechunk(char *b, size_t len) {
     return out;
 }
 
-TH_UNUSED static resp http_raw(int port, const char *method, const char *path, const char *body, size_t blen) {
-    int fd = connect_to(port);
-    send_request(fd, method, path, body, blen);
+/* Reads a whole answer from fd (closed afterwards): status, head, body
+ * (dechunked); `what` names the request in a failure. */
+TH_UNUSED static resp read_response(int fd, const char *what) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     ssize_t r;
@@ -184,7 +184,7 @@ TH_UNUSED static resp http_raw(int port, const char *method, const char *path, c
     buf[n] = 0;
     resp out = {0};
     char *eoh = strstr(buf, "\r\n\r\n");
-    if (!eoh) FAIL("%s %s: no HTTP response (%zu bytes)", method, path, n);
+    if (!eoh) FAIL("%.200s: no HTTP response (%zu bytes)", what, n);
     *eoh = 0;
     out.status = atoi(buf + 9);
     out.head = strdup(buf);
@@ -195,6 +195,14 @@ TH_UNUSED static resp http_raw(int port, const char *method, const char *path, c
     if (strcasestr(out.head, "transfer-encoding: chunked")) out.len = dechunk(out.body, out.len);
     free(buf);
     return out;
+}
+
+TH_UNUSED static resp http_raw(int port, const char *method, const char *path, const char *body, size_t blen) {
+    int fd = connect_to(port);
+    send_request(fd, method, path, body, blen);
+    char what[512];
+    snprintf(what, sizeof what, "%s %s", method, path);
+    return read_response(fd, what);
 }
 
 TH_UNUSED static resp http(int port, const char *method, const char *path, const char *body) {

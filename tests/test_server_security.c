@@ -23,28 +23,7 @@ static server a, b; /* a: key file, CORS, text log, --host localhost; b: env key
 static resp raw(int port, const char *req) {
     int fd = connect_to(port);
     if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) FAIL("write failed");
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    ssize_t r;
-    while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
-        n += (size_t)r;
-        if (cap - n < 2) buf = realloc(buf, cap *= 2);
-    }
-    close(fd);
-    buf[n] = 0;
-    resp out = {0};
-    char *eoh = strstr(buf, "\r\n\r\n");
-    if (!eoh) FAIL("no HTTP response to %s", req);
-    *eoh = 0;
-    out.status = atoi(buf + 9);
-    out.head = strdup(buf);
-    out.len = n - (size_t)(eoh + 4 - buf);
-    out.body = malloc(out.len + 1);
-    memcpy(out.body, eoh + 4, out.len);
-    out.body[out.len] = 0;
-    if (strcasestr(out.head, "transfer-encoding: chunked")) out.len = dechunk(out.body, out.len);
-    free(buf);
-    return out;
+    return read_response(fd, req);
 }
 
 /* A request with extra header lines (each ending in \r\n) and a body. */
@@ -362,6 +341,22 @@ static void test_log_reopen(void **state) {
     free(log);
 }
 
+/* Waits up to 300 s for the drained server to exit by itself, asserts
+ * status 0, and returns its log (the caller frees it). */
+static char *exit_status_zero_log(server *sv) {
+    int st = -1, rc = -1;
+    for (int i = 0; i < 30000 && rc < 0; i++) {
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+        else usleep(10000);
+    }
+    if (rc < 0) stop_server(sv);
+    else sv->pid = 0;
+    assert_int_equal(rc, 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/serve.log", sv->dir);
+    return th_read_file(path, NULL);
+}
+
 /* Reads from fd into buf (NUL-terminated, grows) until `want` appears or EOF. */
 static int read_until(int fd, char **buf, size_t *n, size_t *cap, const char *want) {
     for (;;) {
@@ -440,17 +435,7 @@ static void test_drain(void **state) {
     free(sb);
     free(hb);
     /* and the process exits 0 by itself */
-    int st = -1, rc = -1;
-    for (int i = 0; i < 30000 && rc < 0; i++) {
-        if (waitpid(sv.pid, &st, WNOHANG) == sv.pid) rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-        else usleep(10000);
-    }
-    if (rc < 0) stop_server(&sv);
-    else sv.pid = 0;
-    assert_int_equal(rc, 0);
-    char path[700];
-    snprintf(path, sizeof path, "%s/serve.log", sv.dir);
-    char *log = th_read_file(path, NULL);
+    char *log = exit_status_zero_log(&sv);
     assert_non_null(strstr(log, "terminated, draining"));
     assert_null(strstr(log, "are ended"));
     assert_null(strstr(log, "Sanitizer"));
@@ -488,17 +473,7 @@ static void test_drain_deadline(void **state) {
     assert_string_equal(jstr(json_array_get(ev, ne - 1), "error.code"), "shutting_down");
     json_decref(ev);
     free(sb);
-    int st = -1, rc = -1;
-    for (int i = 0; i < 30000 && rc < 0; i++) {
-        if (waitpid(sv.pid, &st, WNOHANG) == sv.pid) rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-        else usleep(10000);
-    }
-    if (rc < 0) stop_server(&sv);
-    else sv.pid = 0;
-    assert_int_equal(rc, 0);
-    char path[700];
-    snprintf(path, sizeof path, "%s/serve.log", sv.dir);
-    char *log = th_read_file(path, NULL);
+    char *log = exit_status_zero_log(&sv);
     assert_non_null(strstr(log, "requests still running after 1s are ended"));
     assert_null(strstr(log, "Sanitizer"));
     assert_null(strstr(log, "runtime error"));
