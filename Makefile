@@ -337,7 +337,8 @@ bench-sampler: $(BUILD)/bench/sampler_bench
 # target from its committed seed corpus fuzz/corpus/<target>/ (new inputs go
 # to build-fuzz/corpus/<target>/, crashes to build-fuzz/crashes/<target>/);
 # `make fuzz-smoke` runs every target for FUZZ_SMOKE_SECONDS each;
-# `make fuzz-campaign` runs each for FUZZ_CAMPAIGN_SECONDS (1 CPU-hour).
+# `make -j2 fuzz-campaign` gives each FUZZ_CAMPAIGN_SECONDS of CPU time
+# (1 CPU-hour; fuzz/campaign.sh, resumable), two targets at a time.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build-fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -367,7 +368,7 @@ $(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_SRV_OBJ) $(FUZZ_KERN_OBJ)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libkvlm-fuzz.a
 	$(FUZZ_CC) -fopenmp $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -lgomp
 
-.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign setup-fuzz
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign $(FUZZ_TARGETS:%=fuzz-campaign-%) setup-fuzz
 setup-fuzz:
 	./scripts/setup.sh --fuzz
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
@@ -375,8 +376,9 @@ fuzz: $(FUZZ_BUILD)/fuzz_$(TARGET)
 	./fuzz/run.sh $(FUZZ_BUILD) $(TARGET) $(SECONDS) $(FUZZ_JOBS)
 fuzz-smoke: fuzz-build
 	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SMOKE_SECONDS) 1 || exit 1; done
-fuzz-campaign: fuzz-build
-	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_CAMPAIGN_SECONDS) $(FUZZ_JOBS) || exit 1; done
+fuzz-campaign: $(FUZZ_TARGETS:%=fuzz-campaign-%)
+fuzz-campaign-%: $(FUZZ_BUILD)/fuzz_%
+	./fuzz/campaign.sh $(FUZZ_BUILD) $* $(FUZZ_CAMPAIGN_SECONDS)
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
 
