@@ -377,7 +377,7 @@ fuzz: $(FUZZ_BUILD)/fuzz_$(TARGET)
 fuzz-smoke: fuzz-build
 	@for t in $(FUZZ_TARGETS); do ./fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SMOKE_SECONDS) 1 || exit 1; done
 fuzz-campaign: $(FUZZ_TARGETS:%=fuzz-campaign-%)
-fuzz-campaign-%: $(FUZZ_BUILD)/fuzz_%
+$(FUZZ_TARGETS:%=fuzz-campaign-%): fuzz-campaign-%: $(FUZZ_BUILD)/fuzz_%
 	./fuzz/campaign.sh $(FUZZ_BUILD) $* $(FUZZ_CAMPAIGN_SECONDS)
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
