@@ -8,7 +8,8 @@
 # BUILD_DIR/campaign/TARGET.cpu and counted by the next call, so a campaign
 # cut short (a reboot, the end of a working day) resumes where it stopped;
 # each run's log is BUILD_DIR/campaign/TARGET.N.log and its summary line is
-# appended to BUILD_DIR/campaign/summary.tsv. Exits non-zero when the
+# appended to BUILD_DIR/campaign/summary.tsv (time, target, CPU s, wall s,
+# inputs run, slowest input s, status, libFuzzer's last status line). Exits non-zero when the
 # fuzzer found a crash, a leak or a timeout.
 set -eu
 build=$1 target=$2 budget=$3
@@ -29,7 +30,11 @@ hz=$(getconf CLK_TCK)
 echo "fuzz campaign: $target, ${left} CPU-s left of ${budget} (log $log)"
 start=$(date +%s)
 # The wall-clock limit of run.sh only guards against a stuck monitor.
-./fuzz/run.sh "$build" "$target" $((left * 20 + 3600)) 1 >"$log" 2>&1 &
+# libFuzzer times an input by the wall clock, so a campaign paused with
+# SIGSTOP would report the input it was running as a hang: the per-input
+# timeout is 30 minutes here (the smoke runs keep 10 s), and the slowest
+# input's time is in the summary.
+FUZZ_UNIT_TIMEOUT=${FUZZ_UNIT_TIMEOUT:-1800} ./fuzz/run.sh "$build" "$target" $((left * 20 + 3600)) 1 >"$log" 2>&1 &
 pid=$!
 cpu=0
 while kill -0 "$pid" 2>/dev/null; do
@@ -53,7 +58,8 @@ status=ok
 case $rc in 0 | 72) ;; *) status="finding (exit $rc)" ;; esac
 last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
 execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$cpu" "$wall" "${execs:-?}" "$status" "$last" \
+slowest=$(grep -o 'stat::slowest_unit_time_sec: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$cpu" "$wall" "${execs:-?}" "${slowest:-?}" "$status" "$last" \
     >>"$dir/summary.tsv"
 echo "fuzz campaign: $target ran ${cpu} CPU-s in ${wall} s (total $((spent + cpu)) of ${budget}): $status"
 echo "  $last"
