@@ -62,13 +62,17 @@ static void test_matmul(void **state) {
  * the same row inside a prefill batch: bit-identical outputs, for every
  * dtype, row counts that end in every tail (8-row tiles, then 4, 2, 1 rows)
  * and K with and without vector tails. Batches of 3 rows take the tiles
- * that read the stored weights; batches of 8, 13 and 14 rows the packed
- * prefill path (whole tiles of x rows, then tails of 2 and 1 rows), with K
- * over several of its K blocks (600, 1000 with a vector tail); 125 rows at
- * K = 1000 span two of its blocks of x rows. */
+ * that read the stored weights; batches of 8, 13, 14, 125 and 450 rows the
+ * packed prefill path (whole tiles of x rows, then tails of 2 and 1 rows).
+ * K up to 600 takes one panel for all of K in both sets; K = 1000 is cut
+ * into 2 blocks by the 16-lane set (one panel in the 8-lane set) and
+ * K = 2100 into 5 and 3 blocks, with a vector tail. 125 rows at K = 2100
+ * (and at K = 1000 in the 16-lane set) and 450 rows at K = 600 span two
+ * or more blocks of x rows. */
 static void test_matmul_row1_equals_batch(void **state) {
     (void)state;
-    const int Ns[] = {7, 8, 15, 16, 31, 45}, Ks[] = {24, 40, 56, 96, 129, 600, 1000}, Ms[] = {3, 8, 13, 14, 125};
+    const int Ns[] = {7, 8, 15, 16, 31, 45}, Ks[] = {24, 40, 56, 96, 129, 600, 1000, 2100},
+              Ms[] = {3, 8, 13, 14, 125, 450};
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     unsigned seed = 3;
     for (size_t s = 0; s < 2; s++) {
@@ -76,8 +80,8 @@ static void test_matmul_row1_equals_batch(void **state) {
         if (!ops) continue;
         for (size_t d = 0; d < 3; d++)
             for (size_t b = 0; b < 6; b++)
-                for (size_t c = 0; c < 7; c++)
-                    for (size_t a = 0; a < 5; a++) {
+                for (size_t c = 0; c < 8; c++)
+                    for (size_t a = 0; a < 6; a++) {
                         const int M = Ms[a], N = Ns[b], K = Ks[c];
                         void *w = make_weights(dts[d], N, K, &seed);
                         float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);

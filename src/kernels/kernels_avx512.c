@@ -78,7 +78,9 @@ static inline void reduce8_avx512(const __m512 *v, float *out) {
 #define V_REDUCE8(v, out) reduce8_avx512((v), (out))
 #define PK_MR 3
 #define PK_NR 8
-#define PK_KC 256
+#define PK_PANEL1 24576
+#define PK_PANEL 16384
+#define PK_L2 (1 << 20)
 #define PK_MC 120
 #define PK_MIN_M 8
 #define PK_PF 1
