@@ -195,8 +195,11 @@ AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1,
     /* all of K in one panel of at most PK_PANEL1 bytes, else K blocks of
      * equal size, each panel at most PK_PANEL bytes */
     const int step_bytes = PK_NR * VW * (int)sizeof(float), max_steps = PK_PANEL / step_bytes;
-    const int kblocks = ksteps * step_bytes <= PK_PANEL1 ? 1 : (ksteps + max_steps - 1) / max_steps;
+    const int kblocks = (size_t)ksteps * step_bytes <= PK_PANEL1 ? 1 : (ksteps + max_steps - 1) / max_steps;
     const int kc = (ksteps + kblocks - 1) / kblocks;
+    /* saved accumulators per row of x (none with one K block: every tile
+     * gets save[0] and neither reads nor writes it) */
+    const size_t ss = kblocks > 1 ? PK_NR : 0;
     /* rows of x per block: about PK_L2 bytes; PK_MC at most (the saved
      * accumulators) when K takes more than one block */
     int mc = (int)(PK_L2 / ((size_t)K * sizeof(float)));
@@ -214,11 +217,11 @@ AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1,
                 int m = m0;
                 for (; m + PK_MR <= m1; m += PK_MR)
                     pk_tile(x, K, wd, t, PK_MR, m, n, nr, k0, steps, first, last, panel,
-                            save + (size_t)(m - m0) * PK_NR, bias, y, ldy);
-                vf *sv = save + (size_t)(m - m0) * PK_NR;
+                            save + (size_t)(m - m0) * ss, bias, y, ldy);
+                vf *sv = save + (size_t)(m - m0) * ss;
                 if (m1 - m >= 2 && PK_MR > 2)
                     pk_tile(x, K, wd, t, 2, m, n, nr, k0, steps, first, last, panel, sv, bias, y, ldy),
-                        m += 2, sv += 2 * PK_NR;
+                        m += 2, sv += 2 * ss;
                 if (m < m1) pk_tile(x, K, wd, t, 1, m, n, nr, k0, steps, first, last, panel, sv, bias, y, ldy);
             }
         }
