@@ -16,7 +16,9 @@
  * timeout; 47 to 50 of 50 such connections in a row), its poll mode sees
  * every one; so one internal thread with poll(2), which has no descriptor
  * ceiling, and a bounded number of connections (poll's cost per turn is
- * linear in them).
+ * linear in them). Re-measured against epoll and thread-per-connection
+ * (whose suspended connections are never resumed) for storms and
+ * throughput: docs/server.md, "Connections and limits".
  */
 #include "server/http.h"
 
