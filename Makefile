@@ -1,6 +1,7 @@
 # kvlm build. `make` builds build/kvlm, build/libkvlm.a and build/libkvlm.so;
 # `make test` runs the test suite; `make test SANITIZE=1` runs it under ASan
-# and UBSan; `make install PREFIX=...` installs the CLI, both libraries, the
+# and UBSan; `make test SANITIZE=thread` the threaded tests under TSan and
+# `make test-tsan-ci` CI's short selection of them; `make install PREFIX=...` installs the CLI, both libraries, the
 # public headers and kvlm.pc (`make test-install` checks that and builds
 # examples/ against it); `make bench` runs the benchmarks; `make fixtures`
 # regenerates the reference fixtures with PyTorch (needs `scripts/setup.sh --dev`).
@@ -48,7 +49,12 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := test_server test_chat_server test_run_server test_scheduler test_team test_threads test_stop \
-              test_openai_request
+              test_openai_request test_server_race test_server_ops test_server_conns
+# CI's ThreadSanitizer run (make test-tsan-ci, about 2 minutes with the
+# build): the tests that put concurrent load on the server (mixed requests,
+# cancels, 429s, log reopening; the loading thread; connection storms), the
+# scheduler and the thread pool. The full list above takes about 18 minutes.
+TSAN_CI_TESTS := test_server_race test_server_ops test_server_conns test_scheduler test_team test_threads
 ifeq ($(SANITIZE),thread)
 TESTS    := $(TSAN_TESTS:%=$(BUILD)/tests/%)
 endif
@@ -60,7 +66,7 @@ endif
 LIB_CFLAGS := -fPIC -fvisibility=hidden -fno-semantic-interposition
 $(LIB_OBJ): CFLAGS += $(LIB_CFLAGS)
 
-.PHONY: all test bench run fixtures clean setup
+.PHONY: all test test-tsan-ci bench run fixtures clean setup
 .SECONDARY:
 all: $(BUILD)/kvlm $(BUILD)/libkvlm.so
 
@@ -122,7 +128,12 @@ $(VOCAB_GGUF): $(BUILD)/tests/vocab/%: tests/fixtures/llama_vocab/%.xz | setup
 ifeq ($(SANITIZE),thread)
 test: $(BUILD)/kvlm $(TESTS)
 	@KVLM=$(BUILD)/kvlm ./tests/run_tsan.sh $(BUILD)
+test-tsan-ci: $(BUILD)/kvlm $(TSAN_CI_TESTS:%=$(BUILD)/tests/%)
+	@KVLM=$(BUILD)/kvlm ./tests/run_tsan.sh $(BUILD) $(TSAN_CI_TESTS)
 else
+test-tsan-ci:
+	@$(MAKE) --no-print-directory SANITIZE=thread test-tsan-ci
+
 test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
 endif

@@ -13,12 +13,17 @@ with a deadline of --probe-timeout seconds), and, when --pid is given, that the
 server's open descriptors (/proc/PID/fd) come back to the count measured before
 the storm within --settle seconds (a bounded wait for a condition, not a speed
 assertion). Exit status 0 when every check held, 1 otherwise; one line per
-check on stdout.
+check on stdout. Meanwhile a prober thread sends GET /health every
+--probe-every seconds and the run ends with its latency per phase (during
+the bursts, after them, during the slowloris, after it): probes, how many
+answered 200, median and maximum milliseconds (figures, not checks);
+--json FILE keeps them.
 
     bench/conn_storm.py --port 8080 --pid $(pgrep -n kvlm)               # the full run
     bench/conn_storm.py --port 8080 --pid PID --bursts 1 --burst 200 --slow 50 --hold 3   # short (make test)
 """
 import argparse
+import json
 import os
 import socket
 import sys
@@ -30,6 +35,17 @@ HALF = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
 
 def health(host, port, timeout):
     """Status of GET /health, or an error string."""
+    return timed_health(host, port, timeout)[0]
+
+
+def timed_health(host, port, timeout):
+    """(status of GET /health or an error string, seconds it took)."""
+    t0 = time.monotonic()
+    st = _health(host, port, timeout)
+    return st, time.monotonic() - t0
+
+
+def _health(host, port, timeout):
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
@@ -69,6 +85,42 @@ def burst(host, port, n, timeout):
     for s in socks:
         s.close()
     return ok
+
+
+class Prober:
+    """GET /health every `every` seconds on a thread; latencies kept per phase."""
+
+    def __init__(self, host, port, timeout, every):
+        self.host, self.port, self.timeout, self.every = host, port, timeout, every
+        self.phase, self.samples, self.stop = "before", {}, threading.Event()
+        self.order = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def set_phase(self, phase):
+        self.phase = phase
+
+    def run(self):
+        while not self.stop.wait(self.every):
+            phase = self.phase
+            st, dt = timed_health(self.host, self.port, self.timeout)
+            if phase not in self.samples:
+                self.samples[phase] = []
+                self.order.append(phase)
+            self.samples[phase].append((st, dt * 1e3))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self):
+        out = []
+        for phase in self.order:
+            v = self.samples[phase]
+            ms = sorted(x[1] for x in v)
+            out.append({"phase": phase, "probes": len(v), "ok": sum(1 for x in v if x[0] == 200),
+                        "median_ms": ms[len(ms) // 2], "max_ms": ms[-1]})
+        return out
 
 
 class Slowloris:
@@ -133,6 +185,9 @@ def main():
     ap.add_argument("--probe-timeout", type=float, default=5, help="deadline of each /health probe")
     ap.add_argument("--settle", type=float, default=60, help="seconds allowed for descriptors to return")
     ap.add_argument("--slack", type=int, default=0, help="descriptors over the baseline still accepted")
+    ap.add_argument("--probe-every", type=float, default=0.2, help="seconds between the prober's /health requests")
+    ap.add_argument("--after", type=float, default=0, help="seconds the prober keeps going after each phase")
+    ap.add_argument("--json", help="write the prober's latency figures to this file")
     ap.add_argument("--expect-cut", action="store_true",
                     help="the server must have closed every slowloris connection by the end of --hold "
                          "(its --read-timeout is shorter than --hold)")
@@ -161,17 +216,22 @@ def main():
               "descriptors %d, baseline %d (after %.1f s)" % (n, base, time.monotonic() - t0))
 
     healthy("before")
+    prober = Prober(a.host, a.port, a.probe_timeout, a.probe_every)
     base = fd_count(a.pid) if a.pid else 0
     if a.pid:
         print("     baseline: %d descriptors" % base, flush=True)
+    prober.set_phase("during the bursts")
     for b in range(a.bursts):
         t0 = time.monotonic()
         n = burst(a.host, a.port, a.burst, 2)
         print("     burst %d: %d of %d connected in %.1f s" % (b + 1, n, a.burst, time.monotonic() - t0), flush=True)
         healthy("burst %d, just after" % (b + 1))
+    prober.set_phase("after the bursts")
     settle("after the bursts", base)
     healthy("after the bursts")
+    time.sleep(a.after)
     if a.slow:
+        prober.set_phase("during the slowloris")
         sl = Slowloris(a.host, a.port, a.slow, a.interval)
         sl.start()
         print("     slowloris: %d connections open, %d refused" % (a.slow - sl.refused, sl.refused), flush=True)
@@ -181,12 +241,22 @@ def main():
             k += 1
             healthy("slowloris, probe %d" % k)
             time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+        prober.set_phase("after the slowloris")
         alive = sl.close()
         print("     slowloris: %d of its connections still open after %.0f s" % (alive, a.hold), flush=True)
         if a.expect_cut:
             check("slowloris cut by the server", alive == 0, "%d of %d still open" % (alive, a.slow - sl.refused))
         settle("after the slowloris", base)
         healthy("after the slowloris")
+        time.sleep(a.after)
+    prober.close()
+    figures = prober.summary()
+    for f in figures:
+        print("     /health %s: %d probes, %d answered 200, median %.1f ms, max %.1f ms"
+              % (f["phase"], f["probes"], f["ok"], f["median_ms"], f["max_ms"]), flush=True)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(figures, fh, indent=1)
     print("%s: %d failed checks" % ("PASS" if not failures else "FAIL", failures), flush=True)
     return 1 if failures else 0
 

@@ -38,6 +38,7 @@ typedef struct server {
     pid_t pid;
     int port;
     char dir[512], log[600];
+    char addr[64];   /* the address in its start-up line */
 } server;
 
 /* How many times longer than usual a test may wait: $KVLM_TEST_TIME_SCALE
@@ -75,9 +76,12 @@ TH_UNUSED static int stop_server(server *sv) {
     return rc;
 }
 
-/* Starts `kvlm serve --port 0 ARGS` (ARGS split on spaces) and reads the
- * port from its start-up line. */
-TH_UNUSED static int start_server(server *sv, const char *args) {
+/* Starts `kvlm serve --port 0 ARGS` (ARGS split on spaces), reads the
+ * address and port from its start-up line ("listening on http://ADDR:PORT"
+ * or "http://[ADDR]:PORT") and, with `ready`, waits for its "ready" line
+ * (the model loaded); without, returns while it may still be loading. */
+TH_UNUSED static int start_server_as(server *sv, const char *args, int ready) {
+    static const char listening[] = "listening on http://";
     snprintf(sv->log, sizeof sv->log, "%s/serve.log", sv->dir);
     char buf[1024], *argv[40];
     int argc = 0;
@@ -85,6 +89,7 @@ TH_UNUSED static int start_server(server *sv, const char *args) {
     argv[argc++] = kvlm_bin;
     for (char *t = strtok(buf, " "); t && argc < 38; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc] = NULL;
+    unlink(sv->log); /* a former server's log is not this one's */
     pid_t parent = getpid();
     sv->pid = fork();
     if (sv->pid == 0) {
@@ -95,13 +100,26 @@ TH_UNUSED static int start_server(server *sv, const char *args) {
         execv(kvlm_bin, argv);
         _exit(127);
     }
+    sv->port = 0;
     for (int i = 0; i < 12000; i++) { /* up to 120 s: a sanitised 124M build starts slowly */
         char *log = th_read_file(sv->log, NULL);
-        const char *p = log ? strstr(log, "listening on http://127.0.0.1:") : NULL;
-        if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+        const char *p = log ? strstr(log, listening) : NULL;
+        if (p && !sv->port) {
+            p += strlen(listening);
+            const char *end = *p == '[' ? strstr(p, "]:") : strchr(p, ':');
+            if (end) {
+                size_t n = (size_t)(end - p) - (*p == '[');
+                snprintf(sv->addr, sizeof sv->addr, "%.*s", (int)n, p + (*p == '['));
+                sv->port = atoi(end + (*end == ']' ? 2 : 1));
+            }
+        }
+        const int up = sv->port && (!ready || (log && strstr(log, "kvlm serve: ready")));
         free(log);
-        if (p) return 0;
-        if (waitpid(sv->pid, NULL, WNOHANG) == sv->pid) break;
+        if (up) return 0;
+        if (waitpid(sv->pid, NULL, WNOHANG) == sv->pid) {
+            sv->pid = 0;
+            break;
+        }
         usleep(10000);
     }
     char *log = th_read_file(sv->log, NULL);
@@ -110,6 +128,9 @@ TH_UNUSED static int start_server(server *sv, const char *args) {
     stop_server(sv);
     return -1;
 }
+
+/* Starts `kvlm serve --port 0 ARGS` and waits until it serves the model. */
+TH_UNUSED static int start_server(server *sv, const char *args) { return start_server_as(sv, args, 1); }
 
 /* ------------------------------------------------------- an HTTP client */
 

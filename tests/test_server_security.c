@@ -221,6 +221,7 @@ static void test_head(void **state) {
  * resolve is refused, named. */
 static void test_host_names(void **state) {
     (void)state;
+    assert_string_equal(a.addr, "127.0.0.1");
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "%s serve --synthetic gpt2-tiny --port 0 --host no-such-host.invalid 2>%s/bad.log",
              kvlm_bin, a.dir);

@@ -1,9 +1,12 @@
 /*
  * `kvlm serve`: an OpenAI-compatible HTTP server with continuous batching
- * (see docs/server.md). Parses the flags, loads the model and its
- * tokenizer, starts the server, prints where it listens (stderr, flushed:
- * scripts and tests read the port from that line when --port 0 asks for
- * any free one) and runs until SIGINT or SIGTERM: it then stops accepting,
+ * (see docs/server.md). Parses the flags, starts the server, prints where
+ * it listens (stderr, flushed: scripts and tests read the port from that
+ * line when --port 0 asks for any free one), loads the model and its
+ * tokenizer on a loader thread while /health answers 503 "loading",
+ * attaches the model (a load failure exits non-zero; SIGINT or SIGTERM
+ * while loading closes the port and exits 0 at once), prints "ready" and
+ * runs until SIGINT or SIGTERM: it then stops accepting,
  * lets the requests in flight finish for up to --drain-timeout seconds,
  * ends the rest and exits 0. SIGHUP reopens the access log file. The
  * descriptor limit is raised to its hard limit at start (connections are
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -182,18 +186,67 @@ static int parse(int argc, char **argv, serve_opts *o) {
     return 0;
 }
 
+/* The model loads on a thread of its own while the main thread answers
+ * signals; it tells the main thread it is done with SIGUSR1. */
+typedef struct loader {
+    const model_flags *mf;
+    pthread_t main;
+    cli_session ss;
+    int rc;
+    double seconds;
+    pthread_mutex_t mu;
+    int done;
+} loader;
+
+static void *load_main(void *arg) {
+    loader *l = arg;
+    /* Test hook (tests/test_server_loading.c): wait until this file exists
+     * before loading, so a test sees the loading state as long as it needs. */
+    const char *gate = getenv("KVLM_TEST_LOAD_GATE");
+    while (gate && *gate && access(gate, F_OK)) usleep(10000);
+    const double t0 = kvlm_now();
+    const int rc = session_open(&l->ss, l->mf, 0);
+    pthread_mutex_lock(&l->mu);
+    l->rc = rc;
+    l->seconds = kvlm_now() - t0;
+    l->done = 1;
+    pthread_mutex_unlock(&l->mu);
+    pthread_kill(l->main, SIGUSR1);
+    return NULL;
+}
+
+static int load_done(loader *l) {
+    pthread_mutex_lock(&l->mu);
+    const int d = l->done;
+    pthread_mutex_unlock(&l->mu);
+    return d;
+}
+
+/* Waits for SIGINT or SIGTERM (returned), reopening the log on SIGHUP;
+ * with `l`, returns 0 as soon as the model is loaded. */
+static int wait_signal(srv *s, const sigset_t *set, loader *l) {
+    for (;;) {
+        int sig = 0;
+        if (sigwait(set, &sig)) continue;
+        if (sig == SIGINT || sig == SIGTERM) return sig;
+        if (sig == SIGHUP) srv_reopen_log(s);
+        if (l && load_done(l)) return 0;
+    }
+}
+
 int cli_serve(int argc, char **argv) {
     serve_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
-    /* SIGINT and SIGTERM go to the main thread only (sigwait below): this
-     * mask is set before anything starts a thread (loading a model may
-     * start OpenMP's), so every thread inherits it. SIGPIPE from a closed
-     * socket is not fatal. */
+    /* SIGINT, SIGTERM, SIGHUP and the loader's SIGUSR1 go to the main
+     * thread only (sigwait): this mask is set before any thread starts
+     * (the HTTP thread, the loader, OpenMP's), so every thread inherits
+     * it. SIGPIPE from a closed socket is not fatal. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     /* Every connection is a descriptor: take all the process may have. */
     struct rlimit rl;
@@ -202,27 +255,54 @@ int cli_serve(int argc, char **argv) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     signal(SIGPIPE, SIG_IGN);
-    cli_session ss;
-    int rc = session_open(&ss, &o.mf, 0);
-    if (rc) {
-        session_close(&ss);
-        return rc;
-    }
+    /* Listen first: /health says "loading" while the model loads. */
     kvlm_error err;
-    srv *s = srv_create(ss.m, ss.tok, &o.cfg, &err);
+    srv *s = srv_create(&o.cfg, &err);
     if (!s || srv_start(s, &err)) {
         fprintf(stderr, "kvlm serve: %s\n", err.msg);
         srv_free(s);
-        session_close(&ss);
         return err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
     }
-    srv_describe(s, stderr);
     const char *addr = srv_address(s);
     int v6 = strchr(addr, ':') != NULL;
-    fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s));
+    fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d, loading the model\n", v6 ? "[" : "", addr,
+            v6 ? "]" : "", srv_port(s));
     fflush(stderr);
-    int sig = 0;
-    while (!sigwait(&set, &sig) && sig == SIGHUP) srv_reopen_log(s);
+    loader l = {.mf = &o.mf, .main = pthread_self()};
+    pthread_mutex_init(&l.mu, NULL);
+    pthread_t lt;
+    int rc = pthread_create(&lt, NULL, load_main, &l);
+    if (rc) {
+        fprintf(stderr, "kvlm serve: cannot start the loading thread: %s\n", strerror(rc));
+        srv_stop(s);
+        srv_free(s);
+        return 1;
+    }
+    int sig = wait_signal(s, &set, &l);
+    if (sig) {
+        /* Nothing was served: close the port and exit without waiting for
+         * the load (it may take minutes). */
+        fprintf(stderr, "kvlm serve: %s while loading the model, exiting\n", sig == SIGINT ? "interrupted" : "terminated");
+        srv_stop(s);
+        srv_free(s);
+        fflush(stderr);
+        _exit(0);
+    }
+    pthread_join(lt, NULL);
+    pthread_mutex_destroy(&l.mu);
+    cli_session *ss = &l.ss;
+    if (l.rc || srv_attach(s, ss->m, ss->tok, &err)) {
+        if (!l.rc) fprintf(stderr, "kvlm serve: %s\n", err.msg);
+        fprintf(stderr, "kvlm serve: the model did not load, exiting\n");
+        srv_stop(s);
+        srv_free(s);
+        session_close(ss);
+        return l.rc ? l.rc : err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
+    }
+    srv_describe(s, stderr);
+    fprintf(stderr, "kvlm serve: ready (the model loaded in %.2fs)\n", l.seconds);
+    fflush(stderr);
+    sig = wait_signal(s, &set, NULL);
     fprintf(stderr, "kvlm serve: %s, draining (up to %gs)\n", sig == SIGINT ? "interrupted" : "terminated",
             o.drain_timeout);
     fflush(stderr);
@@ -230,6 +310,6 @@ int cli_serve(int argc, char **argv) {
         fprintf(stderr, "kvlm serve: requests still running after %gs are ended\n", o.drain_timeout);
     srv_stop(s);
     srv_free(s);
-    session_close(&ss);
+    session_close(ss);
     return 0;
 }

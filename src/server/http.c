@@ -16,7 +16,9 @@
  * timeout; 47 to 50 of 50 such connections in a row), its poll mode sees
  * every one; so one internal thread with poll(2), which has no descriptor
  * ceiling, and a bounded number of connections (poll's cost per turn is
- * linear in them).
+ * linear in them). Re-measured against epoll and thread-per-connection
+ * (whose suspended connections are never resumed) for storms and
+ * throughput: docs/server.md, "Connections and limits".
  */
 #include "server/http.h"
 
@@ -66,7 +68,7 @@ static enum MHD_Result send_reply(srv *s, struct MHD_Connection *conn, http_req 
     if (!resp) return MHD_NO;
     if (r->status != 204)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type ? r->content_type : "application/json");
-    if (r->status == 429) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (r->status == 429 || r->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (r->www_auth) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_auth);
     common_headers(hr, resp);
@@ -366,7 +368,9 @@ int http_start(srv *s, kvlm_error *err) {
     if (s->cfg.max_connections <= 0) s->cfg.max_connections = 512;
     if (!(s->guard = guard_create(s->cfg.max_connections, s->cfg.read_timeout, s->cfg.idle_timeout, err))) return -1;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
-    if (v6) flags |= MHD_USE_IPv6;
+    /* "::" (any IPv6 address) takes IPv4 clients too, as "0.0.0.0" and
+     * "::" together would; any other IPv6 address only its own. */
+    if (v6) flags |= IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     const unsigned idle = s->cfg.idle_timeout > 0 ? (unsigned)(s->cfg.idle_timeout + 0.999) : 0;
     s->listen_fd = -1;
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED,

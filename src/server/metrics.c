@@ -42,6 +42,7 @@ struct srv_metrics {
     uint64_t finish[6];
     int conn_open;
     uint64_t conn_refused, conn_cut;
+    int loading, ready;     /* set when /metrics is read (metrics_set_state) */
 };
 
 srv_metrics *metrics_create(void) {
@@ -140,10 +141,21 @@ void metrics_set_connections(srv_metrics *m, int open, uint64_t refused, uint64_
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_set_state(srv_metrics *m, int loading, int ready) {
+    pthread_mutex_lock(&m->mu);
+    m->loading = loading;
+    m->ready = ready;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void metrics_render(srv_metrics *m, sbuf *o) {
     pthread_mutex_lock(&m->mu);
     const kvlm_sched_stats *st = &m->st;
     const kvlm_kv_stats *kv = &m->kv;
+    gauge(o, "kvlm_loading", "1 while the model loads (every endpoint but /health and /metrics answers 503).",
+          m->loading);
+    gauge(o, "kvlm_ready", "1 when /health answers 200: the model is loaded and the server is not draining.",
+          m->ready);
     gauge(o, "kvlm_requests_running", "Sequences (choices) in the running batch.", st->running);
     gauge(o, "kvlm_requests_waiting", "Sequences waiting for admission, including requests not yet scheduled.",
           st->waiting + m->inbox);

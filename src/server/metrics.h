@@ -30,6 +30,8 @@ void metrics_count_status(srv_metrics *m, int http_status);
 void metrics_publish(srv_metrics *m, const kvlm_sched_stats *st, const kvlm_kv_stats *kv, int inbox);
 /* Connection counts from the HTTP side (conn_guard.h). */
 void metrics_set_connections(srv_metrics *m, int open, uint64_t refused, uint64_t cut);
+/* The server's state: loading the model; ready (loaded, not draining). */
+void metrics_set_state(srv_metrics *m, int loading, int ready);
 void metrics_render(srv_metrics *m, sbuf *out);
 
 #endif

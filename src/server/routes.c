@@ -1,6 +1,6 @@
 /*
  * Endpoint dispatch and the replies that need no engine step (see
- * routes.h). /tokenize and /detokenize follow vLLM's shapes:
+ * routes.h). Nothing here reads the model's fields before srv_ready. /tokenize and /detokenize follow vLLM's shapes:
  * {"count", "max_model_len", "tokens"} and {"prompt"}.
  */
 #include "server/routes.h"
@@ -49,13 +49,22 @@ static void one_model(srv *s, const char *id, reply *r) {
     }
 }
 
-/* 200 "ok" while serving; 503 "draining" once a drain began (load
- * balancers stop sending). */
+/* 200 "ok" while serving; 503 "loading" before, 503 "draining" once a
+ * drain began (load balancers send only to 200). */
 static void health(srv *s, reply *r) {
     pthread_mutex_lock(&s->mu);
-    const int draining = s->draining || s->stopping;
+    const int draining = s->draining || s->stopping, ready = s->ready;
     pthread_mutex_unlock(&s->mu);
-    reply_json(r, draining ? 503 : 200, json_pack("{s:s}", "status", draining ? "draining" : "ok"));
+    const char *st = draining ? "draining" : !ready ? "loading" : "ok";
+    reply_json(r, draining || !ready ? 503 : 200, json_pack("{s:s}", "status", st));
+}
+
+/* Any endpoint that needs the model, while it loads. */
+static void loading(reply *r) {
+    api_error e;
+    api_fail(&e, 503, "model_loading", NULL, "%s", "the model is still loading; retry shortly");
+    route_error(r, &e);
+    r->retry_after = 1;
 }
 
 static void metrics(srv *s, reply *r) {
@@ -64,6 +73,10 @@ static void metrics(srv *s, reply *r) {
     unsigned long long refused, cut;
     guard_counts(s->guard, &open, &refused, &cut);
     metrics_set_connections(s->metrics, open, refused, cut);
+    pthread_mutex_lock(&s->mu);
+    const int ready = s->ready, draining = s->draining || s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    metrics_set_state(s->metrics, !ready, ready && !draining);
     metrics_render(s->metrics, &o);
     r->status = 200;
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -156,7 +169,8 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     api_error e;
     const endpoint *ep = find(url);
     if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
-        one_model(s, url + 11, r);
+        if (!srv_ready(s)) loading(r);
+        else one_model(s, url + 11, r);
         return;
     }
     if (!ep) {
@@ -169,6 +183,10 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
         api_fail(&e, 405, "method_not_allowed", NULL, "%s takes %s, not %s", url, ep->method, method);
         route_error(r, &e);
         r->allow = strcmp(ep->method, "GET") ? ep->method : "GET, HEAD";
+        return;
+    }
+    if (ep->id != EP_HEALTH && ep->id != EP_METRICS && !srv_ready(s)) {
+        loading(r);
         return;
     }
     switch (ep->id) {

@@ -18,11 +18,14 @@ typedef struct reply {
     size_t len;
     const char *allow;      /* 405: the method the path takes */
     const char *www_auth;   /* 401: the WWW-Authenticate value */
+    int retry_after;        /* send Retry-After: 1 (always with 429) */
     job *j;                 /* a job to hand to the engine instead of a body */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers
- * 503 "draining" once the server drains. */
+ * 503 "loading" until the model is attached and 503 "draining" once the
+ * server drains; while loading, every endpoint but /health and /metrics
+ * answers 503 (code "model_loading", Retry-After). */
 void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
 /* An error reply. */
 void route_error(reply *r, const api_error *e);

@@ -1,8 +1,9 @@
 /*
- * Assembling the server (see server.h): the KV pool (sized by blocks, by
- * MiB or by max_seqs x context), the engine and the scheduler over it, the
- * chat template, the metrics, then the engine thread and the HTTP thread.
- * Stopping runs the other way: the engine ends every request (503 for what
+ * Assembling the server (see server.h): first the metrics, the access log
+ * and the HTTP thread (the server answers while the model loads); then,
+ * given the model, the chat template, the KV pool (sized by blocks, by
+ * MiB or by max_seqs x context), the engine and the scheduler over it and
+ * the engine thread. Stopping runs the other way: the engine ends every request (503 for what
  * was still queued), connections get their last bytes, then the HTTP
  * thread stops.
  */
@@ -39,55 +40,70 @@ static size_t pool_blocks(const srv *s) {
     return n < 1 ? 1 : (size_t)n;
 }
 
-srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg, kvlm_error *err) {
+srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     srv *s = calloc(1, sizeof *s);
     if (!s) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     s->cfg = *cfg;
-    s->m = m;
-    s->c = kvlm_model_config(m);
-    s->tok = tok;
     s->created = (long long)time(NULL);
+    s->listen_fd = -1;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->mu, NULL);
+    int rc = 0;
+    if (!(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
+        !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
+        rc = -1;
+    if (!rc && !(s->metrics = metrics_create())) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (rc) {
+        srv_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int srv_start(srv *s, kvlm_error *err) { return http_start(s, err); }
+
+int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err) {
+    const srv_config *cfg = &s->cfg;
+    s->m = m;
+    s->c = kvlm_model_config(m);
+    s->tok = tok;
     model_name(s);
     kvlm_kv_options ko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .n_blocks = pool_blocks(s),
                           .max_seqs = cfg->max_seqs};
     kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting,
                              .max_prefill_tokens = cfg->max_prefill_tokens};
-    int rc = chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err);
-    s->listen_fd = -1;
-    if (!rc && !(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
-        !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
-        rc = -1;
-    if (!rc && !(s->metrics = metrics_create())) {
-        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-    }
-    if (rc || !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
-        !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err))) {
-        srv_free(s);
-        return NULL;
-    }
+    if (chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err) ||
+        !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
+        !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err)))
+        return -1;
     kvlm_kv_stats st;
     kvlm_kv_get_stats(s->kv, &st);
     s->kv_blocks = st.blocks_total;
     s->kv_pool_bytes = st.bytes_pool;
-    return s;
+    kvlm_sched_stats ss;
+    kvlm_sched_get_stats(s->sched, &ss);
+    metrics_publish(s->metrics, &ss, &st, 0); /* the pool's size in /metrics from the start */
+    if (engine_start(s, err)) return -1;
+    /* Publishes the fields above to the HTTP thread (it reads them only
+     * after seeing ready under mu). */
+    pthread_mutex_lock(&s->mu);
+    s->ready = 1;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
-int srv_start(srv *s, kvlm_error *err) {
-    if (engine_start(s, err)) return -1;
-    if (http_start(s, err)) {
-        engine_stop(s);
-        return -1;
-    }
-    return 0;
+int srv_ready(srv *s) {
+    pthread_mutex_lock(&s->mu);
+    const int r = s->ready;
+    pthread_mutex_unlock(&s->mu);
+    return r;
 }
 
 int srv_port(const srv *s) { return s->port; }

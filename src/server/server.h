@@ -1,8 +1,10 @@
 /*
  * `kvlm serve`: an OpenAI-compatible HTTP server over one model. This is
- * the interface the CLI sees: build a server from a loaded model and its
- * tokenizer, start it (an HTTP thread and one engine thread), read the
- * port it bound, stop it. See docs/server.md for the endpoints.
+ * the interface the CLI sees: create a server, start its HTTP thread
+ * (it answers at once: /health 503 "loading", /metrics, 503 elsewhere),
+ * read the port it bound, attach the model once loaded (the engine thread
+ * starts; /health turns 200 "ok"), drain, stop. See docs/server.md for the
+ * endpoints.
  */
 #ifndef KVLM_SERVER_SERVER_H
 #define KVLM_SERVER_SERVER_H
@@ -47,14 +49,23 @@ typedef struct srv_config {
 
 typedef struct srv srv;
 
-/* Takes ownership of neither the model nor the tokenizer (tok may be NULL). */
-srv *srv_create(kvlm_model *m, const kvlm_tokenizer *tok, const srv_config *cfg, kvlm_error *err);
-/* Binds the socket and starts serving. */
+/* A server with no model yet: the metrics and the access log. */
+srv *srv_create(const srv_config *cfg, kvlm_error *err);
+/* Binds the socket and starts the HTTP thread; until srv_attach succeeds
+ * the server is loading: /health answers 503 "loading", /metrics answers,
+ * every other endpoint 503 with Retry-After. */
 int srv_start(srv *s, kvlm_error *err);
+/* Serves the loaded model: builds the chat template, the KV pool, the
+ * engine and the scheduler, starts the engine thread and turns /health
+ * 200 "ok". Takes ownership of neither the model nor the tokenizer (tok
+ * may be NULL); both must outlive srv_stop. On failure the server stays
+ * loading. */
+int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err);
 int srv_port(const srv *s);
 /* The numeric address bound (host names resolved). */
 const char *srv_address(const srv *s);
-/* One line per setting worth knowing at start-up (model, pool, template). */
+/* One line per setting worth knowing at start-up (model, pool, template);
+ * after srv_attach. */
 void srv_describe(const srv *s, FILE *f);
 /* Stops accepting new connections, answers /health 503 "draining" and new
  * completions 503, and waits up to `seconds` for the requests in flight to

@@ -95,6 +95,7 @@ struct job {
 
 struct srv {
     srv_config cfg;
+    /* set by srv_attach, before `ready`; read elsewhere only once ready */
     kvlm_model *m;
     const kvlm_config *c;
     const kvlm_tokenizer *tok;
@@ -104,7 +105,7 @@ struct srv {
     chat_template tpl;
     char model_name[256];
     long long created;
-    size_t kv_blocks, kv_pool_bytes;   /* fixed at creation */
+    size_t kv_blocks, kv_pool_bytes;   /* fixed at attach */
     srv_metrics *metrics;
     struct MHD_Daemon *mhd;
     int port;
@@ -118,6 +119,7 @@ struct srv {
     job *inbox_head, *inbox_tail;
     int inbox_len, cancel_pending, stopping, n_jobs;
     int draining;                   /* SIGTERM: no new completions, /health 503 */
+    int ready;                      /* srv_attach done: the model fields are set */
     uint64_t counter;
     /* engine thread only */
     pthread_t engine;
@@ -144,7 +146,11 @@ int engine_enqueue_locked(srv *s, job *j);
 /* HTTP side, mu held: the client is gone; the engine cancels the job. */
 void engine_cancel_locked(srv *s, job *j);
 
-/* Limits requests are validated against; random_seed drawn per call. */
+/* Limits requests are validated against; random_seed drawn per call.
+ * Only once ready. */
 void srv_limits(srv *s, api_limits *lim);
+/* 1 once srv_attach is done (takes mu): the model, tokenizer, template,
+ * pool and engine may be used from then on. */
+int srv_ready(srv *s);
 
 #endif
