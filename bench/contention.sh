@@ -9,13 +9,17 @@
 #                            of main's build/kvlm), measured the same way
 #   LLAMA_BENCH=path         optional: llama.cpp's llama-bench (never needed
 #                            by kvlm; only a point of comparison)
+#   ONE=1                    optional: also KVLM at one thread ("one"; its busy
+#                            speed against new's quiet is what a team that
+#                            shrank to one thread at once would keep)
 #   LOCK=/tmp/kvlm-bench.lock  every (round, model) block runs under
 #                            `flock $LOCK`, so each locked stretch stays short;
-#                            LOCK= (empty) runs without the lock
+#                            LOCK= (empty) runs without the lock: use it under
+#                            /tmp/quiet, which holds that lock already
 #   TIMEOUT=90               seconds before one run is given up ("timeout")
 #
-# Rounds alternate the programs (old, new, llama) inside each model, quiet
-# then busy for each program. kvlm runs `kvlm bench --pp 16 --tg TOKENS
+# Rounds alternate the programs (old, new, one, llama) inside each model,
+# quiet then busy for each program. kvlm runs `kvlm bench --pp 16 --tg TOKENS
 # --repeats 2 --kv-dtype f16` (decode median); llama-bench runs `-p 0 -n
 # TOKENS -r 2 -ctk f16 -ctv f16` (mean). Both at THREADS threads (default 2).
 #
@@ -29,6 +33,7 @@ set -u
 ROUNDS=3 TOKENS=${TOKENS:-32} THREADS=${THREADS:-2}
 KVLM=${KVLM:-build/kvlm}
 KVLM_OLD=${KVLM_OLD:-}
+ONE=${ONE:-}
 LLAMA_BENCH=${LLAMA_BENCH:-}
 LOCK=${LOCK-/tmp/kvlm-bench.lock}
 TIMEOUT=${TIMEOUT:-90}
@@ -43,9 +48,10 @@ run_one() {
                                           NR == 1 { for (i = 1; i <= NF; i++) if ($i == "avg_ts") c = i; next }
                                           c { print $c; exit }') ;;
     *)
-        bin=$KVLM
+        bin=$KVLM th=$THREADS
         [ "$1" = old ] && bin=$KVLM_OLD
-        r=$(timeout "$TIMEOUT" "$bin" bench -m "$2" --pp 16 --tg "$TOKENS" --repeats 2 --threads "$THREADS" \
+        [ "$1" = one ] && th=1
+        r=$(timeout "$TIMEOUT" "$bin" bench -m "$2" --pp 16 --tg "$TOKENS" --repeats 2 --threads "$th" \
             --kv-dtype f16 --no-cache-test --bw-mib 64 2>/dev/null)
         rc=$?
         v=$(printf '%s\n' "$r" | awk '$1 ~ /^tg/ { print $4; exit }') ;;
@@ -68,6 +74,7 @@ block() {
     progs=""
     [ -n "$KVLM_OLD" ] && progs="old"
     progs="$progs new"
+    [ -n "$ONE" ] && progs="$progs one"
     [ -n "$LLAMA_BENCH" ] && progs="$progs llama"
     for p in $progs; do
         q=$(run_one "$p" "$2")
@@ -87,12 +94,12 @@ while getopts r:n:t: o; do
     r) ROUNDS=$OPTARG ;;
     n) TOKENS=$OPTARG ;;
     t) THREADS=$OPTARG ;;
-    *) sed -n '2,27p' "$0"; exit 2 ;;
+    *) sed -n '2,31p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,27p' "$0"; exit 2; }
-export KVLM KVLM_OLD LLAMA_BENCH TOKENS THREADS TIMEOUT
+[ $# -ge 1 ] || { sed -n '2,31p' "$0"; exit 2; }
+export KVLM KVLM_OLD ONE LLAMA_BENCH TOKENS THREADS TIMEOUT
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
@@ -109,11 +116,17 @@ done | tee "$OUT"
 
 echo
 echo "worst round per model and program (kept = busy / quiet):"
-awk 'NR > 1 && NF == 6 { key = $2 " " $3; if (!(key in w) || $6 == "-" || ($6 + 0 < w[key] + 0 && w[key] != "-")) w[key] = $6 }
+awk 'NF == 6 { key = $2 " " $3; if (!(key in w) || $6 == "-" || ($6 + 0 < w[key] + 0 && w[key] != "-")) w[key] = $6 }
      END { for (k in w) print "  " k " kept " w[k] }' "$OUT" | sort
 if [ -n "$KVLM_OLD" ]; then
     echo "new / old quiet tokens/s per round:"
-    awk 'NR > 1 && NF == 6 && $3 == "old" { o[$1 " " $2] = $4 }
-         NR > 1 && NF == 6 && $3 == "new" { n[$1 " " $2] = $4 }
+    awk 'NF == 6 && $3 == "old" { o[$1 " " $2] = $4 }
+         NF == 6 && $3 == "new" { n[$1 " " $2] = $4 }
          END { for (k in n) if (o[k] + 0 > 0) printf "  round %s %.2f\n", k, n[k] / o[k] }' "$OUT" | sort
+fi
+if [ -n "$ONE" ]; then
+    echo "one thread busy / new quiet tokens/s per round:"
+    awk 'NF == 6 && $3 == "new" { q[$1 " " $2] = $4 }
+         NF == 6 && $3 == "one" { b[$1 " " $2] = $5 }
+         END { for (k in b) if (q[k] + 0 > 0) printf "  round %s %.2f\n", k, b[k] / q[k] }' "$OUT" | sort
 fi
