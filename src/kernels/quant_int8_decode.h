@@ -41,7 +41,22 @@
 /* Each tile prefetches the next tile's blocks (prefetcht0, one
  * super-block of every row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s
  * against none (docs/performance.md, "K-quant decode"). */
+#ifndef KD_PREFETCH
 #define KD_PREFETCH 1
+#endif
+#ifndef KD_PF_HINT
+#define KD_PF_HINT _MM_HINT_T0
+#endif
+#ifndef KD_ZMM
+#ifdef __AVX512F__
+#define KD_ZMM 1
+#else
+#define KD_ZMM 0
+#endif
+#endif
+#ifndef KD_PF_TILES
+#define KD_PF_TILES 1
+#endif
 
 #ifdef __AVX512VNNI__
 #define KD_DP(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
@@ -137,17 +152,22 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                  const float *bias, float *y, int pf) {
     const size_t bb = dtype_block_bytes(t);
     const unsigned char *wr = w + (size_t)n * rb;
-    const unsigned char *next = wr + (size_t)nr * rb;
+    const unsigned char *next = wr + (size_t)KD_PF_TILES * nr * rb;
     __m256 acc[KD_NR], accm[KD_NR];
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm256_setzero_ps();
+#if KD_ZMM
+    __m512 accz[KD_NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps();
+#endif
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int s = 0; s < nsb; s++) {
         const kd_act *A = xa + s;
         if (pf)
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++)
-                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), _MM_HINT_T0);
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), KD_PF_HINT);
         if (t == KVLM_Q6_K) {
             const __m256i i0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             __m256 alo[KD_NR], ahi[KD_NR];
@@ -192,6 +212,36 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                 _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
                 accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
             }
+#if KD_ZMM
+            /* Blocks 2p and 2p + 1 in one zmm: the 32 code bytes broadcast
+             * to both halves, the high half shifted to its high nibbles;
+             * the lane scales spread from da with one permute. */
+            const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4), m4z = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m512i xz = _mm512_load_si512((const void *)(A->q + 64 * p));
+                const __m512i ip = _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1,
+                                                     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                                     2 * p + 1);
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++) {
+                    const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                    const unsigned char *qs = t == KVLM_Q4_K ? ((const blk_q4_k *)b)->qs : ((const blk_q5_k *)b)->qs;
+                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * p)));
+                    __m512i c = _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4z);
+                    if (t == KVLM_Q5_K) {
+                        const __m512i qh =
+                            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const blk_q5_k *)b)->qh));
+                        const __m512i hs = _mm512_add_epi64(_mm512_srli_epi64(sh, 2), _mm512_set1_epi64(2 * p));
+                        const __m512i hb = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
+                    }
+                    const __m512 sc = _mm512_permutexvar_ps(ip, _mm512_castps256_ps512(_mm256_load_ps(da[r])));
+                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c, xz)), sc,
+                                              accz[r]);
+                }
+            }
+#else
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
@@ -213,10 +263,16 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                     acc[r] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&da[r][2 * p + 1]), acc[r]);
                 }
             }
+#endif
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+    for (int r = 0; r < nr; r++) {
+#if KD_ZMM
+        acc[r] = _mm256_add_ps(acc[r], _mm256_add_ps(_mm512_castps512_ps256(accz[r]), _mm512_extractf32x8_ps(accz[r], 1)));
+#endif
+        y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+    }
 }
 
 KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -225,7 +281,7 @@ KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0
     const unsigned char *wd = w->data;
     int n = n0;
     for (; n + KD_NR <= n1; n += KD_NR) {
-        const int pf = KD_PREFETCH && n + 2 * KD_NR <= n1;
+        const int pf = KD_PREFETCH && n + (1 + KD_PF_TILES) * KD_NR <= n1;
         for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, KD_NR, n, bias, y + (size_t)m * ldy, pf && m == 0);
     }
     for (; n < n1; n++)
