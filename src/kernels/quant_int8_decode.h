@@ -162,6 +162,7 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
     for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps();
 #endif
     const __m256i m4 = _mm256_set1_epi8(15);
+    (void)m4; /* the ymm paths only */
     for (int s = 0; s < nsb; s++) {
         const kd_act *A = xa + s;
         if (pf)
@@ -169,6 +170,46 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
             for (int r = 0; r < nr; r++)
                 for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), KD_PF_HINT);
         if (t == KVLM_Q6_K) {
+#if KD_ZMM
+            /* Sub-blocks c and c + 1 of a half in one zmm: ql's 64 bytes
+             * give both low nibbles (c = 0, 1) or both high nibbles
+             * (c = 2, 3); qh broadcast to both halves, each half shifted
+             * so its 2 bits land on bits 4, 5; the 16 lane scales spread
+             * from one zmm of the 16 sub-block scales with one permute. */
+            __m512 a16[KD_NR];
+            const __m512 d16 = _mm512_load_ps(A->dx16);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                const __m128i sc = _mm_loadu_si128((const __m128i *)(b + offsetof(blk_q6_k, scales)));
+                a16[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)),
+                                                     _mm512_set1_ps(kd_half(b + offsetof(blk_q6_k, d)))),
+                                       d16);
+            }
+            const __m512i m4z = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+            const __m512i sl01 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2), sr23 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+            const __m512i i4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+                for (int c2 = 0; c2 < 2; c2++) {
+                    const int j = 4 * h + 2 * c2;
+                    const __m512i xq = _mm512_load_si512((const void *)(A->q + 32 * j));
+                    const __m512i st = _mm512_load_si512((const void *)(A->neg + 8 * j));
+                    const __m512i idx = _mm512_add_epi32(i4, _mm512_set1_epi32(8 * h + 4 * c2));
+#pragma GCC unroll 8
+                    for (int r = 0; r < nr; r++) {
+                        const blk_q6_k *k = (const blk_q6_k *)(wr + (size_t)r * rb + (size_t)s * bb);
+                        const __m512i ql = _mm512_loadu_si512((const void *)(k->ql + 64 * h));
+                        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(k->qh + 32 * h)));
+                        const __m512i lo = _mm512_and_si512(c2 ? _mm512_srli_epi16(ql, 4) : ql, m4z);
+                        const __m512i hi = _mm512_and_si512(c2 ? _mm512_srlv_epi64(qh, sr23) : _mm512_sllv_epi64(qh, sl01), m30);
+                        const __m512 sc = _mm512_permutexvar_ps(idx, a16[r]);
+                        accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(st, _mm512_or_si512(lo, hi), xq)), sc,
+                                                  accz[r]);
+                    }
+                }
+#else
             const __m256i i0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             __m256 alo[KD_NR], ahi[KD_NR];
             const __m256 dlo = _mm256_load_ps(A->dx16), dhi = _mm256_load_ps(A->dx16 + 8);
@@ -200,6 +241,7 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KD_DP(st, code, xq)), sc, acc[r]);
                     }
                 }
+#endif
         } else {
             _Alignas(32) float da[KD_NR][8];
             const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
