@@ -18,6 +18,8 @@
  *   Q_W4(b0, b1)    the 4-bit codes (0..15) of the Q4_0 blocks at b0, b1
  *                   in value order (b1 NULL: zeros)
  *   Q_HALVES(a, b)  floats: a in block 0's lanes, b in block 1's
+ *   Q_HALVES_F16(b0, b1) (optional) Q_HALVES of the f16 scales at b0, b1
+ *                   (b1 NULL: 0)
  *   quantize_x_row  (function) the int8 activations of blocks of a row
  *   QNAME(n)        name mangling: n ## _avx512
  *
@@ -83,6 +85,17 @@ AI vq i8_wvec(kvlm_dtype t, const unsigned char *b0, const unsigned char *b1) {
 
 AI vf i8_wscale(const unsigned char *b0, const unsigned char *b1) {
     return Q_HALVES(i8_half(b0), b1 ? i8_half(b1) : 0.0f);
+}
+
+/* i8_wscale for the decode tile: the same floats, the f16 scales
+ * broadcast and converted as vectors (Q_HALVES_F16) where the ISA file
+ * defines it, without a round trip through scalar registers. */
+AI vf i8_wscale_dec(const unsigned char *b0, const unsigned char *b1) {
+#ifdef Q_HALVES_F16
+    return Q_HALVES_F16(b0, b1);
+#else
+    return i8_wscale(b0, b1);
+#endif
 }
 
 /* Activations for one call, per row m and vector v (4 * VW codes):
@@ -202,7 +215,7 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
         for (int j = 0; j < nr; j++) {
             const unsigned char *b0 = wr + (size_t)j * rb + (size_t)p * BPV * bb;
             const unsigned char *b1 = BPV == 2 && !tail ? b0 + bb : NULL;
-            acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale(b0, b1), acc[j]);
+            acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale_dec(b0, b1), acc[j]);
         }
     }
 #pragma GCC unroll 8
