@@ -48,7 +48,7 @@
  * unpacked once per call however many rows x has. For one row of x and
  * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
  * weight rows are unpacked straight from their blocks instead, and the
- * next tile is prefetched as in quant_simd.h. K-quant calls with fewer
+ * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2). K-quant calls with fewer
  * than MR_MAX rows are left to the f32-activation kernels (see
  * quant_int8_min_rows).
  *
@@ -74,8 +74,11 @@ AI float i8_half(const unsigned char *p) {
     return _cvtsh_ss(h);
 }
 
+#ifndef I8_PF_LOCALITY
+#define I8_PF_LOCALITY 1
+#endif
 AI void i8_prefetch(const unsigned char *base, size_t from, size_t to) {
-    for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, 3);
+    for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, I8_PF_LOCALITY);
 }
 
 /* The weight vector of blocks b0 (and b1 when BPV == 2; NULL: zeros). */

@@ -3,9 +3,11 @@
  * activations: the weight blocks are read straight from the file's layout
  * (no panel), KD_NR weight rows at a time share each loaded activation
  * vector, and every 32-value block of products is one vpdpbusd (4 unsigned
- * weight codes x 4 signed activation codes per int32 lane) on ymm vectors.
+ * weight codes x 4 signed activation codes per int32 lane) on ymm vectors;
+ * with AVX-512 (KD_ZMM) two blocks share one zmm vpdpbusd, one conversion
+ * and one FMA, their lane scales spread by one permute.
  * Written once and instantiated by quant_int8_decode_avx512.c (EVEX
- * encoding, AVX512-VNNI's ymm form, 32 registers) and
+ * encoding, zmm and ymm, 32 registers) and
  * quant_int8_decode_avx2.c (AVX-VNNI); include only from those files after
  * defining KD_NR (weight rows per tile) and KDNAME(n) (name mangling).
  *
@@ -38,14 +40,18 @@
 
 #define KAI static inline __attribute__((always_inline))
 
-/* Each tile prefetches the next tile's blocks (prefetcht0, one
- * super-block of every row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s
- * against none (docs/performance.md, "K-quant decode"). */
+/* Each tile prefetches the next tile's blocks (one super-block of every
+ * row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s against none
+ * (docs/performance.md, "K-quant decode"). prefetcht2 rather than
+ * prefetcht0: 3-5% more bytes per second from DRAM at 2 threads in a
+ * throwaway driver (docs/performance.md, "Decode against the bandwidth
+ * roofline"). The KD_* knobs may be set on the command line for such
+ * experiments; the shipped values are these defaults. */
 #ifndef KD_PREFETCH
 #define KD_PREFETCH 1
 #endif
 #ifndef KD_PF_HINT
-#define KD_PF_HINT _MM_HINT_T0
+#define KD_PF_HINT _MM_HINT_T2
 #endif
 #ifndef KD_ZMM
 #ifdef __AVX512F__
