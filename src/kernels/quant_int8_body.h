@@ -328,6 +328,9 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
     int8_t *xq = (int8_t *)(buf + (size_t)M * (fbytes + exb));
     float *ps = (float *)(buf + (size_t)M * (fbytes + exb + kp)), *pb = ps + (size_t)NR_MAX * kp / 4;
     unsigned char *pc = (unsigned char *)(pb + (size_t)NR_MAX * exb / sizeof(float));
+    if (small && M < MR_MAX) /* decode: the first tile requested before the activations are quantised */
+        i8_prefetch((const unsigned char *)w->data + (size_t)n0 * dtype_row_bytes(t, K, NULL), 0,
+                    (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * dtype_row_bytes(t, K, NULL));
     QNAME(i8_quantize)(x, M, K, t, xq, f, ex, kp, nv, nbq);
     const i8_act a = {xq, f, ex, kp, nv, nbq};
     switch (t) {

@@ -346,6 +346,15 @@ int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, 
     _Alignas(64) unsigned char stack[24576];
     kd_act *a = need <= sizeof stack ? (kd_act *)stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!a) return 0;
+    /* the first tile's blocks are requested before the activations are
+     * quantised, so their fetch overlaps that work (a call's first tile
+     * has no previous tile to prefetch it) */
+    if (KD_PREFETCH) {
+        const size_t rb = dtype_row_bytes(t, w->cols, NULL);
+        const unsigned char *p0 = (const unsigned char *)w->data + (size_t)n0 * rb;
+        const size_t len = (size_t)(n1 - n0 < KD_NR ? n1 - n0 : KD_NR) * rb;
+        for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)(p0 + o), KD_PF_HINT);
+    }
     KDNAME(kd_quantize)(x, M, w->cols, t, a);
     switch (t) {
     case KVLM_Q4_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
