@@ -41,6 +41,13 @@ static inline float hsum_i8_avx2(__m256 v) {
 #define MR_MAX 2
 #define NR_MAX 3
 #define NR1 8
+/* The f16 scale of a block broadcast and converted as a vector. */
+static inline __m256 q_scale_f16(const unsigned char *b0) {
+    uint16_t h;
+    memcpy(&h, b0, 2);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+#define Q_HALVES_F16(b0, b1) ((void)(b1), q_scale_f16(b0))
 #define V_ADD(a, b) _mm256_add_ps((a), (b))
 #define Q_SET32(i) _mm256_set1_epi32(i)
 #define PR_MR 4

@@ -31,6 +31,15 @@
 #define Q_ZERO() _mm512_setzero_si512()
 #define Q_TO_F(a) _mm512_cvtepi32_ps(a)
 #define Q_HALVES(a, b) _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
+/* The f16 scales of two blocks, each broadcast over 8 halves of a 256-bit
+ * vector and converted in one vcvtph2ps (b1 NULL: 0). */
+static inline __m512 q_halves_f16(const unsigned char *b0, const unsigned char *b1) {
+    uint16_t h0, h1 = 0;
+    memcpy(&h0, b0, 2);
+    if (b1) memcpy(&h1, b1, 2);
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)h1), _mm_set1_epi16((short)h0)));
+}
+#define Q_HALVES_F16(b0, b1) q_halves_f16((b0), (b1))
 #define MR_MAX 4
 #define NR_MAX 4
 #define NR1 8

@@ -18,6 +18,8 @@
  *   Q_W4(b0, b1)    the 4-bit codes (0..15) of the Q4_0 blocks at b0, b1
  *                   in value order (b1 NULL: zeros)
  *   Q_HALVES(a, b)  floats: a in block 0's lanes, b in block 1's
+ *   Q_HALVES_F16(b0, b1) (optional) Q_HALVES of the f16 scales at b0, b1
+ *                   (b1 NULL: 0)
  *   quantize_x_row  (function) the int8 activations of blocks of a row
  *   QNAME(n)        name mangling: n ## _avx512
  *
@@ -46,7 +48,7 @@
  * unpacked once per call however many rows x has. For one row of x and
  * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
  * weight rows are unpacked straight from their blocks instead, and the
- * next tile is prefetched as in quant_simd.h. K-quant calls with fewer
+ * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2). K-quant calls with fewer
  * than MR_MAX rows are left to the f32-activation kernels (see
  * quant_int8_min_rows).
  *
@@ -72,8 +74,11 @@ AI float i8_half(const unsigned char *p) {
     return _cvtsh_ss(h);
 }
 
+#ifndef I8_PF_LOCALITY
+#define I8_PF_LOCALITY 1
+#endif
 AI void i8_prefetch(const unsigned char *base, size_t from, size_t to) {
-    for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, 3);
+    for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, I8_PF_LOCALITY);
 }
 
 /* The weight vector of blocks b0 (and b1 when BPV == 2; NULL: zeros). */
@@ -83,6 +88,17 @@ AI vq i8_wvec(kvlm_dtype t, const unsigned char *b0, const unsigned char *b1) {
 
 AI vf i8_wscale(const unsigned char *b0, const unsigned char *b1) {
     return Q_HALVES(i8_half(b0), b1 ? i8_half(b1) : 0.0f);
+}
+
+/* i8_wscale for the decode tile: the same floats, the f16 scales
+ * broadcast and converted as vectors (Q_HALVES_F16) where the ISA file
+ * defines it, without a round trip through scalar registers. */
+AI vf i8_wscale_dec(const unsigned char *b0, const unsigned char *b1) {
+#ifdef Q_HALVES_F16
+    return Q_HALVES_F16(b0, b1);
+#else
+    return i8_wscale(b0, b1);
+#endif
 }
 
 /* Activations for one call, per row m and vector v (4 * VW codes):
@@ -202,7 +218,7 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
         for (int j = 0; j < nr; j++) {
             const unsigned char *b0 = wr + (size_t)j * rb + (size_t)p * BPV * bb;
             const unsigned char *b1 = BPV == 2 && !tail ? b0 + bb : NULL;
-            acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale(b0, b1), acc[j]);
+            acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale_dec(b0, b1), acc[j]);
         }
     }
 #pragma GCC unroll 8
@@ -312,6 +328,9 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
     int8_t *xq = (int8_t *)(buf + (size_t)M * (fbytes + exb));
     float *ps = (float *)(buf + (size_t)M * (fbytes + exb + kp)), *pb = ps + (size_t)NR_MAX * kp / 4;
     unsigned char *pc = (unsigned char *)(pb + (size_t)NR_MAX * exb / sizeof(float));
+    if (small && M < MR_MAX) /* decode: the first tile requested before the activations are quantised */
+        i8_prefetch((const unsigned char *)w->data + (size_t)n0 * dtype_row_bytes(t, K, NULL), 0,
+                    (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * dtype_row_bytes(t, K, NULL));
     QNAME(i8_quantize)(x, M, K, t, xq, f, ex, kp, nv, nbq);
     const i8_act a = {xq, f, ex, kp, nv, nbq};
     switch (t) {

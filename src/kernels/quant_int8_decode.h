@@ -3,9 +3,11 @@
  * activations: the weight blocks are read straight from the file's layout
  * (no panel), KD_NR weight rows at a time share each loaded activation
  * vector, and every 32-value block of products is one vpdpbusd (4 unsigned
- * weight codes x 4 signed activation codes per int32 lane) on ymm vectors.
+ * weight codes x 4 signed activation codes per int32 lane) on ymm vectors;
+ * with AVX-512 (KD_ZMM) two blocks share one zmm vpdpbusd, one conversion
+ * and one FMA, their lane scales spread by one permute.
  * Written once and instantiated by quant_int8_decode_avx512.c (EVEX
- * encoding, AVX512-VNNI's ymm form, 32 registers) and
+ * encoding, zmm and ymm, 32 registers) and
  * quant_int8_decode_avx2.c (AVX-VNNI); include only from those files after
  * defining KD_NR (weight rows per tile) and KDNAME(n) (name mangling).
  *
@@ -38,10 +40,29 @@
 
 #define KAI static inline __attribute__((always_inline))
 
-/* Each tile prefetches the next tile's blocks (prefetcht0, one
- * super-block of every row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s
- * against none (docs/performance.md, "K-quant decode"). */
+/* Each tile prefetches the next tile's blocks (one super-block of every
+ * row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s against none
+ * (docs/performance.md, "K-quant decode"). prefetcht2 rather than
+ * prefetcht0: 3-5% more bytes per second from DRAM at 2 threads in a
+ * throwaway driver (docs/performance.md, "Decode against the bandwidth
+ * roofline"). The KD_* knobs may be set on the command line for such
+ * experiments; the shipped values are these defaults. */
+#ifndef KD_PREFETCH
 #define KD_PREFETCH 1
+#endif
+#ifndef KD_PF_HINT
+#define KD_PF_HINT _MM_HINT_T2
+#endif
+#ifndef KD_ZMM
+#ifdef __AVX512F__
+#define KD_ZMM 1
+#else
+#define KD_ZMM 0
+#endif
+#endif
+#ifndef KD_PF_TILES
+#define KD_PF_TILES 1
+#endif
 
 #ifdef __AVX512VNNI__
 #define KD_DP(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
@@ -137,18 +158,64 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                  const float *bias, float *y, int pf) {
     const size_t bb = dtype_block_bytes(t);
     const unsigned char *wr = w + (size_t)n * rb;
-    const unsigned char *next = wr + (size_t)nr * rb;
+    const unsigned char *next = wr + (size_t)KD_PF_TILES * nr * rb;
     __m256 acc[KD_NR], accm[KD_NR];
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm256_setzero_ps();
+#if KD_ZMM
+    __m512 accz[KD_NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps();
+#endif
     const __m256i m4 = _mm256_set1_epi8(15);
+    (void)m4; /* the ymm paths only */
     for (int s = 0; s < nsb; s++) {
         const kd_act *A = xa + s;
         if (pf)
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++)
-                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), _MM_HINT_T0);
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(next + (size_t)r * rb + s * bb + o), KD_PF_HINT);
         if (t == KVLM_Q6_K) {
+#if KD_ZMM
+            /* Sub-blocks c and c + 1 of a half in one zmm: ql's 64 bytes
+             * give both low nibbles (c = 0, 1) or both high nibbles
+             * (c = 2, 3); qh broadcast to both halves, each half shifted
+             * so its 2 bits land on bits 4, 5; the 16 lane scales spread
+             * from one zmm of the 16 sub-block scales with one permute. */
+            __m512 a16[KD_NR];
+            const __m512 d16 = _mm512_load_ps(A->dx16);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                const __m128i sc = _mm_loadu_si128((const __m128i *)(b + offsetof(blk_q6_k, scales)));
+                a16[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)),
+                                                     _mm512_set1_ps(kd_half(b + offsetof(blk_q6_k, d)))),
+                                       d16);
+            }
+            const __m512i m4z = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+            const __m512i sl01 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2), sr23 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+            const __m512i i4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+                for (int c2 = 0; c2 < 2; c2++) {
+                    const int j = 4 * h + 2 * c2;
+                    const __m512i xq = _mm512_load_si512((const void *)(A->q + 32 * j));
+                    const __m512i st = _mm512_load_si512((const void *)(A->neg + 8 * j));
+                    const __m512i idx = _mm512_add_epi32(i4, _mm512_set1_epi32(8 * h + 4 * c2));
+#pragma GCC unroll 8
+                    for (int r = 0; r < nr; r++) {
+                        const blk_q6_k *k = (const blk_q6_k *)(wr + (size_t)r * rb + (size_t)s * bb);
+                        const __m512i ql = _mm512_loadu_si512((const void *)(k->ql + 64 * h));
+                        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(k->qh + 32 * h)));
+                        const __m512i lo = _mm512_and_si512(c2 ? _mm512_srli_epi16(ql, 4) : ql, m4z);
+                        const __m512i hi = _mm512_and_si512(c2 ? _mm512_srlv_epi64(qh, sr23) : _mm512_sllv_epi64(qh, sl01), m30);
+                        const __m512 sc = _mm512_permutexvar_ps(idx, a16[r]);
+                        accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(st, _mm512_or_si512(lo, hi), xq)), sc,
+                                                  accz[r]);
+                    }
+                }
+#else
             const __m256i i0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
             __m256 alo[KD_NR], ahi[KD_NR];
             const __m256 dlo = _mm256_load_ps(A->dx16), dhi = _mm256_load_ps(A->dx16 + 8);
@@ -180,6 +247,7 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KD_DP(st, code, xq)), sc, acc[r]);
                     }
                 }
+#endif
         } else {
             _Alignas(32) float da[KD_NR][8];
             const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
@@ -192,6 +260,36 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                 _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
                 accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
             }
+#if KD_ZMM
+            /* Blocks 2p and 2p + 1 in one zmm: the 32 code bytes broadcast
+             * to both halves, the high half shifted to its high nibbles;
+             * the lane scales spread from da with one permute. */
+            const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4), m4z = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m512i xz = _mm512_load_si512((const void *)(A->q + 64 * p));
+                const __m512i ip = _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1,
+                                                     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                                     2 * p + 1);
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++) {
+                    const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                    const unsigned char *qs = t == KVLM_Q4_K ? ((const blk_q4_k *)b)->qs : ((const blk_q5_k *)b)->qs;
+                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * p)));
+                    __m512i c = _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4z);
+                    if (t == KVLM_Q5_K) {
+                        const __m512i qh =
+                            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const blk_q5_k *)b)->qh));
+                        const __m512i hs = _mm512_add_epi64(_mm512_srli_epi64(sh, 2), _mm512_set1_epi64(2 * p));
+                        const __m512i hb = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
+                    }
+                    const __m512 sc = _mm512_permutexvar_ps(ip, _mm512_castps256_ps512(_mm256_load_ps(da[r])));
+                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c, xz)), sc,
+                                              accz[r]);
+                }
+            }
+#else
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
@@ -213,10 +311,16 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                     acc[r] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&da[r][2 * p + 1]), acc[r]);
                 }
             }
+#endif
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+    for (int r = 0; r < nr; r++) {
+#if KD_ZMM
+        acc[r] = _mm256_add_ps(acc[r], _mm256_add_ps(_mm512_castps512_ps256(accz[r]), _mm512_extractf32x8_ps(accz[r], 1)));
+#endif
+        y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+    }
 }
 
 KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -225,7 +329,7 @@ KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0
     const unsigned char *wd = w->data;
     int n = n0;
     for (; n + KD_NR <= n1; n += KD_NR) {
-        const int pf = KD_PREFETCH && n + 2 * KD_NR <= n1;
+        const int pf = KD_PREFETCH && n + (1 + KD_PF_TILES) * KD_NR <= n1;
         for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, KD_NR, n, bias, y + (size_t)m * ldy, pf && m == 0);
     }
     for (; n < n1; n++)
@@ -242,6 +346,15 @@ int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, 
     _Alignas(64) unsigned char stack[24576];
     kd_act *a = need <= sizeof stack ? (kd_act *)stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!a) return 0;
+    /* the first tile's blocks are requested before the activations are
+     * quantised, so their fetch overlaps that work (a call's first tile
+     * has no previous tile to prefetch it) */
+    if (KD_PREFETCH) {
+        const size_t rb = dtype_row_bytes(t, w->cols, NULL);
+        const unsigned char *p0 = (const unsigned char *)w->data + (size_t)n0 * rb;
+        const size_t len = (size_t)(n1 - n0 < KD_NR ? n1 - n0 : KD_NR) * rb;
+        for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)(p0 + o), KD_PF_HINT);
+    }
     KDNAME(kd_quantize)(x, M, w->cols, t, a);
     switch (t) {
     case KVLM_Q4_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
