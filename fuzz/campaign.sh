@@ -5,8 +5,9 @@
 # with SIGINT once its user + system time reaches what is left of the
 # budget, so a run that shares the machine, or is paused (SIGSTOP) while a
 # benchmark runs, still gets its full share. The CPU time spent is kept in
-# BUILD_DIR/campaign/TARGET.cpu and counted by the next call, so a campaign
-# cut short (a reboot, the end of a working day) resumes where it stopped;
+# BUILD_DIR/campaign/TARGET.cpu (updated every 5 s) and counted by the next
+# call, so a campaign cut short (a reboot, the end of a working day) resumes
+# where it stopped;
 # each run's log is BUILD_DIR/campaign/TARGET.N.log and its summary line is
 # appended to BUILD_DIR/campaign/summary.tsv (time, target, CPU s, wall s,
 # inputs run, slowest input s, status, libFuzzer's last status line). Exits non-zero when the
@@ -42,6 +43,7 @@ while kill -0 "$pid" 2>/dev/null; do
     # name (field 2) holds no space here (fuzz_TARGET).
     ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo "")
     [ -n "$ticks" ] && cpu=$((ticks / hz))
+    echo $((spent + cpu)) >"$spent_file" # kept even if this script is killed
     if [ "$cpu" -ge "$left" ]; then
         kill -INT "$pid" 2>/dev/null || true
         break
