@@ -221,6 +221,11 @@ static void test_filters(void **state) {
     expect("{{ [1,2] | join(', ') }}|{{ ['a','b'] | first }}{{ ['a','b'] | last }}|{{ 'abc' | list }}|{{ 3 | string }}",
            NULL, "1, 2|ab|['a', 'b', 'c']|3");
     expect("{{ x | default('d') }}|{{ '' | default('e', true) }}|{{ none | default('f') }}", NULL, "d|e|None");
+    /* Empty sequences through the copying filters (an empty list has no
+     * storage; found by the template fuzzer). */
+    expect("{{ [] | list }}|{{ x | list | length }}|{{ [] | reverse | list }}|{{ [] | sort }}|{{ (x | list)[1] }}|"
+           "{{ [] + [] }}|{{ [] * 3 }}|{{ {} | list }}|{{ '' ~ '' }}|{{ '' + '' }}|",
+           NULL, "[]|0|[]|[]||[]|[]|[]|||");
     expect("{{ {'a': 1} | items | list }}|{{ 'a-b' | replace('-', '+') }}|{{ [3,1,2] | sort }}|{{ [1,1,2] | unique | "
            "list }}|{{ ['a', 'A', 'b'] | unique | list }}{{ ['a', 'A'] | unique(case_sensitive=true) | list }}",
            NULL, "[('a', 1)]|a+b|[1, 2, 3]|[1, 2]|['a', 'b']['a', 'A']");

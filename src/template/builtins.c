@@ -129,7 +129,7 @@ static int split(rctx *R, const tn *at, tv s, tv *sep, long long maxsplit, tv *o
     }
     tv l = tv_list_new(R->a, n, 0);
     if (l.k != TV_LIST) return rx_oom(R, at);
-    memcpy(l.l->v, parts, n * sizeof(tv));
+    tpl_copy(l.l->v, parts, n * sizeof(tv));
     *out = l;
     return 0;
 }
@@ -561,7 +561,7 @@ int tpl_filter(rctx *R, const tn *at, const char *name, tv in, const rargs *g, t
         }
         tv l = tv_list_new(R->a, items->n, 0);
         if (l.k != TV_LIST) return rx_oom(R, at);
-        memcpy(l.l->v, items->v, items->n * sizeof(tv));
+        tpl_copy(l.l->v, items->v, items->n * sizeof(tv));
         if (IS("reverse"))
             for (size_t i = 0; i < items->n / 2; i++) {
                 tv t = l.l->v[i];

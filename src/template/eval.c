@@ -81,7 +81,7 @@ int tpl_iterate(rctx *R, const tn *at, tv v, tv_list **items) {
     case TV_DICT:
         l = tv_list_new(R->a, v.d->n, 0);
         if (l.k != TV_LIST) return rx_oom(R, at);
-        memcpy(l.l->v, v.d->key, v.d->n * sizeof(tv));
+        tpl_copy(l.l->v, v.d->key, v.d->n * sizeof(tv));
         *items = l.l;
         return 0;
     case TV_STR: {
@@ -354,7 +354,7 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
         if (a.safe != b.safe && escape(R, n, a.safe ? &b : &a)) return -1;
         char *p = tpl_alloc(R->a, a.s.n + b.s.n + 1);
         if (!p) return rx_oom(R, n);
-        memcpy(p, a.s.p, a.s.n), memcpy(p + a.s.n, b.s.p, b.s.n);
+        tpl_copy(p, a.s.p, a.s.n), tpl_copy(p + a.s.n, b.s.p, b.s.n);
         *out = tv_strn(p, a.s.n + b.s.n);
         out->safe = a.safe || b.safe;
         return 0;
@@ -362,8 +362,8 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
     if (op == '+' && a.k == TV_LIST && b.k == TV_LIST) {
         tv l = tv_list_new(R->a, a.l->n + b.l->n, 0);
         if (l.k != TV_LIST) return rx_oom(R, n);
-        memcpy(l.l->v, a.l->v, a.l->n * sizeof(tv));
-        memcpy(l.l->v + a.l->n, b.l->v, b.l->n * sizeof(tv));
+        tpl_copy(l.l->v, a.l->v, a.l->n * sizeof(tv));
+        tpl_copy(l.l->v + a.l->n, b.l->v, b.l->n * sizeof(tv));
         return *out = l, 0;
     }
     if (op == '*' && (a.k == TV_STR || a.k == TV_LIST) && b.k == TV_INT) {
@@ -381,7 +381,7 @@ static int arith(rctx *R, const tn *n, tv a, tv b, tv *out) {
         }
         tv l = tv_list_new(R->a, items->n * (size_t)k, 0);
         if (l.k != TV_LIST) return rx_oom(R, n);
-        for (long long i = 0; i < k; i++) memcpy(l.l->v + (size_t)i * items->n, items->v, items->n * sizeof(tv));
+        for (long long i = 0; i < k; i++) tpl_copy(l.l->v + (size_t)i * items->n, items->v, items->n * sizeof(tv));
         return *out = l, 0;
     }
     if (!is_num(a) || !is_num(b))
@@ -460,7 +460,7 @@ static int binary(rctx *R, const tn *n, tv *out) {
         if (tpl_to_str(R, n, a, &sa) || tpl_to_str(R, n, b, &sb)) return -1;
         char *p = tpl_alloc(R->a, sa.s.n + sb.s.n + 1);
         if (!p) return rx_oom(R, n);
-        memcpy(p, sa.s.p, sa.s.n), memcpy(p + sa.s.n, sb.s.p, sb.s.n);
+        tpl_copy(p, sa.s.p, sa.s.n), tpl_copy(p + sa.s.n, sb.s.p, sb.s.n);
         return *out = tv_strn(p, sa.s.n + sb.s.n), 0;
     }
     case '=': return *out = tv_bool(tv_equal(a, b)), 0;

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum tv_kind {
     TV_UNDEF = 0, /* jinja2 Undefined: prints empty, falsy, iterates empty */
@@ -80,6 +81,12 @@ void *tpl_alloc(tpl_arena *a, size_t n);
 void tpl_arena_free(tpl_arena *a);
 
 /* -------------------------------------------------------------- makers */
+
+/* memcpy for values that may be empty: an empty string, list or dict may
+ * have no storage (a NULL pointer), which memcpy must not be given. */
+static inline void tpl_copy(void *dst, const void *src, size_t n) {
+    if (n) memcpy(dst, src, n);
+}
 
 static inline tv tv_undef(const char *why) { return (tv){.k = TV_UNDEF, .why = why}; }
 static inline tv tv_none(void) { return (tv){.k = TV_NONE}; }
