@@ -14,8 +14,8 @@
 #                            shrank to one thread at once would keep)
 #   LOCK=/tmp/kvlm-bench.lock  every (round, model) block runs under
 #                            `flock $LOCK`, so each locked stretch stays short;
-#                            LOCK= (empty) runs without the lock: use it under
-#                            /tmp/quiet, which holds that lock already
+#                            LOCK= (empty) runs without the lock: use it when
+#                            the caller holds that lock already
 #   TIMEOUT=90               seconds before one run is given up ("timeout")
 #
 # Rounds alternate the programs (old, new, one, llama) inside each model,
