@@ -218,6 +218,19 @@ TH_UNUSED static resp read_response(int fd, const char *what) {
     return out;
 }
 
+/* The value of response header `name` (case-insensitive), or NULL; the
+ * text is in a static buffer, valid until the next call. */
+TH_UNUSED static const char *resp_header(const resp *r, const char *name) {
+    static char val[256];
+    char pat[128];
+    snprintf(pat, sizeof pat, "\r\n%s: ", name);
+    const char *p = strcasestr(r->head, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    snprintf(val, sizeof val, "%.*s", (int)strcspn(p, "\r\n"), p);
+    return val;
+}
+
 TH_UNUSED static resp http_raw(int port, const char *method, const char *path, const char *body, size_t blen) {
     int fd = connect_to(port);
     send_request(fd, method, path, body, blen);

@@ -57,23 +57,12 @@ static resp req(int port, const char *method, const char *path, const char *head
     return req_at("127.0.0.1", port, method, path, headers, body);
 }
 
-static const char *header(const resp *r, const char *name) {
-    static char val[256];
-    char pat[128];
-    snprintf(pat, sizeof pat, "\r\n%s: ", name);
-    const char *p = strcasestr(r->head, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    snprintf(val, sizeof val, "%.*s", (int)strcspn(p, "\r\n"), p);
-    return val;
-}
-
 /* 503 "model_loading" in OpenAI's error shape, with Retry-After: 1. */
 static void expect_loading(int port, const char *method, const char *path, const char *body) {
     resp r = req(port, method, path, KEY "Origin: " ORIGIN "\r\n", body);
     if (r.status != 503) fail_msg("%s %s while loading: %d %s", method, path, r.status, r.body);
-    assert_string_equal(header(&r, "Retry-After"), "1");
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), ORIGIN);
+    assert_string_equal(resp_header(&r, "Retry-After"), "1");
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Origin"), ORIGIN);
     json_t *j = json_loads(r.body, 0, NULL);
     assert_non_null(j);
     assert_string_equal(jstr(j, "error.code"), "model_loading");

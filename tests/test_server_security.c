@@ -34,21 +34,9 @@ static resp req(int port, const char *method, const char *path, const char *head
     return raw(port, buf);
 }
 
-static const char *header(const resp *r, const char *name) {
-    static char val[256];
-    char pat[128];
-    snprintf(pat, sizeof pat, "\r\n%s: ", name);
-    const char *p = strcasestr(r->head, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    size_t n = strcspn(p, "\r\n");
-    snprintf(val, sizeof val, "%.*s", (int)n, p);
-    return val;
-}
-
 static void expect_401(const resp *r, const char *what) {
     if (r->status != 401) fail_msg("%s: status %d: %s", what, r->status, r->body);
-    assert_string_equal(header(r, "WWW-Authenticate"), "Bearer");
+    assert_string_equal(resp_header(r, "WWW-Authenticate"), "Bearer");
     json_t *j = json_loads(r->body, 0, NULL);
     assert_non_null(j);
     assert_string_equal(jstr(j, "error.code"), "invalid_api_key");
@@ -152,9 +140,9 @@ static void test_cors(void **state) {
                  "Access-Control-Request-Headers: authorization, content-type\r\n",
                  NULL);
     assert_int_equal(r.status, 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), ORIGIN);
-    assert_string_equal(header(&r, "Access-Control-Allow-Methods"), "GET, HEAD, POST, OPTIONS");
-    assert_string_equal(header(&r, "Access-Control-Allow-Headers"), "Authorization, Content-Type");
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Origin"), ORIGIN);
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Methods"), "GET, HEAD, POST, OPTIONS");
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Headers"), "Authorization, Content-Type");
     assert_int_equal(r.len, 0);
     resp_free(&r);
     const char *cases[][4] = {
@@ -168,21 +156,21 @@ static void test_cors(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r = req(a.port, cases[i][0], cases[i][1], "Origin: " ORIGIN "\r\n" KEY_A, cases[i][2]);
         if (r.status != atoi(cases[i][3])) fail_msg("%s %s: %d: %s", cases[i][0], cases[i][1], r.status, r.body);
-        const char *h = header(&r, "Access-Control-Allow-Origin");
+        const char *h = resp_header(&r, "Access-Control-Allow-Origin");
         if (!h || strcmp(h, ORIGIN)) fail_msg("%s %s: no CORS header in %s", cases[i][0], cases[i][1], r.head);
         resp_free(&r);
     }
     /* a 401 carries it too, so a page can read why */
     r = req(a.port, "GET", "/v1/models", "Origin: " ORIGIN "\r\n", NULL);
     assert_int_equal(r.status, 401);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), ORIGIN);
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Origin"), ORIGIN);
     resp_free(&r);
     /* an event stream */
     r = req(a.port, "POST", "/v1/completions", "Origin: " ORIGIN "\r\n" KEY_A,
             "{\"prompt\":[1,2,3],\"max_tokens\":4,\"ignore_eos\":true,\"stream\":true}");
     assert_int_equal(r.status, 200);
-    assert_string_equal(header(&r, "Content-Type"), "text/event-stream");
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), ORIGIN);
+    assert_string_equal(resp_header(&r, "Content-Type"), "text/event-stream");
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Origin"), ORIGIN);
     json_t *ev = sse_events(r.body);
     assert_int_equal(json_array_size(ev), 5); /* 4 tokens, then finish_reason */
     json_decref(ev);
@@ -190,10 +178,10 @@ static void test_cors(void **state) {
     /* another origin, or none: no header */
     r = req(a.port, "GET", "/health", "Origin: http://evil.example\r\n", NULL);
     assert_int_equal(r.status, 200);
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_null(resp_header(&r, "Access-Control-Allow-Origin"));
     resp_free(&r);
     r = req(b.port, "GET", "/health", "Origin: " ORIGIN "\r\n" KEY_B, NULL);
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_null(resp_header(&r, "Access-Control-Allow-Origin"));
     resp_free(&r);
 }
 
@@ -201,7 +189,7 @@ static void test_head(void **state) {
     (void)state;
     resp r = req(a.port, "HEAD", "/health", NULL, NULL);
     assert_int_equal(r.status, 200);
-    assert_string_equal(header(&r, "Content-Length"), "15");
+    assert_string_equal(resp_header(&r, "Content-Length"), "15");
     assert_int_equal(r.len, 0);
     resp_free(&r);
     r = req(a.port, "HEAD", "/v1/models", KEY_A, NULL);
@@ -210,11 +198,11 @@ static void test_head(void **state) {
     resp_free(&r);
     r = req(a.port, "HEAD", "/v1/completions", KEY_A, NULL);
     assert_int_equal(r.status, 405);
-    assert_string_equal(header(&r, "Allow"), "POST");
+    assert_string_equal(resp_header(&r, "Allow"), "POST");
     resp_free(&r);
     r = req(a.port, "POST", "/health", NULL, NULL);
     assert_int_equal(r.status, 405);
-    assert_string_equal(header(&r, "Allow"), "GET, HEAD");
+    assert_string_equal(resp_header(&r, "Allow"), "GET, HEAD");
     resp_free(&r);
 }
 
