@@ -484,7 +484,10 @@ static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, i
             break;
         }
         sbuf content = {0};
-        if ((rc = message_content(c, role, param, &content, e))) break;
+        if ((rc = message_content(c, role, param, &content, e))) {
+            sbuf_free(&content); /* the parts before the bad one */
+            break;
+        }
         json_t *out = json_object();
         if (out) {
             json_object_set_new(out, "role", json_string(!strcmp(role, "developer") ? "system" : role));
