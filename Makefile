@@ -349,7 +349,9 @@ bench-sampler: $(BUILD)/bench/sampler_bench
 # to build-fuzz/corpus/<target>/, crashes to build-fuzz/crashes/<target>/);
 # `make fuzz-smoke` runs every target for FUZZ_SMOKE_SECONDS each;
 # `make -j2 fuzz-campaign` gives each FUZZ_CAMPAIGN_SECONDS of CPU time
-# (1 CPU-hour; fuzz/campaign.sh, resumable), two targets at a time.
+# (1 CPU-hour; fuzz/campaign.sh, resumable), two targets at a time;
+# `make fuzz-keep` adds the campaign's new-coverage inputs to the committed
+# fuzz/found/<target>/ (fuzz/keep.sh), read by every later run.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build-fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -379,7 +381,7 @@ $(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_SRV_OBJ) $(FUZZ_KERN_OBJ)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libkvlm-fuzz.a
 	$(FUZZ_CC) -fopenmp $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -lgomp
 
-.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign $(FUZZ_TARGETS:%=fuzz-campaign-%) setup-fuzz
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-campaign fuzz-keep $(FUZZ_TARGETS:%=fuzz-campaign-%) setup-fuzz
 setup-fuzz:
 	./scripts/setup.sh --fuzz
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
@@ -390,6 +392,8 @@ fuzz-smoke: fuzz-build
 fuzz-campaign: $(FUZZ_TARGETS:%=fuzz-campaign-%)
 $(FUZZ_TARGETS:%=fuzz-campaign-%): fuzz-campaign-%: $(FUZZ_BUILD)/fuzz_%
 	./fuzz/campaign.sh $(FUZZ_BUILD) $* $(FUZZ_CAMPAIGN_SECONDS)
+fuzz-keep: fuzz-build
+	@for t in $(FUZZ_TARGETS); do ./fuzz/keep.sh $(FUZZ_BUILD) $$t || exit 1; done
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
 
