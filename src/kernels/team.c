@@ -20,7 +20,13 @@
  * the caller wakes only the sleeping workers the region uses. The caller
  * waiting for the last items spins at most SPIN_NS too, then sleeps on
  * `done`. An idle engine therefore uses no CPU, and no wait ever spins a
- * core for longer than SPIN_NS.
+ * core for longer than SPIN_NS. A worker that finds itself on the
+ * processor the caller published the last region from does not spin at
+ * all: the OS put both threads on one core (it often does when another
+ * process holds the other core), and the spin would only take time from
+ * the caller. Alternated, 3 rounds, GPT-2 f16 decode at 2 threads with
+ * `taskset -c 0 yes` running: 53.3-55.1 tokens/s spinning there, 53.8-57.4
+ * sleeping at once (quiet 103-110 both).
  *
  * Stealable (staged) regions. A worker descheduled while it holds an item
  * (a scheduler slice of 1-8 ms when another process holds its core) would
@@ -81,6 +87,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,6 +144,7 @@ struct kern_pool {
     atomic_uint n;
     atomic_int size;                         /* workers 0..size-1 take part */
     atomic_int slot;                         /* the staged region's slot, -1 for kern_team_run */
+    atomic_int caller_cpu;                   /* the processor the caller published the region from */
     atomic_llong discarded;                  /* results of stolen items the workers dropped */
     /* caller-only state */
     uint32_t tag;
@@ -254,7 +262,9 @@ static void *worker_main(void *arg) {
                 idle_since = now_ns();
             continue;
         }
-        if ((++spins & 31) || now_ns() - idle_since < SPIN_NS) {
+        if ((++spins & 31) ||
+            (now_ns() - idle_since < SPIN_NS &&
+             sched_getcpu() != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed))) {
             cpu_relax();
             continue;
         }
@@ -406,6 +416,7 @@ static void publish(struct kern_pool *p, uint32_t tag, int n_items, int size, ke
     atomic_store_explicit(&p->n, (unsigned)n_items, memory_order_relaxed);
     atomic_store_explicit(&p->size, size, memory_order_relaxed);
     atomic_store_explicit(&p->slot, slot, memory_order_relaxed);
+    atomic_store_explicit(&p->caller_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(&p->claim, (uint_fast64_t)tag << 32, memory_order_release);
     atomic_store(&p->gen, tag);
     for (int w = 1; w < size; w++)
