@@ -12,7 +12,6 @@
  */
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

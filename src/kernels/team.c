@@ -51,9 +51,10 @@
  * release orders the pin before the caller's closing exchange) and 0 when
  * it leaves the region; kern_team_stage only fills a slot no worker pins
  * (there are `threads` slots and threads - 1 workers, each pinning one at
- * most). With no competing process steals are rare: GPT-2 f16 decode, 2
- * threads, 78,000 staged items: 2-5 stolen. Measured under `taskset -c 0
- * yes` (same run): 36-45 items stolen, each a wait of 1-8 ms avoided.
+ * most). With no competing process steals are rare (GPT-2 f16 decode, 2
+ * threads, 4900 staged regions of 16 items: 2-10 items stolen per run);
+ * under `taskset -c 0 yes`, 20-46 per run, each a wait for a descheduled
+ * worker cut short (docs/performance.md, "A shared machine").
  *
  * Adaptive size. When another process holds one of the cores, a worker
  * that took an item may be descheduled for a scheduler slice or more (waits
