@@ -1,7 +1,7 @@
 #!/bin/sh
 # Decode speed on a shared machine: each program's tokens/s without and with
-# one busy process pinned to one core (`taskset -c 0 yes > /dev/null`,
-# started just before the run and killed just after it).
+# one busy process (by default pinned to one core, `taskset -c 0 yes >
+# /dev/null`; see BUSY), started just before the run and killed after it.
 #
 # usage: bench/contention.sh [-r ROUNDS] [-n TOKENS] [-t THREADS] MODEL.gguf...
 #   KVLM=build/kvlm          the kvlm binary measured ("new")
@@ -16,6 +16,13 @@
 #                            `flock $LOCK`, so each locked stretch stays short;
 #                            LOCK= (empty) runs without the lock: use it when
 #                            the caller holds that lock already
+#   WRAP=cmd                 optional: run each (round, model) block as
+#                            `cmd bench/contention.sh --block ...` instead of
+#                            under flock (a command that takes the lock
+#                            itself and may quiet other jobs meanwhile)
+#   BUSY="taskset -c 0 yes"  the competing process: a command that runs until
+#                            sent SIGTERM (stopping any children it started),
+#                            stdout to /dev/null
 #   TIMEOUT=90               seconds before one run is given up ("timeout")
 #
 # Rounds alternate the programs (old, new, one, llama) inside each model,
@@ -37,6 +44,8 @@ ONE=${ONE:-}
 LLAMA_BENCH=${LLAMA_BENCH:-}
 LOCK=${LOCK-/tmp/kvlm-bench.lock}
 TIMEOUT=${TIMEOUT:-90}
+WRAP=${WRAP:-}
+BUSY=${BUSY:-taskset -c 0 yes}
 
 # tokens/s of one run of program $1 on model $2, or "timeout"/"error".
 run_one() {
@@ -60,7 +69,7 @@ run_one() {
 }
 
 busy_run() {
-    taskset -c 0 yes > /dev/null &
+    $BUSY > /dev/null &
     y=$!
     sleep 0.2
     v=$(run_one "$1" "$2")
@@ -94,19 +103,21 @@ while getopts r:n:t: o; do
     r) ROUNDS=$OPTARG ;;
     n) TOKENS=$OPTARG ;;
     t) THREADS=$OPTARG ;;
-    *) sed -n '2,31p' "$0"; exit 2 ;;
+    *) sed -n '2,37p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,31p' "$0"; exit 2; }
-export KVLM KVLM_OLD ONE LLAMA_BENCH TOKENS THREADS TIMEOUT
+[ $# -ge 1 ] || { sed -n '2,37p' "$0"; exit 2; }
+export KVLM KVLM_OLD ONE LLAMA_BENCH TOKENS THREADS TIMEOUT BUSY
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
 echo "round model program quiet_tok/s busy_tok/s kept"
 for r in $(seq "$ROUNDS"); do
     for m in "$@"; do
-        if [ -n "$LOCK" ]; then
+        if [ -n "$WRAP" ]; then
+            $WRAP "$0" --block "$r" "$m"
+        elif [ -n "$LOCK" ]; then
             flock "$LOCK" "$0" --block "$r" "$m"
         else
             block "$r" "$m"

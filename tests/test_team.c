@@ -4,16 +4,23 @@
  * team's thread count, every worker takes part when the items need them
  * all, a team without a pool runs items in order on the caller, the
  * adaptive size follows its policy (driven here with chosen timings, no
- * clock involved), and an engine's logits are bit for bit the same at 1, 2,
- * 3 and 4 threads (a prefill whose regions fork, then decode steps).
+ * clock involved), stealable regions end with exact outputs when a worker
+ * stalls inside an item and never see their destination written after
+ * they returned, staged matmuls give the one-thread bits, and an engine's
+ * logits are bit for bit the same at 1, 2, 3 and 4 threads (a prefill
+ * whose regions fork, then decode steps).
  */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "helpers.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "kernels/team.h"
+#include "tensor.h"
 
 #define MAX_ITEMS 300
 
@@ -163,6 +170,221 @@ static void test_adaptive_policy(void **state) {
     kern_team_close(&t);
 }
 
+/* Stealable regions. Item i of a region writes ITEM_OUT floats,
+ * dest[i * ITEM_OUT + k] = in[i] * 1000 + k, with in[] copied into the
+ * stage. A worker can be made to stall inside one chosen item for longer
+ * than any steal threshold: it sleeps, then writes STALE values into its
+ * private buffer, so a committed stalled result would show in dest. Random
+ * stalls (shorter, so some are stolen and some commit) write the right
+ * values. */
+#define ITEM_OUT 8
+#define STALE (-12345.0f)
+
+typedef struct steal_probe {
+    atomic_int stall_item;    /* the item a worker stalls in (-1: none) */
+    atomic_int stall_ns;      /* how long */
+    atomic_int stalled;       /* set when a worker entered the stall */
+    atomic_int finished;      /* set when it left it */
+    atomic_int caller_waits;  /* the caller's first item waits until a worker stalls */
+    atomic_uint rng;          /* random stalls: 1 in 8 worker items, 0-1.5 ms (0: off) */
+} steal_probe;
+
+typedef struct steal_stage {
+    steal_probe *probe;
+    float *dest;
+    int n;
+    float in[]; /* n inputs */
+} steal_stage;
+
+static void sleep_ns(long ns) {
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void steal_item(const void *ctx, int item, int worker, void *out) {
+    const steal_stage *j = ctx;
+    steal_probe *pr = j->probe;
+    float *o = out ? out : j->dest + (size_t)item * ITEM_OUT;
+    if (worker == 0 && atomic_exchange(&pr->caller_waits, 0)) /* hold the caller until a worker is inside the stall */
+        for (int k = 0; k < 2000 && !atomic_load(&pr->stalled); k++) sleep_ns(500000);
+    int stale = 0;
+    if (worker != 0 && atomic_load(&pr->stall_item) == item) {
+        atomic_store(&pr->stall_item, -1);
+        atomic_store(&pr->stalled, 1);
+        sleep_ns(atomic_load(&pr->stall_ns));
+        stale = 1;
+    } else if (atomic_load(&pr->rng)) { /* items of 10-40 us, long enough for the workers to take some */
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        const long spin = 10000 + 1000 * (item % 31);
+        do clock_gettime(CLOCK_MONOTONIC, &b);
+        while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < spin);
+    }
+    if (!stale && worker != 0 && atomic_load(&pr->rng)) {
+        unsigned r = atomic_fetch_add(&pr->rng, 0x9E3779B9u) * 2654435761u;
+        if ((r >> 29) == 0) /* 1 in 8 */
+            sleep_ns((long)((r >> 8) % 1500000u));
+    }
+    for (int k = 0; k < ITEM_OUT; k++) o[k] = stale && out ? STALE : j->in[item] * 1000.0f + (float)k;
+    if (stale) atomic_store(&pr->finished, 1);
+}
+
+static void steal_commit(const void *ctx, int item, const void *out) {
+    const steal_stage *j = ctx;
+    memcpy(j->dest + (size_t)item * ITEM_OUT, out, ITEM_OUT * sizeof(float));
+}
+
+/* Stages and runs one region of n items over dest with inputs in[i] = base + i. */
+static void run_steal_region(kern_team *t, steal_probe *pr, float *dest, int n, float base) {
+    steal_stage *j = kern_team_stage(t, n, sizeof *j + (size_t)n * sizeof(float), ITEM_OUT * sizeof(float));
+    assert_non_null(j);
+    j->probe = pr, j->dest = dest, j->n = n;
+    for (int i = 0; i < n; i++) j->in[i] = base + (float)i;
+    assert_int_equal(kern_team_run_staged(t, n, steal_item, steal_commit), 0);
+}
+
+static void assert_region_exact(const float *dest, int n, float base, int region) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < ITEM_OUT; k++)
+            if (dest[i * ITEM_OUT + k] != (base + (float)i) * 1000.0f + (float)k)
+                fail_msg("region %d item %d output %d: %g, want %g", region, i, k, dest[i * ITEM_OUT + k],
+                         (base + (float)i) * 1000.0f + (float)k);
+}
+
+/* A worker that stalls 100 ms inside an item: the caller steals the item,
+ * the region returns with exact outputs long before the stall ends, and
+ * the stalled worker's result is dropped, never written to the
+ * destination (a canary written after the region returned survives the
+ * worker's return). The next regions run normally. */
+static void test_stall_is_stolen(void **state) {
+    (void)state;
+    for (int threads = 2; threads <= 3; threads++) {
+        kern_team t;
+        assert_int_equal(kern_team_open(&t, threads), 0);
+        steal_probe pr = {.stall_item = -1};
+        const int n = 16;
+        float dest[16 * ITEM_OUT], after[16 * ITEM_OUT];
+        int stolen_once = 0;
+        for (int attempt = 0; attempt < 20 && !stolen_once; attempt++) {
+            /* the last item: the caller takes items from the front, so a worker holds it unless the caller took all */
+            atomic_store(&pr.stall_item, n - 1);
+            atomic_store(&pr.stall_ns, 100000000);
+            atomic_store(&pr.stalled, 0);
+            atomic_store(&pr.finished, 0);
+            atomic_store(&pr.caller_waits, 1);
+            kern_team_counts before, c;
+            kern_team_get_counts(&t, &before);
+            memset(dest, 0, sizeof dest);
+            run_steal_region(&t, &pr, dest, n, 3.0f);
+            if (!atomic_load(&pr.stalled)) continue; /* no worker reached the item in time: try again */
+            assert_region_exact(dest, n, 3.0f, attempt);
+            kern_team_get_counts(&t, &c);
+            assert_int_equal(c.steals - before.steals, 1);
+            assert_false(atomic_load(&pr.finished)); /* returned while the worker was still asleep in the item */
+            for (int i = 0; i < n * ITEM_OUT; i++) dest[i] = -1.0f;
+            while (!atomic_load(&pr.finished)) sleep_ns(1000000);
+            for (int k = 0; k < 200; k++) { /* the dropped result is counted once the worker is back */
+                kern_team_get_counts(&t, &c);
+                if (c.discarded > before.discarded) break;
+                sleep_ns(1000000);
+            }
+            assert_int_equal(c.discarded - before.discarded, 1);
+            for (int i = 0; i < n * ITEM_OUT; i++)
+                if (dest[i] != -1.0f) fail_msg("%d threads: output %d written after the region returned", threads, i);
+            stolen_once = 1;
+        }
+        assert_true(stolen_once);
+        /* the worker is back: later regions run on the team as before */
+        for (int r = 0; r < 50; r++) {
+            run_steal_region(&t, &pr, after, n, (float)r);
+            assert_region_exact(after, n, (float)r, r);
+        }
+        kern_team_close(&t);
+    }
+}
+
+/* Many staged regions, interleaved with plain ones, while workers stall
+ * at random (1 in 8 items, up to 1.5 ms; every stall's result is STALE):
+ * outputs exact after every region, and no destination written after its
+ * region returned (each region has its own destination, overwritten with
+ * a canary once checked; the canaries are checked after the team closed,
+ * which waits for every worker). */
+static void test_random_stalls(void **state) {
+    (void)state;
+    enum { REGIONS = 600, N = 24 };
+    for (int threads = 2; threads <= 4; threads += 2) {
+        kern_team t;
+        assert_int_equal(kern_team_open(&t, threads), 0);
+        steal_probe pr = {.stall_item = -1, .rng = 12345};
+        float *dest = malloc((size_t)REGIONS * N * ITEM_OUT * sizeof(float));
+        count_job *cj = calloc(1, sizeof *cj);
+        cj->threads = threads;
+        for (int r = 0; r < REGIONS; r++) {
+            const int n = 2 + r % (N - 1);
+            float *d = dest + (size_t)r * N * ITEM_OUT;
+            run_steal_region(&t, &pr, d, n, (float)(r * 7));
+            assert_region_exact(d, n, (float)(r * 7), r);
+            for (int i = 0; i < N * ITEM_OUT; i++) d[i] = -2.0f;
+            if (r % 5 == 0) { /* a plain region between staged ones */
+                for (int i = 0; i < n; i++) atomic_store(&cj->runs[i], 0);
+                kern_team_run(&t, n, count_item, cj);
+                for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&cj->runs[i]), 1);
+            }
+        }
+        kern_team_counts c;
+        kern_team_get_counts(&t, &c);
+        kern_team_close(&t);
+        for (size_t i = 0; i < (size_t)REGIONS * N * ITEM_OUT; i++)
+            if (dest[i] != -2.0f) fail_msg("%d threads: output %zu written after its region returned", threads, i);
+        /* stalls were stolen, and every drop is a steal (a worker may drop the last ones after the counts were read) */
+        assert_true(c.steals > 0);
+        assert_true(c.discarded <= c.steals);
+        assert_int_equal(atomic_load(&cj->bad_worker), 0);
+        free(dest);
+        free(cj);
+    }
+}
+
+/* kern_matmul stages decode-sized products (a copy of x) and those with a
+ * prepared x (int8 activations), and their items may be stolen: at 3
+ * threads on this machine's cores, many products in f32 and Q8_0 (with the
+ * int8 kernels where the CPU has them) give the one-thread bits exactly,
+ * whoever computed each item, and none reads x after it returned. */
+static void test_matmul_staged_exact(void **state) {
+    (void)state;
+    const int N = 1000, K = 256, MAXM = 40;
+    const int Ms[] = {1, 3, 16, MAXM};
+    float *wf = malloc((size_t)N * K * sizeof(float)), *x = malloc((size_t)MAXM * K * sizeof(float));
+    float *bias = malloc((size_t)N * sizeof(float));
+    float *ref = malloc((size_t)MAXM * N * sizeof(float)), *got = malloc((size_t)MAXM * N * sizeof(float));
+    const size_t qrow = dtype_row_bytes(KVLM_Q8_0, K, NULL);
+    unsigned char *wq = malloc((size_t)N * qrow);
+    uint32_t s = 11;
+    for (int i = 0; i < N * K; i++) wf[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int n = 0; n < N; n++) quant_quantize_row(KVLM_Q8_0, wf + (size_t)n * K, K, wq + (size_t)n * qrow);
+    for (int i = 0; i < N; i++) bias[i] = (float)i / 1000.0f;
+    const kern_matrix ws[] = {{KVLM_F32, wf, N, K}, {KVLM_Q8_0, wq, N, K}};
+    const kern_ops *ops = kern_select(KVLM_ISA_AUTO);
+    kern_team one = {.threads = 1}, three;
+    assert_int_equal(kern_team_open(&three, 3), 0);
+    for (int wi = 0; wi < 2; wi++)
+        for (int mi = 0; mi < 4; mi++) {
+            const int M = Ms[mi];
+            for (int rep = 0; rep < 40; rep++) {
+                for (int i = 0; i < M * K; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+                kern_matmul(ops, &one, x, M, &ws[wi], bias, ref, N);
+                kern_matmul(ops, &three, x, M, &ws[wi], bias, got, N);
+                if (memcmp(ref, got, (size_t)M * N * sizeof(float)))
+                    fail_msg("%s M %d rep %d: 3 threads differ from 1", kvlm_dtype_name(ws[wi].dtype), M, rep);
+            }
+        }
+    kern_team_counts c;
+    kern_team_get_counts(&three, &c);
+    assert_true(c.staged >= 2 * 3 * 40); /* every product with M <= 16 at least */
+    kern_team_close(&three);
+    free(wf), free(wq), free(x), free(bias), free(ref), free(got);
+}
+
 /* Prefill (logits of every position) and decode steps of one sequence at
  * `threads` threads; returns the logits, prefill rows first. */
 static float *run_engine(kvlm_model *m, int threads, int n_prompt, int n_decode) {
@@ -223,6 +445,9 @@ int main(void) {
         cmocka_unit_test(test_every_worker_takes_part),
         cmocka_unit_test(test_no_pool_runs_on_caller),
         cmocka_unit_test(test_adaptive_policy),
+        cmocka_unit_test(test_stall_is_stolen),
+        cmocka_unit_test(test_random_stalls),
+        cmocka_unit_test(test_matmul_staged_exact),
         cmocka_unit_test(test_logits_same_at_any_thread_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,9 @@
  * pool, kernels/team.h; the process-wide OpenMP default is never used).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <omp.h>
 
 #include "kernels/kernels.h"
@@ -86,6 +88,45 @@ static void matmul_item(void *ctx, int item, int worker) {
         j->ops->matmul_rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
 }
 
+/* A staged matmul (kern_team_stage): the job, then x's copy or prepared
+ * form and one panel per thread, all in the stage, so a worker that is
+ * still computing after the region returned reads only the stage and the
+ * weights. Its private outputs are M rows of `step` floats. */
+typedef struct staged_matmul {
+    const kern_ops *ops;
+    kern_matrix w;      /* a copy: the caller's may live on its stack */
+    const float *bias;  /* weights: unchanged while the team lives */
+    float *y;
+    int M, ldy, step, N;
+    const float *x;                 /* the stage's copy of x (NULL with prep) */
+    const unsigned char *prep;      /* the stage's prepared x */
+    unsigned char *panels;          /* panel bytes per thread */
+    size_t panel;
+} staged_matmul;
+
+static void staged_matmul_item(const void *ctx, int item, int worker, void *out) {
+    const staged_matmul *j = ctx;
+    const int n0 = item * j->step, n1 = n0 + j->step < j->N ? n0 + j->step : j->N;
+    float *y = j->y;
+    int ldy = j->ldy;
+    if (out) { /* rows of `step` floats whose first column is n0: the kernel writes y[m * ldy + n], n0 <= n < n1 */
+        y = (float *)((uintptr_t)out - (uintptr_t)n0 * sizeof(float));
+        ldy = j->step;
+    }
+    if (j->prep)
+        j->ops->matmul_rows_prep(j->prep, j->panels + j->panel * (size_t)worker, &j->w, n0, n1, j->bias, y, ldy);
+    else
+        j->ops->matmul_rows(j->x, j->M, &j->w, n0, n1, j->bias, y, ldy);
+}
+
+static void staged_matmul_commit(const void *ctx, int item, const void *out) {
+    const staged_matmul *j = ctx;
+    const int n0 = item * j->step, n1 = n0 + j->step < j->N ? n0 + j->step : j->N;
+    const float *o = out;
+    for (int m = 0; m < j->M; m++)
+        memcpy(j->y + (size_t)m * j->ldy + n0, o + (size_t)m * j->step, (size_t)(n1 - n0) * sizeof(float));
+}
+
 /* The team's scratch of at least n bytes (64-byte aligned), NULL if it
  * cannot grow. */
 static unsigned char *team_scratch(kern_team *team, size_t n) {
@@ -97,12 +138,39 @@ static unsigned char *team_scratch(kern_team *team, size_t n) {
     return team->scratch;
 }
 
+/* Stages the matmul and runs it as a stealable region; returns 0, or -1
+ * when it cannot be staged (nothing ran). */
+static int matmul_staged(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
+                         const float *bias, float *y, int ldy, int step, size_t pre, size_t panel) {
+    const int N = w->rows, items = (N + step - 1) / step, K = w->cols;
+    const size_t head = (sizeof(staged_matmul) + 63) & ~(size_t)63;
+    const size_t input = pre ? pre : (((size_t)M * K * sizeof(float) + 63) & ~(size_t)63);
+    unsigned char *stage = kern_team_stage(team, items, head + input + panel * (size_t)team->threads,
+                                           (size_t)M * step * sizeof(float));
+    if (!stage) return -1;
+    staged_matmul *j = (staged_matmul *)stage;
+    *j = (staged_matmul){ops, *w, bias, y, M, ldy, step, N, NULL, NULL, stage + head + input, panel};
+    if (pre) {
+        ops->matmul_prep(x, M, w, 0, M, stage + head);
+        j->prep = stage + head;
+    } else {
+        memcpy(stage + head, x, (size_t)M * K * sizeof(float));
+        j->x = (const float *)(stage + head);
+    }
+    return kern_team_run_staged(team, items, staged_matmul_item, staged_matmul_commit);
+}
+
 /* Output features are split into items that are a multiple of the SIMD
  * tile so every thread streams whole weight rows (8 items per thread of
  * the team, so a late thread's share is small); small matrices stay on the
  * caller, whose work would be smaller than waking a thread. Every output
  * element is computed by one item, with one accumulation order, whatever
- * the split. */
+ * the split or the thread. Regions are staged (stealable: a worker that
+ * the OS deschedules while it holds an item does not hold the caller up)
+ * when x's staged form costs nothing extra (its prepared form) or little
+ * (a copy of at most STAGE_COPY_ROWS rows: decode and small batches; a
+ * prefill's copy would cost a few percent of its compute-bound matmul). */
+#define STAGE_COPY_ROWS 16
 void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy) {
     const int N = w->rows;
@@ -116,11 +184,14 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     int chunks = nt * 8;
     int step = (N + chunks - 1) / chunks;
     step = (step + 15) & ~15;
+    size_t panel = 0, pre = ops->matmul_prep_bytes && team->pool ? ops->matmul_prep_bytes(M, w, &panel) : 0;
+    if (pre) pre = (pre + 63) & ~(size_t)63, panel = (panel + 63) & ~(size_t)63;
+    if (team->pool && (pre || M <= STAGE_COPY_ROWS) &&
+        !matmul_staged(ops, team, x, M, w, bias, y, ldy, step, pre, panel))
+        return;
     matmul_job j = {ops, x, w, bias, y, M, ldy, step, N, NULL, 0, 0};
     /* the prepared form of x is made once, on the caller, then shared */
-    size_t panel = 0, pre = ops->matmul_prep_bytes && team->pool ? ops->matmul_prep_bytes(M, w, &panel) : 0;
     if (pre) {
-        pre = (pre + 63) & ~(size_t)63, panel = (panel + 63) & ~(size_t)63;
         unsigned char *buf = team_scratch(team, pre + panel * (size_t)nt);
         if (buf) {
             ops->matmul_prep(x, M, w, 0, M, buf);

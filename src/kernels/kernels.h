@@ -117,7 +117,10 @@ void kern_team_note(kern_team *t);
 int kern_load_threads(void);
 
 /* y = x W^T + bias for M rows, output features split into items of whole
- * 16-row tiles run by the team (at most team->threads threads). */
+ * 16-row tiles run by the team (at most team->threads threads). x may
+ * change once this returns (decode-sized products are staged, see
+ * team.h); w->data and bias must stay unchanged until the team is closed
+ * (a worker whose item was stolen may still be reading them). */
 void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy);
 

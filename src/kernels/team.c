@@ -1,6 +1,7 @@
 /*
  * The engine's thread pool: persistent workers, regions handed out item by
- * item, spin-then-sleep waits, and an adaptive team size.
+ * item, spin-then-sleep waits, regions whose late items the caller can
+ * steal, and an adaptive team size.
  *
  * A region. The caller writes the job (task, context, items, size) and
  * publishes it by storing claim = (tag << 32 | 0) and gen = tag. Every
@@ -19,7 +20,41 @@
  * the caller wakes only the sleeping workers the region uses. The caller
  * waiting for the last items spins at most SPIN_NS too, then sleeps on
  * `done`. An idle engine therefore uses no CPU, and no wait ever spins a
- * core for longer than SPIN_NS.
+ * core for longer than SPIN_NS. A worker that finds itself on the
+ * processor the caller published the last region from does not spin at
+ * all: the OS put both threads on one core (it often does when another
+ * process holds the other core), and the spin would only take time from
+ * the caller. Alternated, 3 rounds, GPT-2 f16 decode at 2 threads with
+ * `taskset -c 0 yes` running: 53.3-55.1 tokens/s spinning there, 53.8-57.4
+ * sleeping at once (quiet 103-110 both).
+ *
+ * Stealable (staged) regions. A worker descheduled while it holds an item
+ * (a scheduler slice of 1-8 ms when another process holds its core) would
+ * make the caller wait for that one item. For tasks that can recompute an
+ * item, kern_team_stage hands out a slot of memory for the region: the
+ * task's context and its mutable inputs (kern_matmul: x or its prepared
+ * form; weights are immutable), one taken flag per item, and a private
+ * output buffer per worker. A worker computes its item into its private
+ * buffer, then owns it with a compare-and-swap of the item's flag 0 -> 1
+ * and copies the outputs to the destination (commit) before counting the
+ * item done; if the flag was already 1 the caller stole the item and the
+ * worker drops its result. The caller computes its own items straight
+ * into the destination. Out of items, it waits STEAL_FACTOR x its own
+ * mean item time of this region (at least STEAL_MIN_NS), then takes every
+ * item whose flag is still 0 (flag 0 -> 1, computed straight into the
+ * destination) and waits only for commits already under way (a copy of a
+ * few hundred bytes). So the region returns with every output written
+ * once, and no worker writes a destination afterwards: a late worker's
+ * compare-and-swap fails. A late worker still reads the slot (context,
+ * inputs, its buffer) after the region returned, so slots are pinned: a
+ * worker stores pin = slot + 1 before it claims an item (the claim's
+ * release orders the pin before the caller's closing exchange) and 0 when
+ * it leaves the region; kern_team_stage only fills a slot no worker pins
+ * (there are `threads` slots and threads - 1 workers, each pinning one at
+ * most). With no competing process steals are rare (GPT-2 f16 decode, 2
+ * threads, 4900 staged regions of 16 items: 2-10 items stolen per run);
+ * under `taskset -c 0 yes`, 20-46 per run, each a wait for a descheduled
+ * worker cut short (docs/performance.md, "A shared machine").
  *
  * Adaptive size. When another process holds one of the cores, a worker
  * that took an item may be descheduled for a scheduler slice or more (waits
@@ -39,9 +74,10 @@
  * no busy core: K-quant decode at 2 threads ran at 1-thread speed.)
  * With `taskset -c 0 yes` running, the worker was absent from 68% of the
  * regions (1227 of 1796) and made the caller wait 1-8 ms when it held an
- * item. LATE_SHRINK late regions among the last 16 shrink the team by one
- * thread (down to 1: the caller alone, on whichever core the OS gives it;
- * the workers sleep). Every PROBE_NS (doubling after each failed probe up
+ * item. A staged region that the caller ended by stealing is not late
+ * (its wait is bounded by the steal threshold). LATE_SHRINK late regions
+ * among the last 16 shrink the team by one thread (down to 1: the caller
+ * alone, on whichever core the OS gives it; the workers sleep). Every PROBE_NS (doubling after each failed probe up
  * to PROBE_MAX_NS) the next regions run one thread larger: the first late
  * region ends the probe (one slow region per probe at most), PROBE_OK
  * on-time regions keep the larger size.
@@ -52,8 +88,10 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,14 +107,29 @@
 #define PROBE_MAX_NS 3200000000LL
 #define PROBE_OK KERN_TEAM_PROBE_OK
 #define CLOSED 0xFFFFFFFFu
+#define STEAL_FACTOR KERN_TEAM_STEAL_FACTOR
+#define STEAL_MIN_NS KERN_TEAM_STEAL_MIN_NS
 
 typedef struct kern_worker {
     _Alignas(64) atomic_uint wake; /* futex word: bumped to wake this worker */
     atomic_int sleeping;
+    atomic_int pin;                /* 1 + the stage slot of the region this worker is in, 0 when none */
     pthread_t tid;
     struct kern_pool *pool;
     int index;
 } kern_worker;
+
+/* The memory of one staged region (see "Stealable regions" above): the
+ * items' taken flags, the task's context and inputs, and each worker's
+ * private outputs. Written by the caller only while no worker pins it. */
+typedef struct kern_slot {
+    unsigned char *mem;
+    size_t cap;
+    atomic_uchar *taken;     /* [items]: 1 once an item's outputs are owned (caller's item, commit, steal) */
+    unsigned char *data;     /* the task's context and inputs (kern_team_stage's bytes) */
+    unsigned char *priv;     /* [threads][priv_bytes] */
+    size_t priv_bytes;
+} kern_slot;
 
 struct kern_pool {
     _Alignas(64) atomic_uint_fast64_t claim; /* tag << 32 | next item */
@@ -86,9 +139,14 @@ struct kern_pool {
     atomic_int caller_sleeping;
     atomic_int ran;                          /* threads that ran an item here */
     _Alignas(64) _Atomic(kern_task) fn;
+    _Atomic(kern_steal_task) steal_fn;
+    _Atomic(kern_commit_task) commit_fn;
     _Atomic(void *) ctx;
     atomic_uint n;
     atomic_int size;                         /* workers 0..size-1 take part */
+    atomic_int slot;                         /* the staged region's slot, -1 for kern_team_run */
+    atomic_int caller_cpu;                   /* the processor the caller published the region from */
+    atomic_llong discarded;                  /* results of stolen items the workers dropped */
     /* caller-only state */
     uint32_t tag;
     int threads, active, probing, probe_ok;
@@ -96,6 +154,11 @@ struct kern_pool {
     long long next_probe, probe_gap;
     int workers_started;
     kern_worker *workers;                    /* [1..threads-1] */
+    kern_slot *slots;                        /* [threads]: at most threads - 1 are pinned */
+    int staged;                              /* the slot kern_team_stage filled last, -1 none */
+    int staged_items;
+    kern_team_counts counts;
+    int print_counts;
 };
 
 static long long now_ns(void) {
@@ -118,26 +181,71 @@ static void futex_wake(atomic_uint *w, int n) {
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* Takes and runs items of region `tag` until none is left; returns whether
- * this thread ran at least one. */
+static void futex_wait_for(atomic_uint *w, unsigned expect, long long ns) {
+    struct timespec ts = {.tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL};
+    syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, expect, &ts, NULL, 0);
+}
+
+/* One item of a staged region on a worker: computed into the worker's
+ * private outputs, then owned (taken 0 -> 1) and copied to the destination,
+ * unless the caller stole it first, in which case the result is dropped.
+ * Returns whether the item was committed. */
+static int run_staged_item(struct kern_pool *p, const kern_slot *s, kern_steal_task fn, kern_commit_task commit,
+                           void *ctx, uint32_t i, int w) {
+    if (!atomic_load_explicit(&s->taken[i], memory_order_relaxed)) { /* else stolen before it began */
+        void *out = s->priv + s->priv_bytes * (size_t)w;
+        fn(ctx, (int)i, w, out);
+        unsigned char free_item = 0;
+        if (atomic_compare_exchange_strong_explicit(&s->taken[i], &free_item, 1, memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            commit(ctx, (int)i, out);
+            return 1;
+        }
+    }
+    atomic_fetch_add_explicit(&p->discarded, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* Takes and runs items of region `tag` until none is left; returns how
+ * many this thread ran. In a staged region a worker first pins the
+ * region's slot (before its claim, which publishes the pin to the caller's
+ * close), so the slot outlives the region for as long as it computes. */
 static int work(struct kern_pool *p, uint32_t tag, int w) {
-    int ran = 0;
+    int ran = 0, pinned = 0;
     for (;;) {
         uint_fast64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
-        if ((uint32_t)(v >> 32) != tag) return ran;
-        kern_task fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        if ((uint32_t)(v >> 32) != tag) break;
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         const unsigned n = atomic_load_explicit(&p->n, memory_order_relaxed);
+        const int slot = atomic_load_explicit(&p->slot, memory_order_relaxed);
         const uint32_t i = (uint32_t)v;
-        if (i >= n) return ran;
+        if (i >= n) break;
+        if (slot >= 0 && w != 0 && pinned != slot + 1) {
+            pinned = slot + 1;
+            atomic_store_explicit(&p->workers[w].pin, pinned, memory_order_release);
+        }
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_relaxed))
             continue;
         if (!ran) atomic_fetch_add_explicit(&p->ran, 1, memory_order_relaxed);
-        ran = 1;
-        fn(ctx, (int)i, w);
-        if (atomic_fetch_add(&p->done, 1) + 1 == n && w != 0 && atomic_load(&p->caller_sleeping))
+        ran++;
+        int counted = 1;
+        if (slot < 0) {
+            atomic_load_explicit(&p->fn, memory_order_relaxed)(ctx, (int)i, w);
+        } else {
+            kern_steal_task fn = atomic_load_explicit(&p->steal_fn, memory_order_relaxed);
+            const kern_slot *s = &p->slots[slot];
+            if (w == 0) { /* the caller writes straight to the destination; no worker holds item i */
+                atomic_store_explicit(&s->taken[i], 1, memory_order_relaxed);
+                fn(ctx, (int)i, 0, NULL);
+            } else {
+                counted = run_staged_item(p, s, fn, atomic_load_explicit(&p->commit_fn, memory_order_relaxed), ctx, i, w);
+            }
+        }
+        if (counted && atomic_fetch_add(&p->done, 1) + 1 == n && w != 0 && atomic_load(&p->caller_sleeping))
             futex_wake(&p->done, 1);
     }
+    if (pinned) atomic_store_explicit(&p->workers[w].pin, 0, memory_order_release);
+    return ran;
 }
 
 static void *worker_main(void *arg) {
@@ -155,7 +263,9 @@ static void *worker_main(void *arg) {
                 idle_since = now_ns();
             continue;
         }
-        if ((++spins & 31) || now_ns() - idle_since < SPIN_NS) {
+        if ((++spins & 31) ||
+            (now_ns() - idle_since < SPIN_NS &&
+             sched_getcpu() != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed))) {
             cpu_relax();
             continue;
         }
@@ -187,18 +297,22 @@ int kern_team_open(kern_team *t, int threads) {
     if (t->threads == 1) return 0;
     struct kern_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     kern_worker *ws = aligned_alloc(64, sizeof *ws * (size_t)t->threads);
-    if (!p || !ws) {
-        free(p), free(ws);
+    kern_slot *slots = calloc((size_t)t->threads, sizeof *slots);
+    if (!p || !ws || !slots) {
+        free(p), free(ws), free(slots);
         t->threads = 1;
         return -1;
     }
-    *p = (struct kern_pool){.threads = t->threads, .active = t->threads, .probe_gap = PROBE_NS, .workers = ws};
+    const char *show = getenv("KVLM_TEAM_COUNTS");
+    *p = (struct kern_pool){.threads = t->threads, .active = t->threads, .probe_gap = PROBE_NS, .workers = ws,
+                            .slots = slots, .staged = -1, .print_counts = show && *show && *show != '0'};
     atomic_init(&p->claim, (uint_fast64_t)CLOSED);
+    atomic_init(&p->slot, -1);
     for (int w = 1; w < t->threads; w++) {
         ws[w] = (kern_worker){.pool = p, .index = w};
         if (pthread_create(&ws[w].tid, NULL, worker_main, &ws[w])) {
             stop_workers(p);
-            free(ws), free(p);
+            free(ws), free(p), free(slots);
             t->threads = 1;
             return -1;
         }
@@ -215,9 +329,25 @@ void kern_team_close(kern_team *t) {
     t->scratch_bytes = 0;
     if (!p) return;
     stop_workers(p);
+    if (p->print_counts) {
+        kern_team_counts c;
+        kern_team_get_counts(t, &c);
+        fprintf(stderr,
+                "kvlm team: %d threads (%d at close), %lld regions (%lld staged), %lld items stolen, "
+                "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks\n",
+                p->threads, p->active, c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks);
+    }
+    for (int s = 0; s < p->threads; s++) free(p->slots[s].mem);
+    free(p->slots);
     free(p->workers);
     free(p);
     t->pool = NULL;
+}
+
+void kern_team_get_counts(const kern_team *t, kern_team_counts *c) {
+    const struct kern_pool *p = t->pool;
+    *c = p ? p->counts : (kern_team_counts){0};
+    if (p) c->discarded = atomic_load_explicit(&((struct kern_pool *)p)->discarded, memory_order_relaxed);
 }
 
 int kern_team_active(const kern_team *t) { return t->pool ? t->pool->active : 1; }
@@ -239,12 +369,13 @@ int kern_team_adapt_begin(kern_team *t, long long now) {
     return p->active;
 }
 
-void kern_team_adapt_end(kern_team *t, int size, int ran, long long own, long long wait, long long now) {
+int kern_team_adapt_end(kern_team *t, int size, int ran, long long own, long long wait, long long now) {
     struct kern_pool *p = t->pool;
-    if (!p) return;
+    if (!p) return 0;
     (void)size;
     (void)ran;
     const int late = wait > LATE_FACTOR * own && wait > LATE_MIN_NS;
+    p->counts.late += late;
     p->history = p->history << 1 | (uint32_t)late;
     if (p->probing) {
         if (late) { /* the larger team is still slow: back to the smaller, probe later */
@@ -258,19 +389,96 @@ void kern_team_adapt_end(kern_team *t, int size, int ran, long long own, long lo
             p->probe_gap = PROBE_NS;
             p->next_probe = now + p->probe_gap;
         }
-        return;
+        return late;
     }
     if (__builtin_popcount(p->history & 0xFFFFu) >= LATE_SHRINK && p->active > 1) {
         p->active--;
         p->history = 0;
         p->next_probe = now + p->probe_gap;
+        p->counts.shrinks++;
     }
+    return late;
 }
 
 static void run_serial(kern_team *t, int n_items, kern_task fn, void *ctx) {
     note(t, 1);
     for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
 }
+
+/* Writes region `tag`'s job and wakes the sleeping workers it uses. */
+static void publish(struct kern_pool *p, uint32_t tag, int n_items, int size, kern_task fn, kern_steal_task steal_fn,
+                    kern_commit_task commit_fn, void *ctx, int slot) {
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ran, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->steal_fn, steal_fn, memory_order_relaxed);
+    atomic_store_explicit(&p->commit_fn, commit_fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, (unsigned)n_items, memory_order_relaxed);
+    atomic_store_explicit(&p->size, size, memory_order_relaxed);
+    atomic_store_explicit(&p->slot, slot, memory_order_relaxed);
+    atomic_store_explicit(&p->caller_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&p->claim, (uint_fast64_t)tag << 32, memory_order_release);
+    atomic_store(&p->gen, tag);
+    for (int w = 1; w < size; w++)
+        if (atomic_load(&p->workers[w].sleeping)) {
+            atomic_fetch_add(&p->workers[w].wake, 1);
+            futex_wake(&p->workers[w].wake, 1);
+        }
+}
+
+/* The caller takes over every item of the staged region no thread has
+ * committed yet (items still being computed by workers that are late),
+ * computing them straight into the destination. Returns how many. */
+static int steal_items(struct kern_pool *p, const kern_slot *s, kern_steal_task fn, void *ctx, unsigned n) {
+    int stolen = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned char free_item = 0;
+        if (atomic_load_explicit(&s->taken[i], memory_order_relaxed) ||
+            !atomic_compare_exchange_strong_explicit(&s->taken[i], &free_item, 1, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        fn(ctx, (int)i, 0, NULL);
+        stolen++;
+        atomic_fetch_add(&p->done, 1);
+    }
+    return stolen;
+}
+
+/* The caller, out of items, waits until all n are done: spinning for at
+ * most SPIN_NS, then asleep on `done`. In a staged region (s non-NULL) it
+ * steals what is still outstanding once it has waited steal_ns. */
+static void wait_items(struct kern_pool *p, unsigned n, long long t1, const kern_slot *s, kern_steal_task fn,
+                       void *ctx, long long steal_ns) {
+    unsigned spins = 0;
+    int may_steal = s != NULL;
+    for (unsigned d; (d = atomic_load(&p->done)) != n;) {
+        if (++spins & 31) {
+            cpu_relax();
+            continue;
+        }
+        const long long waited = now_ns() - t1;
+        if (may_steal && waited >= steal_ns) {
+            p->counts.steals += steal_items(p, s, fn, ctx, n);
+            may_steal = 0;
+            continue;
+        }
+        if (waited < SPIN_NS) {
+            cpu_relax();
+            continue;
+        }
+        atomic_store(&p->caller_sleeping, 1);
+        if ((d = atomic_load(&p->done)) != n) {
+            if (may_steal)
+                futex_wait_for(&p->done, d, steal_ns - waited);
+            else
+                futex_wait(&p->done, d);
+        }
+        atomic_store(&p->caller_sleeping, 0);
+    }
+}
+
+static uint32_t next_tag(struct kern_pool *p) { return ++p->tag == CLOSED ? ++p->tag : p->tag; }
 
 void kern_team_run(kern_team *t, int n_items, kern_task fn, void *ctx) {
     struct kern_pool *p = t->pool;
@@ -286,36 +494,88 @@ void kern_team_run(kern_team *t, int n_items, kern_task fn, void *ctx) {
         run_serial(t, n_items, fn, ctx);
         return;
     }
-    const uint32_t tag = ++p->tag == CLOSED ? ++p->tag : p->tag;
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->ran, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n, (unsigned)n_items, memory_order_relaxed);
-    atomic_store_explicit(&p->size, size, memory_order_relaxed);
-    atomic_store_explicit(&p->claim, (uint_fast64_t)tag << 32, memory_order_release);
-    atomic_store(&p->gen, tag);
-    for (int w = 1; w < size; w++)
-        if (atomic_load(&p->workers[w].sleeping)) {
-            atomic_fetch_add(&p->workers[w].wake, 1);
-            futex_wake(&p->workers[w].wake, 1);
-        }
+    const uint32_t tag = next_tag(p);
+    publish(p, tag, n_items, size, fn, NULL, NULL, ctx, -1);
     work(p, tag, 0);
     const long long t1 = now_ns();
-    const unsigned n = (unsigned)n_items;
-    unsigned spins = 0;
-    for (unsigned d; (d = atomic_load(&p->done)) != n;) {
-        if ((++spins & 31) || now_ns() - t1 < SPIN_NS) {
-            cpu_relax();
-            continue;
-        }
-        atomic_store(&p->caller_sleeping, 1);
-        if ((d = atomic_load(&p->done)) != n) futex_wait(&p->done, d);
-        atomic_store(&p->caller_sleeping, 0);
-    }
+    wait_items(p, (unsigned)n_items, t1, NULL, NULL, NULL, 0);
     const long long t2 = now_ns();
     atomic_exchange_explicit(&p->claim, (uint_fast64_t)tag << 32 | CLOSED, memory_order_acq_rel);
     const int ran = atomic_load_explicit(&p->ran, memory_order_relaxed);
     note(t, ran);
+    p->counts.regions++;
     kern_team_adapt_end(t, size, ran, t1 - t0, t2 - t1, t2);
+}
+
+void *kern_team_stage(kern_team *t, int n_items, size_t bytes, size_t priv_bytes) {
+    struct kern_pool *p = t->pool;
+    if (!p || n_items <= 0) return NULL;
+    int slot = -1; /* one that no worker pins: threads slots, threads - 1 workers pinning one each at most */
+    for (int k = 1; k <= p->threads && slot < 0; k++) {
+        const int c = (p->staged + k + p->threads) % p->threads;
+        int pinned = 0;
+        for (int w = 1; w < p->threads; w++)
+            pinned |= atomic_load_explicit(&p->workers[w].pin, memory_order_acquire) == c + 1;
+        if (!pinned) slot = c;
+    }
+    if (slot < 0) return NULL;
+    kern_slot *s = &p->slots[slot];
+    const size_t data_off = ((size_t)n_items + 63) & ~(size_t)63, data = (bytes + 63) & ~(size_t)63,
+                 priv = (priv_bytes + 63) & ~(size_t)63;
+    if (priv && (size_t)p->threads > (SIZE_MAX - data_off - data) / priv) return NULL;
+    const size_t need = data_off + data + priv * (size_t)p->threads;
+    if (need > s->cap) {
+        free(s->mem);
+        s->cap = (need + 65535) & ~(size_t)65535;
+        s->mem = aligned_alloc(64, s->cap);
+        if (!s->mem) {
+            s->cap = 0;
+            return NULL;
+        }
+    }
+    s->taken = (atomic_uchar *)s->mem;
+    for (int i = 0; i < n_items; i++) atomic_store_explicit(&s->taken[i], 0, memory_order_relaxed);
+    s->data = s->mem + data_off;
+    s->priv = s->data + data;
+    s->priv_bytes = priv;
+    p->staged = slot;
+    p->staged_items = n_items;
+    return s->data;
+}
+
+int kern_team_run_staged(kern_team *t, int n_items, kern_steal_task fn, kern_commit_task commit) {
+    struct kern_pool *p = t->pool;
+    if (!p || n_items <= 0 || p->staged < 0 || p->staged_items != n_items) return -1;
+    const int slot = p->staged;
+    const kern_slot *s = &p->slots[slot];
+    void *ctx = s->data;
+    p->staged_items = 0; /* one region per stage */
+    const long long t0 = now_ns();
+    const int active = n_items == 1 ? 1 : kern_team_adapt_begin(t, t0);
+    const int size = active < n_items ? active : n_items;
+    if (size <= 1) {
+        note(t, 1);
+        for (int i = 0; i < n_items; i++) fn(ctx, i, 0, NULL);
+        return 0;
+    }
+    const uint32_t tag = next_tag(p);
+    publish(p, tag, n_items, size, NULL, fn, commit, ctx, slot);
+    const int mine = work(p, tag, 0);
+    const long long t1 = now_ns();
+    /* Late: a multiple of the caller's own mean item time in this region. */
+    long long steal_ns = STEAL_FACTOR * (t1 - t0) / (mine > 0 ? mine : 1);
+    if (steal_ns < STEAL_MIN_NS) steal_ns = STEAL_MIN_NS;
+    const long long steals = p->counts.steals;
+    wait_items(p, (unsigned)n_items, t1, s, fn, ctx, steal_ns);
+    const long long t2 = now_ns();
+    /* A region the caller ended by stealing cost at most steal_ns and the
+     * stolen items' time: not late, however long the worker stays away. */
+    const long long wait = p->counts.steals > steals ? 0 : t2 - t1;
+    atomic_exchange_explicit(&p->claim, (uint_fast64_t)tag << 32 | CLOSED, memory_order_acq_rel);
+    const int ran = atomic_load_explicit(&p->ran, memory_order_relaxed);
+    note(t, ran);
+    p->counts.regions++;
+    p->counts.staged++;
+    p->counts.late_staged += kern_team_adapt_end(t, size, ran, t1 - t0, wait, t2);
+    return 0;
 }
