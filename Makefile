@@ -112,6 +112,11 @@ $(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD
 		$(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The tool-call parser's unit test, likewise.
+$(BUILD)/tests/test_tool_calls: $(BUILD)/tests/test_tool_calls.o $(BUILD)/tests/helpers.o \
+		$(patsubst %,$(BUILD)/src/server/%.o,tool_calls sbuf) $(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@
