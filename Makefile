@@ -107,7 +107,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 
 # The request parser is a server file, not a library one: its unit test
 # links the server objects it needs.
-SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request chat_template json_text sbuf)
+SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request openai_structured chat_template tool_calls \
+                    json_text sbuf)
 $(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
 		$(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
@@ -367,7 +368,8 @@ FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_NATIVE_SRC := $(filter src/kernels/% %_avx2.c %_avx512.c,$(LIB_SRC))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out $(FUZZ_NATIVE_SRC),$(LIB_SRC)))
 FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(FUZZ_NATIVE_SRC))
-FUZZ_SRV_SRC := src/server/openai_request.c src/server/chat_template.c src/server/json_text.c src/server/sbuf.c
+FUZZ_SRV_SRC := src/server/openai_request.c src/server/openai_structured.c src/server/chat_template.c \
+                src/server/tool_calls.c src/server/json_text.c src/server/sbuf.c
 FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 TARGET       ?= gguf
 SECONDS      ?= 60
