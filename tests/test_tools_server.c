@@ -68,6 +68,12 @@ static int stop_all(void **state) {
     "city.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"description\":" \
     "\"City name, e.g. Paris\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},"        \
     "\"required\":[\"city\"]}}}"
+/* For forced calls: the shipped models ramble inside any string they may
+ * write, so the strings are bounded (and a call fits max_tokens). */
+#define CITY_TOOL                                                                                                \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","   \
+    "\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},\"unit\":{\"type\":\"string\",\"enum\":"     \
+    "[\"celsius\",\"fahrenheit\"]}},\"required\":[\"city\"],\"additionalProperties\":false}}}"
 #define ADD_TOOL                                                                                                 \
     "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":"  \
     "{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],"                 \
@@ -198,7 +204,7 @@ static void read_stream(const char *body, streamed *s) {
                 assert_int_equal(idx, (json_int_t)json_array_size(s->calls));
                 assert_string_equal(jstr(t, "type"), "function");
                 assert_string_equal(jstr(t, "function.arguments"), "");
-                json_array_append_new(s->calls, json_pack("{sssss}", "id", jstr(t, "id"), "name",
+                json_array_append_new(s->calls, json_pack("{ssssss}", "id", jstr(t, "id"), "name",
                                                           jstr(t, "function.name"), "arguments", ""));
             } else {
                 json_t *call = json_array_get(s->calls, (size_t)idx);
@@ -274,8 +280,8 @@ static void check_weather_args(const char *args) {
 static void test_forced_call_round_trip(void **state) {
     (void)state;
     static const char ask[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"What's the weather in Paris?\"}],"
-                              "\"tools\":[" WEATHER_TOOL "," ADD_TOOL "],\"tool_choice\":{\"type\":\"function\","
-                              "\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":120,\"seed\":5";
+                              "\"tools\":[" CITY_TOOL "," ADD_TOOL "],\"tool_choice\":{\"type\":\"function\","
+                              "\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":100,\"seed\":5";
     char body[4096];
     snprintf(body, sizeof body, "%s}", ask);
     json_t *whole = post(l.port, "/v1/chat/completions", body, 200);
@@ -304,7 +310,7 @@ static void test_forced_call_round_trip(void **state) {
     streamed_free(&s);
     /* the round trip: the call and the tool's answer go back */
     json_t *rt = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"What's the weather in Paris?\"}],"
-                            "\"tools\":[" WEATHER_TOOL "],\"max_tokens\":8,\"seed\":1}", 0, NULL);
+                            "\"tools\":[" CITY_TOOL "],\"max_tokens\":8,\"seed\":1}", 0, NULL);
     json_t *msgs = json_object_get(rt, "messages");
     json_array_append(msgs, jget(whole, "choices.0.message"));
     json_array_append_new(msgs, json_pack("{sssOss}", "role", "tool", "tool_call_id",
@@ -319,8 +325,8 @@ static void test_forced_call_round_trip(void **state) {
     json_decref(whole);
     /* "required": a call of one of the tools */
     json_t *req = post(l.port, "/v1/chat/completions",
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Add 2 and 3\"}],\"tools\":[" WEATHER_TOOL
-                       "," ADD_TOOL "],\"tool_choice\":\"required\",\"max_tokens\":120,\"seed\":9}", 200);
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Add 2 and 3\"}],\"tools\":[" CITY_TOOL
+                       "," ADD_TOOL "],\"tool_choice\":\"required\",\"max_tokens\":100,\"seed\":9}", 200);
     const char *name = jstr(req, "choices.0.message.tool_calls.0.function.name");
     assert_true(!strcmp(name, "get_weather") || !strcmp(name, "add"));
     assert_string_equal(jstr(req, "choices.0.finish_reason"), "tool_calls");
@@ -330,9 +336,9 @@ static void test_forced_call_round_trip(void **state) {
 static void test_json_schema_response(void **state) {
     (void)state;
     json_t *r = post(l.port, "/v1/chat/completions",
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"A person\"}],\"max_tokens\":150,\"seed\":3,"
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"A person\"}],\"max_tokens\":100,\"seed\":3,"
                      "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\",\"strict\":true,"
-                     "\"schema\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"
+                     "\"schema\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":16},\"age\":"
                      "{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},\"required\":[\"name\",\"age\"],"
                      "\"additionalProperties\":false}}}}",
                      200);
