@@ -108,7 +108,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 # The request parser is a server file, not a library one: its unit test
 # links the server objects it needs.
 SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request openai_structured chat_template tool_calls \
-                    json_text sbuf)
+                    structured json_text sbuf)
 $(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
 		$(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "server/openai_request.h"
+#include "server/structured.h"
 
 static kvlm_tokenizer *tok;
 static chat_template tools_tpl, plain_tpl;
@@ -298,6 +299,34 @@ static void test_tool_choice_none_prompt(void **state) {
     api_request_free(&none);
 }
 
+/* The schema a forced call is constrained by: the named tool alone, or
+ * anyOf over the tools; "parameters" as the key in the llama3 family. */
+static void test_call_schema(void **state) {
+    (void)state;
+    api_request rq;
+    expect_ok("{" MSG "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}}", 1,
+              &tools_tpl, &rq);
+    char *s = structured_call_schema(&rq);
+    assert_string_equal(s, "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"add\"},\"arguments\":"
+                           "{\"type\":\"object\"}},\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}");
+    free(s);
+    rq.tool_family = 2; /* llama3 */
+    free(rq.tool_name);
+    rq.tool_name = NULL;
+    rq.tool_choice = API_TOOLS_REQUIRED;
+    s = structured_call_schema(&rq);
+    assert_string_equal(s, "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_weather\"},"
+                           "\"parameters\":{\"type\":\"object\"}},\"required\":[\"name\",\"parameters\"],"
+                           "\"additionalProperties\":false},{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
+                           "\"add\"},\"parameters\":{\"type\":\"object\"}},\"required\":[\"name\",\"parameters\"],"
+                           "\"additionalProperties\":false}]}");
+    free(s);
+    api_request_free(&rq);
+    expect_ok("{" MSG "}", 1, &tools_tpl, &rq);
+    assert_null(structured_call_schema(&rq));
+    api_request_free(&rq);
+}
+
 static void test_structured_refused(void **state) {
     (void)state;
     static const struct {
@@ -437,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_refused_fields),         cmocka_unit_test(test_nul_and_json_errors),
         cmocka_unit_test(test_tokenize_empty_tools),   cmocka_unit_test(test_structured_fields),
         cmocka_unit_test(test_tool_choice_none_prompt), cmocka_unit_test(test_structured_refused),
+        cmocka_unit_test(test_call_schema),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
