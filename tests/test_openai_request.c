@@ -271,6 +271,8 @@ static void test_structured_fields(void **state) {
         assert_int_equal(rq.tool_choice, choices[i].want);
         if (choices[i].name) assert_string_equal(rq.tool_name, choices[i].name);
         else assert_null(rq.tool_name);
+        /* calls are parsed unless the output has a format of its own */
+        assert_int_equal(rq.parse_calls, choices[i].want != API_TOOLS_OFF && !strstr(choices[i].extra, "json_object"));
         if (choices[i].want != API_TOOLS_OFF) {
             assert_string_equal(rq.tools_json, "[" TOOL("get_weather") "," TOOL("add") "]");
             assert_int_equal(rq.tool_family, 1); /* Qwen2.5: hermes */

@@ -239,6 +239,12 @@ static void test_family_detect(void **state) {
     assert_string_equal(h.prefix, "<tool_call>\n");
     assert_string_equal(h.suffix, "\n</tool_call>");
     assert_string_equal(l.args_key, "parameters");
+    assert_true(tc_is_marker("[TOOL_CALLS]", 12));
+    assert_true(tc_is_marker("<|python_tag|>", 14));
+    assert_true(tc_is_marker("[ARGS]", 6));
+    assert_false(tc_is_marker("[TOOL_CALLS", 11));
+    assert_false(tc_is_marker("<|eot_id|>", 10));
+    assert_false(tc_is_marker(NULL, 0));
 }
 
 int main(void) {

@@ -105,15 +105,17 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     cs->n_tokens++;
     size_t len = 0;
     if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
+    size_t text_len;
+    const char *text = tool_token_text(j, ev, &text_len);
     if (j->rq.stream) {
-        if (ev->text_len || j->rq.logprobs) {
+        if (text_len || j->rq.logprobs) {
             sbuf out = {0};
-            tool_stream_text(j, ci, ev->text, ev->text_len, ev, &out);
+            tool_stream_text(j, ci, text, text_len, ev, &out);
             if (out.len) job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
         }
     } else {
-        sbuf_add(&cs->text, ev->text, ev->text_len);
+        sbuf_add(&cs->text, text, text_len);
         if (j->rq.logprobs) resp_keep_logprobs(cs, ev, j->rq.top_logprobs);
     }
     return 0;

@@ -29,7 +29,7 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
     j->created = (long long)time(NULL);
     j->t_arrival = kvlm_now();
     j->refs = 1;
-    for (int c = 0; c < nc && j->rq.chat && j->rq.stream && j->rq.tool_choice != API_TOOLS_OFF; c++)
+    for (int c = 0; c < nc && j->rq.chat && j->rq.stream && j->rq.parse_calls; c++)
         if (!(j->choices[c].tools = tc_parser_new((tc_family)j->rq.tool_family))) {
             *rq = j->rq; /* the caller still owns the request */
             for (int k = 0; k < c; k++) tc_parser_free(j->choices[k].tools);

@@ -90,6 +90,10 @@ typedef struct api_request {
     char *tool_name;            /* API_TOOLS_NAMED: the function */
     char *tools_json;           /* the request's tools as compact JSON, when tool_choice is not OFF */
     int tool_family;            /* tc_family of the chat template (tool_calls.h) */
+    int parse_calls;            /* the output is split into content and tool calls: tools
+                                   with a tool_choice other than "none", and no
+                                   response_format, grammar or regex (whose output is
+                                   content by construction) */
 } api_request;
 
 int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,

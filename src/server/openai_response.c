@@ -301,7 +301,7 @@ char *resp_final_body(const job *j) {
             json_t *calls = NULL;
             tc_result r = {0};
             /* the text is split into content and calls as the stream splits it */
-            if (j->rq.tool_choice != API_TOOLS_OFF &&
+            if (j->rq.parse_calls &&
                 !tc_parse((tc_family)j->rq.tool_family, cs->text.data ? cs->text.data : "", cs->text.len, &r) &&
                 r.n_calls) {
                 json_decref(text);

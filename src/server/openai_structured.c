@@ -216,6 +216,7 @@ static int parse_tools(json_t *root, const api_limits *lim, api_request *rq, api
     }
     if (parse_tool_choice(root, n ? tools : NULL, rq, e)) return -1;
     if (rq->tool_choice == API_TOOLS_OFF) return 0;
+    rq->parse_calls = rq->format == API_FORMAT_TEXT;
     if (!(rq->tools_json = json_dumps(tools, JSON_COMPACT | JSON_PRESERVE_ORDER)))
         return api_fail(e, 500, NULL, NULL, "out of memory");
     rq->tool_family = lim->tpl ? lim->tpl->tool_family : TC_FAMILY_GENERIC;

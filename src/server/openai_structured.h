@@ -11,7 +11,9 @@
  * tool_choice "required" or naming a function needs tools and cannot be
  * combined with them (it is itself a constraint). tool_choice defaults to
  * "auto" when tools are given; with "none" the tools are not shown to the
- * model (kvlm leaves them out of the prompt) and nothing is parsed.
+ * model (kvlm leaves them out of the prompt) and nothing is parsed. With
+ * a response_format, grammar or regex, the tools are shown but the output
+ * is content (it has the requested format), never parsed for calls.
  */
 #ifndef KVLM_SERVER_OPENAI_STRUCTURED_H
 #define KVLM_SERVER_OPENAI_STRUCTURED_H

@@ -79,6 +79,13 @@ tc_family tc_family_detect(const char *src) {
     return TC_FAMILY_GENERIC;
 }
 
+int tc_is_marker(const char *s, size_t n) {
+    static const char *const all[] = {HERMES_OPEN, HERMES_CLOSE, PYTHON_TAG, MISTRAL_OPEN, "[ARGS]", "[CALL_ID]"};
+    for (size_t i = 0; s && i < sizeof all / sizeof *all; i++)
+        if (strlen(all[i]) == n && !memcmp(s, all[i], n)) return 1;
+    return 0;
+}
+
 const char *tc_family_name(tc_family f) {
     return (unsigned)f < sizeof family_names / sizeof *family_names ? family_names[f] : "generic";
 }

@@ -44,6 +44,12 @@ typedef enum tc_family {
 tc_family tc_family_detect(const char *template_source);
 const char *tc_family_name(tc_family f);
 
+/* 1 if a special token's text is one of the call markers above (<tool_call>,
+ * </tool_call>, <|python_tag|>, [TOOL_CALLS], [ARGS], [CALL_ID]): models
+ * whose vocabularies make them control tokens write no text for them, so
+ * the server feeds their text to the parser itself. */
+int tc_is_marker(const char *s, size_t n);
+
 /* How a forced call is written in a family: the text before and after one
  * call object, and the key of its arguments ("arguments" or
  * "parameters"). */

@@ -21,6 +21,17 @@ static void on_event(void *user, const tc_event *e) {
     x->ev = NULL;
 }
 
+const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *len) {
+    *len = ev->text_len;
+    if (!j->rq.parse_calls || ev->text_len || !j->s->tok || !kvlm_tokenizer_is_special(j->s->tok, ev->id))
+        return ev->text;
+    size_t n = 0;
+    const char *p = kvlm_tokenizer_piece(j->s->tok, ev->id, &n);
+    if (!tc_is_marker(p, n)) return ev->text;
+    *len = n;
+    return p;
+}
+
 void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
     choice_state *cs = &j->choices[c];
     const kvlm_token_event *lp = ev && j->rq.logprobs ? ev : NULL;

@@ -12,6 +12,11 @@
 
 #include "server/srv.h"
 
+/* The text of token ev for the tool-call parser: ev's own, or, when ev
+ * is a special token that is a call marker (Mistral's [TOOL_CALLS],
+ * Llama's <|python_tag|>), the marker's text, which the text stream
+ * leaves out. */
+const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *len);
 /* Text of one token of choice c (ev: the token, for its logprobs). */
 void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out);
 /* The choice's last text and its finish event (with "tool_calls" as the
