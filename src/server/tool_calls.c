@@ -49,6 +49,8 @@ struct tc_parser {
     tc_family family;
     int state, after;       /* after: the state that follows a call object */
     sbuf hold, raw;
+    size_t hold_ws;         /* leading whitespace bytes of hold (hold is whitespace, then
+                               at most a marker's prefix) */
     int committed;          /* the current call's header was sent */
     int n_calls, saw_text, bare;
     int trim;               /* whitespace right after a call is dropped */
@@ -348,16 +350,24 @@ static size_t text_end(const char *s, size_t n) { /* the length without trailing
     return n;
 }
 
+/* hold[0..m) without its trailing whitespace, knowing that its first
+ * hold_ws bytes are whitespace (so a long run is not scanned again). */
+static size_t hold_end(const tc_parser *p, size_t m) {
+    while (m > p->hold_ws && is_ws((unsigned char)p->hold.data[m - 1])) m--;
+    return m > p->hold_ws ? m : 0;
+}
+
 static void text_byte(tc_parser *p, int c) {
     char ch = (char)c;
     if (p->trim && is_ws(c)) return;
     p->trim = 0;
+    if (is_ws(c) && p->hold_ws == p->hold.len) p->hold_ws++;
     sbuf_add(&p->hold, &ch, 1);
     const char *h = p->hold.data;
     size_t n = p->hold.len;
-    if (c == '{' && p->bare && !p->saw_text && !p->n_calls && text_end(h, n - 1) == 0) {
+    if (c == '{' && p->bare && !p->saw_text && !p->n_calls && p->hold_ws == n - 1) {
         sbuf_add(&p->raw, h, n);
-        p->hold.len = 0;
+        p->hold.len = p->hold_ws = 0;
         obj_start(p, S_BETWEEN, 1);
         return;
     }
@@ -367,10 +377,10 @@ static void text_byte(tc_parser *p, int c) {
     for (int i = 0; i < nm; i++) {
         size_t ml = strlen(m[i]);
         if (n >= ml && !memcmp(h + n - ml, m[i], ml)) {
-            size_t t = text_end(h, n - ml);
+            size_t t = hold_end(p, n - ml);
             release(p, h, t);
             sbuf_add(&p->raw, h + t, n - t);
-            p->hold.len = 0;
+            p->hold.len = p->hold_ws = 0;
             p->state = m[i] == MISTRAL_OPEN ? S_M_OPEN : S_OBJ_WAIT;
             p->after = m[i] == HERMES_OPEN ? S_CLOSE : S_BETWEEN;
             p->close_at = 0;
@@ -382,10 +392,11 @@ static void text_byte(tc_parser *p, int c) {
                 break;
             }
     }
-    size_t t = text_end(h, n - keep);
-    if (n - t > MAX_WS) t = n - keep; /* a long run of whitespace is plain text */
+    size_t t = hold_end(p, n - keep);
+    if (n - keep - t > MAX_WS) t = n - keep; /* a long run of whitespace is plain text */
     release(p, h, t);
     sbuf_consume(&p->hold, t);
+    p->hold_ws = n - keep - t; /* what is left: whitespace, then the marker's prefix */
 }
 
 static void m_tag(tc_parser *p, int c) {
@@ -542,7 +553,7 @@ int tc_parser_finish(tc_parser *p, tc_emit_fn emit, void *user) {
     p->state = S_TEXT;
     size_t keep = p->n_calls ? text_end(p->hold.data, p->hold.len) : p->hold.len;
     release(p, p->hold.data, keep);
-    p->hold.len = 0;
+    p->hold.len = p->hold_ws = 0;
     flush_content(p);
     flush_args(p);
     return p->oom || p->out_content.failed || p->out_args.failed ? -1 : 0;
