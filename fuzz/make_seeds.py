@@ -191,6 +191,14 @@ def main():
         (2, {"prompt": "Hello <|endoftext|>", "add_special_tokens": False}),
         (2, {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": False}),
         (3, {"tokens": [15496, 11, 995]}),
+        (1, {"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": {"type": "function",
+             "function": {"name": "get_weather"}}, "tools": [{"type": "function", "function": {
+                 "name": "get_weather", "description": "d", "strict": True, "parameters": {
+                     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}),
+        (0, {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {
+            "name": "p", "strict": True, "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}),
+        (1, {"messages": [{"role": "user", "content": "a"}], "grammar": "root ::= \"yes\" | \"no\""}),
+        (0, {"prompt": "a", "regex": "[0-9]{3}"}),
     ]
     for i, (kind, body) in enumerate(reqs):
         put("openai_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
