@@ -21,7 +21,9 @@
  * With the grammar engine (KVLM_HAVE_GRAMMAR, see src/server/structured.h)
  * the shipped Llama, which knows nothing of JSON, is forced into calls:
  * tool_choice naming a function and "required", streamed and whole, then
- * the round trip with the tool's answer; and response_format json_schema
+ * the round trip with the tool's answer; the same forced call in the
+ * llama3 and mistral syntaxes (servers L3 and LM, short templates of
+ * those families in tests/fixtures/tool_template/); and response_format json_schema
  * yields JSON with the schema's properties. Without it, those requests are
  * refused with a 400 saying why.
  */
@@ -30,8 +32,9 @@
 #define GPT2 "models/shakespeare-gpt2"
 #define GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"
 #define TPL "tests/fixtures/templates/"
+#define MINI "tests/fixtures/tool_template/"
 
-static server g, l;
+static server g, l, l3, lm;
 static json_t *expected;
 
 static int start_in_tempdir(server *sv, const char *args) {
@@ -51,14 +54,15 @@ static int start_all(void **state) {
     if (!expected) return -1;
     if (start_in_tempdir(&g, "-m " GPT2 " --threads 1 --max-seqs 2 --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja"))
         return -1;
-    return start_in_tempdir(&l, "-m " GGUF " --threads 1 --max-seqs 4 --chat-template "
-                                "tests/fixtures/tool_template/hermes-mini.jinja");
+    return start_in_tempdir(&l, "-m " GGUF " --threads 1 --max-seqs 4 --chat-template " MINI "hermes-mini.jinja") ||
+           start_in_tempdir(&l3, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "llama3-mini.jinja") ||
+           start_in_tempdir(&lm, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "mistral-mini.jinja");
 }
 
 static int stop_all(void **state) {
     (void)state;
-    int rc = stop_server(&g) | stop_server(&l);
-    th_rmtree(g.dir), th_rmtree(l.dir);
+    int rc = stop_server(&g) | stop_server(&l) | stop_server(&l3) | stop_server(&lm);
+    th_rmtree(g.dir), th_rmtree(l.dir), th_rmtree(l3.dir), th_rmtree(lm.dir);
     json_decref(expected);
     return rc;
 }
@@ -260,6 +264,19 @@ static void test_auto_stream_matches_whole(void **state) {
     }
 }
 
+/* The start-up line names the call syntax read from each template. */
+static void test_family_in_startup_line(void **state) {
+    (void)state;
+    const server *svs[] = {&g, &l, &l3, &lm};
+    static const char *const family[] = {"hermes", "hermes", "llama3", "mistral"};
+    for (int i = 0; i < 4; i++) {
+        char *log = th_read_file(svs[i]->log, NULL), want[80];
+        snprintf(want, sizeof want, "kvlm serve: tool calls read in the %s syntax", family[i]);
+        if (!log || !strstr(log, want)) fail_msg("server %d: no '%s' in %s", i, want, log ? log : "(no log)");
+        free(log);
+    }
+}
+
 #ifdef KVLM_HAVE_GRAMMAR
 /* A call of get_weather: a name and arguments that are a JSON object with
  * a string "city" and, if any, a unit from the enum. */
@@ -333,6 +350,47 @@ static void test_forced_call_round_trip(void **state) {
     json_decref(req);
 }
 
+/* A forced call written in each family's syntax is read back as a call. */
+static void test_forced_call_families(void **state) {
+    (void)state;
+    const server *svs[] = {&l, &l3, &lm};
+    for (int i = 0; i < 3; i++) {
+        for (int stream = 0; stream < 2; stream++) {
+            char body[2048];
+            snprintf(body, sizeof body,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"tools\":[" CITY_TOOL "],"
+                     "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
+                     "\"max_tokens\":90,\"seed\":5,\"stream\":%s}", stream ? "true" : "false");
+            resp r = http(svs[i]->port, "POST", "/v1/chat/completions", body);
+            if (r.status != 200) fail_msg("server %d: %d %s", i, r.status, r.body);
+            const char *name = NULL, *args = NULL, *finish = NULL;
+            json_t *whole = NULL;
+            streamed s;
+            if (stream) {
+                read_stream(r.body, &s);
+                assert_int_equal(json_array_size(s.calls), 1);
+                name = jstr(s.calls, "0.name");
+                args = jstr(s.calls, "0.arguments");
+                finish = s.finish;
+                assert_int_equal(s.content_len, 0);
+            } else {
+                whole = json_loads(r.body, 0, NULL);
+                assert_int_equal(json_array_size(jget(whole, "choices.0.message.tool_calls")), 1);
+                name = jstr(whole, "choices.0.message.tool_calls.0.function.name");
+                args = jstr(whole, "choices.0.message.tool_calls.0.function.arguments");
+                finish = jstr(whole, "choices.0.finish_reason");
+                assert_true(json_is_null(jget(whole, "choices.0.message.content")));
+            }
+            assert_string_equal(name, "get_weather");
+            check_weather_args(args);
+            assert_string_equal(finish, "tool_calls");
+            if (stream) streamed_free(&s);
+            json_decref(whole);
+            resp_free(&r);
+        }
+    }
+}
+
 static void test_json_schema_response(void **state) {
     (void)state;
     json_t *r = post(l.port, "/v1/chat/completions",
@@ -360,8 +418,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_client_shapes_render_as_jinja2),
         cmocka_unit_test(test_refused_over_http),
         cmocka_unit_test(test_auto_stream_matches_whole),
+        cmocka_unit_test(test_family_in_startup_line),
 #ifdef KVLM_HAVE_GRAMMAR
         cmocka_unit_test(test_forced_call_round_trip),
+        cmocka_unit_test(test_forced_call_families),
         cmocka_unit_test(test_json_schema_response),
 #endif
     };
