@@ -107,9 +107,21 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 
 # The request parser is a server file, not a library one: its unit test
 # links the server objects it needs.
-SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request chat_template json_text sbuf)
+SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request openai_structured chat_template tool_calls \
+                    structured json_text sbuf)
 $(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
 		$(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+# Constrained decoding in the server (src/server/structured.c) is compiled
+# in when the library declares its grammar engine.
+ifneq ($(shell grep -l kvlm_grammar_from_json_schema include/kvlm.h 2>/dev/null),)
+$(BUILD)/src/server/structured.o $(BUILD)/tests/test_tools_server.o: CFLAGS += -DKVLM_HAVE_GRAMMAR
+endif
+
+# The tool-call parser's unit test, likewise.
+$(BUILD)/tests/test_tool_calls: $(BUILD)/tests/test_tool_calls.o $(BUILD)/tests/helpers.o \
+		$(patsubst %,$(BUILD)/src/server/%.o,tool_calls sbuf) $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/tests/%.o: tests/%.c
@@ -364,7 +376,8 @@ FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_NATIVE_SRC := $(filter src/kernels/% %_avx2.c %_avx512.c,$(LIB_SRC))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out $(FUZZ_NATIVE_SRC),$(LIB_SRC)))
 FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(FUZZ_NATIVE_SRC))
-FUZZ_SRV_SRC := src/server/openai_request.c src/server/chat_template.c src/server/json_text.c src/server/sbuf.c
+FUZZ_SRV_SRC := src/server/openai_request.c src/server/openai_structured.c src/server/chat_template.c \
+                src/server/tool_calls.c src/server/json_text.c src/server/sbuf.c
 FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 TARGET       ?= gguf
 SECONDS      ?= 60

@@ -191,6 +191,14 @@ def main():
         (2, {"prompt": "Hello <|endoftext|>", "add_special_tokens": False}),
         (2, {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": False}),
         (3, {"tokens": [15496, 11, 995]}),
+        (1, {"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": {"type": "function",
+             "function": {"name": "get_weather"}}, "tools": [{"type": "function", "function": {
+                 "name": "get_weather", "description": "d", "strict": True, "parameters": {
+                     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}),
+        (0, {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {
+            "name": "p", "strict": True, "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}),
+        (1, {"messages": [{"role": "user", "content": "a"}], "grammar": "root ::= \"yes\" | \"no\""}),
+        (0, {"prompt": "a", "regex": "[0-9]{3}"}),
     ]
     for i, (kind, body) in enumerate(reqs):
         put("openai_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
@@ -200,6 +208,15 @@ def main():
     put("stream", "one_stop", b"END" + SEP + b"some text then END and more")
     put("stream", "overlap", b"aab\nab\n\xc3\xa9" + SEP + b"xxaaab\xc3\xa9\xff\xfe\x00\x01 tokens")
     put("stream", "no_stop", SEP + "plain text, no stops \u20ac".encode())
+    # tool_calls: the family (0 generic, 1 hermes, 2 llama3, 3 mistral), a seed byte, the model's output
+    call = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}'
+    put("tool_calls", "hermes", b"\1\7" + ("Sure.\n<tool_call>\n" + call + "\n</tool_call>\n<tool_call>{\"name\": "
+                                        "\"b\", \"arguments\": {\"s\": \"}\\\"\"}}</tool_call> done").encode())
+    put("tool_calls", "llama3", b"\2\3" + b'{"name": "a", "parameters": {"n": 1}}; <|python_tag|>'
+        b'{"name": "b", "parameters": {}}')
+    put("tool_calls", "mistral", b"\3\1" + ("[TOOL_CALLS][" + call + "]x[TOOL_CALLS]f[CALL_ID]abc123456[ARGS]"
+                                           "{\"y\": [1, {\"z\": null}]}").encode())
+    put("tool_calls", "generic", b"\0\5" + ("not a call <tool_ and {\"answer\": 1} " + call).encode())
 
 
 if __name__ == "__main__":

@@ -229,7 +229,7 @@ static void test_renders_as_jinja2(void **state) {
         free(got);
         n++;
     }
-    assert_int_equal(n, 7);
+    assert_int_equal(n, 8);
     char *log = th_read_file(a.log, NULL);
     assert_non_null(strstr(log, "kvlm serve: chat template --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja (2507 bytes)"));
     free(log);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "server/openai_request.h"
+#include "server/structured.h"
 
 static kvlm_tokenizer *tok;
 static chat_template tools_tpl, plain_tpl;
@@ -182,27 +183,9 @@ static void test_refused_fields(void **state) {
                 1, &plain_tpl, 400, "unsupported_content", "messages[0].content",
                 "'messages[0].content[1]' must be {\"type\": \"text\", \"text\": string}; other parts are not "
                 "supported");
-    expect_fail("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", 1, &tools_tpl, 400,
-                "unsupported_parameter", "response_format",
-                "'response_format' of type 'json_object' is not supported: this server does not constrain the "
-                "output to a format; only {\"type\": \"text\"} is accepted");
-    expect_fail("{" MSG ",\"response_format\":\"text\"}", 1, &tools_tpl, 400, "invalid_type", "response_format",
-                "'response_format' must be an object with a 'type'");
     expect_fail("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", 1, &plain_tpl, 400,
                 "unsupported_parameter", "tools",
                 "'tools' is not supported: this model's chat template does not render tools");
-    expect_fail("{" MSG ",\"tool_choice\":\"required\"}", 1, &tools_tpl, 400, "unsupported_parameter", "tool_choice",
-                "'tool_choice' \"required\" is not supported: this server cannot force a tool call; use \"auto\"");
-    expect_fail("{" MSG ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", 1, &tools_tpl,
-                400, "unsupported_parameter", "tool_choice",
-                "'tool_choice' naming a function is not supported: this server cannot force a tool call; use "
-                "\"auto\"");
-    expect_fail("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"none\"}",
-                1, &tools_tpl, 400, "unsupported_parameter", "tool_choice",
-                "'tool_choice' \"none\" with 'tools' is not supported: the model would still see the tools and may "
-                "call them; leave 'tools' out instead");
-    expect_fail("{" MSG ",\"tool_choice\":\"sometimes\"}", 1, &tools_tpl, 400, "invalid_value", "tool_choice",
-                "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a function");
     expect_fail("{" MSG ",\"modalities\":[\"text\",\"audio\"]}", 1, &tools_tpl, 400, "unsupported_parameter",
                 "modalities", "'modalities' may only list \"text\": this server generates text only");
     expect_fail("{" MSG ",\"reasoning_effort\":\"max\"}", 1, &tools_tpl, 400, "invalid_value", "reasoning_effort",
@@ -219,9 +202,206 @@ static void test_refused_fields(void **state) {
                 "'metadata' must be an object of strings; 'a' is not a string");
     expect_fail("{" MSG ",\"functions\":[]}", 1, &tools_tpl, 400, "unsupported_parameter", "functions",
                 "'functions' is not supported by this server");
-    /* response_format belongs to chat completions only */
-    expect_fail("{\"prompt\":\"a\",\"response_format\":{\"type\":\"text\"}}", 0, &plain_tpl, 400, "unknown_parameter",
-                "response_format", "Unrecognized request argument supplied: response_format");
+    /* tools belong to chat completions only */
+    expect_fail("{\"prompt\":\"a\",\"tools\":[]}", 0, &plain_tpl, 400, "unknown_parameter", "tools",
+                "Unrecognized request argument supplied: tools");
+}
+
+#define TOOL(n) "{\"type\":\"function\",\"function\":{\"name\":\"" n "\",\"parameters\":{\"type\":\"object\"}}}"
+#define TOOLS "\"tools\":[" TOOL("get_weather") "," TOOL("add") "]"
+
+/* response_format, grammar and regex on both endpoints, tools and
+ * tool_choice on chat: what the request carries once accepted. */
+static void test_structured_fields(void **state) {
+    (void)state;
+    api_request rq;
+    for (int chat = 0; chat < 2; chat++) {
+        const char *p = chat ? MSG : "\"prompt\":\"a\"";
+        char body[1024];
+        snprintf(body, sizeof body, "{%s,\"response_format\":{\"type\":\"json_object\"}}", p);
+        expect_ok(body, chat, &tools_tpl, &rq);
+        assert_int_equal(rq.format, API_FORMAT_JSON_OBJECT);
+        assert_null(rq.format_text);
+        api_request_free(&rq);
+        snprintf(body, sizeof body,
+                 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person-1\","
+                 "\"description\":\"d\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+                 "{\"b\":{\"type\":\"integer\"},\"a\":{\"type\":\"string\"}}}}}}", p);
+        expect_ok(body, chat, &tools_tpl, &rq);
+        assert_int_equal(rq.format, API_FORMAT_JSON_SCHEMA);
+        /* the schema's text, keys in the client's order */
+        assert_string_equal(rq.format_text, "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"},"
+                                            "\"a\":{\"type\":\"string\"}}}");
+        assert_int_equal(rq.format_len, strlen(rq.format_text));
+        api_request_free(&rq);
+        snprintf(body, sizeof body, "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                 "{\"name\":\"x\"}}}", p);
+        expect_ok(body, chat, &tools_tpl, &rq); /* no schema: any JSON object */
+        assert_int_equal(rq.format, API_FORMAT_JSON_OBJECT);
+        api_request_free(&rq);
+        snprintf(body, sizeof body, "{%s,\"grammar\":\"root ::= \\\"yes\\\" | \\\"no\\\"\"}", p);
+        expect_ok(body, chat, &tools_tpl, &rq);
+        assert_int_equal(rq.format, API_FORMAT_GRAMMAR);
+        assert_string_equal(rq.format_text, "root ::= \"yes\" | \"no\"");
+        api_request_free(&rq);
+        snprintf(body, sizeof body, "{%s,\"regex\":\"[0-9]{3}-[a-z]+\"}", p);
+        expect_ok(body, chat, &tools_tpl, &rq);
+        assert_int_equal(rq.format, API_FORMAT_REGEX);
+        assert_string_equal(rq.format_text, "[0-9]{3}-[a-z]+");
+        assert_int_equal(rq.tool_choice, API_TOOLS_OFF);
+        api_request_free(&rq);
+    }
+    static const struct {
+        const char *extra;
+        api_tool_choice want;
+        const char *name;
+    } choices[] = {
+        {TOOLS, API_TOOLS_AUTO, NULL},
+        {TOOLS ",\"tool_choice\":\"auto\"", API_TOOLS_AUTO, NULL},
+        {TOOLS ",\"tool_choice\":\"none\"", API_TOOLS_OFF, NULL},
+        {TOOLS ",\"tool_choice\":\"required\"", API_TOOLS_REQUIRED, NULL},
+        {TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}", API_TOOLS_NAMED, "add"},
+        {TOOLS ",\"response_format\":{\"type\":\"json_object\"}", API_TOOLS_AUTO, NULL},
+        {"\"tool_choice\":\"auto\"", API_TOOLS_OFF, NULL},
+    };
+    for (size_t i = 0; i < sizeof choices / sizeof *choices; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{" MSG ",%s}", choices[i].extra);
+        expect_ok(body, 1, &tools_tpl, &rq);
+        assert_int_equal(rq.tool_choice, choices[i].want);
+        if (choices[i].name) assert_string_equal(rq.tool_name, choices[i].name);
+        else assert_null(rq.tool_name);
+        /* calls are parsed unless the output has a format of its own */
+        assert_int_equal(rq.parse_calls, choices[i].want != API_TOOLS_OFF && !strstr(choices[i].extra, "json_object"));
+        if (choices[i].want != API_TOOLS_OFF) {
+            assert_string_equal(rq.tools_json, "[" TOOL("get_weather") "," TOOL("add") "]");
+            assert_int_equal(rq.tool_family, 1); /* Qwen2.5: hermes */
+        } else {
+            assert_null(rq.tools_json);
+        }
+        api_request_free(&rq);
+    }
+}
+
+/* tool_choice "none" leaves the tools out of the prompt; "auto" renders them. */
+static void test_tool_choice_none_prompt(void **state) {
+    (void)state;
+    api_request plain, none, with;
+    expect_ok("{" MSG "}", 1, &tools_tpl, &plain);
+    expect_ok("{" MSG "," TOOLS ",\"tool_choice\":\"none\"}", 1, &tools_tpl, &none);
+    expect_ok("{" MSG "," TOOLS "}", 1, &tools_tpl, &with);
+    assert_int_equal(none.n_prompt[0], plain.n_prompt[0]);
+    assert_memory_equal(none.prompts[0], plain.prompts[0], (size_t)plain.n_prompt[0] * sizeof(int32_t));
+    assert_true(with.n_prompt[0] > plain.n_prompt[0] + 20);
+    api_request_free(&plain);
+    api_request_free(&none);
+    api_request_free(&with);
+    /* "none" with a template that renders no tools: accepted, nothing shown */
+    expect_ok("{" MSG "," TOOLS ",\"tool_choice\":\"none\"}", 1, &plain_tpl, &none);
+    api_request_free(&none);
+}
+
+/* The schema a forced call is constrained by: the named tool alone, or
+ * anyOf over the tools; "parameters" as the key in the llama3 family. */
+static void test_call_schema(void **state) {
+    (void)state;
+    api_request rq;
+    expect_ok("{" MSG "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}}", 1,
+              &tools_tpl, &rq);
+    char *s = structured_call_schema(&rq);
+    assert_string_equal(s, "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"add\"},\"arguments\":"
+                           "{\"type\":\"object\"}},\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}");
+    free(s);
+    rq.tool_family = 2; /* llama3 */
+    free(rq.tool_name);
+    rq.tool_name = NULL;
+    rq.tool_choice = API_TOOLS_REQUIRED;
+    s = structured_call_schema(&rq);
+    assert_string_equal(s, "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_weather\"},"
+                           "\"parameters\":{\"type\":\"object\"}},\"required\":[\"name\",\"parameters\"],"
+                           "\"additionalProperties\":false},{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
+                           "\"add\"},\"parameters\":{\"type\":\"object\"}},\"required\":[\"name\",\"parameters\"],"
+                           "\"additionalProperties\":false}]}");
+    free(s);
+    api_request_free(&rq);
+    expect_ok("{" MSG "}", 1, &tools_tpl, &rq);
+    assert_null(structured_call_schema(&rq));
+    api_request_free(&rq);
+}
+
+static void test_structured_refused(void **state) {
+    (void)state;
+    static const struct {
+        int chat;
+        const char *extra, *code, *param, *message;
+    } cases[] = {
+        {1, "\"response_format\":\"text\"", "invalid_type", "response_format",
+         "'response_format' must be an object with a 'type'"},
+        {0, "\"response_format\":{\"type\":\"xml\"}", "invalid_value", "response_format.type",
+         "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got 'xml'"},
+        {1, "\"response_format\":{\"type\":\"json_object\",\"schema\":{}}", "unknown_parameter",
+         "response_format.schema", "Unrecognized argument 'response_format.schema'"},
+        {1, "\"response_format\":{\"type\":\"json_schema\"}", "missing_parameter", "response_format.json_schema",
+         "'response_format.json_schema' must be an object with 'name' and 'schema'"},
+        {1, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}", "missing_parameter",
+         "response_format.json_schema.name",
+         "'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'"},
+        {1, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a b\",\"schema\":{}}}",
+         "invalid_value", "response_format.json_schema.name",
+         "'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'"},
+        {0, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":[1]}}",
+         "invalid_type", "response_format.json_schema.schema",
+         "'response_format.json_schema.schema' must be a JSON Schema object"},
+        {1, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"strict\":\"yes\"}}",
+         "invalid_type", "response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean"},
+        {1, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"format\":1}}",
+         "unknown_parameter", "response_format.json_schema.format",
+         "Unrecognized argument 'response_format.json_schema.format'"},
+        {0, "\"grammar\":\"\"", "invalid_value", "grammar", "'grammar' must be a non-empty string of at most 65536 bytes"},
+        {1, "\"regex\":7", "invalid_type", "regex", "'regex' must be a non-empty string of at most 4096 bytes"},
+        {0, "\"response_format\":{\"type\":\"json_object\"},\"regex\":\"a\"", "invalid_value", "regex",
+         "give at most one of 'response_format' (json_object or json_schema), 'grammar' and 'regex'"},
+        {1, "\"grammar\":\"root ::= \\\"a\\\"\",\"regex\":\"a\"", "invalid_value", "regex",
+         "give at most one of 'response_format' (json_object or json_schema), 'grammar' and 'regex'"},
+        {1, "\"tools\":{}", "invalid_type", "tools", "'tools' must be a list of functions"},
+        {1, "\"tools\":[{\"type\":\"code_interpreter\"}]", "invalid_value", "tools[0]",
+         "'tools[0]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}"},
+        {1, "\"tools\":[{\"type\":\"function\"}]", "missing_parameter", "tools[0].function",
+         "'tools[0].function' must be an object"},
+        {1, "\"tools\":[" TOOL("a") ",{\"type\":\"function\",\"function\":{\"name\":\"has space\"}}]",
+         "invalid_value", "tools[1].function.name", "'tools[1].function.name' must be 1 to 64 letters, digits, '_' or '-'"},
+        {1, "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":\"{}\"}}]",
+         "invalid_type", "tools[0].function.parameters", "'tools[0].function.parameters' must be a JSON Schema object"},
+        {1, "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"returns\":{}}}]",
+         "unknown_parameter", "tools[0].function.returns", "Unrecognized argument 'tools[0].function.returns'"},
+        {1, "\"tools\":[" TOOL("a") "," TOOL("a") "]", "invalid_value", "tools[1].function.name",
+         "'tools[1].function.name' repeats the name 'a' of tools[0]"},
+        {1, "\"tool_choice\":\"sometimes\"", "invalid_value", "tool_choice",
+         "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+         "{\"name\": string}}"},
+        {1, "\"tool_choice\":\"required\"", "invalid_value", "tool_choice",
+         "'tool_choice' \"required\" needs 'tools' (a non-empty list)"},
+        {1, "\"tools\":[],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", "invalid_value",
+         "tool_choice", "'tool_choice' naming a function needs 'tools' (a non-empty list)"},
+        {1, TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"mul\"}}", "invalid_value",
+         "tool_choice.function.name", "'tool_choice' names the function 'mul', which is not in 'tools'"},
+        {1, TOOLS ",\"tool_choice\":{\"type\":\"function\",\"name\":\"add\"}", "invalid_value", "tool_choice",
+         "'tool_choice' naming a function must be {\"type\": \"function\", \"function\": {\"name\": string}}"},
+        {1, TOOLS ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}", "invalid_value",
+         "tool_choice", "'tool_choice' \"required\" cannot be combined with 'response_format', 'grammar' or 'regex': "
+         "a forced call has its own format"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{%s,%s}", cases[i].chat ? MSG : "\"prompt\":\"a\"", cases[i].extra);
+        expect_fail(body, cases[i].chat, &tools_tpl, 400, cases[i].code, cases[i].param, cases[i].message);
+    }
+    char big[70000];
+    int n = snprintf(big, sizeof big, "{\"prompt\":\"a\",\"grammar\":\"");
+    memset(big + n, 'x', 65537);
+    memcpy(big + n + 65537, "\"}", 3);
+    expect_fail(big, 0, &tools_tpl, 400, "invalid_value", "grammar",
+                "'grammar' must be a non-empty string of at most 65536 bytes");
 }
 
 /* A NUL anywhere names the field; the body's other faults are explained
@@ -286,7 +466,9 @@ int main(void) {
         cmocka_unit_test(test_harmless_chat_fields),   cmocka_unit_test(test_ignored_fields_change_nothing),
         cmocka_unit_test(test_harmless_completion_fields), cmocka_unit_test(test_integers_written_as_floats),
         cmocka_unit_test(test_refused_fields),         cmocka_unit_test(test_nul_and_json_errors),
-        cmocka_unit_test(test_tokenize_empty_tools),
+        cmocka_unit_test(test_tokenize_empty_tools),   cmocka_unit_test(test_structured_fields),
+        cmocka_unit_test(test_tool_choice_none_prompt), cmocka_unit_test(test_structured_refused),
+        cmocka_unit_test(test_call_schema),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -432,8 +432,11 @@ static void test_bad_input(void **state) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"x\":1}]}", 400,
          "unsupported_parameter", "messages[0].x"},
         {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\"}}]}", 400, "unsupported_parameter", "tools"},
+        {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
-         "unsupported_parameter", "tools"},
+         "missing_parameter", "tools[0].function"},
         {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
          400, "unsupported_parameter", "response_format"},

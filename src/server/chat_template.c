@@ -11,6 +11,7 @@
 
 #include "formats/gguf.h"
 #include "formats/tensor_set.h"
+#include "server/tool_calls.h"
 
 #define MAX_TEMPLATE_BYTES (1u << 20)
 
@@ -46,7 +47,11 @@ static int parse_one(tpl_template **out, const char *src, size_t n, const char *
 }
 
 static void note_template(chat_template *t, const char *src) {
-    if (strstr(src, "tools")) t->renders_tools = 1;
+    if (strstr(src, "tools")) {
+        tc_family f = tc_family_detect(src);
+        if (!t->renders_tools || f != TC_FAMILY_GENERIC) t->tool_family = (int)f;
+        t->renders_tools = 1;
+    }
     for (int i = 0; !t->turn_end && turn_ends[i]; i++)
         if (strstr(src, turn_ends[i])) t->turn_end = turn_ends[i];
 }
@@ -241,7 +246,7 @@ int chat_template_load(chat_template *t, const char *model_dir, const char *toke
     if (forced) { /* drop what the files had: the option wins */
         tpl_free(t->main), tpl_free(t->tool_use);
         t->main = t->tool_use = NULL;
-        t->renders_tools = 0;
+        t->renders_tools = t->tool_family = 0;
         t->turn_end = NULL;
         if (!strcmp(name, "plain"))
             snprintf(t->origin, sizeof t->origin, "plain, from --chat-template plain: \"role: content\" lines");

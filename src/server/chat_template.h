@@ -34,6 +34,7 @@ typedef struct chat_template {
     tpl_template *main;     /* NULL: the plain template */
     tpl_template *tool_use; /* the "tool_use" template, or NULL */
     int renders_tools;      /* a template's source mentions `tools` */
+    int tool_family;        /* tc_family of the tool-rendering template (tool_calls.h) */
     char bos[64], eos[64];  /* token strings given to the template */
     const char *turn_end;   /* special token ending an assistant turn, or NULL */
     char origin[400];       /* which template, from where: for the start-up line */

@@ -24,6 +24,8 @@
 
 #include "server/openai_response.h"
 #include "server/srv.h"
+#include "server/structured.h"
+#include "server/tool_stream.h"
 
 #define WATCH_INTERVAL 0.1
 
@@ -103,15 +105,17 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     cs->n_tokens++;
     size_t len = 0;
     if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
+    size_t text_len;
+    const char *text = tool_token_text(j, ev, &text_len);
     if (j->rq.stream) {
-        if (ev->text_len || j->rq.logprobs) {
+        if (text_len || j->rq.logprobs) {
             sbuf out = {0};
-            resp_chunk(j, ci, 0, ev->text, ev->text_len, ev, NULL, &out);
-            job_send(j, out.data, out.len, 0);
+            tool_stream_text(j, ci, text, text_len, ev, &out);
+            if (out.len) job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
         }
     } else {
-        sbuf_add(&cs->text, ev->text, ev->text_len);
+        sbuf_add(&cs->text, text, text_len);
         if (j->rq.logprobs) resp_keep_logprobs(cs, ev, j->rq.top_logprobs);
     }
     return 0;
@@ -138,7 +142,7 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
     if (why != KVLM_FINISH_CANCELLED && why != KVLM_FINISH_ERROR && !j->cancelled) {
         if (j->rq.stream) {
             sbuf out = {0};
-            resp_chunk(j, ci, 0, ev->text, ev->text_len, NULL, resp_finish_name(why), &out);
+            tool_stream_finish(j, ci, ev->text, ev->text_len, why, &out);
             job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
         } else {
@@ -184,6 +188,7 @@ static void submit(srv *s, job *j) {
                                    .stops = (const char *const *)j->rq.stops, .n_stops = j->rq.n_stops,
                                    .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
                                    .user = &j->runs[p]};
+        structured_attach(&prm, j->grammar);
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
         if (id < 0) {

@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "server/srv.h"
+#include "server/structured.h"
+#include "server/tool_calls.h"
 
 job *job_new(srv *s, api_request *rq, kvlm_error *err) {
     job *j = calloc(1, sizeof *j);
@@ -27,6 +29,12 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
     j->created = (long long)time(NULL);
     j->t_arrival = kvlm_now();
     j->refs = 1;
+    for (int c = 0; c < nc && j->rq.chat && j->rq.stream && j->rq.parse_calls; c++)
+        if (!(j->choices[c].tools = tc_parser_new((tc_family)j->rq.tool_family))) {
+            *rq = j->rq; /* the caller still owns the request */
+            for (int k = 0; k < c; k++) tc_parser_free(j->choices[k].tools);
+            goto nomem;
+        }
     for (int p = 0; p < j->rq.n_prompts; p++) {
         j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
         j->prompt_tokens += j->rq.n_prompt[p];
@@ -57,9 +65,11 @@ static void job_free(job *j) {
         free(cs->lp_vals);
         free(cs->lp_top_ids);
         free(cs->lp_top_vals);
+        tc_parser_free(cs->tools);
     }
     free(j->choices);
     free(j->runs);
+    structured_free(j->grammar);
     sbuf_free(&j->out);
     api_request_free(&j->rq);
     free(j);

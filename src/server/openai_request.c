@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sbuf.h"
 #include "server/json_text.h"
+#include "server/openai_structured.h"
+#include "server/sbuf.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_BYTES 1024
@@ -191,11 +192,9 @@ static int is_one_of(json_t *v, const char *const *list) {
 /* Fields of OpenAI's API that do not change what kvlm generates are
  * accepted (type-checked) and ignored: user, store, metadata,
  * service_tier, reasoning_effort, parallel_tool_calls, prediction (a
- * latency hint), response_format text, modalities text, tool_choice none
- * or auto. Values that would change the output and that kvlm cannot honour
- * are rejected, naming the field and why. `tools` is the request's list
- * (NULL when absent, null or empty). */
-static int check_ignored(json_t *root, int chat, json_t *tools, api_error *e) {
+ * latency hint), modalities text. Values that would change the output and
+ * that kvlm cannot honour are rejected, naming the field and why. */
+static int check_ignored(json_t *root, int chat, api_error *e) {
     json_t *v;
     if ((v = json_object_get(root, "user")) && !json_is_null(v) && !json_is_string(v))
         return api_fail(e, 400, "invalid_type", "user", "'user' must be a string");
@@ -227,16 +226,6 @@ static int check_ignored(json_t *root, int chat, json_t *tools, api_error *e) {
                             "'prediction' must be {\"type\": \"content\", \"content\": a string or a list of text "
                             "parts}");
     }
-    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
-        const char *type = json_string_value(json_object_get(v, "type"));
-        if (!json_is_object(v) || !type)
-            return api_fail(e, 400, "invalid_type", "response_format",
-                            "'response_format' must be an object with a 'type'");
-        if (strcmp(type, "text"))
-            return api_fail(e, 400, "unsupported_parameter", "response_format",
-                            "'response_format' of type '%.40s' is not supported: this server does not constrain "
-                            "the output to a format; only {\"type\": \"text\"} is accepted", type);
-    }
     if ((v = json_object_get(root, "modalities")) && !json_is_null(v)) {
         if (!json_is_array(v))
             return api_fail(e, 400, "invalid_type", "modalities", "'modalities' must be a list of strings");
@@ -246,24 +235,6 @@ static int check_ignored(json_t *root, int chat, json_t *tools, api_error *e) {
         json_array_foreach(v, i, x) if (!is_one_of(x, text))
             return api_fail(e, 400, "unsupported_parameter", "modalities",
                             "'modalities' may only list \"text\": this server generates text only");
-    }
-    if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v)) {
-        static const char *const choices[] = {"none", "auto", "required", NULL};
-        if (!is_one_of(v, choices) && !json_is_object(v))
-            return api_fail(e, 400, "invalid_value", "tool_choice",
-                            "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a "
-                            "function");
-        const char *c = json_string_value(v);
-        /* "auto" is what a template given the tools does; "none" without
-         * tools is nothing to do. Forcing or forbidding calls is not. */
-        if (json_is_object(v) || !strcmp(c, "required"))
-            return api_fail(e, 400, "unsupported_parameter", "tool_choice",
-                            "'tool_choice' %s is not supported: this server cannot force a tool call; use \"auto\"",
-                            json_is_object(v) ? "naming a function" : "\"required\"");
-        if (!strcmp(c, "none") && tools)
-            return api_fail(e, 400, "unsupported_parameter", "tool_choice",
-                            "'tool_choice' \"none\" with 'tools' is not supported: the model would still see the "
-                            "tools and may call them; leave 'tools' out instead");
     }
     return 0;
 }
@@ -533,7 +504,9 @@ static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, i
 
 static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
     sbuf text = {0};
-    int rc = render_messages(json_object_get(root, "messages"), json_object_get(root, "tools"), lim, 1, &text, e);
+    /* tool_choice "none": the tools are left out of the prompt */
+    json_t *tools = rq->tool_choice == API_TOOLS_OFF ? NULL : request_tools(root);
+    int rc = render_messages(json_object_get(root, "messages"), tools, lim, 1, &text, e);
     if (!rc) rc = alloc_prompts(rq, 1, e);
     if (!rc)
         rc = encode(lim, text.data ? text.data : "", text.len, chat_uses_special(lim->tpl), "messages", &rq->prompts[0],
@@ -701,13 +674,13 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
         "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
-        "return_tokens_as_token_ids", NULL};
+        "return_tokens_as_token_ids", "response_format", "grammar", "regex", NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
         "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
-        "reasoning_effort", "response_format", "prediction", "modalities", NULL};
+        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -715,7 +688,8 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     json_t *root = parse_body(body, len, e);
     if (!root) return -1;
     int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);
-    if (!rc) rc = check_ignored(root, chat, request_tools(root), e);
+    if (!rc) rc = check_ignored(root, chat, e);
+    if (!rc) rc = api_parse_structured(root, chat, lim, rq, e);
     if (!rc) rc = parse_flags(root, chat, lim, rq, e);
     if (!rc) rc = parse_sampling(root, lim, rq, e);
     if (!rc) rc = parse_logprobs(root, chat, rq, e);
@@ -735,6 +709,9 @@ void api_request_free(api_request *rq) {
     for (int i = 0; rq->stops && i < rq->n_stops; i++) free(rq->stops[i]);
     free(rq->stops);
     free(rq->bias);
+    free(rq->format_text);
+    free(rq->tool_name);
+    free(rq->tools_json);
     memset(rq, 0, sizeof *rq);
 }
 

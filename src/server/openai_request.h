@@ -12,11 +12,11 @@
  * (as OpenAI does). Fields of OpenAI's API that do not change what kvlm
  * generates are type-checked and ignored (user, store, metadata,
  * service_tier, reasoning_effort, parallel_tool_calls, prediction,
- * response_format text, modalities text, tool_choice none/auto, an empty
- * tools list); integers may be written with a zero fraction (10.0). Values
- * kvlm cannot honour (tool_choice required, echo, suffix, best_of > n,
- * response_format json, tools when the chat template does not render them)
- * are rejected rather than ignored. Chat messages are rendered
+ * response_format text, modalities text, an empty tools list); integers
+ * may be written with a zero fraction (10.0). Values kvlm cannot honour
+ * (echo, suffix, best_of > n, tools when the chat template does not render
+ * them) are rejected rather than ignored. response_format, grammar, regex,
+ * tools and tool_choice are read by openai_structured.h. Chat messages are rendered
  * by the model's chat template (chat_template.h); a template's
  * raise_exception is a 400 with its message.
  */
@@ -51,6 +51,22 @@ typedef struct api_limits {
     uint64_t random_seed;       /* used when the request gives none */
 } api_limits;
 
+/* What the output must look like (openai_structured.h). */
+typedef enum api_format {
+    API_FORMAT_TEXT = 0,
+    API_FORMAT_JSON_OBJECT,     /* response_format json_object */
+    API_FORMAT_JSON_SCHEMA,     /* response_format json_schema: format_text is the schema */
+    API_FORMAT_GRAMMAR,         /* kvlm's "grammar": GBNF text */
+    API_FORMAT_REGEX,           /* kvlm's "regex" */
+} api_format;
+
+typedef enum api_tool_choice {
+    API_TOOLS_OFF = 0,          /* no tools, or tool_choice "none": nothing parsed */
+    API_TOOLS_AUTO,             /* the model may call; its output is parsed */
+    API_TOOLS_REQUIRED,         /* a call is forced (any of the tools) */
+    API_TOOLS_NAMED,            /* a call of tool_name is forced */
+} api_tool_choice;
+
 typedef struct api_request {
     int chat, stream, include_usage;
     int n_prompts;              /* >= 1; completions may batch prompts */
@@ -67,6 +83,17 @@ typedef struct api_request {
     kvlm_sampler_options sampling;  /* logit_bias points into `bias` */
     kvlm_logit_bias *bias;
     int32_t turn_end;           /* token ending an assistant turn, -1 */
+    api_format format;
+    char *format_text;          /* NUL-terminated: schema JSON, GBNF or regex; NULL for text/json_object */
+    size_t format_len;
+    api_tool_choice tool_choice;
+    char *tool_name;            /* API_TOOLS_NAMED: the function */
+    char *tools_json;           /* the request's tools as compact JSON, when tool_choice is not OFF */
+    int tool_family;            /* tc_family of the chat template (tool_calls.h) */
+    int parse_calls;            /* the output is split into content and tool calls: tools
+                                   with a tool_choice other than "none", and no
+                                   response_format, grammar or regex (whose output is
+                                   content by construction) */
 } api_request;
 
 int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,

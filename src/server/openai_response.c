@@ -10,9 +10,12 @@
  */
 #include "server/openai_response.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "server/tool_calls.h"
 
 const char *resp_finish_name(kvlm_finish f) {
     switch (f) {
@@ -198,19 +201,9 @@ static json_t *usage_json(const job *j) {
     return u;
 }
 
-void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, const kvlm_token_event *ev,
-                const char *finish, sbuf *out) {
-    const int chat = j->rq.chat;
-    json_t *root = envelope(j, chat ? "chat.completion.chunk" : "text_completion"), *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(c));
-    if (chat) {
-        json_t *d = json_object();
-        if (role) json_object_set_new(d, "role", json_string("assistant"));
-        if (role || n) json_object_set_new(d, "content", ts_json_string(delta, n));
-        json_object_set_new(ch, "delta", d);
-    } else {
-        json_object_set_new(ch, "text", ts_json_string(delta, n));
-    }
+/* A chunk's logprobs, finish reason and envelope; sends it. */
+static void chunk_end(const job *j, int c, json_t *root, json_t *ch, const kvlm_token_event *ev, const char *finish,
+                      sbuf *out) {
     json_t *lp = json_null();
     if (ev && j->rq.logprobs) {
         const choice_state *cs = &j->choices[c];
@@ -226,6 +219,62 @@ void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, cons
     json_object_set_new(root, "choices", arr);
     if (j->rq.include_usage) json_object_set_new(root, "usage", json_null());
     sse(root, out);
+}
+
+void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, const kvlm_token_event *ev,
+                const char *finish, sbuf *out) {
+    const int chat = j->rq.chat;
+    json_t *root = envelope(j, chat ? "chat.completion.chunk" : "text_completion"), *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(c));
+    if (chat) {
+        json_t *d = json_object();
+        if (role) json_object_set_new(d, "role", json_string("assistant"));
+        if (role || n) json_object_set_new(d, "content", ts_json_string(delta, n));
+        json_object_set_new(ch, "delta", d);
+    } else {
+        json_object_set_new(ch, "text", ts_json_string(delta, n));
+    }
+    chunk_end(j, c, root, ch, ev, finish, out);
+}
+
+void resp_tool_call_id(const job *j, int c, int index, char id[32]) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the job id, choice and call index */
+    for (const char *p = j->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ (uint64_t)c) * 1099511628211ull;
+    h = (h ^ (uint64_t)index) * 1099511628211ull;
+    snprintf(id, 32, "call_%016llx%08x", (unsigned long long)h, (unsigned)(h >> 17) ^ (unsigned)index);
+}
+
+static json_t *tool_call_json(const job *j, int c, int index, const char *name, size_t name_len, const char *args,
+                              size_t args_len, int whole) {
+    json_t *tc = json_object(), *fn = json_object();
+    json_object_set_new(tc, "index", json_integer(index));
+    if (name) {
+        char id[32];
+        resp_tool_call_id(j, c, index, id);
+        json_object_set_new(tc, "id", json_string(id));
+        json_object_set_new(tc, "type", json_string("function"));
+        json_object_set_new(fn, "name", ts_json_string(name, name_len));
+    }
+    if (name || args) json_object_set_new(fn, "arguments", ts_json_string(args ? args : "", args ? args_len : 0));
+    json_object_set_new(tc, "function", fn);
+    if (whole) json_object_del(tc, "index");
+    return tc;
+}
+
+void resp_tool_chunk(const job *j, int c, int index, const char *name, size_t name_len, const char *args,
+                     size_t args_len, const kvlm_token_event *ev, sbuf *out) {
+    json_t *root = envelope(j, "chat.completion.chunk"), *ch = json_object(), *d = json_object(), *arr = json_array();
+    json_object_set_new(ch, "index", json_integer(c));
+    json_array_append_new(arr, tool_call_json(j, c, index, name, name_len, args, args_len, 0));
+    json_object_set_new(d, "tool_calls", arr);
+    json_object_set_new(ch, "delta", d);
+    chunk_end(j, c, root, ch, ev, NULL, out);
+}
+
+const char *resp_finish_reason(const job *j, kvlm_finish f, int n_calls) {
+    (void)j;
+    return n_calls > 0 && f == KVLM_FINISH_STOP ? "tool_calls" : resp_finish_name(f);
 }
 
 void resp_stream_end(const job *j, sbuf *out) {
@@ -245,10 +294,27 @@ char *resp_final_body(const job *j) {
         const choice_state *cs = &j->choices[c];
         json_t *ch = json_object(), *text = ts_json_string(cs->text.data ? cs->text.data : "", cs->text.len);
         json_object_set_new(ch, "index", json_integer(c));
+        int n_calls = 0;
         if (chat) {
             json_t *msg = json_object();
             json_object_set_new(msg, "role", json_string("assistant"));
+            json_t *calls = NULL;
+            tc_result r = {0};
+            /* the text is split into content and calls as the stream splits it */
+            if (j->rq.parse_calls &&
+                !tc_parse((tc_family)j->rq.tool_family, cs->text.data ? cs->text.data : "", cs->text.len, &r) &&
+                r.n_calls) {
+                json_decref(text);
+                text = r.content.len ? ts_json_string(r.content.data, r.content.len) : json_null();
+                calls = json_array();
+                for (int k = 0; k < r.n_calls; k++)
+                    json_array_append_new(calls, tool_call_json(j, c, k, r.calls[k].name, strlen(r.calls[k].name),
+                                                                r.calls[k].args.data, r.calls[k].args.len, 1));
+                n_calls = r.n_calls;
+            }
+            tc_result_free(&r);
             json_object_set_new(msg, "content", text);
+            if (calls) json_object_set_new(msg, "tool_calls", calls);
             json_object_set_new(ch, "message", msg);
         } else {
             json_object_set_new(ch, "text", text);
@@ -259,7 +325,7 @@ char *resp_final_body(const job *j) {
             lp = logprobs_json(j, &v);
         }
         json_object_set_new(ch, "logprobs", lp);
-        const char *fin = resp_finish_name(cs->finish);
+        const char *fin = resp_finish_reason(j, cs->finish, n_calls);
         json_object_set_new(ch, "finish_reason", fin ? json_string(fin) : json_null());
         json_array_append_new(arr, ch);
     }

@@ -22,6 +22,18 @@ void resp_sse_error(const api_error *e, sbuf *out);
  * with role, the chat delta opens with the assistant role. */
 void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, const kvlm_token_event *ev,
                 const char *finish, sbuf *out);
+/* One streaming event of a tool call of choice c: its opening (id, type,
+ * name and empty arguments) when name is not NULL, else a piece of its
+ * arguments; logprobs as in resp_chunk (ev may be NULL). */
+void resp_tool_chunk(const job *j, int c, int index, const char *name, size_t name_len, const char *args,
+                     size_t args_len, const kvlm_token_event *ev, sbuf *out);
+/* The id of call `index` of choice c: "call_" and 24 hex digits, the same
+ * in streaming and whole responses. */
+void resp_tool_call_id(const job *j, int c, int index, char id[32]);
+/* The finish reason of choice c: "tool_calls" when it called a tool and
+ * ended of itself (n_calls > 0, STOP). */
+const char *resp_finish_reason(const job *j, kvlm_finish f, int n_calls);
+
 /* The closing usage event (stream_options.include_usage) and [DONE]. */
 void resp_stream_end(const job *j, sbuf *out);
 

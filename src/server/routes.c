@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/openai_response.h"
+#include "server/structured.h"
 
 static const char *const json_ctype = "application/json";
 
@@ -132,12 +133,21 @@ static void completion(srv *s, int chat, const char *body, size_t len, reply *r)
         route_error(r, &e);
         return;
     }
+    struct kvlm_grammar *g;
+    if (structured_build(&rq, &g, &e)) {
+        api_request_free(&rq);
+        route_error(r, &e);
+        return;
+    }
     kvlm_error err;
     if (!(r->j = job_new(s, &rq, &err))) {
         api_request_free(&rq);
+        structured_free(g);
         api_fail(&e, 500, NULL, NULL, "%s", err.msg);
         route_error(r, &e);
+        return;
     }
+    r->j->grammar = g;
 }
 
 typedef struct endpoint {

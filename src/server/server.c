@@ -16,6 +16,7 @@
 
 #include "server/http.h"
 #include "server/srv.h"
+#include "server/tool_calls.h"
 
 static void model_name(srv *s) {
     if (s->cfg.served_name && *s->cfg.served_name) {
@@ -121,6 +122,9 @@ void srv_describe(const srv *s, FILE *f) {
             s->kv_blocks, s->cfg.block_size, (double)s->kv_pool_bytes / 1048576.0, kvlm_dtype_name(s->cfg.kv_dtype),
             s->cfg.max_seqs, s->cfg.max_batch_tokens, s->cfg.max_waiting);
     fprintf(f, "kvlm serve: chat template %s\n", s->tpl.origin);
+    if (chat_renders_tools(&s->tpl))
+        fprintf(f, "kvlm serve: tool calls read in the %s syntax (docs/tools.md)\n",
+                tc_family_name((tc_family)s->tpl.tool_family));
     fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
             kvlm_isa_name(kvlm_engine_isa(s->e)));
     const srv_config *g = &s->cfg;

@@ -49,6 +49,9 @@ typedef struct choice_state {
     int32_t *lp_ids, *lp_top_ids;
     float *lp_vals, *lp_top_vals;
     int n_lp, cap_lp;
+    /* streaming chat with tools: the tool-call parser of this choice */
+    struct tc_parser *tools;
+    int tools_failed;       /* out of memory in it: text passes straight through */
 } choice_state;
 
 /* One prompt of a job, submitted to the scheduler as one request with n
@@ -70,6 +73,7 @@ typedef enum job_state {
 struct job {
     srv *s;
     api_request rq;
+    struct kvlm_grammar *grammar;  /* the request's constraint (structured.h), or NULL */
     char id[48];
     long long created;      /* Unix seconds */
     double t_arrival;       /* kvlm_now() when the body was parsed */

@@ -1,0 +1,57 @@
+/*
+ * Streaming a chat choice through the tool-call parser (see tool_stream.h).
+ */
+#include "server/tool_stream.h"
+
+#include "server/openai_response.h"
+#include "server/tool_calls.h"
+
+typedef struct emit_ctx {
+    job *j;
+    int c;
+    sbuf *out;
+    const kvlm_token_event *ev; /* logprobs not yet sent */
+} emit_ctx;
+
+static void on_event(void *user, const tc_event *e) {
+    emit_ctx *x = user;
+    if (e->kind == TC_EV_CONTENT) resp_chunk(x->j, x->c, 0, e->text, e->len, x->ev, NULL, x->out);
+    else if (e->kind == TC_EV_CALL) resp_tool_chunk(x->j, x->c, e->index, e->text, e->len, NULL, 0, x->ev, x->out);
+    else resp_tool_chunk(x->j, x->c, e->index, NULL, 0, e->text, e->len, x->ev, x->out);
+    x->ev = NULL;
+}
+
+const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *len) {
+    *len = ev->text_len;
+    if (!j->rq.parse_calls || ev->text_len || !j->s->tok || !kvlm_tokenizer_is_special(j->s->tok, ev->id))
+        return ev->text;
+    size_t n = 0;
+    const char *p = kvlm_tokenizer_piece(j->s->tok, ev->id, &n);
+    if (!tc_is_marker(p, n)) return ev->text;
+    *len = n;
+    return p;
+}
+
+void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    const kvlm_token_event *lp = ev && j->rq.logprobs ? ev : NULL;
+    if (!cs->tools || cs->tools_failed) {
+        if (n || lp) resp_chunk(j, c, 0, text, n, lp, NULL, out);
+        return;
+    }
+    emit_ctx x = {j, c, out, lp};
+    if (tc_parser_feed(cs->tools, text, n, on_event, &x)) cs->tools_failed = 1;
+    if (x.ev) resp_chunk(j, c, 0, "", 0, x.ev, NULL, out);
+}
+
+void tool_stream_finish(job *j, int c, const char *text, size_t n, kvlm_finish why, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    if (!cs->tools || cs->tools_failed) {
+        resp_chunk(j, c, 0, text, n, NULL, resp_finish_name(why), out);
+        return;
+    }
+    emit_ctx x = {j, c, out, NULL};
+    if (tc_parser_feed(cs->tools, text, n, on_event, &x) || tc_parser_finish(cs->tools, on_event, &x))
+        cs->tools_failed = 1;
+    resp_chunk(j, c, 0, "", 0, NULL, resp_finish_reason(j, why, tc_parser_calls(cs->tools)), out);
+}
