@@ -41,7 +41,7 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c src/grammar/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 

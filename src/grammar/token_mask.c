@@ -1,0 +1,313 @@
+/*
+ * Token masks: which tokens' byte strings a matcher state can consume.
+ *
+ * The vocabulary is a trie of the bytes decode prints for each token, in
+ * preorder: node i's subtree is nodes i .. end[i]-1 and its tokens are the
+ * contiguous run tokens[tok_begin[i] .. tok_begin[end[i]]), those ending
+ * exactly at i first. The mask walks the trie depth first from the state,
+ * stepping the state by each edge's byte and pruning a subtree at the first
+ * byte the grammar refuses.
+ *
+ * Two shortcuts make the common JSON states cheap:
+ * - self-loops: the ASCII bytes b with step(S, b) == S are computed for the
+ *   start state S (the characters of a string body, the digits of a
+ *   number). Wherever the walk is back in S, a child subtree whose bytes
+ *   (the union kept per node) are all such bytes is accepted whole without
+ *   a visit.
+ * - a cache of recent states' masks in the matcher (states repeat: every
+ *   token inside a string starts from the same state).
+ * Special tokens and tokens that print nothing are not in the trie, so no
+ * mask ever allows them; the end-of-sequence decision is the caller's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+
+struct gr_trie {
+    int vocab;
+    int32_t n_nodes, n_tokens;
+    uint8_t *byte;         /* edge into the node (root: unused) */
+    uint8_t *high;         /* the subtree holds a byte >= 0x80 */
+    int32_t *end;          /* one past the subtree */
+    int32_t *tok_begin;    /* n_nodes + 1 entries */
+    uint64_t (*ascii)[2];  /* ASCII bytes of the subtree (root excluded) */
+    int32_t *tokens;
+};
+
+typedef struct piece_ref {
+    const unsigned char *s;
+    size_t n;
+    int32_t id;
+} piece_ref;
+
+static int cmp_piece(const void *a, const void *b) {
+    const piece_ref *x = a, *y = b;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->s, y->s, n);
+    if (c) return c;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void gr_trie_free(gr_trie *t) {
+    if (!t) return;
+    free(t->byte);
+    free(t->high);
+    free(t->end);
+    free(t->tok_begin);
+    free(t->ascii);
+    free(t->tokens);
+    free(t);
+}
+
+static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
+    qsort(p, (size_t)n, sizeof *p, cmp_piece);
+    size_t total = 1, maxlen = 0;
+    for (int32_t i = 0; i < n; i++) {
+        total += p[i].n;
+        if (p[i].n > maxlen) maxlen = p[i].n;
+    }
+    if (total > (1u << 30)) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "token trie: the vocabulary holds %zu bytes (at most 2^30)", total);
+        return NULL;
+    }
+    gr_trie *t = calloc(1, sizeof *t);
+    int32_t *parent = malloc(total * sizeof *parent), *path = malloc((maxlen + 1) * sizeof *path);
+    if (t) {
+        t->byte = malloc(total);
+        t->high = calloc(total, 1);
+        t->end = malloc(total * sizeof *t->end);
+        t->tok_begin = malloc((total + 1) * sizeof *t->tok_begin);
+        t->ascii = calloc(total, sizeof *t->ascii);
+        t->tokens = malloc(((size_t)n + 1) * sizeof *t->tokens);
+    }
+    if (!t || !parent || !path || !t->byte || !t->high || !t->end || !t->tok_begin || !t->ascii || !t->tokens) {
+        free(parent);
+        free(path);
+        gr_trie_free(t);
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "token trie: out of memory");
+        return NULL;
+    }
+    t->vocab = vocab;
+    int32_t nn = 1, nt = 0;
+    size_t depth = 0; /* path[0..depth] are the open nodes, path[0] the root */
+    path[0] = 0;
+    t->byte[0] = 0;
+    t->tok_begin[0] = 0;
+    parent[0] = -1;
+    const piece_ref *prev = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        size_t l = 0;
+        if (prev)
+            while (l < prev->n && l < p[i].n && prev->s[l] == p[i].s[l]) l++;
+        while (depth > l) t->end[path[depth--]] = nn;
+        for (size_t k = l; k < p[i].n; k++) {
+            int32_t id = nn++;
+            t->byte[id] = p[i].s[k];
+            t->tok_begin[id] = nt;
+            parent[id] = path[depth];
+            path[++depth] = id;
+        }
+        t->tokens[nt++] = p[i].id;
+        prev = &p[i];
+    }
+    while (depth > 0) t->end[path[depth--]] = nn;
+    t->end[0] = nn;
+    t->tok_begin[nn] = nt;
+    for (int32_t i = nn - 1; i >= 1; i--) {
+        unsigned b = t->byte[i];
+        if (b >= 0x80) t->high[i] = 1;
+        else t->ascii[i][b >> 6] |= 1ull << (b & 63);
+        int32_t q = parent[i];
+        if (q > 0) {
+            t->high[q] |= t->high[i];
+            t->ascii[q][0] |= t->ascii[i][0];
+            t->ascii[q][1] |= t->ascii[i][1];
+        }
+    }
+    t->n_nodes = nn;
+    t->n_tokens = nt;
+    free(parent);
+    free(path);
+    return t;
+}
+
+gr_trie *gr_trie_from_pieces(const char *const *pieces, const size_t *lens, int n_vocab, kvlm_error *err) {
+    if (n_vocab < 1) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "token trie: empty vocabulary");
+        return NULL;
+    }
+    piece_ref *p = malloc((size_t)n_vocab * sizeof *p);
+    if (!p) {
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "token trie: out of memory");
+        return NULL;
+    }
+    int32_t n = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (pieces[i] && lens[i] > 0) p[n++] = (piece_ref){(const unsigned char *)pieces[i], lens[i], i};
+    gr_trie *t = build(p, n, n_vocab, err);
+    free(p);
+    return t;
+}
+
+gr_trie *gr_trie_build(const kvlm_tokenizer *tok, kvlm_error *err) {
+    if (!tok) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "a grammar needs the request's tokenizer");
+        return NULL;
+    }
+    const int v = kvlm_tokenizer_vocab_size(tok);
+    if (v < 1) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "token trie: empty vocabulary");
+        return NULL;
+    }
+    piece_ref *p = malloc((size_t)v * sizeof *p);
+    if (!p) {
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "token trie: out of memory");
+        return NULL;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < v; i++) {
+        size_t len = 0;
+        const char *s = kvlm_tokenizer_piece(tok, i, &len);
+        if (s && len > 0 && !kvlm_tokenizer_is_special(tok, i)) p[n++] = (piece_ref){(const unsigned char *)s, len, i};
+    }
+    gr_trie *t = build(p, n, v, err);
+    free(p);
+    return t;
+}
+
+int gr_trie_vocab(const gr_trie *t) { return t->vocab; }
+size_t gr_trie_nodes(const gr_trie *t) { return (size_t)t->n_nodes; }
+
+/* ------------------------------------------------------------------ walk */
+
+typedef struct walk {
+    gr_matcher *m;
+    const gr_trie *t;
+    uint64_t *bits;
+    int count;
+    uint64_t loop[2];
+    int32_t *buf;          /* states of the open trie nodes, back to back */
+    size_t cap;
+    size_t root_n;         /* the start state is buf[0 .. root_n) */
+} walk;
+
+static void allow(walk *w, int32_t from, int32_t to) {
+    for (int32_t i = from; i < to; i++) {
+        int32_t id = w->t->tokens[i];
+        w->bits[id >> 6] |= 1ull << (id & 63);
+    }
+    w->count += to - from;
+}
+
+/* The state stepped from buf[off .. off+n) by byte b, written at off+n;
+ * returns its size (0: refused) or a negative status. */
+static int step_at(walk *w, size_t off, int n, unsigned b) {
+    for (;;) {
+        int need = 0;
+        gr_state st = {w->buf + off, n};
+        int k = gr_state_step(w->m, st, b, w->buf + off + (size_t)n, (int)(w->cap - off - (size_t)n), &need);
+        if (k != -1) return k;
+        size_t cap = (w->cap + (size_t)need) * 2;
+        int32_t *q = realloc(w->buf, cap * sizeof *q);
+        if (!q) return KVLM_ERR_NOMEM;
+        w->buf = q;
+        w->cap = cap;
+    }
+}
+
+static int is_root_state(const walk *w, size_t off, int n) {
+    return (size_t)n == w->root_n && !memcmp(w->buf + off, w->buf, (size_t)n * sizeof *w->buf);
+}
+
+static int walk_node(walk *w, int32_t node, size_t off, int n) {
+    const gr_trie *t = w->t;
+    const int at_root = is_root_state(w, off, n);
+    for (int32_t c = node + 1; c < t->end[node]; c = t->end[c]) {
+        if (at_root && !t->high[c] && !(t->ascii[c][0] & ~w->loop[0]) && !(t->ascii[c][1] & ~w->loop[1])) {
+            allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
+            continue;
+        }
+        int k = step_at(w, off, n, t->byte[c]);
+        if (k < 0) return k;
+        if (k == 0) continue;
+        allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
+        if (t->end[c] > c + 1) {
+            int rc = walk_node(w, c, off + (size_t)n, k);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+static uint64_t state_hash(gr_state st) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)st.n;
+    for (int i = 0; i < st.n; i++) h = (h ^ (uint32_t)st.ids[i]) * 0x100000001b3ull;
+    return h;
+}
+
+void gr_mask_cache_free(gr_matcher *m) {
+    for (int i = 0; i < GR_MASK_CACHE; i++) {
+        free(m->cache[i].ids);
+        free(m->cache[i].bits);
+        m->cache[i].ids = NULL;
+        m->cache[i].bits = NULL;
+    }
+}
+
+static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits) {
+    walk w = {.m = m, .t = t, .bits = bits};
+    w.cap = (size_t)st.n * 8 + 1024;
+    w.buf = malloc(w.cap * sizeof *w.buf);
+    if (!w.buf) return KVLM_ERR_NOMEM;
+    memcpy(w.buf, st.ids, (size_t)st.n * sizeof *w.buf);
+    w.root_n = (size_t)st.n;
+    int rc = 0;
+    for (unsigned b = 0; b < 128 && !rc; b++) {
+        int k = step_at(&w, 0, st.n, b);
+        if (k < 0) rc = k;
+        else if (is_root_state(&w, (size_t)st.n, k)) w.loop[b >> 6] |= 1ull << (b & 63);
+    }
+    if (!rc) rc = walk_node(&w, 0, 0, st.n);
+    free(w.buf);
+    return rc ? rc : w.count;
+}
+
+int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
+    const size_t words = ((size_t)t->vocab + 63) / 64;
+    gr_state st = gr_matcher_state(m);
+    if (m->cache_trie != t) {
+        gr_mask_cache_free(m);
+        m->cache_trie = t;
+    }
+    const uint64_t h = state_hash(st);
+    for (int i = 0; i < GR_MASK_CACHE; i++) {
+        gr_mask_entry *e = &m->cache[i];
+        if (e->ids && e->hash == h && e->n_ids == st.n && !memcmp(e->ids, st.ids, (size_t)st.n * sizeof *st.ids)) {
+            memcpy(bits, e->bits, words * sizeof *bits);
+            m->cache_hits++;
+            return e->count;
+        }
+    }
+    m->cache_misses++;
+    memset(bits, 0, words * sizeof *bits);
+    int count = compute(m, t, st, bits);
+    if (count < 0) return count;
+    gr_mask_entry *e = &m->cache[m->cache_next];
+    int32_t *ids = malloc(((size_t)st.n + 1) * sizeof *ids);
+    uint64_t *copy = e->bits ? e->bits : malloc(words * sizeof *copy);
+    if (!ids || !copy) { /* the mask is right; it is just not cached */
+        free(ids);
+        if (!e->bits) free(copy);
+        return count;
+    }
+    free(e->ids);
+    memcpy(ids, st.ids, (size_t)st.n * sizeof *ids);
+    memcpy(copy, bits, words * sizeof *bits);
+    *e = (gr_mask_entry){.hash = h, .ids = ids, .n_ids = st.n, .bits = copy, .count = count};
+    m->cache_next = (m->cache_next + 1) % GR_MASK_CACHE;
+    return count;
+}
