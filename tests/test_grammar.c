@@ -204,6 +204,9 @@ static void test_json_schema_accepts(void **st) {
     g = schema("{\"type\":[\"string\",\"null\"],\"pattern\":\"^[a-c]+x$\"}");
     expect(g, (const char *[]){"\"abx\"", "null", NULL}, (const char *[]){"\"x\"", "\"abxa\"", NULL});
     kvlm_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"ab?c\"}"); /* unanchored: anywhere in the string */
+    expect(g, (const char *[]){"\"ac\"", "\"zzabc\\\"\"", "\"\xc3\xa9" "ac\"", NULL}, (const char *[]){"\"abbc\"", "\"a\"", NULL});
+    kvlm_grammar_free(g);
     g = schema("{\"type\":\"string\",\"format\":\"date\"}");
     expect(g, (const char *[]){"\"2024-02-28\"", "\"1999-12-31\"", "\"2000-04-30\"", NULL},
            (const char *[]){"\"2024-02-30\"", "\"2024-04-31\"", "\"2024-13-01\"", "\"2024-1-01\"", NULL});
