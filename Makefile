@@ -401,3 +401,15 @@ SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: $(BUILD)/kvlm
 	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 19 /usr/bin/python3 bench/soak.py --kvlm $(BUILD)/kvlm
+
+# ---------------------------------------------------------------------------
+# Constrained decoding benchmark (bench/grammar_bench.c): mask cost per
+# token under a JSON Schema at 50k, 128k and 152k vocabularies (the last two
+# unpacked by `make test`). `make bench-grammar`; never part of `make test`.
+.PHONY: bench-grammar
+$(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-grammar: $(BUILD)/bench/grammar_bench $(VOCAB_GGUF)
+	./$(BUILD)/bench/grammar_bench

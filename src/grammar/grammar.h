@@ -176,5 +176,7 @@ size_t gr_trie_nodes(const gr_trie *t);
  * or KVLM_ERR_NOMEM. Recently seen states are answered from a cache kept
  * in the matcher. */
 int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits);
+/* 0: compute every mask (no per-state cache), for measurements. */
+void gr_matcher_mask_cache(gr_matcher *m, int on);
 
 #endif

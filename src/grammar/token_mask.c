@@ -11,9 +11,14 @@
  * Two shortcuts make the common JSON states cheap:
  * - self-loops: the ASCII bytes b with step(S, b) == S are computed for the
  *   start state S (the characters of a string body, the digits of a
- *   number). Wherever the walk is back in S, a child subtree whose bytes
- *   (the union kept per node) are all such bytes is accepted whole without
- *   a visit.
+ *   number), and, for a state that loops on most of ASCII, whether it also
+ *   loops on every well-formed multi-byte UTF-8 character (checked over
+ *   all of them, byte ranges deduplicated by the state they reach).
+ *   Wherever the walk is back in S, a child subtree whose ASCII bytes (the
+ *   union kept per node) all loop, and whose other bytes are none or (when
+ *   S loops on every character) well-formed UTF-8 per the node's `clean`
+ *   bits, is accepted whole without a visit. A token may end inside a
+ *   character there: from S every prefix of a character can be completed.
  * - a cache of recent states' masks in the matcher (states repeat: every
  *   token inside a string starts from the same state).
  * Special tokens and tokens that print nothing are not in the trie, so no
@@ -31,6 +36,9 @@ struct gr_trie {
     int32_t n_nodes, n_tokens;
     uint8_t *byte;         /* edge into the node (root: unused) */
     uint8_t *high;         /* the subtree holds a byte >= 0x80 */
+    uint8_t *clean;        /* bit s: every token below reads as well-formed UTF-8 (the last
+                              character possibly cut short) from this node's byte on, when
+                              the decoder enters it in state s (see utf8_next) */
     int32_t *end;          /* one past the subtree */
     int32_t *tok_begin;    /* n_nodes + 1 entries */
     uint64_t (*ascii)[2];  /* ASCII bytes of the subtree (root excluded) */
@@ -56,11 +64,37 @@ void gr_trie_free(gr_trie *t) {
     if (!t) return;
     free(t->byte);
     free(t->high);
+    free(t->clean);
     free(t->end);
     free(t->tok_begin);
     free(t->ascii);
     free(t->tokens);
     free(t);
+}
+
+/* UTF-8 decoder states: 0 at a character boundary, 1..3 that many
+ * continuation bytes due, 4..7 the restricted second byte after E0, ED,
+ * F0 and F4 (no overlong forms, surrogates or code points past U+10FFFF).
+ * Returns the state after byte b, or -1 when b cannot come here. */
+static int utf8_next(int s, unsigned b) {
+    const int cont = b >= 0x80 && b <= 0xBF;
+    switch (s) {
+    case 0:
+        if (b < 0x80) return 0;
+        if (b >= 0xC2 && b <= 0xDF) return 1;
+        if (b == 0xE0) return 4;
+        if (b == 0xED) return 5;
+        if (b >= 0xE1 && b <= 0xEF) return 2;
+        if (b == 0xF0) return 6;
+        if (b >= 0xF1 && b <= 0xF3) return 3;
+        if (b == 0xF4) return 7;
+        return -1;
+    case 1: case 2: case 3: return cont ? s - 1 : -1;
+    case 4: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 5: return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 6: return b >= 0x90 && b <= 0xBF ? 2 : -1;
+    default: return b >= 0x80 && b <= 0x8F ? 2 : -1;
+    }
 }
 
 static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
@@ -79,12 +113,13 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
     if (t) {
         t->byte = malloc(total);
         t->high = calloc(total, 1);
+        t->clean = calloc(total, 1);
         t->end = malloc(total * sizeof *t->end);
         t->tok_begin = malloc((total + 1) * sizeof *t->tok_begin);
         t->ascii = calloc(total, sizeof *t->ascii);
         t->tokens = malloc(((size_t)n + 1) * sizeof *t->tokens);
     }
-    if (!t || !parent || !path || !t->byte || !t->high || !t->end || !t->tok_begin || !t->ascii || !t->tokens) {
+    if (!t || !parent || !path || !t->byte || !t->high || !t->clean || !t->end || !t->tok_begin || !t->ascii || !t->tokens) {
         free(parent);
         free(path);
         gr_trie_free(t);
@@ -127,6 +162,17 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
             t->ascii[q][0] |= t->ascii[i][0];
             t->ascii[q][1] |= t->ascii[i][1];
         }
+    }
+    for (int32_t i = nn - 1; i >= 1; i--) { /* children come after their parent */
+        uint8_t bits = 0;
+        for (int st = 0; st < 8; st++) {
+            int next = utf8_next(st, t->byte[i]);
+            if (next < 0) continue;
+            int ok = 1;
+            for (int32_t c = i + 1; c < t->end[i] && ok; c = t->end[c]) ok = (t->clean[c] >> next) & 1;
+            if (ok) bits |= (uint8_t)(1u << st);
+        }
+        t->clean[i] = bits;
     }
     t->n_nodes = nn;
     t->n_tokens = nt;
@@ -180,6 +226,7 @@ gr_trie *gr_trie_build(const kvlm_tokenizer *tok, kvlm_error *err) {
 }
 
 int gr_trie_vocab(const gr_trie *t) { return t->vocab; }
+void gr_matcher_mask_cache(gr_matcher *m, int on) { m->cache_off = !on; }
 size_t gr_trie_nodes(const gr_trie *t) { return (size_t)t->n_nodes; }
 
 /* ------------------------------------------------------------------ walk */
@@ -190,6 +237,7 @@ typedef struct walk {
     uint64_t *bits;
     int count;
     uint64_t loop[2];
+    int utf8_loop;         /* the start state also loops on every well-formed multi-byte character */
     int32_t *buf;          /* states of the open trie nodes, back to back */
     size_t cap;
     size_t root_n;         /* the start state is buf[0 .. root_n) */
@@ -227,7 +275,8 @@ static int walk_node(walk *w, int32_t node, size_t off, int n) {
     const gr_trie *t = w->t;
     const int at_root = is_root_state(w, off, n);
     for (int32_t c = node + 1; c < t->end[node]; c = t->end[c]) {
-        if (at_root && !t->high[c] && !(t->ascii[c][0] & ~w->loop[0]) && !(t->ascii[c][1] & ~w->loop[1])) {
+        if (at_root && (w->utf8_loop ? t->clean[c] & 1 : !t->high[c]) && !(t->ascii[c][0] & ~w->loop[0]) &&
+            !(t->ascii[c][1] & ~w->loop[1])) {
             allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
             continue;
         }
@@ -241,6 +290,54 @@ static int walk_node(walk *w, int32_t node, size_t off, int n) {
         }
     }
     return 0;
+}
+
+/* 1 when from the state buf[off .. off+n), every run of `need` continuation
+ * bytes, the first in lo..hi and the rest in 80..BF, leads back to the
+ * start state; 0 when one does not; a negative status on failure. Bytes
+ * whose state equals the previous byte's are not explored again. */
+static int conts_lead_home(walk *w, size_t off, int n, int need, unsigned lo, unsigned hi) {
+    int32_t prev[64];
+    int n_prev = -1;
+    for (unsigned b = lo; b <= hi; b++) {
+        int k = step_at(w, off, n, b);
+        if (k <= 0) return k;
+        const int32_t *st = w->buf + off + (size_t)n;
+        if (need == 1) {
+            if (!is_root_state(w, off + (size_t)n, k)) return 0;
+            continue;
+        }
+        if (k == n_prev && !memcmp(prev, st, (size_t)k * sizeof *st)) continue;
+        n_prev = k <= 64 ? k : -1;
+        if (k <= 64) memcpy(prev, st, (size_t)k * sizeof *st);
+        int r = conts_lead_home(w, off + (size_t)n, k, need - 1, 0x80, 0xBF);
+        if (r != 1) return r;
+    }
+    return 1;
+}
+
+/* 1 when the start state loops on every well-formed multi-byte character. */
+static int loops_on_utf8(walk *w, int n) {
+    static const struct { unsigned lo, hi, need, clo, chi; } lead[] = {
+        {0xC2, 0xDF, 1, 0x80, 0xBF}, {0xE0, 0xE0, 2, 0xA0, 0xBF}, {0xE1, 0xEC, 2, 0x80, 0xBF},
+        {0xED, 0xED, 2, 0x80, 0x9F}, {0xEE, 0xEF, 2, 0x80, 0xBF}, {0xF0, 0xF0, 3, 0x90, 0xBF},
+        {0xF1, 0xF3, 3, 0x80, 0xBF}, {0xF4, 0xF4, 3, 0x80, 0x8F},
+    };
+    for (size_t i = 0; i < sizeof lead / sizeof lead[0]; i++) {
+        int32_t prev[64];
+        int n_prev = -1;
+        for (unsigned b = lead[i].lo; b <= lead[i].hi; b++) {
+            int k = step_at(w, 0, n, b);
+            if (k <= 0) return k;
+            const int32_t *st = w->buf + n;
+            if (k == n_prev && !memcmp(prev, st, (size_t)k * sizeof *st)) continue;
+            n_prev = k <= 64 ? k : -1;
+            if (k <= 64) memcpy(prev, st, (size_t)k * sizeof *st);
+            int r = conts_lead_home(w, (size_t)n, k, (int)lead[i].need, lead[i].clo, lead[i].chi);
+            if (r != 1) return r;
+        }
+    }
+    return 1;
 }
 
 static uint64_t state_hash(gr_state st) {
@@ -271,6 +368,13 @@ static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits)
         if (k < 0) rc = k;
         else if (is_root_state(&w, (size_t)st.n, k)) w.loop[b >> 6] |= 1ull << (b & 63);
     }
+    /* only a state that loops on most of ASCII (a string body) can loop on
+     * every character; the check costs about a thousand steps */
+    if (!rc && __builtin_popcountll(w.loop[0]) + __builtin_popcountll(w.loop[1]) >= 64) {
+        int r = loops_on_utf8(&w, st.n);
+        if (r < 0) rc = r;
+        else w.utf8_loop = r;
+    }
     if (!rc) rc = walk_node(&w, 0, 0, st.n);
     free(w.buf);
     return rc ? rc : w.count;
@@ -284,6 +388,10 @@ int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
         m->cache_trie = t;
     }
     const uint64_t h = state_hash(st);
+    if (m->cache_off) {
+        memset(bits, 0, words * sizeof *bits);
+        return compute(m, t, st, bits);
+    }
     for (int i = 0; i < GR_MASK_CACHE; i++) {
         gr_mask_entry *e = &m->cache[i];
         if (e->ids && e->hash == h && e->n_ids == st.n && !memcmp(e->ids, st.ids, (size_t)st.n * sizeof *st.ids)) {
