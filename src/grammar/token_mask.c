@@ -19,6 +19,10 @@
  *   S loops on every character) well-formed UTF-8 per the node's `clean`
  *   bits, is accepted whole without a visit. A token may end inside a
  *   character there: from S every prefix of a character can be completed.
+ *   When S loops on every character a JSON string holds unescaped, the
+ *   mask starts as the trie's precomputed set of such "plain" tokens and
+ *   the walk skips plain subtrees, visiting only the paths to tokens with
+ *   a quote, backslash, control byte or broken UTF-8.
  * - a cache of recent states' masks in the matcher (states repeat: every
  *   token inside a string starts from the same state).
  * Special tokens and tokens that print nothing are not in the trie, so no
@@ -43,7 +47,14 @@ struct gr_trie {
     int32_t *tok_begin;    /* n_nodes + 1 entries */
     uint64_t (*ascii)[2];  /* ASCII bytes of the subtree (root excluded) */
     int32_t *tokens;
+    uint64_t *plain;       /* tokens whose bytes are well-formed UTF-8 (the last character possibly
+                              cut short) with ASCII only from PLAIN: a JSON string body takes them all */
 };
+
+/* The ASCII bytes a JSON string holds unescaped: 0x20..0x7E but '"' and '\\'. */
+static const uint64_t PLAIN[2] = {0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull};
+
+static int plain_ascii(unsigned b) { return b < 0x80 && ((PLAIN[b >> 6] >> (b & 63)) & 1); }
 
 typedef struct piece_ref {
     const unsigned char *s;
@@ -69,6 +80,7 @@ void gr_trie_free(gr_trie *t) {
     free(t->tok_begin);
     free(t->ascii);
     free(t->tokens);
+    free(t->plain);
     free(t);
 }
 
@@ -118,8 +130,9 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
         t->tok_begin = malloc((total + 1) * sizeof *t->tok_begin);
         t->ascii = calloc(total, sizeof *t->ascii);
         t->tokens = malloc(((size_t)n + 1) * sizeof *t->tokens);
+        t->plain = calloc(((size_t)vocab + 63) / 64, sizeof *t->plain);
     }
-    if (!t || !parent || !path || !t->byte || !t->high || !t->clean || !t->end || !t->tok_begin || !t->ascii || !t->tokens) {
+    if (!t || !parent || !path || !t->byte || !t->high || !t->clean || !t->end || !t->tok_begin || !t->ascii || !t->tokens || !t->plain) {
         free(parent);
         free(path);
         gr_trie_free(t);
@@ -162,6 +175,14 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
             t->ascii[q][0] |= t->ascii[i][0];
             t->ascii[q][1] |= t->ascii[i][1];
         }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int st = 0;
+        for (size_t k = 0; k < p[i].n && st >= 0; k++) {
+            unsigned b = p[i].s[k];
+            st = b < 0x80 && !plain_ascii(b) ? -1 : utf8_next(st, b);
+        }
+        if (st >= 0) t->plain[p[i].id >> 6] |= 1ull << (p[i].id & 63);
     }
     for (int32_t i = nn - 1; i >= 1; i--) { /* children come after their parent */
         uint8_t bits = 0;
@@ -235,9 +256,9 @@ typedef struct walk {
     gr_matcher *m;
     const gr_trie *t;
     uint64_t *bits;
-    int count;
     uint64_t loop[2];
     int utf8_loop;         /* the start state also loops on every well-formed multi-byte character */
+    int plain_on;          /* ... and on PLAIN: the trie's plain tokens are in the mask already */
     int32_t *buf;          /* states of the open trie nodes, back to back */
     size_t cap;
     size_t root_n;         /* the start state is buf[0 .. root_n) */
@@ -248,7 +269,6 @@ static void allow(walk *w, int32_t from, int32_t to) {
         int32_t id = w->t->tokens[i];
         w->bits[id >> 6] |= 1ull << (id & 63);
     }
-    w->count += to - from;
 }
 
 /* The state stepped from buf[off .. off+n) by byte b, written at off+n;
@@ -271,21 +291,44 @@ static int is_root_state(const walk *w, size_t off, int n) {
     return (size_t)n == w->root_n && !memcmp(w->buf + off, w->buf, (size_t)n * sizeof *w->buf);
 }
 
-static int walk_node(walk *w, int32_t node, size_t off, int n) {
+/* rel: where the walk stands relative to the start state S: 0 at S itself,
+ * 1..7 (only when S loops on every character) S followed by part of a
+ * character, in that UTF-8 decoder state; -1 elsewhere. path_plain: the
+ * bytes from the trie root to node are well-formed UTF-8 with PLAIN ASCII
+ * only, so a plain subtree below holds only plain tokens. */
+static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path_plain) {
     const gr_trie *t = w->t;
-    const int at_root = is_root_state(w, off, n);
+    if (rel < 0 && is_root_state(w, off, n)) rel = 0;
+    const int skip_plain = w->plain_on && rel >= 0 && path_plain;
     for (int32_t c = node + 1; c < t->end[node]; c = t->end[c]) {
-        if (at_root && (w->utf8_loop ? t->clean[c] & 1 : !t->high[c]) && !(t->ascii[c][0] & ~w->loop[0]) &&
-            !(t->ascii[c][1] & ~w->loop[1])) {
-            allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
+        if (rel >= 0) {
+            const int utf8_ok = w->utf8_loop ? (t->clean[c] >> rel) & 1 : rel == 0 && !t->high[c];
+            if (skip_plain && utf8_ok && !(t->ascii[c][0] & ~PLAIN[0]) && !(t->ascii[c][1] & ~PLAIN[1]))
+                continue; /* all in the mask from t->plain */
+            if (utf8_ok && !(t->ascii[c][0] & ~w->loop[0]) && !(t->ascii[c][1] & ~w->loop[1])) {
+                allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
+                continue;
+            }
+        }
+        const unsigned b = t->byte[c];
+        if (rel == 0 && b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1)) {
+            /* a loop byte: the state stays S, no step to take */
+            allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
+            int rc = t->end[c] > c + 1 ? walk_node(w, c, off, n, 0, path_plain && plain_ascii(b)) : 0;
+            if (rc) return rc;
             continue;
         }
-        int k = step_at(w, off, n, t->byte[c]);
+        int k = step_at(w, off, n, b);
         if (k < 0) return k;
         if (k == 0) continue;
         allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
         if (t->end[c] > c + 1) {
-            int rc = walk_node(w, c, off + (size_t)n, k);
+            /* a loop byte keeps S, a character byte moves the decoder (S loops on
+             * whole characters); anything else: only is_root_state can tell */
+            const int loops = b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1);
+            const int next = rel < 0 ? -1 : b < 0x80 ? (rel == 0 && loops ? 0 : -1) : w->utf8_loop ? utf8_next(rel, b) : -1;
+            const int plain = path_plain && next >= 0 && (b >= 0x80 || plain_ascii(b));
+            int rc = walk_node(w, c, off + (size_t)n, k, next, plain);
             if (rc) return rc;
         }
     }
@@ -375,9 +418,16 @@ static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits)
         if (r < 0) rc = r;
         else w.utf8_loop = r;
     }
-    if (!rc) rc = walk_node(&w, 0, 0, st.n);
+    if (!rc && w.utf8_loop && !(PLAIN[0] & ~w.loop[0]) && !(PLAIN[1] & ~w.loop[1])) {
+        memcpy(bits, t->plain, ((size_t)t->vocab + 63) / 64 * sizeof *bits);
+        w.plain_on = 1;
+    }
+    if (!rc) rc = walk_node(&w, 0, 0, st.n, 0, 1);
     free(w.buf);
-    return rc ? rc : w.count;
+    if (rc) return rc;
+    int count = 0;
+    for (size_t i = 0; i < ((size_t)t->vocab + 63) / 64; i++) count += __builtin_popcountll(bits[i]);
+    return count;
 }
 
 int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
