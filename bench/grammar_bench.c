@@ -54,20 +54,28 @@ static const char *DOCS[] = {
     "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88\"}",
 };
 
+#define REPLAYS 3
+#define MAX_POS 4096
+
 typedef struct figures {
     int tokens;
-    double mean_us, max_us;
+    double mean_us, p95_us, max_us;
 } figures;
 
-/* Replays the documents; cached: with the mask cache. */
-static int replay(const kvlm_grammar *g, const kvlm_tokenizer *tok, const gr_trie *trie, int cached, int apply,
-                  figures *f) {
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Replays the documents once, each from a fresh matcher; cached: with the
+ * mask cache. dt[i]: the time at the i-th token, kept when lower. */
+static int replay_once(const kvlm_grammar *g, const kvlm_tokenizer *tok, const gr_trie *trie, int cached, int apply,
+                       double *dt_min, int *n_out) {
     kvlm_error err;
     const int v = kvlm_tokenizer_vocab_size(tok);
     uint64_t *bits = malloc(((size_t)v + 63) / 64 * sizeof *bits);
     float *logits = malloc((size_t)v * sizeof *logits), *out = malloc((size_t)v * sizeof *out);
     for (int i = 0; i < v; i++) logits[i] = (float)((i * 2654435761u) % 1000) / 100.0f;
-    double total = 0, worst = 0;
     int n_tok = 0;
     for (size_t d = 0; d < sizeof DOCS / sizeof DOCS[0]; d++) {
         int32_t *ids;
@@ -82,8 +90,7 @@ static int replay(const kvlm_grammar *g, const kvlm_tokenizer *tok, const gr_tri
             double t0 = now();
             int k = apply ? cst_mask_logits(m, trie, logits, out, bits, v, NULL, 0) : gr_token_mask(m, trie, bits);
             double dt = now() - t0;
-            total += dt;
-            if (dt > worst) worst = dt;
+            if (n_tok < MAX_POS && dt < dt_min[n_tok]) dt_min[n_tok] = dt;
             if (k <= 0 || !((bits[ids[i] >> 6] >> (ids[i] & 63)) & 1)) {
                 fprintf(stderr, "doc %zu token %zu (id %d) not allowed (%d allowed)\n", d, i, ids[i], k);
                 return -1;
@@ -106,9 +113,27 @@ static int replay(const kvlm_grammar *g, const kvlm_tokenizer *tok, const gr_tri
     free(bits);
     free(logits);
     free(out);
-    f->tokens = n_tok;
-    f->mean_us = total / n_tok * 1e6;
-    f->max_us = worst * 1e6;
+    *n_out = n_tok < MAX_POS ? n_tok : MAX_POS;
+    return 0;
+}
+
+/* Per token, the best of REPLAYS replays (the machine is shared: a token
+ * that was preempted once is not charged for it); mean, 95th percentile
+ * and worst over the tokens. */
+static int replay(const kvlm_grammar *g, const kvlm_tokenizer *tok, const gr_trie *trie, int cached, int apply,
+                  figures *f) {
+    static double dt[MAX_POS];
+    int n = 0;
+    for (int i = 0; i < MAX_POS; i++) dt[i] = 1e9;
+    for (int r = 0; r < REPLAYS; r++)
+        if (replay_once(g, tok, trie, cached, apply, dt, &n)) return -1;
+    double total = 0;
+    for (int i = 0; i < n; i++) total += dt[i];
+    qsort(dt, (size_t)n, sizeof *dt, cmp_double);
+    f->tokens = n;
+    f->mean_us = total / n * 1e6;
+    f->p95_us = dt[(n * 95) / 100] * 1e6;
+    f->max_us = dt[n - 1] * 1e6;
     return 0;
 }
 
@@ -126,9 +151,10 @@ static int bench(const char *path, const kvlm_grammar *g) {
     figures warm, cold, applied;
     if (replay(g, tok, trie, 0, 0, &cold) || replay(g, tok, trie, 1, 0, &warm) || replay(g, tok, trie, 1, 1, &applied))
         return -1;
-    printf("%-48s %7d %9zu %8.1f %6d %10.1f %9.1f %10.1f %9.1f %12.1f\n", path, kvlm_tokenizer_vocab_size(tok),
-           gr_trie_nodes(trie), build_ms, cold.tokens, cold.mean_us, cold.max_us, warm.mean_us, warm.max_us,
-           applied.mean_us);
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    printf("%-26s %7d %7zu %7.1f %6d | %6.1f %6.1f %7.1f | %6.1f %6.1f %7.1f | %6.1f %6.1f\n", name,
+           kvlm_tokenizer_vocab_size(tok), gr_trie_nodes(trie), build_ms, cold.tokens, cold.mean_us, cold.p95_us,
+           cold.max_us, warm.mean_us, warm.p95_us, warm.max_us, applied.mean_us, applied.p95_us);
     gr_trie_free(trie);
     kvlm_tokenizer_free(tok);
     return 0;
@@ -143,10 +169,12 @@ int main(int argc, char **argv) {
     }
     const char *defaults[] = {"models/gpt2-tokenizer", "build/tests/vocab/ggml-vocab-llama-bpe.gguf",
                               "build/tests/vocab/ggml-vocab-qwen2.gguf"};
-    printf("mask cost per token under a JSON Schema (microseconds; cold: every mask walked, warm: with the\n"
-           "per-state cache; +apply: warm mask written into a logits row as the scheduler does)\n");
-    printf("%-48s %7s %9s %8s %6s %10s %9s %10s %9s %12s\n", "vocabulary", "vocab", "nodes", "trie ms", "tokens",
-           "cold mean", "cold max", "warm mean", "warm max", "+apply mean");
+    printf("mask cost per token under a JSON Schema, in microseconds (per token the best of %d replays).\n"
+           "cold: every mask walked; warm: with the per-state cache; +apply: warm, and the mask written\n"
+           "into a logits row as the scheduler does\n\n", REPLAYS);
+    printf("%-26s %7s %7s %7s %6s | %-22s | %-22s | %-13s\n", "", "", "trie", "trie", "", "cold", "warm", "+apply");
+    printf("%-26s %7s %7s %7s %6s | %6s %6s %7s | %6s %6s %7s | %6s %6s\n", "vocabulary", "vocab", "nodes", "ms",
+           "tokens", "mean", "p95", "max", "mean", "p95", "max", "mean", "p95");
     int rc = 0;
     if (argc > 1) {
         for (int i = 1; i < argc; i++) rc |= bench(argv[i], g);
