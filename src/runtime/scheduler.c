@@ -30,6 +30,10 @@
  * or the context window with LENGTH. on_token sees every token, the
  * ending one included; on_finish gets the text still held back.
  *
+ * A request with a grammar gives each choice a matcher (runtime/constrain.c
+ * masks the logits row before the sampler; the matcher advances by the
+ * drawn token's bytes). Preemption keeps it, as it keeps the tokens.
+ *
  * Under the recompute policy a choice keeps no KV between tokens: before a
  * step, one that has drawn a token since its KV was last dropped is
  * truncated to 0 and computes its whole context again (in chunks under the
