@@ -263,12 +263,6 @@ static void test_wrap(void **st) {
 
 /* ------------------------------------------------------------ masks */
 
-typedef struct vocab {
-    const char *p[32];
-    size_t n[32];
-    int count;
-} vocab;
-
 static gr_trie *trie_of(const char *const *pieces, int n) {
     size_t lens[64];
     for (int i = 0; i < n; i++) lens[i] = pieces[i] ? strlen(pieces[i]) : 0;
