@@ -19,11 +19,13 @@
 static const char *SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\",\"minimum\":-20,"
     "\"maximum\":5000},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y z\"]}},\"s\":{\"type\":\"string\","
-    "\"pattern\":\"^[a-c]+\\\\.$\"},\"t\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"name\",\"n\"]}";
+    "\"pattern\":\"^[a-c]+\\\\.$\"},\"t\":{\"type\":\"string\",\"maxLength\":6},\"u\":{\"type\":\"string\","
+    "\"minLength\":3,\"maxLength\":40},\"v\":{\"type\":\"string\",\"minLength\":20}},\"required\":[\"name\",\"n\"]}";
 
 static const char *DOCS[] = {
     "{\"name\": \"Caf\xc3\xa9 \\\"x\\\" \\u00e9\\n \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80!\", \"n\": -17,"
-    " \"tags\": [\"y z\", \"x\"], \"s\": \"abc.\", \"t\": \"\xd0\xbf\xd1\x80\xd0\xb8\"}",
+    " \"tags\": [\"y z\", \"x\"], \"s\": \"abc.\", \"t\": \"\xd0\xbf\xd1\x80\xd0\xb8\", \"u\": \"a counted string, "
+    "caf\xc3\xa9 \\\"ok\\\"\", \"v\": \"at least twenty characters, then more of them\"}",
     "{\"name\":\"  leading spaces and\\ttab\",\n \"n\":4999}",
 };
 

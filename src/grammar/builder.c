@@ -204,9 +204,23 @@ void gr_push_codepoints(gr_builder *b, int r, int alt, const uint32_t (*ranges)[
         gr_seq_push(b, &b->rules[r].alts[alt], GR_BYTES, gr_set_id(b, &set));
         return;
     }
+    /* the ASCII part is one byte set (one alternative), so a state inside
+     * the class treats all its ASCII bytes alike */
     int cls = gr_rule_new(b);
+    gr_set ascii_set = {{0}};
+    int has_ascii = 0;
+    for (int i = 0; i < n; i++)
+        for (uint32_t c = ranges[i][0]; c <= ranges[i][1] && c < 0x80; c++) {
+            gr_set_add(&ascii_set, c);
+            has_ascii = 1;
+        }
+    if (has_ascii) {
+        gr_seq *s = gr_alt_new(b, cls);
+        gr_seq_push(b, s, GR_BYTES, gr_set_id(b, &ascii_set));
+    }
     for (int i = 0; i < n && !b->oom; i++) {
-        uint32_t lo = ranges[i][0], hi = ranges[i][1] > 0x10FFFF ? 0x10FFFF : ranges[i][1];
+        uint32_t lo = ranges[i][0] < 0x80 ? 0x80 : ranges[i][0], hi = ranges[i][1] > 0x10FFFF ? 0x10FFFF : ranges[i][1];
+        if (lo > hi) continue;
         if (lo <= 0xD7FF) utf8_range(b, cls, lo, hi < 0xD7FF ? hi : 0xD7FF);
         if (hi >= 0xE000) utf8_range(b, cls, lo > 0xE000 ? lo : 0xE000, hi);
     }

@@ -8,7 +8,7 @@
  * stepping the state by each edge's byte and pruning a subtree at the first
  * byte the grammar refuses.
  *
- * Two shortcuts make the common JSON states cheap:
+ * Three shortcuts make the common JSON states cheap:
  * - self-loops: the ASCII bytes b with step(S, b) == S are computed for the
  *   start state S (the characters of a string body, the digits of a
  *   number), and, for a state that loops on most of ASCII, whether it also
@@ -23,6 +23,12 @@
  *   mask starts as the trie's precomputed set of such "plain" tokens and
  *   the walk skips plain subtrees, visiting only the paths to tokens with
  *   a quote, backslash, control byte or broken UTF-8.
+ * - counted runs: in a state from which every PLAIN byte leads to one
+ *   state, and from that to one state, and so on (a string of bounded
+ *   length: each character spends one of the count), that chain is
+ *   computed once per mask, one step per level; a subtree of PLAIN-only
+ *   tokens no longer than the chain is accepted whole, and PLAIN children
+ *   take their state from the chain instead of a step.
  * - a cache of recent states' masks in the matcher (states repeat: every
  *   token inside a string starts from the same state).
  * Special tokens and tokens that print nothing are not in the trie, so no
@@ -46,6 +52,8 @@ struct gr_trie {
     int32_t *end;          /* one past the subtree */
     int32_t *tok_begin;    /* n_nodes + 1 entries */
     uint64_t (*ascii)[2];  /* ASCII bytes of the subtree (root excluded) */
+    uint16_t *deep;        /* length of the longest token in the subtree (0: none) */
+    int max_len;           /* of any token, at most 65535 */
     int32_t *tokens;
     uint64_t *plain;       /* tokens whose bytes are well-formed UTF-8 (the last character possibly
                               cut short) with ASCII only from PLAIN: a JSON string body takes them all */
@@ -76,6 +84,7 @@ void gr_trie_free(gr_trie *t) {
     free(t->byte);
     free(t->high);
     free(t->clean);
+    free(t->deep);
     free(t->end);
     free(t->tok_begin);
     free(t->ascii);
@@ -126,13 +135,14 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
         t->byte = malloc(total);
         t->high = calloc(total, 1);
         t->clean = calloc(total, 1);
+        t->deep = calloc(total, sizeof *t->deep);
         t->end = malloc(total * sizeof *t->end);
         t->tok_begin = malloc((total + 1) * sizeof *t->tok_begin);
         t->ascii = calloc(total, sizeof *t->ascii);
         t->tokens = malloc(((size_t)n + 1) * sizeof *t->tokens);
         t->plain = calloc(((size_t)vocab + 63) / 64, sizeof *t->plain);
     }
-    if (!t || !parent || !path || !t->byte || !t->high || !t->clean || !t->end || !t->tok_begin || !t->ascii || !t->tokens || !t->plain) {
+    if (!t || !parent || !path || !t->byte || !t->high || !t->clean || !t->deep || !t->end || !t->tok_begin || !t->ascii || !t->tokens || !t->plain) {
         free(parent);
         free(path);
         gr_trie_free(t);
@@ -159,6 +169,8 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
             parent[id] = path[depth];
             path[++depth] = id;
         }
+        t->deep[path[depth]] = (uint16_t)(depth < 65535 ? depth : 65535);
+        if ((int)t->deep[path[depth]] > t->max_len) t->max_len = t->deep[path[depth]];
         t->tokens[nt++] = p[i].id;
         prev = &p[i];
     }
@@ -170,6 +182,7 @@ static gr_trie *build(piece_ref *p, int32_t n, int vocab, kvlm_error *err) {
         if (b >= 0x80) t->high[i] = 1;
         else t->ascii[i][b >> 6] |= 1ull << (b & 63);
         int32_t q = parent[i];
+        if (q >= 0 && t->deep[i] > t->deep[q]) t->deep[q] = t->deep[i];
         if (q > 0) {
             t->high[q] |= t->high[i];
             t->ascii[q][0] |= t->ascii[i][0];
@@ -259,6 +272,12 @@ typedef struct walk {
     uint64_t loop[2];
     int utf8_loop;         /* the start state also loops on every well-formed multi-byte character */
     int plain_on;          /* ... and on PLAIN: the trie's plain tokens are in the mask already */
+    /* counted runs (a string of bounded length): X_0 = S and X_j+1 the one
+     * state every PLAIN byte leads X_j to, for j < chain_len; X_j is
+     * chain[chain_off[j] .. chain_off[j + 1]) */
+    int32_t *chain;
+    size_t *chain_off;
+    int chain_len;
     int32_t *buf;          /* states of the open trie nodes, back to back */
     size_t cap;
     size_t root_n;         /* the start state is buf[0 .. root_n) */
@@ -296,11 +315,17 @@ static int is_root_state(const walk *w, size_t off, int n) {
  * character, in that UTF-8 decoder state; -1 elsewhere. path_plain: the
  * bytes from the trie root to node are well-formed UTF-8 with PLAIN ASCII
  * only, so a plain subtree below holds only plain tokens. */
-static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path_plain) {
+static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path_plain, int chain) {
     const gr_trie *t = w->t;
     if (rel < 0 && is_root_state(w, off, n)) rel = 0;
     const int skip_plain = w->plain_on && rel >= 0 && path_plain;
     for (int32_t c = node + 1; c < t->end[node]; c = t->end[c]) {
+        const int plain_below = !t->high[c] && !(t->ascii[c][0] & ~PLAIN[0]) && !(t->ascii[c][1] & ~PLAIN[1]);
+        if (chain >= 0 && plain_below && t->deep[c] <= w->chain_len) {
+            /* at X_chain after PLAIN bytes only: PLAIN tokens no longer than the run */
+            allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
+            continue;
+        }
         if (rel >= 0) {
             const int utf8_ok = w->utf8_loop ? (t->clean[c] >> rel) & 1 : rel == 0 && !t->high[c];
             if (skip_plain && utf8_ok && !(t->ascii[c][0] & ~PLAIN[0]) && !(t->ascii[c][1] & ~PLAIN[1]))
@@ -314,11 +339,26 @@ static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path
         if (rel == 0 && b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1)) {
             /* a loop byte: the state stays S, no step to take */
             allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
-            int rc = t->end[c] > c + 1 ? walk_node(w, c, off, n, 0, path_plain && plain_ascii(b)) : 0;
+            int rc = t->end[c] > c + 1 ? walk_node(w, c, off, n, 0, path_plain && plain_ascii(b), -1) : 0;
             if (rc) return rc;
             continue;
         }
-        int k = step_at(w, off, n, b);
+        int k, next_chain = -1;
+        if (chain >= 0 && chain < w->chain_len && plain_ascii(b)) { /* X_chain+1, known */
+            const size_t from = w->chain_off[chain + 1], to = w->chain_off[chain + 2];
+            k = (int)(to - from);
+            if (off + (size_t)n + (size_t)k > w->cap) {
+                size_t cap = (w->cap + (size_t)k) * 2;
+                int32_t *q = realloc(w->buf, cap * sizeof *q);
+                if (!q) return KVLM_ERR_NOMEM;
+                w->buf = q;
+                w->cap = cap;
+            }
+            memcpy(w->buf + off + n, w->chain + from, (size_t)k * sizeof *w->buf);
+            next_chain = chain + 1;
+        } else {
+            k = step_at(w, off, n, b);
+        }
         if (k < 0) return k;
         if (k == 0) continue;
         allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
@@ -328,7 +368,7 @@ static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path
             const int loops = b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1);
             const int next = rel < 0 ? -1 : b < 0x80 ? (rel == 0 && loops ? 0 : -1) : w->utf8_loop ? utf8_next(rel, b) : -1;
             const int plain = path_plain && next >= 0 && (b >= 0x80 || plain_ascii(b));
-            int rc = walk_node(w, c, off + (size_t)n, k, next, plain);
+            int rc = walk_node(w, c, off + (size_t)n, k, next, plain, next_chain);
             if (rc) return rc;
         }
     }
@@ -398,6 +438,55 @@ void gr_mask_cache_free(gr_matcher *m) {
     }
 }
 
+/* 1 when every PLAIN byte leads the state to the same state: each stack's
+ * byte set holds all of PLAIN or none of it, and some stack holds it. */
+static int plain_uniform(const gr_matcher *m, const int32_t *ids, size_t n) {
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == 0) continue;
+        const gr_set *set = &m->g->sets[m->g->elems[m->pos[ids[i]]].arg];
+        const uint64_t lo = set->w[0] & PLAIN[0], hi = set->w[1] & PLAIN[1];
+        if (!lo && !hi) continue;
+        if (lo != PLAIN[0] || hi != PLAIN[1]) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* The chain X_0 = S, X_1, ... of a counted run (see walk), as long as
+ * each state is PLAIN-uniform, its successor is not empty and differs
+ * from S (a loop is the self-loop shortcut's), up to the longest token. */
+static int build_chain(walk *w, gr_state st) {
+    size_t cap = (size_t)st.n * 4 + 64, n = (size_t)st.n;
+    const int max = w->t->max_len;
+    w->chain = malloc(cap * sizeof *w->chain);
+    w->chain_off = malloc(((size_t)max + 2) * sizeof *w->chain_off);
+    if (!w->chain || !w->chain_off) return KVLM_ERR_NOMEM;
+    memcpy(w->chain, st.ids, n * sizeof *w->chain);
+    w->chain_off[0] = 0;
+    w->chain_off[1] = n;
+    for (int j = 0; j < max; j++) {
+        const size_t from = w->chain_off[j], len = w->chain_off[j + 1] - from;
+        if (!plain_uniform(w->m, w->chain + from, len)) break;
+        int need = 0, k;
+        for (;;) {
+            k = gr_state_step(w->m, (gr_state){w->chain + from, (int)len}, 'a', w->chain + n, (int)(cap - n), &need);
+            if (k != -1) break;
+            cap = (cap + (size_t)need) * 2;
+            int32_t *q = realloc(w->chain, cap * sizeof *q);
+            if (!q) return KVLM_ERR_NOMEM;
+            w->chain = q;
+        }
+        if (k < 0) return k;
+        if (k == 0 || ((size_t)k == w->chain_off[1] && !memcmp(w->chain + n, w->chain, (size_t)k * sizeof *w->chain)))
+            break;
+        n += (size_t)k;
+        w->chain_off[j + 2] = n;
+        w->chain_len = j + 1;
+    }
+    return 0;
+}
+
 static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits) {
     walk w = {.m = m, .t = t, .bits = bits};
     w.cap = (size_t)st.n * 8 + 1024;
@@ -422,8 +511,11 @@ static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits)
         memcpy(bits, t->plain, ((size_t)t->vocab + 63) / 64 * sizeof *bits);
         w.plain_on = 1;
     }
-    if (!rc) rc = walk_node(&w, 0, 0, st.n, 0, 1);
+    if (!rc && !w.plain_on) rc = build_chain(&w, st);
+    if (!rc) rc = walk_node(&w, 0, 0, st.n, 0, 1, w.chain_len > 0 ? 0 : -1);
     free(w.buf);
+    free(w.chain);
+    free(w.chain_off);
     if (rc) return rc;
     int count = 0;
     for (size_t i = 0; i < ((size_t)t->vocab + 63) / 64; i++) count += __builtin_popcountll(bits[i]);
