@@ -324,11 +324,68 @@ static void test_unconstrained_unchanged(void **st) {
     fixture_close(&f);
 }
 
+/* kvlm run --json-schema / --grammar / --regex: the text printed is a
+ * sentence of the grammar; bad grammars and flag clashes are usage errors
+ * naming what is wrong. */
+static void test_cli(void **st) {
+    (void)st;
+    char *dir = th_tempdir();
+    char schema[1024], gbnf[1024], bad[1024];
+    snprintf(schema, sizeof schema, "%s/s.json", dir);
+    snprintf(gbnf, sizeof gbnf, "%s/g.gbnf", dir);
+    snprintf(bad, sizeof bad, "%s/bad.json", dir);
+    const char *sc = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},"
+                     "\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},\"required\":[\"name\",\"n\"]}";
+    const char *gr = "root ::= word (\" \" word){2}\nword ::= [a-z]{1,6}\n";
+    const char *bd = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}";
+    assert_int_equal(th_write_file(schema, sc, strlen(sc)), 0);
+    assert_int_equal(th_write_file(gbnf, gr, strlen(gr)), 0);
+    assert_int_equal(th_write_file(bad, bd, strlen(bd)), 0);
+    kvlm_error err;
+    const struct {
+        const char *flag, *arg, *src;
+        int gbnf;
+    } runs[] = {{"--json-schema", schema, sc, 0}, {"--grammar", gbnf, gr, 1}, {"--regex", "'[A-Z][a-z]{2,5}!'", NULL, 2}};
+    for (int i = 0; i < 3; i++) {
+        char *out = NULL;
+        int rc = th_run_kvlm(&out, "run -m %s -p ROMEO: -n 100 --temp 0.9 --seed 5 %s %s --json 2>/dev/null", GPT2,
+                             runs[i].flag, runs[i].arg);
+        assert_int_equal(rc, 0);
+        json_t *doc = json_loads(out, 0, NULL);
+        if (!doc) fail_msg("not JSON: %s", out);
+        const char *text = json_string_value(json_object_get(doc, "text"));
+        assert_string_equal(json_string_value(json_object_get(doc, "finish_reason")), "stop");
+        kvlm_grammar *g = runs[i].gbnf == 0 ? kvlm_grammar_from_json_schema(runs[i].src, strlen(runs[i].src), &err)
+                          : runs[i].gbnf == 1 ? kvlm_grammar_from_gbnf(runs[i].src, strlen(runs[i].src), &err)
+                                              : kvlm_grammar_from_regex("[A-Z][a-z]{2,5}!", 16, &err);
+        assert_non_null(g);
+        if (kvlm_grammar_match(g, text, strlen(text), &err) != 1) fail_msg("%s: not a sentence: %s", runs[i].flag, text);
+        kvlm_grammar_free(g);
+        json_decref(doc);
+        free(out);
+    }
+    char args[4][2048];
+    snprintf(args[0], sizeof args[0], "run -m %s -p x --json-schema %s 2>&1", GPT2, bad);
+    snprintf(args[1], sizeof args[1], "run -m %s -p x --grammar %s --regex a 2>&1", GPT2, gbnf);
+    snprintf(args[2], sizeof args[2], "run -m %s -p x --regex '(a' 2>&1", GPT2);
+    snprintf(args[3], sizeof args[3], "run -m %s -p x --grammar %s/missing.gbnf 2>&1", GPT2, dir);
+    const th_cli_case cases[] = {
+        {args[0], 2, "unsupported format \"email\" at /properties/a"},
+        {args[1], 2, "exclude each other"},
+        {args[2], 2, "regex: group is not closed"},
+        {args[3], 2, "missing.gbnf"},
+    };
+    th_expect_cli(cases, 4);
+    th_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_max_tokens_mid_json),
         cmocka_unit_test(test_unconstrained_unchanged),
         cmocka_unit_test(test_random_schemas_validate),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
