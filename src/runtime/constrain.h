@@ -6,8 +6,9 @@
  * A trie is built at the first grammar request on a tokenizer and kept
  * while the scheduler lives (up to CST_MAX_TRIES tokenizers; one without
  * live requests is dropped to make room). A kept trie is recognised by
- * the tokenizer's address and a fingerprint of its pieces, so a tokenizer
- * freed and another loaded at the same address is not mistaken for it.
+ * the tokenizer's address and a fingerprint of its size and of pieces
+ * spread over it, so a tokenizer freed and a different one loaded at the
+ * same address is not mistaken for it.
  * Nothing here samples or decides the end of a choice (scheduler.c does).
  */
 #ifndef KVLM_RUNTIME_CONSTRAIN_H
