@@ -41,7 +41,7 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c)
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c src/grammar/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -418,3 +418,15 @@ SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: $(BUILD)/kvlm
 	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 19 /usr/bin/python3 bench/soak.py --kvlm $(BUILD)/kvlm
+
+# ---------------------------------------------------------------------------
+# Constrained decoding benchmark (bench/grammar_bench.c): mask cost per
+# token under a JSON Schema at 50k, 128k and 152k vocabularies (the last two
+# unpacked by `make test`). `make bench-grammar`; never part of `make test`.
+.PHONY: bench-grammar
+$(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-grammar: $(BUILD)/bench/grammar_bench $(VOCAB_GGUF)
+	./$(BUILD)/bench/grammar_bench

@@ -218,6 +218,21 @@ def main():
                                            "{\"y\": [1, {\"z\": null}]}").encode())
     put("tool_calls", "generic", b"\0\5" + ("not a call <tool_ and {\"answer\": 1} " + call).encode())
 
+    # grammar: first byte 0 GBNF, 1 JSON Schema, 2 regex, 3 wrapped GBNF; then source, SEP, text
+    put("grammar", "gbnf_expr", b"\0root ::= e\ne ::= t (\"+\" t)*\nt ::= \"(\" e \")\" | [0-9]+ # sum\n" + SEP + b"(1+22)+3")
+    put("grammar", "gbnf_utf8", b"\0root ::= [^a-c\\n]{2,3} \"\\u00e9\" .? x?\nx ::= \"\" | [\\U0001F600-\\U0001F64F]+" + SEP +
+        "\u20acz\u00e9\U0001F600".encode())
+    put("grammar", "schema", b"\1" + json.dumps({
+        "type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 3}, "n": {"type": "integer", "minimum": -5, "maximum": 120},
+            "x": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 3}, "d": {"type": "string", "format": "date"},
+            "t": {"anyOf": [{"$ref": "#/$defs/t"}, {"type": "null"}]}, "e": {"enum": ["a", 1, None, [True]]},
+            "p": {"type": "string", "pattern": "^[a-c]+x$"}},
+        "required": ["n"], "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}, "maxItems": 2}}}).encode() +
+        SEP + b'{"name":"\xc3\xa9ab", "n": 7, "t": [[], [[]]], "d": "2024-02-28"}')
+    put("grammar", "regex", b"\2^(\\d{3}-)?[A-Z][a-z]*(?: [a-z]+)+|\\w+@\\w+\\.com$" + SEP + b"555-Ab cd")
+    put("grammar", "wrapped", b"\3root ::= \"{\" [a-z]* \"}\"" + SEP + b"<w>{ab}</w>")
+
 
 if __name__ == "__main__":
     main()

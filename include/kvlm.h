@@ -376,6 +376,36 @@ int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
 /* log_softmax(logits)[id]. */
 float kvlm_token_logprob(const float *logits, int vocab, int32_t id);
 
+/* ------------------------------------------------------------- grammars */
+
+/* Constrained decoding (docs/structured-output.md): a grammar limits the
+ * tokens a request may draw to those whose bytes can continue a sentence
+ * of the grammar, so the output is valid by construction (given enough
+ * max_tokens). A compiled grammar is immutable: one may serve any number
+ * of requests on any threads at once. Each constructor returns NULL with
+ * err set (KVLM_ERR_ARG for a malformed input, KVLM_ERR_UNSUPPORTED for
+ * what kvlm does not implement), the message naming the keyword, JSON
+ * pointer, line and column or offset at fault, e.g.
+ * "json schema: unsupported keyword \"patternProperties\" at /properties/a". */
+typedef struct kvlm_grammar kvlm_grammar;
+
+/* JSON text of a JSON Schema (the supported subset is documented). */
+kvlm_grammar *kvlm_grammar_from_json_schema(const char *schema_json, size_t len, kvlm_error *err);
+/* Any JSON object (OpenAI's json_object mode). */
+kvlm_grammar *kvlm_grammar_json_object(kvlm_error *err);
+/* llama.cpp's GBNF syntax; the start rule is "root". */
+kvlm_grammar *kvlm_grammar_from_gbnf(const char *text, size_t len, kvlm_error *err);
+/* A regular expression that the whole output must match. */
+kvlm_grammar *kvlm_grammar_from_regex(const char *re, size_t len, kvlm_error *err);
+/* The same grammar with fixed text around it: prefix G suffix (a tool
+ * call's wrapper, e.g. "<tool_call>\n" + schema + "\n</tool_call>").
+ * NULL prefix or suffix: none. g is not changed and may be freed after. */
+kvlm_grammar *kvlm_grammar_wrap(const kvlm_grammar *g, const char *prefix, const char *suffix, kvlm_error *err);
+void kvlm_grammar_free(kvlm_grammar *g);
+/* Whether text[0..len) is a complete sentence of g: 1 yes, 0 no (not
+ * even a prefix of one, or a prefix only), negative status on failure. */
+int kvlm_grammar_match(const kvlm_grammar *g, const char *text, size_t len, kvlm_error *err);
+
 /* ------------------------------------------------------------- scheduler */
 
 /* Continuous batching over one engine: requests join and leave the running
@@ -462,6 +492,17 @@ typedef struct kvlm_request_params {
      * cache. Optional. */
     void (*on_admit)(void *user, int n_cached);
     void *user;
+    /* Constrained decoding: NULL unconstrained. Needs `tokenizer` (the
+     * bytes of each token). At each step the tokens that cannot continue
+     * the grammar get -infinity before the sampler's processors, so every
+     * sampling setting still applies and greedy picks the best allowed
+     * token; special tokens are never allowed; the eos_ids are allowed
+     * exactly when the output is a complete sentence (and are the only
+     * choice when nothing can follow it; without eos_ids the choice then
+     * ends with STOP). Log-probabilities stay the model's own (of the
+     * unmasked logits). Each choice keeps its own matcher (kept across
+     * preemption); the grammar must outlive the request. */
+    const kvlm_grammar *grammar;
 } kvlm_request_params;
 
 typedef struct kvlm_sched_options {

@@ -7,7 +7,7 @@
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
-pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils"
+pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema"
 if [ "${1:-}" = "--dev" ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy"
 fi

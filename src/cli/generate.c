@@ -92,7 +92,8 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
                              .eos_ids = rq->eos_ids, .n_eos = rq->n_eos, .logprobs = k,
                              .sampling = rq->sampling, .text = rq->text && !g.prefill_only,
                              .tokenizer = rq->tok, .stops = rq->stops, .n_stops = rq->n_stops,
-                             .on_token = on_token, .on_finish = on_finish, .user = &g};
+                             .on_token = on_token, .on_finish = on_finish, .user = &g,
+                             .grammar = rq->grammar};
     int rc = 0;
     const double t_submit = kvlm_now();
     if (kvlm_sched_submit(s, &p, err) < 0) rc = err->code;

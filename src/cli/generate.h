@@ -36,6 +36,7 @@ typedef struct gen_request {
     int n_stops;
     int recompute;                  /* no KV kept between steps (kvlm_sched_options) */
     FILE *stream;                   /* text written as it arrives; NULL: none */
+    const kvlm_grammar *grammar;    /* constrained decoding; NULL: none */
 } gen_request;
 
 typedef struct gen_result {

@@ -6,6 +6,8 @@
  * kvlm serve returns for the same request: an end-of-sequence token ends
  * the generation and is not printed, a stop string and what follows it
  * never are. --no-cache runs the scheduler's recompute policy.
+ * --json-schema, --grammar and --regex constrain the output (the
+ * scheduler masks the tokens that cannot continue it).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@ typedef struct run_opts {
     model_flags mf;
     sampling_flags smp;
     int n, logprobs, no_cache, stats, json, ignore_eos;
+    const char *json_schema, *grammar, *regex;
 } run_opts;
 
 static int parse(int argc, char **argv, run_opts *o) {
@@ -35,6 +38,10 @@ static int parse(int argc, char **argv, run_opts *o) {
         CLI_SWITCH("--no-cache", "recompute the whole context at every step", &o->no_cache, 1),
         CLI_SWITCH("--stats", "print timings and KV cache figures after the text (stderr)", &o->stats, 1),
         CLI_INT("--logprobs", "K", "with --json: top K log-probabilities per generated token", &o->logprobs, 1, 100),
+        CLI_STR("--json-schema", "FILE", "constrain the output to JSON valid under the JSON Schema in FILE "
+                "(docs/structured-output.md)", &o->json_schema),
+        CLI_STR("--grammar", "FILE", "constrain the output to the GBNF grammar in FILE (start rule root)", &o->grammar),
+        CLI_STR("--regex", "RE", "constrain the output to match the regular expression RE", &o->regex),
         CLI_END,
     };
     cli_spec spec = {
@@ -49,7 +56,37 @@ static int parse(int argc, char **argv, run_opts *o) {
     };
     if (cli_parse(&spec, argc, argv)) return -1;
     if (o->logprobs && !o->json) return cli_usage_error(&spec, "--logprobs needs --json");
+    if (!!o->json_schema + !!o->grammar + !!o->regex > 1)
+        return cli_usage_error(&spec, "--json-schema, --grammar and --regex exclude each other");
     return 0;
+}
+
+/* The grammar of --json-schema, --grammar or --regex (NULL without one);
+ * sets *failed after printing why it could not be built. */
+static kvlm_grammar *load_grammar(const run_opts *o, int *failed) {
+    kvlm_error err = {0};
+    kvlm_grammar *g = NULL;
+    *failed = 0;
+    if (o->regex) {
+        g = kvlm_grammar_from_regex(o->regex, strlen(o->regex), &err);
+    } else if (o->json_schema || o->grammar) {
+        const char *flag = o->json_schema ? "--json-schema" : "--grammar";
+        size_t len = 0;
+        char *text = arg_read_file(flag, o->json_schema ? o->json_schema : o->grammar, &len);
+        if (!text) {
+            *failed = 1;
+            return NULL;
+        }
+        g = o->json_schema ? kvlm_grammar_from_json_schema(text, len, &err) : kvlm_grammar_from_gbnf(text, len, &err);
+        free(text);
+    } else {
+        return NULL;
+    }
+    if (!g) {
+        fprintf(stderr, "kvlm: %s\n", err.msg);
+        *failed = 1;
+    }
+    return g;
 }
 
 typedef struct run_stats {
@@ -138,10 +175,14 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
 int cli_run(int argc, char **argv) {
     run_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
+    int bad_grammar;
+    kvlm_grammar *grammar = load_grammar(&o, &bad_grammar);
+    if (bad_grammar) return EXIT_USAGE;
     cli_session ss;
     int rc = session_open(&ss, &o.mf, 1);
     if (rc) {
         session_close(&ss);
+        kvlm_grammar_free(grammar);
         return rc;
     }
     const kvlm_config *c = ss.c;
@@ -175,7 +216,8 @@ int cli_run(int argc, char **argv) {
     gen_request rq = {.prompt = ss.prompt, .n_prompt = n_prompt, .max_new = max_new, .eos_ids = eos,
                       .n_eos = n_eos < KVLM_MAX_EOS + 1 ? n_eos : KVLM_MAX_EOS + 1, .sampling = o.smp.o,
                       .logprobs = o.logprobs, .text = 1, .tok = ss.tok, .stops = o.smp.stops,
-                      .n_stops = o.smp.n_stops, .recompute = o.no_cache, .stream = o.json ? NULL : stdout};
+                      .n_stops = o.smp.n_stops, .recompute = o.no_cache, .stream = o.json ? NULL : stdout,
+                      .grammar = grammar};
     if (!o.json && o.mf.prompt) {
         fputs(o.mf.prompt, stdout); /* the prompt as given, not its BOS */
     } else if (!o.json && ss.tok) {
@@ -209,5 +251,6 @@ out:
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
     session_close(&ss);
+    kvlm_grammar_free(grammar);
     return rc;
 }

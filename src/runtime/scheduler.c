@@ -30,6 +30,10 @@
  * or the context window with LENGTH. on_token sees every token, the
  * ending one included; on_finish gets the text still held back.
  *
+ * A request with a grammar gives each choice a matcher (runtime/constrain.c
+ * masks the logits row before the sampler; the matcher advances by the
+ * drawn token's bytes). Preemption keeps it, as it keeps the tokens.
+ *
  * Under the recompute policy a choice keeps no KV between tokens: before a
  * step, one that has drawn a token since its KV was last dropped is
  * truncated to 0 and computes its whole context again (in chunks under the
@@ -40,6 +44,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "runtime/constrain.h"
 #include "runtime/kvcache.h"
 
 enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
@@ -54,6 +59,9 @@ typedef struct sched_choice {
     kvlm_sampler *smp;
     kvlm_text_stream *text; /* NULL unless the request asked for text */
     int stale;             /* recompute: drew a token since its KV was last dropped */
+    gr_matcher *gm;        /* the request's grammar, at the bytes drawn so far (NULL: none);
+                              preemption keeps it, as it keeps the tokens */
+    const gr_trie *trie;   /* the vocabulary trie the masks walk (with gm) */
     uint64_t admitted;     /* admission order, for choosing whom to preempt */
 } sched_choice;
 
@@ -80,6 +88,9 @@ struct kvlm_sched {
     float *logits;
     int32_t *top_ids;
     float *top_lps;
+    cst_tries tries;       /* vocabulary tries of grammar requests */
+    float *masked;         /* one masked logits row (allocated at the first grammar) */
+    uint64_t *mask_bits;
     uint64_t admit_counter;
     int64_t next_id;
     kvlm_sched_stats st;
@@ -113,8 +124,10 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     return s;
 }
 
-static void free_req(sched_req *r) {
+static void free_req(kvlm_sched *s, sched_req *r) {
     for (int i = 0; i < r->p.n_choices; i++) {
+        gr_matcher_free(r->choices[i].gm);
+        cst_trie_release(&s->tries, r->choices[i].trie);
         free(r->choices[i].tokens);
         kvlm_sampler_free(r->choices[i].smp);
         kvlm_text_stream_free(r->choices[i].text);
@@ -127,7 +140,10 @@ static void free_req(sched_req *r) {
 
 void kvlm_sched_free(kvlm_sched *s) {
     if (!s) return;
-    for (int i = 0; i < s->n_reqs; i++) free_req(s->reqs[i]);
+    for (int i = 0; i < s->n_reqs; i++) free_req(s, s->reqs[i]);
+    cst_tries_free(&s->tries);
+    free(s->masked);
+    free(s->mask_bits);
     free(s->reqs);
     free(s->wait);
     free(s->run);
@@ -182,6 +198,19 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         (p->n_stops > 0 && (!p->stops || !p->text)))
         return kvlm_error_set(err, KVLM_ERR_ARG, "n_eos %d (0..1024, with eos_ids), n_stops %d (with stops and text)",
                               p->n_eos, p->n_stops);
+    if (p->grammar && !p->tokenizer)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "a grammar needs the request's tokenizer (the bytes of each token)");
+    if (p->grammar && !s->masked) {
+        s->masked = malloc((size_t)s->vocab * sizeof *s->masked);
+        s->mask_bits = malloc(((size_t)s->vocab + 63) / 64 * sizeof *s->mask_bits);
+        if (!s->masked || !s->mask_bits) {
+            free(s->masked);
+            free(s->mask_bits);
+            s->masked = NULL;
+            s->mask_bits = NULL;
+            return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+        }
+    }
     if (s->n_wait >= s->o.max_waiting)
         return kvlm_error_set(err, KVLM_ERR_BUSY, "the waiting queue is full (%d requests)", s->o.max_waiting);
     sched_req *r = calloc(1, sizeof *r);
@@ -216,6 +245,9 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         if (c->smp && p->text && !(c->text = kvlm_text_stream_create(p->tokenizer, p->stops, p->n_stops, err)))
             rc = err->code;
         else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
+        else if (p->grammar && (!(c->trie = cst_trie_acquire(&s->tries, p->tokenizer, s->vocab, err)) ||
+                                !(c->gm = gr_matcher_new(p->grammar, err))))
+            rc = err->code;
         else {
             memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
             c->n_tokens = p->n_prompt;
@@ -224,7 +256,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     }
     if (rc) {
         if (!r->choices) r->p.n_choices = 0;
-        free_req(r);
+        free_req(s, r);
         return rc;
     }
     s->reqs[s->n_reqs++] = r;
@@ -248,7 +280,7 @@ static void remove_req(kvlm_sched *s, sched_req *r) {
             s->reqs[i] = s->reqs[--s->n_reqs];
             break;
         }
-    free_req(r);
+    free_req(s, r);
 }
 
 /* Ends a choice; frees the request once all its choices have ended. */
@@ -424,7 +456,26 @@ static int is_eos(const sched_req *r, int32_t id) {
  * decides. */
 static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     sched_req *r = c->req;
-    int32_t id = kvlm_sampler_next(c->smp, logits);
+    int32_t id;
+    if (c->gm) {
+        /* The grammar masks before every processor; logprobs below stay the
+         * model's (the unmasked row). Nothing allowed: the output is
+         * complete (STOP) or the vocabulary cannot continue it (ERROR). */
+        int n = cst_mask_logits(c->gm, c->trie, logits, s->masked, s->mask_bits, s->vocab, r->p.eos_ids, r->p.n_eos);
+        if (n <= 0) {
+            finish(s, c, n == 0 && gr_matcher_accepting(c->gm) ? KVLM_FINISH_STOP : KVLM_FINISH_ERROR);
+            return;
+        }
+        id = kvlm_sampler_next(c->smp, s->masked);
+        size_t len = 0;
+        const char *piece = is_eos(r, id) ? "" : kvlm_tokenizer_piece(r->p.tokenizer, id, &len);
+        if (!piece || (len > 0 && gr_matcher_advance(c->gm, piece, len) != 0)) {
+            finish(s, c, KVLM_FINISH_ERROR); /* every allowed token banned by logit_bias, or memory ran out */
+            return;
+        }
+    } else {
+        id = kvlm_sampler_next(c->smp, logits);
+    }
     kvlm_sampler_accept(c->smp, &id, 1);
     c->tokens[c->n_tokens++] = id;
     c->generated++;
