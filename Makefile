@@ -113,11 +113,6 @@ $(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD
 		$(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# Constrained decoding in the server (src/server/structured.c) is compiled
-# in when the library declares its grammar engine.
-ifneq ($(shell grep -l kvlm_grammar_from_json_schema include/kvlm.h 2>/dev/null),)
-$(BUILD)/src/server/structured.o $(BUILD)/tests/test_tools_server.o: CFLAGS += -DKVLM_HAVE_GRAMMAR
-endif
 
 # The tool-call parser's unit test, likewise.
 $(BUILD)/tests/test_tool_calls: $(BUILD)/tests/test_tool_calls.o $(BUILD)/tests/helpers.o \

@@ -18,14 +18,12 @@
  * tool_choice and response_format bodies are refused over HTTP in
  * OpenAI's error shape, naming the field.
  *
- * With the grammar engine (KVLM_HAVE_GRAMMAR, see src/server/structured.h)
- * the shipped Llama, which knows nothing of JSON, is forced into calls:
- * tool_choice naming a function and "required", streamed and whole, then
- * the round trip with the tool's answer; the same forced call in the
- * llama3 and mistral syntaxes (servers L3 and LM, short templates of
- * those families in tests/fixtures/tool_template/); and response_format json_schema
- * yields JSON with the schema's properties. Without it, those requests are
- * refused with a 400 saying why.
+ * The shipped Llama, which knows nothing of JSON, is forced into calls by
+ * the grammar engine: tool_choice naming a function and "required",
+ * streamed and whole, then the round trip with the tool's answer; the same
+ * forced call in the llama3 and mistral syntaxes (servers L3 and LM, short
+ * templates of those families in tests/fixtures/tool_template/); and
+ * response_format json_schema yields JSON with the schema's properties.
  */
 #include "server_harness.h"
 
@@ -161,15 +159,6 @@ static void test_refused_over_http(void **state) {
                  "must be 1 to 64 letters");
     expect_error(l.port, chat, "{" HI ",\"regex\":\"a+\",\"grammar\":\"root ::= \\\"a\\\"\"}", 400, "invalid_value",
                  "regex", "give at most one of");
-#ifndef KVLM_HAVE_GRAMMAR
-    /* no grammar engine in this build: every constraint is refused, saying so */
-    expect_error(l.port, chat, "{" HI ",\"response_format\":{\"type\":\"json_object\"}}", 400, "unsupported_parameter",
-                 "response_format", "needs constrained decoding, which this build of kvlm does not have");
-    expect_error(l.port, "/v1/completions", "{\"prompt\":\"a\",\"regex\":\"[0-9]+\"}", 400, "unsupported_parameter",
-                 "regex", "needs constrained decoding");
-    expect_error(l.port, chat, "{" HI ",\"tools\":[" WEATHER_TOOL "],\"tool_choice\":\"required\"}", 400,
-                 "unsupported_parameter", "tool_choice", "needs constrained decoding");
-#endif
 }
 
 /* What a streamed chat choice adds up to. */
@@ -277,7 +266,6 @@ static void test_family_in_startup_line(void **state) {
     }
 }
 
-#ifdef KVLM_HAVE_GRAMMAR
 /* A call of get_weather: a name and arguments that are a JSON object with
  * a string "city" and, if any, a unit from the enum. */
 static void check_weather_args(const char *args) {
@@ -409,7 +397,6 @@ static void test_json_schema_response(void **state) {
     json_decref(p);
     json_decref(r);
 }
-#endif
 
 int main(int argc, char **argv) {
     (void)argc;
@@ -419,11 +406,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_refused_over_http),
         cmocka_unit_test(test_auto_stream_matches_whole),
         cmocka_unit_test(test_family_in_startup_line),
-#ifdef KVLM_HAVE_GRAMMAR
         cmocka_unit_test(test_forced_call_round_trip),
         cmocka_unit_test(test_forced_call_families),
         cmocka_unit_test(test_json_schema_response),
-#endif
     };
     int failed = cmocka_run_group_tests_name("tools_server", tests, start_all, stop_all);
     return failed || dirty_exit;

@@ -52,14 +52,6 @@ char *structured_call_schema(const api_request *rq) {
     return s;
 }
 
-int structured_available(void) {
-#ifdef KVLM_HAVE_GRAMMAR
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 static const char *format_param(const api_request *rq) {
     if (rq->tool_choice == API_TOOLS_REQUIRED || rq->tool_choice == API_TOOLS_NAMED) return "tool_choice";
     switch (rq->format) {
@@ -69,8 +61,6 @@ static const char *format_param(const api_request *rq) {
     default: return "response_format";
     }
 }
-
-#ifdef KVLM_HAVE_GRAMMAR
 
 /* Compiles the call schema; on failure names the tool whose parameters
  * the engine refused. */
@@ -143,23 +133,3 @@ int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error
 void structured_free(struct kvlm_grammar *g) { kvlm_grammar_free(g); }
 
 void structured_attach(kvlm_request_params *p, const struct kvlm_grammar *g) { p->grammar = g; }
-
-#else /* no grammar engine in this build */
-
-int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error *e) {
-    *out = NULL;
-    if (rq->format == API_FORMAT_TEXT && rq->tool_choice != API_TOOLS_REQUIRED && rq->tool_choice != API_TOOLS_NAMED)
-        return 0;
-    const char *p = format_param(rq);
-    return api_fail(e, 400, "unsupported_parameter", p,
-                    "'%s' needs constrained decoding, which this build of kvlm does not have (no grammar engine)", p);
-}
-
-void structured_free(struct kvlm_grammar *g) { (void)g; }
-
-void structured_attach(kvlm_request_params *p, const struct kvlm_grammar *g) {
-    (void)p;
-    (void)g;
-}
-
-#endif

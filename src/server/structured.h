@@ -7,12 +7,10 @@
  * (tool_calls.h: tc_family_syntax), so that a model that knows nothing of
  * JSON still writes a call the parser reads.
  *
- * The grammar engine is the library's (kvlm_grammar_*, include/kvlm.h).
- * This file is the only one that calls it, and compiles it only when
- * KVLM_HAVE_GRAMMAR is defined (the Makefile defines it when kvlm.h
- * declares the engine); without it every constraint is refused with a 400
- * naming the field. A grammar is compiled per request on the HTTP thread
- * and freed with the job.
+ * The grammar engine is the library's (kvlm_grammar_*, include/kvlm.h);
+ * this file is the server's only caller. A grammar the engine refuses is
+ * a 400 naming the field. A grammar is compiled per request on the HTTP
+ * thread and freed with the job.
  */
 #ifndef KVLM_SERVER_STRUCTURED_H
 #define KVLM_SERVER_STRUCTURED_H
@@ -26,8 +24,6 @@ struct kvlm_grammar;
  * named tool, or anyOf over the tools), with the family's arguments key;
  * malloc'ed, NULL without tools. */
 char *structured_call_schema(const api_request *rq);
-/* 1 when this build can constrain outputs. */
-int structured_available(void);
 /* *out: the grammar rq needs, or NULL when it needs none. -1 with e set
  * (400 naming the field: a schema, GBNF or regex the engine refuses). */
 int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error *e);
