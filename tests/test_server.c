@@ -438,8 +438,9 @@ static void test_bad_input(void **state) {
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
          "missing_parameter", "tools[0].function"},
         {"/v1/chat/completions",
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
-         400, "unsupported_parameter", "response_format"},
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\",\"patternProperties\":{}}}}}",
+         400, "invalid_schema", "response_format.json_schema.schema"},
         {"/v1/completions", "{\"prompt\":\"a\\u0000\"}", 400, "invalid_value", "prompt"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400,
          "invalid_value", "top_logprobs"},
