@@ -13,6 +13,8 @@
  *    rounding of dw * dx, of its product with the block sum and of the
  *    order of the K / 32 block terms (float lanes, then a horizontal sum;
  *    the reference sums in double), a few float ulps of S at these K;
+ *    The AVX512-VNNI Q4_0 decode kernel, called directly, has the same
+ *    bound;
  *  - reference vs the f32-activation matmul of the same weights: the
  *    activation quantisation bound sum_k |w_k| * dx_k / 2 (+ 1e-5 (1 + S)).
  */
@@ -301,6 +303,75 @@ static void test_prepared_threads(void **state) {
     assert_int_equal(checked, 5 * 3 * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
 }
 
+/* One direct call of the AVX512-VNNI Q4_0 decode kernel on [n0, N): the
+ * reference within 1e-6 * (1 + S), outputs before n0 untouched. sat: every
+ * code byte `sat_byte` and every scale the largest finite f16 (65504), x
+ * at +-4 (codes +-127). */
+static void check_q4_0_decode(int M, int N, int K, int n0, int sat, unsigned char sat_byte, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL);
+    float *wf = malloc((size_t)K * 4), *wd = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *bias = malloc((size_t)N * 4), *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
+    for (int n = 0; n < N; n++) {
+        unsigned char *row = wq + (size_t)n * rb;
+        if (sat) {
+            for (int b = 0; b < K / QK; b++) {
+                const uint16_t h = 0x7bff;
+                memcpy(row + (size_t)b * sizeof(blk_q4_0), &h, 2);
+                memset(row + (size_t)b * sizeof(blk_q4_0) + 2, sat_byte, QK / 2);
+            }
+        } else {
+            for (int k = 0; k < K; k++) wf[k] = frand(seed);
+            quant_quantize_row(KVLM_Q4_0, wf, K, row);
+        }
+        quant_dequantize_row(KVLM_Q4_0, row, K, wd + (size_t)n * K);
+    }
+    for (int i = 0; i < M * K; i++) x[i] = sat ? (i % 2 ? 4.0f : -4.0f) : frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+    if (!sat && M > 1) memset(x + K, 0, (size_t)K * 4); /* a zero row: every dx 0 */
+    for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K};
+    quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    assert_int_equal(quant_int8_q4_0_decode_avx512(x, M, &kq, n0, N, bias, got, N), 1);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const size_t i = (size_t)m * N + n;
+            if (n < n0) {
+                assert_true(got[i] == -12345.0f);
+                continue;
+            }
+            const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
+            if (!(fabs((double)got[i] - ref[i]) <= 1e-6 * (1 + S)))
+                fail_msg("q4_0 decode M=%d N=%d K=%d n0=%d sat=%d [%d,%d]: %.9g vs reference %.9g", M, N, K, n0, sat,
+                         m, n, got[i], ref[i]);
+        }
+    free(wf), free(wd), free(x), free(wq), free(bias), free(ref), free(got);
+}
+
+/* The AVX512-VNNI Q4_0 decode kernel called directly: 1..3 rows of x,
+ * weight-row tails of its 4-row tile and a range starting mid-matrix,
+ * block counts with every remainder of its 4-block group (1, 3, 4, 5, 7,
+ * 64 blocks), K = 8192 at 3 rows (activations on the heap), saturated
+ * codes (all 15, all 0: -8) and scales; and the calls it declines. */
+static void test_q4_0_decode_avx512(void **state) {
+    (void)state;
+    if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) skip();
+    const int Ms[] = {1, 2, 3}, Ns[] = {1, 3, 4, 5, 9, 13}, Ks[] = {32, 96, 128, 160, 224, 2048};
+    unsigned seed = 29;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 6; b++)
+            for (size_t c = 0; c < 6; c++) check_q4_0_decode(Ms[a], Ns[b], Ks[c], Ns[b] > 4 ? 3 : 0, 0, 0, &seed);
+    check_q4_0_decode(3, 9, 8192, 1, 0, 0, &seed);
+    check_q4_0_decode(1, 6, 4096, 0, 1, 0xff, &seed);
+    check_q4_0_decode(2, 6, 160, 0, 1, 0x00, &seed);
+    float x[4 * 64] = {0}, y[16];
+    unsigned char w[4 * 2 * sizeof(blk_q8_0)] = {0};
+    const kern_matrix q4 = {KVLM_Q4_0, w, 4, 64}, q8 = {KVLM_Q8_0, w, 4, 64};
+    assert_int_equal(quant_int8_q4_0_decode_avx512(x, 4, &q4, 0, 4, NULL, y, 4), 0);
+    assert_int_equal(quant_int8_q4_0_decode_avx512(x, 0, &q4, 0, 4, NULL, y, 4), 0);
+    assert_int_equal(quant_int8_q4_0_decode_avx512(x, 1, &q8, 0, 4, NULL, y, 4), 0);
+}
+
 /* The levels: names, numbers kept for the old ones, auto picks the
  * int8 level the CPU has, and every op other than the quantised matmul is
  * the base ISA's (f32 weights give the base ISA's bits). */
@@ -346,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_threaded_and_ranges),
         cmocka_unit_test(test_prepared_threads),
+        cmocka_unit_test(test_q4_0_decode_avx512),
         cmocka_unit_test(test_isa_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,7 @@ static void matmul_rows_avx512_vnni(const float *x, int M, const kern_matrix *w,
                                     const float *bias, float *y, int ldy) {
     if (M < quant_int8_min_rows_avx512(w->dtype) && quant_int8_decode_rows_avx512(x, M, w, n0, n1, bias, y, ldy))
         return;
+    if (quant_int8_q4_0_decode_avx512(x, M, w, n0, n1, bias, y, ldy)) return;
     if (!quant_int8_matmul_rows_avx512(x, M, w, n0, n1, bias, y, ldy))
         kern_ops_avx512.matmul_rows(x, M, w, n0, n1, bias, y, ldy);
 }

@@ -82,6 +82,13 @@ int quant_int8_decode_rows_avx512(const float *x, int M, const kern_matrix *w, i
 int quant_int8_decode_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                 float *y, int ldy);
 
+/* Decode of Q4_0 on AVX512-VNNI (quant_int8_q4_0_avx512.c): matmul_rows'
+ * contract with the reference's integer math for 1..3 rows of x, four
+ * blocks per vector. Returns 0 without writing y for another dtype, other
+ * row counts, or no memory for the activation codes. */
+int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                  float *y, int ldy);
+
 /* quant_int8_quantize_row with the kernels' own vector code (the bytes and
  * scales must be the same). */
 void quant_int8_quantize_row_avx512(const float *x, int K, int8_t *q, float *d);

@@ -48,7 +48,9 @@
  * unpacked once per call however many rows x has. For one row of x and
  * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
  * weight rows are unpacked straight from their blocks instead, and the
- * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2). K-quant calls with fewer
+ * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2);
+ * on avx512-vnni, Q4_0 decode runs quant_int8_q4_0_avx512.c's kernel
+ * instead and comes here only if that declines. K-quant calls with fewer
  * than MR_MAX rows are left to the f32-activation kernels (see
  * quant_int8_min_rows).
  *
