@@ -13,8 +13,9 @@
  * sequence staying intact for the fork that still holds it.
  *
  * Refusals (each names the field): a GGUF general.architecture kvlm does
- * not run, Phi-3's longrope rope_scaling, partial_rotary_factor, Qwen's
- * per-layer use_sliding_window.
+ * not run, Phi-3's longrope rope_scaling, a rope_scaling context length
+ * that is no integer in range, partial_rotary_factor, Qwen's per-layer
+ * use_sliding_window.
  */
 #include <jansson.h>
 #include <math.h>
@@ -283,6 +284,11 @@ static void test_refusals(void **state) {
     expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.type 'longrope' is not supported", "config.json");
     edited_copy("phi3", dir, "rope_scaling", "{\"rope_type\": \"su\", \"long_factor\": [1], \"short_factor\": [1]}");
     expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.rope_type 'su'", NULL);
+    /* a context length that no int holds (found by the config.json fuzzer) */
+    edited_copy("llama3_rope", dir, "rope_scaling",
+                "{\"rope_type\": \"llama3\", \"factor\": 4.0, \"low_freq_factor\": 0.5, \"high_freq_factor\": 2.0, "
+                "\"original_max_position_embeddings\": 5.5e67}");
+    expect_refused(dir, KVLM_ERR_FORMAT, "field 'original_max_position_embeddings' must be an integer", NULL);
     edited_copy("phi3", dir, "partial_rotary_factor", "0.75");
     expect_refused(dir, KVLM_ERR_UNSUPPORTED, "partial_rotary_factor = 0.75", NULL);
     edited_copy("phi3", dir, "sliding_window", "-3");

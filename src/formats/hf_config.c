@@ -230,7 +230,8 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
     cfg->rope_high_freq_factor = (float)get_num(sc, "high_freq_factor", 4);
-    cfg->rope_original_ctx = (int)get_num(sc, "original_max_position_embeddings", 8192);
+    if ((rc = get_int(sc, path, "original_max_position_embeddings", 0, 8192, &cfg->rope_original_ctx, err)))
+        return rc;
     if (!(cfg->rope_factor >= 1 && cfg->rope_factor < 1e4) || !(cfg->rope_low_freq_factor > 0) ||
         !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) || cfg->rope_original_ctx < 1)
         return kvlm_error_set(err, KVLM_ERR_FORMAT,
