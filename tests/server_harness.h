@@ -277,6 +277,21 @@ TH_UNUSED static json_int_t jint(json_t *j, const char *path) {
     return json_integer_value(jget(j, path));
 }
 
+/* The prompt text the server renders for a chat body: its /tokenize
+ * tokens, then /detokenize. Malloc'ed. */
+TH_UNUSED static char *rendered_prompt(int port, const char *body) {
+    json_t *t = post(port, "/tokenize", body, 200);
+    json_t *d = json_pack("{sO}", "tokens", json_object_get(t, "tokens"));
+    char *db = json_dumps(d, JSON_COMPACT);
+    json_t *txt = post(port, "/detokenize", db, 200);
+    char *out = strdup(jstr(txt, "prompt"));
+    free(db);
+    json_decref(d);
+    json_decref(t);
+    json_decref(txt);
+    return out;
+}
+
 /* The events of a server-sent event body: the JSON of each data line but
  * [DONE], which must come last. */
 TH_UNUSED static json_t *sse_events(const char *body) {

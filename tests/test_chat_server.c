@@ -200,16 +200,8 @@ static char *server_text(int port, const char *conv) {
     snprintf(extra, sizeof extra, "{\"add_generation_prompt\":%s}",
              json_is_true(json_object_get(cv, "add_generation_prompt")) ? "true" : "false");
     char *body = request_of(conv, extra);
-    json_t *t = post(port, "/tokenize", body, 200);
+    char *out = rendered_prompt(port, body);
     free(body);
-    json_t *d = json_pack("{sO}", "tokens", json_object_get(t, "tokens"));
-    char *db = json_dumps(d, JSON_COMPACT);
-    json_t *txt = post(port, "/detokenize", db, 200);
-    char *out = strdup(jstr(txt, "prompt"));
-    free(db);
-    json_decref(d);
-    json_decref(t);
-    json_decref(txt);
     return out;
 }
 

@@ -81,19 +81,6 @@ static int stop_all(void **state) {
     "{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],"                 \
     "\"additionalProperties\":false},\"strict\":true}}"
 
-/* The text the server renders for a body: /tokenize then /detokenize. */
-static char *rendered(int port, const char *body) {
-    json_t *t = post(port, "/tokenize", body, 200);
-    json_t *d = json_pack("{sO}", "tokens", json_object_get(t, "tokens"));
-    char *db = json_dumps(d, JSON_COMPACT);
-    json_t *txt = post(port, "/detokenize", db, 200);
-    char *out = strdup(jstr(txt, "prompt"));
-    free(db);
-    json_decref(d);
-    json_decref(t);
-    json_decref(txt);
-    return out;
-}
 
 /* The fixture conversations tool_call and parallel_tool_calls as a client
  * sends them: arguments as JSON strings (JSON.stringify's compact form),
@@ -126,7 +113,7 @@ static void test_client_shapes_render_as_jinja2(void **state) {
     for (int i = 0; i < 2; i++) {
         const char *want = json_string_value(json_object_get(json_object_get(expected, cases[i].conv), "output"));
         assert_non_null(want);
-        char *got = rendered(g.port, cases[i].body);
+        char *got = rendered_prompt(g.port, cases[i].body);
         if (strcmp(got, want)) fprintf(stderr, "  %s:\n  want [%s]\n  got  [%s]\n", cases[i].conv, want, got);
         assert_string_equal(got, want);
         free(got);
