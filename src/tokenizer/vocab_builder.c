@@ -55,7 +55,7 @@ void tok_build_unmap(int16_t rev[TOK_UNMAP_SIZE]) {
 static long unmap_string(const int16_t *rev, const char *s, size_t n, char *out) {
     const unsigned char *u = (const unsigned char *)s;
     if (!rev) {
-        memcpy(out, s, n);
+        if (n) memcpy(out, s, n); /* an empty piece may come with no buffer */
         return (long)n;
     }
     size_t o = 0;
