@@ -243,6 +243,16 @@ TH_UNUSED static resp http(int port, const char *method, const char *path, const
     return http_raw(port, method, path, body ? body : "", body ? strlen(body) : 0);
 }
 
+/* start_server in a fresh temporary directory (sv->dir; the caller
+ * removes it with th_rmtree after stop_server). */
+TH_UNUSED static int start_server_in_tempdir(server *sv, const char *args) {
+    char *d = th_tempdir();
+    if (!d) return -1;
+    snprintf(sv->dir, sizeof sv->dir, "%s", d);
+    free(d);
+    return start_server(sv, args);
+}
+
 TH_UNUSED static void resp_free(resp *r) {
     free(r->head);
     free(r->body);

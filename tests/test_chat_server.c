@@ -33,14 +33,6 @@
 static server a, b, c, d;
 static json_t *convs, *expected;
 
-static int start_in_tempdir(server *sv, const char *args) {
-    char *d = th_tempdir();
-    if (!d) return -1;
-    snprintf(sv->dir, sizeof sv->dir, "%s", d);
-    free(d);
-    return start_server(sv, args);
-}
-
 static int stop_all(void **state) {
     (void)state;
     int rc = stop_server(&a) | stop_server(&b) | stop_server(&c) | stop_server(&d);
@@ -151,9 +143,9 @@ static int start_all(void **state) {
     expected = json_incref(json_object_get(root, "expected"));
     json_decref(root);
     if (!convs || !expected) return -1;
-    if (start_in_tempdir(&a, "-m " GPT2 " --threads 1 --max-seqs 2 --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja"))
+    if (start_server_in_tempdir(&a, "-m " GPT2 " --threads 1 --max-seqs 2 --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja"))
         return -1;
-    if (start_in_tempdir(&b, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " TPL
+    if (start_server_in_tempdir(&b, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " TPL
                              "mistralai-Mistral-7B-Instruct-v0.2.jinja"))
         return -1;
     char *tmp = th_tempdir();

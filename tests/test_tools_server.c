@@ -35,14 +35,6 @@
 static server g, l, l3, lm;
 static json_t *expected;
 
-static int start_in_tempdir(server *sv, const char *args) {
-    char *d = th_tempdir();
-    if (!d) return -1;
-    snprintf(sv->dir, sizeof sv->dir, "%s", d);
-    free(d);
-    return start_server(sv, args);
-}
-
 static int start_all(void **state) {
     (void)state;
     json_error_t je;
@@ -50,11 +42,11 @@ static int start_all(void **state) {
     expected = json_incref(json_object_get(json_object_get(root, "expected"), "Qwen-Qwen2.5-7B-Instruct"));
     json_decref(root);
     if (!expected) return -1;
-    if (start_in_tempdir(&g, "-m " GPT2 " --threads 1 --max-seqs 2 --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja"))
+    if (start_server_in_tempdir(&g, "-m " GPT2 " --threads 1 --max-seqs 2 --chat-template " TPL "Qwen-Qwen2.5-7B-Instruct.jinja"))
         return -1;
-    return start_in_tempdir(&l, "-m " GGUF " --threads 1 --max-seqs 4 --chat-template " MINI "hermes-mini.jinja") ||
-           start_in_tempdir(&l3, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "llama3-mini.jinja") ||
-           start_in_tempdir(&lm, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "mistral-mini.jinja");
+    return start_server_in_tempdir(&l, "-m " GGUF " --threads 1 --max-seqs 4 --chat-template " MINI "hermes-mini.jinja") ||
+           start_server_in_tempdir(&l3, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "llama3-mini.jinja") ||
+           start_server_in_tempdir(&lm, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template " MINI "mistral-mini.jinja");
 }
 
 static int stop_all(void **state) {
