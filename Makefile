@@ -100,8 +100,25 @@ $(BUILD)/libkvlm.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/libkvlm.a
+$(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The web page (web/, docs/web.md) is compiled into kvlm: tools/embed_files
+# writes its files as C arrays with their entity tags into
+# $(BUILD)/web_files.c. The list of files is a prerequisite of its own, so
+# removing a file rebuilds the table too.
+WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg web/*.png))
+$(BUILD)/tools/embed_files: tools/embed_files.c | setup
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -O2 -Wall -Wextra -Werror -o $@ $<
+$(BUILD)/web_files.list: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(WEB_FILES)' | cmp -s - $@ || echo '$(WEB_FILES)' > $@
+$(BUILD)/web_files.c: $(BUILD)/tools/embed_files $(BUILD)/web_files.list $(WEB_FILES)
+	$(BUILD)/tools/embed_files $@ web $(WEB_FILES)
+$(BUILD)/web_files.o: $(BUILD)/web_files.c
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+-include $(BUILD)/web_files.d
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka

@@ -159,6 +159,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
         CLI_STR("--access-log", "FILE", "access log file (default: stderr; off: none); SIGHUP reopens it",
                 &c->access_log),
         CLI_STR("--log-format", "F", "access log lines: text (default) or json", &o->log_format),
+        CLI_HEADING("web page:"),
+        CLI_SWITCH("--no-web", "serve no page at / (default: the playground, token, engine and measure views,\n"
+                   "docs/web.md)", &c->no_web, 1),
         CLI_END,
     };
     cli_spec spec = {

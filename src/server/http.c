@@ -60,13 +60,26 @@ static void common_headers(http_req *hr, struct MHD_Response *resp) {
     if (strcmp(hr->origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
 }
 
+/* The web page talks to its own origin only and loads nothing else. */
+#define WEB_CSP                                                                                                        \
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'; "               \
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static void web_headers(struct MHD_Response *resp, const reply *r) {
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->etag);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Content-Security-Policy", WEB_CSP);
+}
+
 static enum MHD_Result send_reply(srv *s, struct MHD_Connection *conn, http_req *hr, reply *r) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->len, r->body ? r->body : (char *)"", MHD_RESPMEM_MUST_COPY);
-    free(r->body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->len, r->body ? r->body : (char *)"", r->web_file ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
+    if (!r->web_file) free(r->body);
     r->body = NULL;
     if (!resp) return MHD_NO;
-    if (r->status != 204)
+    if (r->web_file) web_headers(resp, r);
+    if (r->status != 204 && r->status != 304)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type ? r->content_type : "application/json");
     if (r->status == 429 || r->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
@@ -236,7 +249,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(hr->path, sizeof hr->path, "%s", url);
         hr->origin = allowed_origin(s, conn);
         if (!strcmp(method, "OPTIONS")) return preflight(s, conn, hr);
-        if (auth_required(&s->cfg, url)) {
+        if (auth_required(&s->cfg, url) && !route_is_web(s, url)) {
             const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             if (!auth_ok(&s->cfg, a)) return unauthorized(s, conn, hr, a != NULL);
         }
@@ -255,6 +268,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (hr->too_large) return too_large(s, conn, hr);
     if (hr->body.failed) return send_error(s, conn, hr, 500, NULL, "out of memory");
     reply r;
+    if (route_web(s, method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH),
+                  &r)) {
+        sbuf_free(&hr->body);
+        return send_reply(s, conn, hr, &r);
+    }
     route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len, &r);
     sbuf_free(&hr->body);
     return r.j ? queue_job(s, conn, hr, r.j) : send_reply(s, conn, hr, &r);

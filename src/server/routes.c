@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/openai_response.h"
+#include "server/static_files.h"
 #include "server/structured.h"
 
 static const char *const json_ctype = "application/json";
@@ -148,6 +149,32 @@ static void completion(srv *s, int chat, const char *body, size_t len, reply *r)
         return;
     }
     r->j->grammar = g;
+}
+
+int route_is_web(const srv *s, const char *url) { return !s->cfg.no_web && static_find(url); }
+
+int route_web(srv *s, const char *method, const char *url, const char *if_none_match, reply *r) {
+    const static_file *f = route_is_web(s, url) ? static_find(url) : NULL;
+    if (!f) return 0;
+    memset(r, 0, sizeof *r);
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        api_error e;
+        api_fail(&e, 405, "method_not_allowed", NULL, "%s takes GET, not %s", url, method);
+        route_error(r, &e);
+        r->allow = "GET, HEAD";
+        return 1;
+    }
+    r->web_file = 1;
+    r->etag = f->etag;
+    if (static_etag_matches(if_none_match, f->etag)) {
+        r->status = 304;
+        return 1;
+    }
+    r->status = 200;
+    r->content_type = static_content_type(f->path);
+    r->body = (char *)f->data;
+    r->len = f->len;
+    return 1;
 }
 
 typedef struct endpoint {

@@ -14,12 +14,16 @@
 typedef struct reply {
     int status;
     const char *content_type;
-    char *body;             /* malloc'ed */
+    char *body;             /* malloc'ed, unless web_file */
     size_t len;
     const char *allow;      /* 405: the method the path takes */
     const char *www_auth;   /* 401: the WWW-Authenticate value */
     int retry_after;        /* send Retry-After: 1 (always with 429) */
     job *j;                 /* a job to hand to the engine instead of a body */
+    const char *etag;       /* ETag header */
+    int web_file;           /* a file of the web page: the body is the embedded bytes (neither
+                               copied nor freed); Cache-Control: no-cache, nosniff, the page's
+                               Content-Security-Policy */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers
@@ -29,5 +33,11 @@ typedef struct reply {
 void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
 /* An error reply. */
 void route_error(reply *r, const api_error *e);
+/* The web page (static_files.h), unless the server runs with --no-web:
+ * fills r and returns 1 when url names one of its files (GET and HEAD; 304
+ * when if_none_match matches; 405 for other methods), else returns 0. */
+int route_web(srv *s, const char *method, const char *url, const char *if_none_match, reply *r);
+/* Whether url is a file of the web page, which needs no API key. */
+int route_is_web(const srv *s, const char *url);
 
 #endif

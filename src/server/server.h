@@ -42,6 +42,7 @@ typedef struct srv_config {
 #define SRV_MAX_CORS 16
     const char *cors[SRV_MAX_CORS];        /* allowed origins; "*": any */
     int n_cors;
+    int no_web;                /* --no-web: no page at / (static_files.h) */
     /* access log (access_log.c) */
     const char *access_log;    /* a file; NULL: stderr; "off": none */
     int log_json;              /* one JSON object per line instead of text */
