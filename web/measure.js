@@ -1,0 +1,89 @@
+// The measure view: the next-token distribution of a prompt at several temperatures (entropy, top-1 probability,
+// top-5 mass, tokens needed for 90% of the mass, the most likely tokens) from /kvlm/measure/next-token, and KV
+// bytes per token with a capacity planner (how many requests of a given context fit a memory budget, f32 vs f16)
+// from /kvlm/model. Numbers are shown as the server computed them, to seven significant digits.
+import { getJSON, postJSON } from './api.js';
+import { $, el, prob, bytes, tokenLabel, setStatus } from './util.js';
+
+let model = null;
+
+function parseTemps(text) {
+  const ts = text.split(/[\s,]+/).filter(Boolean).map(Number);
+  if (!ts.length || ts.some(t => !Number.isFinite(t))) throw new Error('temperatures: give numbers separated by commas');
+  return ts;
+}
+
+function bars(r) {
+  const max = Math.max(...r.top.map(t => t.p), 1e-12);
+  return el('figure', { class: 'bar-chart' },
+    el('figcaption', { text: `temperature ${r.temperature}` }),
+    ...r.top.map(t => el('div', { class: 'bar-row', title: `id ${t.id}, p ${prob(t.p)}` },
+      el('span', { class: 'mono label', text: tokenLabel(t.text) }),
+      el('span', { class: 'track' }, el('span', { class: 'bar', style: `width:${(100 * t.p / max).toFixed(2)}%` })),
+      el('span', { class: 'num', text: prob(t.p) }))));
+}
+
+async function run() {
+  $('m-run').disabled = true;
+  try {
+    const body = { prompt: $('m-prompt').value, temperatures: parseTemps($('m-temps').value), top: Number($('m-top').value) };
+    const r = await postJSON('/kvlm/measure/next-token', body);
+    const rows = r.results;
+    $('m-info').textContent = `${r.prompt_tokens} prompt tokens; one forward pass, the same logits at every temperature.`;
+    $('m-table').tBodies[0].replaceChildren(...rows.map(x => el('tr', { 'data-temperature': x.temperature },
+      el('td', { class: 'num', text: String(x.temperature) }),
+      el('td', { class: 'num entropy', text: prob(x.entropy_bits) }),
+      el('td', { class: 'num top1', text: prob(x.top1) }),
+      el('td', { class: 'num top5', text: prob(x.top5) }),
+      el('td', { class: 'num n90', text: String(x.n90) }))));
+    $('m-bars').replaceChildren(...rows.map(bars));
+  } catch (e) {
+    $('m-info').textContent = e.status === 404 ? 'This server has no /kvlm/measure/next-token.' : e.message;
+    if (e.status !== 404) setStatus(e.message, true);
+  }
+  $('m-run').disabled = false;
+}
+
+// Requests that fit: the budget over the KV of one request, its context rounded up to whole blocks.
+function plan() {
+  if (!model) return;
+  const budget = Number($('cap-mem').value) * 1048576, ctx = Math.max(1, Number($('cap-ctx').value));
+  const bs = model.block_size, tokens = Math.ceil(ctx / bs) * bs;
+  $('cap-table').tBodies[0].replaceChildren(...['f32', 'f16'].map(d => {
+    const per = model.kv_bytes_per_token[d] * tokens;
+    return el('tr', { 'data-dtype': d }, el('td', { text: d + (d === model.kv_dtype ? ' (serving)' : '') }),
+      el('td', { class: 'num', text: String(model.kv_bytes_per_token[d]) }), el('td', { class: 'num', text: bytes(per) }),
+      el('td', { class: 'num fits', text: String(Math.floor(budget / per)) }));
+  }));
+}
+
+async function loadModel() {
+  try {
+    model = await getJSON('/kvlm/model');
+  } catch (e) {
+    $('cap-model').tBodies[0].replaceChildren(el('tr', {}, el('td', {
+      class: 'hint', text: e.status === 404 ? 'This server has no /kvlm/model.' : e.message })));
+    return;
+  }
+  const m = model;
+  const rows = [
+    ['architecture', m.architecture], ['layers', m.n_layers], ['attention heads', `${m.n_heads} (${m.n_kv_heads} KV heads)`],
+    ['head dimension', m.head_dim], ['embedding', m.n_embd], ['vocabulary', m.vocab], ['context window', m.n_ctx],
+    ['weights', `${m.weight_dtype}, ${bytes(m.weight_bytes)}`],
+    ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × ${m.head_dim} × bytes: ` +
+      `${m.kv_bytes_per_token.f32} B (f32), ${m.kv_bytes_per_token.f16} B (f16)`],
+    ['KV pool', `${m.pool_blocks} blocks of ${m.block_size} tokens (${m.pool_tokens} tokens, ${m.kv_dtype}), ` +
+      `up to ${m.max_seqs} sequences`],
+  ];
+  $('cap-model').tBodies[0].replaceChildren(...rows.map(([k, v]) => el('tr', {}, el('th', { text: k }), el('td', { text: String(v) }))));
+  if (!$('cap-ctx').value) $('cap-ctx').value = m.n_ctx;
+  plan();
+}
+
+export function show() { if (!model) loadModel(); }
+
+export function init() {
+  $('m-form').addEventListener('submit', e => { e.preventDefault(); run(); });
+  $('cap-form').addEventListener('input', plan);
+  $('cap-form').addEventListener('submit', e => e.preventDefault());
+}
