@@ -244,6 +244,13 @@ int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table) {
     return *table ? kv->seqs[seq].n_blocks : 0;
 }
 
+void kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached) {
+    for (size_t b = 0; b < kv->n_blocks; b++) {
+        refs[b] = kv->blk[b].refcount;
+        cached[b] = (unsigned char)(kv->blk[b].refcount == 0 && kv->blk[b].in_lru);
+    }
+}
+
 int kv_set_block_hash(kvlm_kv *kv, kv_block_hash_fn fn, kvlm_error *err) {
     if (kv->next_node) return kvlm_error_set(err, KVLM_ERR_ARG, "the prefix index already holds blocks");
     kv->hash = fn ? fn : default_hash;

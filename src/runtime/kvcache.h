@@ -70,6 +70,11 @@ const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq);
  * how many (enough for its length and any pending append). Entries a
  * sliding window released are -1. */
 int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table);
+/* The state of every block of the pool (kvlm_kv_stats.blocks_total
+ * entries each): refs receives its reference count (sequences holding it),
+ * cached 1 for a block held by no sequence but kept by the prefix cache
+ * (evictable), else 0. A read-only look for live views of the pool. */
+void kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached);
 
 /* ------------------------------------------------------------ appending */
 

@@ -46,6 +46,7 @@
 #include "error.h"
 #include "runtime/constrain.h"
 #include "runtime/kvcache.h"
+#include "runtime/sched_view.h"
 
 enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
 
@@ -325,6 +326,22 @@ void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st) {
     *st = s->st;
     st->running = s->n_run;
     st->waiting = s->n_wait;
+}
+
+static void choice_info(const sched_choice *c, sched_choice_info *out) {
+    *out = (sched_choice_info){.user = c->req->p.user, .request = c->req->id, .choice = c->index,
+                               .running = c->state == CS_RUNNING, .seq = c->seq, .n_prompt = c->req->p.n_prompt,
+                               .n_tokens = c->n_tokens, .n_computed = c->n_computed, .generated = c->generated,
+                               .max_tokens = c->req->p.max_tokens};
+}
+
+int sched_list_choices(const kvlm_sched *s, sched_choice_info *out, int cap) {
+    int n = 0;
+    for (int i = 0; i < s->n_run; i++, n++)
+        if (n < cap) choice_info(s->run[i], &out[n]);
+    for (int i = 0; i < s->n_wait; i++, n++)
+        if (n < cap) choice_info(s->wait[i], &out[n]);
+    return n;
 }
 
 /* Releases a running choice's blocks and requeues it at the front. */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/engine_stream.h"
 #include "server/openai_response.h"
 #include "server/srv.h"
 #include "server/structured.h"
@@ -52,6 +53,7 @@ static void publish(srv *s) {
     const int inbox = s->inbox_len;
     pthread_mutex_unlock(&s->mu);
     metrics_publish(s->metrics, &st, &kv, inbox);
+    view_update(s, &st, &kv, inbox);
 }
 
 /* Writes what the job produced for its connection and lets it go. The
@@ -101,6 +103,7 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     if (pr->t_first == 0) {
         pr->t_first = kvlm_now();
         metrics_observe_ttft(s->metrics, pr->t_first - j->t_arrival);
+        view_observe_ttft(s->view, pr->t_first - j->t_arrival);
     }
     cs->n_tokens++;
     size_t len = 0;
@@ -149,9 +152,11 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
             sbuf_add(&cs->text, ev->text, ev->text_len);
         }
     }
-    if (++pr->n_done == j->rq.n && pr->t_first > 0 && !j->cancelled)
-        metrics_observe_request(s->metrics, now - j->t_arrival,
-                                pr->max_gen > 1 ? (now - pr->t_first) / (pr->max_gen - 1) : -1.0);
+    if (++pr->n_done == j->rq.n && pr->t_first > 0 && !j->cancelled) {
+        const double tpot = pr->max_gen > 1 ? (now - pr->t_first) / (pr->max_gen - 1) : -1.0;
+        metrics_observe_request(s->metrics, now - j->t_arrival, tpot);
+        if (tpot >= 0) view_observe_tpot(s->view, tpot);
+    }
     j->n_finished++;
     finalize(j);
 }
@@ -200,6 +205,7 @@ static void submit(srv *s, job *j) {
             break;
         }
         j->runs[p].sched_id = id;
+        view_count_request(s->view);
         j->n_expected += j->rq.n;
     }
     if (gone) j->cancelled = 1;
@@ -343,8 +349,10 @@ static void *engine_main(void *arg) {
             watchdog(s);
             last_watch = now;
         }
+        stream_tick(s);
     }
     publish(s);
+    stream_end_all(s);
     return NULL;
 }
 

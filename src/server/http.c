@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "server/auth.h"
+#include "server/engine_stream.h"
 #include "server/routes.h"
 
 /* Descriptors kept free of connections: model files, logs, the daemon's
@@ -178,12 +179,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) { job_unref(cls); }
 
-static enum MHD_Result start_stream(srv *s, struct MHD_Connection *conn, http_req *hr, job *j) {
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, j, sse_free);
-    if (!resp) return MHD_NO;
-    pthread_mutex_lock(&s->mu);
-    job_ref_locked(j); /* released by sse_free */
-    pthread_mutex_unlock(&s->mu);
+/* Sends a server-sent event body (a callback response). */
+static enum MHD_Result queue_event_stream(srv *s, struct MHD_Connection *conn, http_req *hr,
+                                          struct MHD_Response *resp) {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     common_headers(hr, resp);
@@ -192,6 +190,32 @@ static enum MHD_Result start_stream(srv *s, struct MHD_Connection *conn, http_re
     metrics_count_status(s->metrics, 200);
     hr->status = 200;
     return ret;
+}
+
+/* GET /kvlm/engine/stream. */
+static enum MHD_Result engine_stream(srv *s, struct MHD_Connection *conn, http_req *hr) {
+    api_error e;
+    const int ms = stream_interval_ms(MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "interval_ms"), &e);
+    if (ms < 0) {
+        reply r = {0};
+        route_error(&r, &e);
+        return send_reply(s, conn, hr, &r);
+    }
+    int status;
+    struct MHD_Response *resp = stream_response(s, conn, ms, &status);
+    if (!resp)
+        return status == 503 ? send_error(s, conn, hr, 503, "shutting_down", "the server is shutting down")
+                             : send_error(s, conn, hr, 500, NULL, "out of memory");
+    return queue_event_stream(s, conn, hr, resp);
+}
+
+static enum MHD_Result start_stream(srv *s, struct MHD_Connection *conn, http_req *hr, job *j) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, j, sse_free);
+    if (!resp) return MHD_NO;
+    pthread_mutex_lock(&s->mu);
+    job_ref_locked(j); /* released by sse_free */
+    pthread_mutex_unlock(&s->mu);
+    return queue_event_stream(s, conn, hr, resp);
 }
 
 /* Called again after the engine resumed the connection. */
@@ -275,6 +299,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len, &r);
     sbuf_free(&hr->body);
+    if (r.engine_stream) return engine_stream(s, conn, hr);
     return r.j ? queue_job(s, conn, hr, r.j) : send_reply(s, conn, hr, &r);
 }
 

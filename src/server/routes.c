@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "measure/kv_sizing.h"
+#include "runtime/kvcache.h"
+#include "server/engine_view.h"
 #include "server/openai_response.h"
 #include "server/static_files.h"
 #include "server/structured.h"
+#include "kvlm_measure.h"
 
 static const char *const json_ctype = "application/json";
 
@@ -84,6 +88,49 @@ static void metrics(srv *s, reply *r) {
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
     r->body = o.data;
     r->len = o.len;
+}
+
+/* A body the engine view serialized (NULL: out of memory). */
+static void reply_text(reply *r, char *body, size_t len) {
+    if (!body) {
+        api_error e;
+        api_fail(&e, 500, NULL, NULL, "%s", "out of memory");
+        route_error(r, &e);
+        return;
+    }
+    r->status = 200;
+    r->content_type = json_ctype;
+    r->body = body;
+    r->len = len;
+}
+
+/* What a capacity planner needs: the shapes, the weights, the KV cost per
+ * token in each cache dtype and the pool this server runs. */
+static void model_info(srv *s, reply *r) {
+    const kvlm_config *c = s->c;
+    const size_t per_elem_tokens = 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * (size_t)c->head_dim;
+    const int bs = kv_block_size(s->kv);
+    uint64_t wbytes = 0;
+    kvlm_error err;
+    const char *path = kvlm_model_tokenizer_path(s->m);
+    json_t *weights = json_pack("{s:s,s:I,s:I}", "dtype", kvlm_dtype_name(c->weight_dtype), "params",
+                                (json_int_t)kvlm_model_param_count(s->m), "decode_bytes",
+                                (json_int_t)kvlm_model_decode_bytes(s->m));
+    json_object_set_new(weights, "bytes",
+                        path && *path && !kvs_weight_bytes(path, &wbytes, NULL, &err) ? json_integer((json_int_t)wbytes)
+                                                                                   : json_null());
+    json_t *j = json_pack(
+        "{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o,"
+        "s:{s:s,s:I,s:{s:I,s:I,s:I},s:i,s:I,s:I,s:I,s:i}}",
+        "model", s->model_name, "architecture", c->arch, "n_layers", c->n_layer, "n_heads", c->n_head, "n_kv_heads",
+        c->n_kv_head, "head_dim", c->head_dim, "n_embd", c->n_embd, "n_ff", c->n_ff, "vocab", c->vocab_size, "n_ctx",
+        c->n_ctx, "sliding_window", c->sliding_window, "weights", weights, "kv", "dtype",
+        kvlm_dtype_name(kv_dtype(s->kv)), "bytes_per_token", (json_int_t)(per_elem_tokens * kvlm_dtype_size(kv_dtype(s->kv))),
+        "bytes_per_token_by_dtype", "f32", (json_int_t)(per_elem_tokens * 4), "f16", (json_int_t)(per_elem_tokens * 2),
+        "bf16", (json_int_t)(per_elem_tokens * 2), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
+        "pool_tokens", (json_int_t)(s->kv_blocks * (size_t)bs), "pool_bytes", (json_int_t)s->kv_pool_bytes,
+        "max_seqs", kv_max_seqs(s->kv));
+    reply_json(r, j ? 200 : 500, j ? j : json_object());
 }
 
 static void tokenize(srv *s, const char *body, size_t len, reply *r) {
@@ -182,7 +229,8 @@ typedef struct endpoint {
     int id;
 } endpoint;
 
-enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT };
+enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT, EP_ENGINE,
+       EP_ENGINE_HISTORY, EP_ENGINE_STREAM, EP_MODEL_INFO, EP_MEASURE_NEXT };
 
 static const endpoint endpoints[] = {
     {"/health", "GET", EP_HEALTH},
@@ -192,6 +240,10 @@ static const endpoint endpoints[] = {
     {"/detokenize", "POST", EP_DETOKENIZE},
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/chat/completions", "POST", EP_CHAT},
+    {"/kvlm/engine", "GET", EP_ENGINE},
+    {"/kvlm/engine/history", "GET", EP_ENGINE_HISTORY},
+    {"/kvlm/engine/stream", "GET", EP_ENGINE_STREAM},
+    {"/kvlm/model", "GET", EP_MODEL_INFO},
 };
 #define N_ENDPOINTS (sizeof endpoints / sizeof endpoints[0])
 
@@ -234,5 +286,19 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     case EP_DETOKENIZE: detokenize(s, body, len, r); break;
     case EP_COMPLETIONS: completion(s, 0, body, len, r); break;
     case EP_CHAT: completion(s, 1, body, len, r); break;
+    case EP_ENGINE: {
+        size_t n = 0;
+        char *b = view_snapshot(s, &n);
+        reply_text(r, b, n);
+        break;
+    }
+    case EP_ENGINE_HISTORY: {
+        size_t n = 0;
+        char *b = view_history(s, &n);
+        reply_text(r, b, n);
+        break;
+    }
+    case EP_ENGINE_STREAM: r->engine_stream = 1; break;
+    case EP_MODEL_INFO: model_info(s, r); break;
     }
 }

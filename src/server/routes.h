@@ -20,6 +20,7 @@ typedef struct reply {
     const char *www_auth;   /* 401: the WWW-Authenticate value */
     int retry_after;        /* send Retry-After: 1 (always with 429) */
     job *j;                 /* a job to hand to the engine instead of a body */
+    int engine_stream;      /* GET /kvlm/engine/stream: the caller starts the event stream */
     const char *etag;       /* ETag header */
     int web_file;           /* a file of the web page: the body is the embedded bytes (neither
                                copied nor freed); Cache-Control: no-cache, nosniff, the page's

@@ -60,7 +60,7 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     if (!(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
         !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
         rc = -1;
-    if (!rc && !(s->metrics = metrics_create())) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (!rc && (!(s->metrics = metrics_create()) || !(s->view = view_create()))) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (rc) {
         srv_free(s);
         return NULL;
@@ -91,6 +91,7 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
     kvlm_sched_stats ss;
     kvlm_sched_get_stats(s->sched, &ss);
     metrics_publish(s->metrics, &ss, &st, 0); /* the pool's size in /metrics from the start */
+    view_update(s, &ss, &st, 0);               /* and a snapshot before the first step */
     if (engine_start(s, err)) return -1;
     /* Publishes the fields above to the HTTP thread (it reads them only
      * after seeing ready under mu). */
@@ -163,7 +164,7 @@ void srv_stop(srv *s) {
      * goes (libmicrohttpd must not stop with suspended connections). */
     for (int i = 0; i < 200; i++) {
         pthread_mutex_lock(&s->mu);
-        int left = s->n_jobs;
+        int left = s->n_jobs + s->n_subs;
         pthread_mutex_unlock(&s->mu);
         if (!left) break;
         usleep(10000);
@@ -177,6 +178,7 @@ void srv_free(srv *s) {
     kvlm_engine_free(s->e);
     kvlm_kv_free(s->kv);
     metrics_free(s->metrics);
+    view_free(s->view);
     access_log_close(s->log);
     chat_template_free(&s->tpl);
     pthread_mutex_destroy(&s->mu);

@@ -26,6 +26,7 @@
 #include "server/access_log.h"
 #include "server/chat_template.h"
 #include "server/conn_guard.h"
+#include "server/engine_view.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/sbuf.h"
@@ -35,6 +36,7 @@
 struct MHD_Connection;
 struct MHD_Daemon;
 typedef struct job job;
+typedef struct view_sub view_sub;
 
 /* One choice of one prompt: without streaming, what the final response
  * needs (its text comes from the scheduler's events). */
@@ -111,6 +113,7 @@ struct srv {
     long long created;
     size_t kv_blocks, kv_pool_bytes;   /* fixed at attach */
     srv_metrics *metrics;
+    engine_view *view;              /* the live view (engine_view.h) */
     struct MHD_Daemon *mhd;
     int port;
     char address[64];               /* the numeric address bound */
@@ -125,6 +128,8 @@ struct srv {
     int draining;                   /* SIGTERM: no new completions, /health 503 */
     int ready;                      /* srv_attach done: the model fields are set */
     uint64_t counter;
+    view_sub *subs;                 /* engine event streams (engine_stream.h) */
+    int n_subs;
     /* engine thread only */
     pthread_t engine;
     int engine_running;
