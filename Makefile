@@ -1,7 +1,8 @@
 # kvlm build. `make` builds build/kvlm, build/libkvlm.a and build/libkvlm.so;
 # `make test` runs the test suite; `make test SANITIZE=1` runs it under ASan
 # and UBSan; `make test SANITIZE=thread` the threaded tests under TSan and
-# `make test-tsan-ci` CI's short selection of them; `make install PREFIX=...` installs the CLI, both libraries, the
+# `make test-tsan-ci` CI's short selection of them; `make test-browser` the
+# web page in headless chromium; `make install PREFIX=...` installs the CLI, both libraries, the
 # public headers and kvlm.pc (`make test-install` checks that and builds
 # examples/ against it); `make bench` runs the benchmarks; `make fixtures`
 # regenerates the reference fixtures with PyTorch (needs `scripts/setup.sh --dev`).
@@ -162,6 +163,19 @@ test-tsan-ci:
 test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
 endif
+
+# The web page in headless chromium (tests/browser/web.test.mjs, driven by
+# playwright-core; about a minute): `make test-browser`. `make screenshots`
+# writes docs/img/web-*.png with the same harness. Both install chromium and
+# the pinned node modules first (scripts/setup.sh --browser); neither is part
+# of `make test`.
+.PHONY: test-browser screenshots setup-browser
+setup-browser:
+	./scripts/setup.sh --browser
+test-browser: $(BUILD)/kvlm setup-browser
+	KVLM=$(BUILD)/kvlm node --test --test-concurrency=1 --test-reporter=spec tests/browser/web.test.mjs
+screenshots: $(BUILD)/kvlm setup-browser
+	KVLM=$(BUILD)/kvlm node tests/browser/screenshots.mjs docs/img
 
 # Every compile waits for scripts/setup.sh, which installs the Debian
 # packages (headers, cmocka) still missing and returns at once when all are

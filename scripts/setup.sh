@@ -4,6 +4,11 @@
 #   scripts/setup.sh --dev    also PyTorch and NumPy, to regenerate fixtures
 #   scripts/setup.sh --fuzz   also clang, its sanitizer and libFuzzer runtimes
 #                             and its OpenMP runtime, for `make fuzz`
+#   scripts/setup.sh --browser  also chromium, and Node.js and npm where no
+#                             node or npm is on the PATH, then the browser
+#                             test's pinned playwright-core (npm ci in
+#                             tests/browser, from its package-lock.json), for
+#                             `make test-browser` and `make screenshots`
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
@@ -14,6 +19,23 @@ fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-dev libomp-dev"
 fi
+if [ "${1:-}" = "--browser" ]; then
+    pkgs="$pkgs chromium"
+    command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+    command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
+
+# The browser test's node modules, installed again whenever the lock file
+# changed (a copy of the lock installed last is kept beside them).
+npm_modules() {
+    [ "${1:-}" = "--browser" ] || return 0
+    dir="$(dirname "$0")/../tests/browser"
+    if cmp -s "$dir/package-lock.json" "$dir/node_modules/.kvlm-installed-lock" 2>/dev/null; then
+        return 0
+    fi
+    echo "setup: npm ci in tests/browser"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.kvlm-installed-lock)
+}
 
 missing=""
 for p in $pkgs; do
@@ -23,6 +45,7 @@ for p in $pkgs; do
 done
 if [ -z "$missing" ]; then
     echo "setup: all packages present"
+    npm_modules "${1:-}"
     exit 0
 fi
 
@@ -40,3 +63,4 @@ export DEBIAN_FRONTEND=noninteractive
 $run apt-get update -qq || echo "setup: apt-get update failed; trying the install with the current package lists" >&2
 # shellcheck disable=SC2086
 $run apt-get install -y -qq --no-install-recommends $missing
+npm_modules "${1:-}"

@@ -12,10 +12,8 @@ let highlight = null;   // "id (choice n)" of the running row whose blocks are o
 
 function cards(s) {
   const kv = s.kv, pc = kv.prefix_cache;
-  const used = [...kv.blocks].filter(c => c === 'u' || c === 's').length;
-  const cached = [...kv.blocks].filter(c => c === 'c').length;
   const items = [
-    ['blocks used', `${used} / ${kv.n_blocks}`, `${cached} cached`],
+    ['blocks used', `${kv.blocks_used} / ${kv.n_blocks}`, `${kv.blocks_shared} shared, ${kv.blocks_cached} cached`],
     ['utilisation', kv.tokens_reserved ? pct(kv.utilisation) : '–', `${kv.tokens_held} tokens held / ${kv.tokens_reserved} reserved`],
     ['prefix cache', `${pc.hits} / ${pc.lookups} hits`, `${pc.hit_tokens} tokens reused`],
     ['running', String(s.running.length), `${s.waiting.length} waiting`],

@@ -47,12 +47,12 @@ async function run() {
 // Requests that fit: the budget over the KV of one request, its context rounded up to whole blocks.
 function plan() {
   if (!model) return;
-  const budget = Number($('cap-mem').value) * 1048576, ctx = Math.max(1, Number($('cap-ctx').value));
-  const bs = model.block_size, tokens = Math.ceil(ctx / bs) * bs;
-  $('cap-table').tBodies[0].replaceChildren(...['f32', 'f16'].map(d => {
-    const per = model.kv_bytes_per_token[d] * tokens;
-    return el('tr', { 'data-dtype': d }, el('td', { text: d + (d === model.kv_dtype ? ' (serving)' : '') }),
-      el('td', { class: 'num', text: String(model.kv_bytes_per_token[d]) }), el('td', { class: 'num', text: bytes(per) }),
+  const kv = model.kv, budget = Number($('cap-mem').value) * 1048576, ctx = Math.max(1, Number($('cap-ctx').value));
+  const tokens = Math.ceil(ctx / kv.block_size) * kv.block_size;
+  $('cap-table').tBodies[0].replaceChildren(...Object.entries(kv.bytes_per_token_by_dtype).map(([d, bpt]) => {
+    const per = bpt * tokens;
+    return el('tr', { 'data-dtype': d }, el('td', { text: d + (d === kv.dtype ? ' (serving)' : '') }),
+      el('td', { class: 'num', text: String(bpt) }), el('td', { class: 'num', text: bytes(per) }),
       el('td', { class: 'num fits', text: String(Math.floor(budget / per)) }));
   }));
 }
@@ -65,15 +65,15 @@ async function loadModel() {
       class: 'hint', text: e.status === 404 ? 'This server has no /kvlm/model.' : e.message })));
     return;
   }
-  const m = model;
+  const m = model, kv = m.kv, by = kv.bytes_per_token_by_dtype;
   const rows = [
     ['architecture', m.architecture], ['layers', m.n_layers], ['attention heads', `${m.n_heads} (${m.n_kv_heads} KV heads)`],
     ['head dimension', m.head_dim], ['embedding', m.n_embd], ['vocabulary', m.vocab], ['context window', m.n_ctx],
-    ['weights', `${m.weight_dtype}, ${bytes(m.weight_bytes)}`],
-    ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × ${m.head_dim} × bytes: ` +
-      `${m.kv_bytes_per_token.f32} B (f32), ${m.kv_bytes_per_token.f16} B (f16)`],
-    ['KV pool', `${m.pool_blocks} blocks of ${m.block_size} tokens (${m.pool_tokens} tokens, ${m.kv_dtype}), ` +
-      `up to ${m.max_seqs} sequences`],
+    ['weights', `${m.weights.params.toLocaleString('en')} parameters, ${m.weights.dtype}, ${bytes(m.weights.bytes)}`],
+    ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × ${m.head_dim} × bytes = ` +
+      Object.entries(by).map(([d, b]) => `${b} B (${d})`).join(', ')],
+    ['KV pool', `${kv.pool_blocks} blocks of ${kv.block_size} tokens = ${kv.pool_tokens} tokens, ${kv.dtype}, ` +
+      `${bytes(kv.pool_bytes)}; up to ${kv.max_seqs} sequences`],
   ];
   $('cap-model').tBodies[0].replaceChildren(...rows.map(([k, v]) => el('tr', {}, el('th', { text: k }), el('td', { text: String(v) }))));
   if (!$('cap-ctx').value) $('cap-ctx').value = m.n_ctx;

@@ -81,13 +81,17 @@ function detail(i) {
       el('tbody', {}, ...rows)) : el('p', { class: 'hint', text: 'No alternatives were asked for.' }));
 }
 
+// A token as it reads in the text: a line break keeps a visible mark (so it can be hovered), a special token
+// (no text) shows as ∅.
+const shown = text => (text === '' ? '∅' : text.replace(/\n/g, '↵\n'));
+
 function render() {
   const by = colourBy();
   legend();
   const box = $('tok-text');
   box.replaceChildren(...tokens.map((t, i) => el('span', {
     class: 'tok' + (t.text === '' ? ' special' : ''), tabindex: '0', 'data-i': i,
-    'data-logprob': t.logprob, style: `background:${colour(t, by)}`, text: t.text === '' ? '∅' : t.text,
+    'data-logprob': t.logprob, style: `background:${colour(t, by)}`, text: shown(t.text),
     title: `p ${prob(Math.exp(t.logprob))}` + (t.entropy === null ? '' : `, entropy ${fixed(t.entropy, 3)} bits`),
   })));
   const noEntropy = tokens.length && tokens.every(t => t.entropy === null);
