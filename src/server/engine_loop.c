@@ -192,7 +192,7 @@ static void submit(srv *s, job *j) {
                                    .deadline = deadline, .sampling = j->rq.sampling, .text = 1, .tokenizer = s->tok,
                                    .stops = (const char *const *)j->rq.stops, .n_stops = j->rq.n_stops,
                                    .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
-                                   .user = &j->runs[p]};
+                                   .user = &j->runs[p], .entropy = j->rq.kvlm_entropy};
         structured_attach(&prm, j->grammar);
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);

@@ -65,6 +65,7 @@ static void job_free(job *j) {
         free(cs->lp_vals);
         free(cs->lp_top_ids);
         free(cs->lp_top_vals);
+        free(cs->lp_entropy);
         tc_parser_free(cs->tools);
     }
     free(j->choices);

@@ -586,6 +586,15 @@ static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, 
     return 0;
 }
 
+/* kvlm's "kvlm_entropy": a boolean; true needs logprobs, whose entries it extends. */
+static int parse_entropy(json_t *root, api_request *rq, api_error *e) {
+    if (get_bool(root, "kvlm_entropy", &rq->kvlm_entropy, e)) return -1;
+    if (rq->kvlm_entropy && !rq->logprobs)
+        return api_fail(e, 400, "invalid_value", "kvlm_entropy",
+                        "'kvlm_entropy' extends the log-probabilities: it needs 'logprobs' too");
+    return 0;
+}
+
 static int parse_logprobs(json_t *root, int chat, api_request *rq, api_error *e) {
     long long k = 0;
     if (!chat) {
@@ -674,13 +683,13 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
         "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
-        "return_tokens_as_token_ids", "response_format", "grammar", "regex", NULL};
+        "return_tokens_as_token_ids", "response_format", "grammar", "regex", "kvlm_entropy", NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
         "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
-        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", NULL};
+        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -693,6 +702,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     if (!rc) rc = parse_flags(root, chat, lim, rq, e);
     if (!rc) rc = parse_sampling(root, lim, rq, e);
     if (!rc) rc = parse_logprobs(root, chat, rq, e);
+    if (!rc) rc = parse_entropy(root, rq, e);
     if (!rc) rc = parse_stop(root, lim, rq, e);
     if (!rc) rc = chat ? parse_messages(root, lim, rq, e) : parse_prompt(root, lim, rq, e);
     if (!rc) rc = check_lengths(root, chat, lim, rq, e);

@@ -78,6 +78,7 @@ typedef struct api_request {
     int token_ids;              /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
     int logprobs;               /* 1: log-probabilities of the chosen tokens */
     int top_logprobs;           /* alternatives per token (0..20) */
+    int kvlm_entropy;           /* each logprobs entry also gives the entropy of its distribution */
     char **stops;
     int n_stops;
     kvlm_sampler_options sampling;  /* logit_bias points into `bias` */

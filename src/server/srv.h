@@ -50,6 +50,7 @@ typedef struct choice_state {
      * log-probability, then top_k alternatives */
     int32_t *lp_ids, *lp_top_ids;
     float *lp_vals, *lp_top_vals;
+    double *lp_entropy;     /* kvlm_entropy: per token, nats */
     int n_lp, cap_lp;
     /* streaming chat with tools: the tool-call parser of this choice */
     struct tc_parser *tools;
