@@ -71,6 +71,7 @@ static void job_free(job *j) {
     free(j->choices);
     free(j->runs);
     structured_free(j->grammar);
+    free(j->measure);
     sbuf_free(&j->out);
     api_request_free(&j->rq);
     free(j);

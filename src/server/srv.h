@@ -77,6 +77,7 @@ struct job {
     srv *s;
     api_request rq;
     struct kvlm_grammar *grammar;  /* the request's constraint (structured.h), or NULL */
+    struct measure_req *measure;   /* a next-token measurement (measure_routes.h), not a completion */
     char id[48];
     long long created;      /* Unix seconds */
     double t_arrival;       /* kvlm_now() when the body was parsed */
@@ -135,6 +136,7 @@ struct srv {
     pthread_t engine;
     int engine_running;
     job *live;
+    job *measures;                  /* measurements waiting for a sequence slot or blocks */
 };
 
 /* Jobs (job.c). job_new takes over rq. */
