@@ -375,6 +375,9 @@ int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids,
                       float *logprobs);
 /* log_softmax(logits)[id]. */
 float kvlm_token_logprob(const float *logits, int vocab, int32_t id);
+/* Entropy in nats of softmax(logits), exact over the whole vocabulary (two
+ * passes in double precision, no sort; -inf logits contribute nothing). */
+double kvlm_logits_entropy(const float *logits, int vocab);
 
 /* ------------------------------------------------------------- grammars */
 
@@ -447,6 +450,10 @@ typedef struct kvlm_token_event {
      * string or a character is held back). Valid during the callback. */
     const char *text;
     size_t text_len;
+    /* Entropy in nats of the distribution the log-probabilities come from
+     * (softmax of the model's logits at this step), over the whole
+     * vocabulary; NaN unless the request set `entropy`. */
+    double entropy;
 } kvlm_token_event;
 
 typedef struct kvlm_finish_event {
@@ -503,6 +510,9 @@ typedef struct kvlm_request_params {
      * unmasked logits). Each choice keeps its own matcher (kept across
      * preemption); the grammar must outlive the request. */
     const kvlm_grammar *grammar;
+    /* 1: each token event carries the entropy of its step's distribution
+     * (a pass over the vocabulary per token). */
+    int entropy;
 } kvlm_request_params;
 
 typedef struct kvlm_sched_options {

@@ -570,6 +570,22 @@ int kvlm_top_logprobs(const float *logits, int vocab, int k, int32_t *ids, float
     return n;
 }
 
+double kvlm_logits_entropy(const float *logits, int vocab) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) mx = fmaxf(mx, logits[i]);
+    if (!isfinite(mx)) return NAN;
+    /* H = log Z - E[x - max], with Z = sum exp(x - max) */
+    double z = 0, wsum = 0;
+    for (int i = 0; i < vocab; i++) {
+        const double d = (double)logits[i] - mx;
+        if (d == -INFINITY) continue;
+        const double w = exp(d);
+        z += w;
+        wsum += w * d;
+    }
+    return log(z) - wsum / z;
+}
+
 float kvlm_token_logprob(const float *logits, int vocab, int32_t id) {
     float mx = -INFINITY;
     for (int i = 0; i < vocab; i++) mx = fmaxf(mx, logits[i]);

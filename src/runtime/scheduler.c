@@ -500,8 +500,9 @@ static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     s->st.generated_tokens++;
     const int eos = is_eos(r, id);
     /* The log-softmax costs a pass over the vocabulary: only when asked. */
-    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN, .text = ""};
+    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN, .text = "", .entropy = NAN};
     if (r->p.logprobs) ev.logprob = kvlm_token_logprob(logits, s->vocab, id);
+    if (r->p.entropy) ev.entropy = kvlm_logits_entropy(logits, s->vocab);
     if (r->p.logprobs > 0) {
         ev.top_n = kvlm_top_logprobs(logits, s->vocab, r->p.logprobs, s->top_ids, s->top_lps);
         ev.top_ids = s->top_ids;

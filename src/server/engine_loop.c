@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "server/engine_stream.h"
+#include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/srv.h"
 #include "server/structured.h"
@@ -192,7 +193,7 @@ static void submit(srv *s, job *j) {
                                    .deadline = deadline, .sampling = j->rq.sampling, .text = 1, .tokenizer = s->tok,
                                    .stops = (const char *const *)j->rq.stops, .n_stops = j->rq.n_stops,
                                    .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
-                                   .user = &j->runs[p]};
+                                   .user = &j->runs[p], .entropy = j->rq.kvlm_entropy};
         structured_attach(&prm, j->grammar);
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
@@ -226,6 +227,46 @@ static void submit(srv *s, job *j) {
     }
     j->submitted = 1;
     finalize(j);
+}
+
+/* ------------------------------------------------------------ measurements */
+
+/* Gives a job that never reached the scheduler its whole answer. */
+static void answer(srv *s, job *j, int status, char *body) {
+    pthread_mutex_lock(&s->mu);
+    if (body) sbuf_adds(&j->out, body);
+    j->status = body ? status : 500;
+    j->state = JOB_DONE;
+    pthread_mutex_unlock(&s->mu);
+    free(body);
+    job_wake(j);
+    job_unref(j);
+}
+
+static void answer_error(srv *s, job *j, const api_error *e) { answer(s, j, e->status, resp_error_body(e)); }
+
+/* Runs the waiting measurements that fit now, in arrival order; with
+ * nothing running, one that does not fit never will. */
+static void run_measures(srv *s) {
+    job **at = &s->measures;
+    while (*at) {
+        job *j = *at;
+        char *body;
+        api_error e;
+        const int wait = measure_run(s, j, &body, &e);
+        if (wait && kvlm_sched_has_work(s->sched)) return; /* keep the order: retry after the next step */
+        *at = j->next;
+        j->next = NULL;
+        if (wait) api_fail(&e, 503, "kv_cache_full", NULL, "%s", "no KV sequence slot or blocks for the measurement");
+        if (body) answer(s, j, 200, body);
+        else answer_error(s, j, &e);
+    }
+}
+
+static void queue_measure(srv *s, job *j) {
+    job **at = &s->measures;
+    while (*at) at = &(*at)->next;
+    *at = j;
 }
 
 /* Ends a job that never reached the scheduler, or every live job. */
@@ -329,10 +370,19 @@ static void *engine_main(void *arg) {
             job *next = in->next;
             in->next = NULL;
             if (stopping) reject(s, in, 503, "shutting_down", "the server is shutting down");
+            else if (in->measure) queue_measure(s, in);
             else submit(s, in);
             in = next;
         }
+        if (s->measures) run_measures(s);
         if (stopping) {
+            while (s->measures) {
+                job *j = s->measures;
+                s->measures = j->next;
+                api_error e;
+                api_fail(&e, 503, "shutting_down", NULL, "%s", "the server is shutting down");
+                answer_error(s, j, &e);
+            }
             fail_all(s, 503, "shutting_down", "the server is shutting down");
             break;
         }

@@ -25,7 +25,8 @@ typedef struct second {
     long long t;                 /* Unix second */
     double ttft_ms, tpot_ms;     /* medians; NAN: no sample */
     double tok_s;                /* tokens generated in the second; NAN: no sample */
-    int running, waiting, blocks_used, sampled;
+    int running, waiting, blocks_used;   /* peaks over the second */
+    int sampled;                 /* the engine published during it */
 } second;
 
 typedef struct samples {
@@ -319,9 +320,11 @@ void view_update(srv *s, const kvlm_sched_stats *st, const kvlm_kv_stats *kv, in
     engine_view *v = s->view;
     const double now = kvlm_now();
     roll_seconds(s, v, (long long)floor(wall_now()), st);
-    v->cur.running = st->running;
-    v->cur.waiting = st->waiting + inbox;
-    v->cur.blocks_used = (int)kv->blocks_used;
+    /* the second's peaks */
+    const int waiting = st->waiting + inbox;
+    if (!v->cur.sampled || st->running > v->cur.running) v->cur.running = st->running;
+    if (!v->cur.sampled || waiting > v->cur.waiting) v->cur.waiting = waiting;
+    if (!v->cur.sampled || (int)kv->blocks_used > v->cur.blocks_used) v->cur.blocks_used = (int)kv->blocks_used;
     v->cur.sampled = 1;
     const uint64_t sig = signature(st, kv, inbox);
     const int busy = st->running + st->waiting > 0;

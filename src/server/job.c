@@ -65,11 +65,13 @@ static void job_free(job *j) {
         free(cs->lp_vals);
         free(cs->lp_top_ids);
         free(cs->lp_top_vals);
+        free(cs->lp_entropy);
         tc_parser_free(cs->tools);
     }
     free(j->choices);
     free(j->runs);
     structured_free(j->grammar);
+    free(j->measure);
     sbuf_free(&j->out);
     api_request_free(&j->rq);
     free(j);

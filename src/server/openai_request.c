@@ -586,6 +586,15 @@ static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, 
     return 0;
 }
 
+/* kvlm's "kvlm_entropy": a boolean; true needs logprobs, whose entries it extends. */
+static int parse_entropy(json_t *root, api_request *rq, api_error *e) {
+    if (get_bool(root, "kvlm_entropy", &rq->kvlm_entropy, e)) return -1;
+    if (rq->kvlm_entropy && !rq->logprobs)
+        return api_fail(e, 400, "invalid_value", "kvlm_entropy",
+                        "'kvlm_entropy' extends the log-probabilities: it needs 'logprobs' too");
+    return 0;
+}
+
 static int parse_logprobs(json_t *root, int chat, api_request *rq, api_error *e) {
     long long k = 0;
     if (!chat) {
@@ -674,13 +683,13 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
         "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
-        "return_tokens_as_token_ids", "response_format", "grammar", "regex", NULL};
+        "return_tokens_as_token_ids", "response_format", "grammar", "regex", "kvlm_entropy", NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
         "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
-        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", NULL};
+        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -693,6 +702,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     if (!rc) rc = parse_flags(root, chat, lim, rq, e);
     if (!rc) rc = parse_sampling(root, lim, rq, e);
     if (!rc) rc = parse_logprobs(root, chat, rq, e);
+    if (!rc) rc = parse_entropy(root, rq, e);
     if (!rc) rc = parse_stop(root, lim, rq, e);
     if (!rc) rc = chat ? parse_messages(root, lim, rq, e) : parse_prompt(root, lim, rq, e);
     if (!rc) rc = check_lengths(root, chat, lim, rq, e);
@@ -717,28 +727,31 @@ void api_request_free(api_request *rq) {
 
 /* --------------------------------------------------- tokenize, detokenize */
 
-int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
-                       api_error *e) {
-    static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
-                                       "add_generation_prompt", "tools", NULL};
-    *ids = NULL;
-    *n = 0;
+json_t *api_parse_object(const char *body, size_t len, const char *const *keys, const api_limits *lim, api_error *e) {
     json_t *root = parse_body(body, len, e);
-    if (!root) return -1;
-    int special = 1, gen = 1, rc = check_keys(root, keys, lim, e);
-    if (!rc) rc = get_bool(root, "add_special_tokens", &special, e);
-    if (!rc) rc = get_bool(root, "add_generation_prompt", &gen, e);
+    if (root && check_keys(root, keys, lim, e)) {
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+int api_prompt_ids(json_t *root, const api_limits *lim, int special, int gen, int32_t **ids, size_t *n,
+                   api_error *e) {
     json_t *prompt = json_object_get(root, "prompt"), *msgs = json_object_get(root, "messages");
     sbuf text = {0};
-    if (!rc && !prompt == !msgs)
+    int rc = 0;
+    *ids = NULL;
+    *n = 0;
+    if (!prompt == !msgs)
         rc = api_fail(e, 400, "missing_parameter", "prompt", "give exactly one of 'prompt' (a string) or 'messages'");
-    else if (!rc && prompt && !json_is_string(prompt))
+    else if (prompt && !json_is_string(prompt))
         rc = api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string");
-    else if (!rc && !lim->tok)
+    else if (!lim->tok)
         rc = api_fail(e, 400, "no_tokenizer", NULL, "this model has no tokenizer");
-    else if (!rc && prompt)
+    else if (prompt)
         sbuf_add(&text, json_string_value(prompt), json_string_length(prompt));
-    else if (!rc)
+    else
         rc = render_messages(msgs, json_object_get(root, "tools"), lim, gen, &text, e);
     kvlm_error err;
     /* add_special_tokens: as a completion prompt is encoded (special tokens
@@ -749,6 +762,20 @@ int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int3
                                                         &err)))
         rc = api_fail(e, 400, "invalid_prompt", "prompt", "%s", err.msg);
     sbuf_free(&text);
+    return rc;
+}
+
+int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
+                       api_error *e) {
+    static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
+                                       "add_generation_prompt", "tools", NULL};
+    *ids = NULL;
+    *n = 0;
+    json_t *root = api_parse_object(body, len, keys, lim, e);
+    if (!root) return -1;
+    int special = 1, gen = 1, rc = get_bool(root, "add_special_tokens", &special, e);
+    if (!rc) rc = get_bool(root, "add_generation_prompt", &gen, e);
+    if (!rc) rc = api_prompt_ids(root, lim, special, gen, ids, n, e);
     json_decref(root);
     return rc;
 }

@@ -23,6 +23,7 @@
 #ifndef KVLM_SERVER_OPENAI_REQUEST_H
 #define KVLM_SERVER_OPENAI_REQUEST_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +79,7 @@ typedef struct api_request {
     int token_ids;              /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
     int logprobs;               /* 1: log-probabilities of the chosen tokens */
     int top_logprobs;           /* alternatives per token (0..20) */
+    int kvlm_entropy;           /* each logprobs entry also gives the entropy of its distribution */
     char **stops;
     int n_stops;
     kvlm_sampler_options sampling;  /* logit_bias points into `bias` */
@@ -107,6 +109,15 @@ void api_request_free(api_request *rq);
  * malloc'ed. */
 int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
                        api_error *e);
+/* A JSON object body with the checks every endpoint makes: well-formed,
+ * an object, no key outside `keys` (NULL-terminated), "model" (if given)
+ * this server's. NULL with e filled. */
+json_t *api_parse_object(const char *body, size_t len, const char *const *keys, const api_limits *lim, api_error *e);
+/* The token ids of root's "prompt" (text) or "messages" (rendered by the
+ * chat template, with the generation prompt when gen), encoded as
+ * /tokenize encodes them (special: add_special_tokens). *ids is malloc'ed. */
+int api_prompt_ids(json_t *root, const api_limits *lim, int special, int gen, int32_t **ids, size_t *n,
+                   api_error *e);
 /* /detokenize: {"tokens": [ids]}. *ids is malloc'ed. */
 int api_parse_detokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
                          api_error *e);

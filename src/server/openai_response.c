@@ -10,6 +10,7 @@
  */
 #include "server/openai_response.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,11 @@ typedef struct lp_view {
     const float *vals, *top_vals;
     size_t offset;          /* text_offset of the first token */
     int as_id;              /* tokens named "token_id:N" */
+    const double *entropy;  /* per token, nats (kvlm_entropy), or NULL */
 } lp_view;
+
+/* kvlm_entropy's value: bits, as JSON (null if the scheduler gave none). */
+static json_t *entropy_bits(double nats) { return isnan(nats) ? json_null() : json_real(nats / M_LN2); }
 
 static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
     json_t *tokens = json_array(), *lps = json_array(), *tops = v->k ? json_array() : json_null(),
@@ -126,6 +131,11 @@ static json_t *completion_logprobs(const kvlm_tokenizer *tok, const lp_view *v) 
     json_object_set_new(o, "token_logprobs", lps);
     json_object_set_new(o, "top_logprobs", tops);
     json_object_set_new(o, "text_offset", offs);
+    if (v->entropy) {
+        json_t *ent = json_array();
+        for (int i = 0; i < v->n; i++) json_array_append_new(ent, entropy_bits(v->entropy[i]));
+        json_object_set_new(o, "kvlm_entropy", ent);
+    }
     return o;
 }
 
@@ -144,6 +154,7 @@ static json_t *chat_logprobs(const kvlm_tokenizer *tok, const lp_view *v) {
         for (int a = 0; a < v->k; a++)
             json_array_append_new(tops, chat_entry(tok, v->top_ids[i * v->k + a], v->top_vals[i * v->k + a], v->as_id));
         json_object_set_new(e, "top_logprobs", tops);
+        if (v->entropy) json_object_set_new(e, "entropy_bits", entropy_bits(v->entropy[i]));
         json_array_append_new(content, e);
     }
     json_t *o = json_object();
@@ -167,12 +178,15 @@ void resp_keep_logprobs(choice_state *cs, const kvlm_token_event *ev, int k) {
         if (tids) cs->lp_top_ids = tids;
         float *tvals = realloc(cs->lp_top_vals, (size_t)cap * (size_t)(k ? k : 1) * sizeof *tvals);
         if (tvals) cs->lp_top_vals = tvals;
-        if (!ids || !vals || !tids || !tvals) return;
+        double *ent = realloc(cs->lp_entropy, (size_t)cap * sizeof *ent);
+        if (ent) cs->lp_entropy = ent;
+        if (!ids || !vals || !tids || !tvals || !ent) return;
         cs->cap_lp = cap;
     }
     int i = cs->n_lp++;
     cs->lp_ids[i] = ev->id;
     cs->lp_vals[i] = ev->logprob;
+    cs->lp_entropy[i] = ev->entropy;
     for (int a = 0; a < k; a++) {
         int have = a < ev->top_n;
         cs->lp_top_ids[i * k + a] = have ? ev->top_ids[a] : ev->id;
@@ -207,7 +221,8 @@ static void chunk_end(const job *j, int c, json_t *root, json_t *ch, const kvlm_
     json_t *lp = json_null();
     if (ev && j->rq.logprobs) {
         const choice_state *cs = &j->choices[c];
-        lp_view v = {1, ev->top_n, &ev->id, ev->top_ids, &ev->logprob, ev->top_logprobs, 0, 0};
+        lp_view v = {1, ev->top_n, &ev->id, ev->top_ids, &ev->logprob, ev->top_logprobs, 0, 0,
+                     j->rq.kvlm_entropy ? &ev->entropy : NULL};
         size_t len = 0;
         if (j->s->tok && kvlm_tokenizer_piece(j->s->tok, ev->id, &len)) v.offset = cs->piece_bytes - len;
         lp = logprobs_json(j, &v);
@@ -321,7 +336,8 @@ char *resp_final_body(const job *j) {
         }
         json_t *lp = json_null();
         if (j->rq.logprobs) {
-            lp_view v = {cs->n_lp, j->rq.top_logprobs, cs->lp_ids, cs->lp_top_ids, cs->lp_vals, cs->lp_top_vals, 0, 0};
+            lp_view v = {cs->n_lp, j->rq.top_logprobs, cs->lp_ids, cs->lp_top_ids, cs->lp_vals, cs->lp_top_vals, 0, 0,
+                         j->rq.kvlm_entropy ? cs->lp_entropy : NULL};
             lp = logprobs_json(j, &v);
         }
         json_object_set_new(ch, "logprobs", lp);

@@ -12,6 +12,7 @@
 #include "measure/kv_sizing.h"
 #include "runtime/kvcache.h"
 #include "server/engine_view.h"
+#include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/static_files.h"
 #include "server/structured.h"
@@ -244,6 +245,7 @@ static const endpoint endpoints[] = {
     {"/kvlm/engine/history", "GET", EP_ENGINE_HISTORY},
     {"/kvlm/engine/stream", "GET", EP_ENGINE_STREAM},
     {"/kvlm/model", "GET", EP_MODEL_INFO},
+    {"/kvlm/measure/next-token", "POST", EP_MEASURE_NEXT},
 };
 #define N_ENDPOINTS (sizeof endpoints / sizeof endpoints[0])
 
@@ -300,5 +302,6 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     }
     case EP_ENGINE_STREAM: r->engine_stream = 1; break;
     case EP_MODEL_INFO: model_info(s, r); break;
+    case EP_MEASURE_NEXT: measure_route(s, body, len, r); break;
     }
 }

@@ -50,6 +50,7 @@ typedef struct choice_state {
      * log-probability, then top_k alternatives */
     int32_t *lp_ids, *lp_top_ids;
     float *lp_vals, *lp_top_vals;
+    double *lp_entropy;     /* kvlm_entropy: per token, nats */
     int n_lp, cap_lp;
     /* streaming chat with tools: the tool-call parser of this choice */
     struct tc_parser *tools;
@@ -76,6 +77,7 @@ struct job {
     srv *s;
     api_request rq;
     struct kvlm_grammar *grammar;  /* the request's constraint (structured.h), or NULL */
+    struct measure_req *measure;   /* a next-token measurement (measure_routes.h), not a completion */
     char id[48];
     long long created;      /* Unix seconds */
     double t_arrival;       /* kvlm_now() when the body was parsed */
@@ -134,6 +136,7 @@ struct srv {
     pthread_t engine;
     int engine_running;
     job *live;
+    job *measures;                  /* measurements waiting for a sequence slot or blocks */
 };
 
 /* Jobs (job.c). job_new takes over rq. */
