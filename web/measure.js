@@ -28,7 +28,7 @@ async function run() {
   try {
     const body = { prompt: $('m-prompt').value, temperatures: parseTemps($('m-temps').value), top: Number($('m-top').value) };
     const r = await postJSON('/kvlm/measure/next-token', body);
-    const rows = r.results;
+    const rows = r.temperatures;
     $('m-info').textContent = `${r.prompt_tokens} prompt tokens; one forward pass, the same logits at every temperature.`;
     $('m-table').tBodies[0].replaceChildren(...rows.map(x => el('tr', { 'data-temperature': x.temperature },
       el('td', { class: 'num', text: String(x.temperature) }),

@@ -137,7 +137,7 @@ test("the measure view shows /kvlm/measure/next-token's numbers and the model's 
   const ref = await api(shk, '/kvlm/measure/next-token', { prompt: 'KING HENRY:', temperatures: [0.5, 1, 1.5], top: 8 });
   const rows = page.locator('#m-table tbody tr');
   for (let i = 0; i < 3; i++) {
-    const r = ref.results[i], row = rows.nth(i);
+    const r = ref.temperatures[i], row = rows.nth(i);
     relClose(Number(await row.locator('.entropy').textContent()), r.entropy_bits, `T=${r.temperature} entropy`);
     relClose(Number(await row.locator('.top1').textContent()), r.top1, `T=${r.temperature} top1`);
     relClose(Number(await row.locator('.top5').textContent()), r.top5, `T=${r.temperature} top5`);
