@@ -76,8 +76,8 @@ function detail(i) {
       el('dt', { text: 'entropy' }),
       el('dd', { class: 'num', text: t.entropy === null ? 'not given' : fixed(t.entropy, 4) + ' bits' })),
     rows.length ? el('table', { class: 'data alts' },
-      el('thead', {}, el('tr', {}, el('th', { text: 'alternative' }), el('th', { text: 'p' }),
-        el('th', { text: 'log p' }), el('th', { text: '' }))),
+      el('thead', {}, el('tr', {}, el('th', { text: 'token' }), el('th', { class: 'num', text: 'p' }),
+        el('th', { class: 'num', text: 'log p' }), el('th', { text: '' }))),
       el('tbody', {}, ...rows)) : el('p', { class: 'hint', text: 'No alternatives were asked for.' }));
 }
 

@@ -24,7 +24,10 @@ export function setStatus(text, isError) {
 
 // Seven significant digits: what the token and measure views show of a probability, so a reader (or a test)
 // gets the API's value to 1e-6 relative.
-export const prob = p => Number(p).toPrecision(7);
+export const prob = p => {
+  const x = Number(p);
+  return x !== 0 && Math.abs(x) < 1e-3 ? x.toExponential(6) : x.toPrecision(7);
+};
 export const pct = p => (100 * p).toFixed(1) + '%';
 export const fixed = (x, d) => (x === null || x === undefined || Number.isNaN(x) ? '–' : Number(x).toFixed(d));
 
