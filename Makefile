@@ -50,7 +50,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := test_server test_chat_server test_run_server test_scheduler test_team test_threads test_stop \
-              test_openai_request test_server_race test_server_ops test_server_conns
+              test_openai_request test_server_race test_server_ops test_server_conns test_engine_view
 # CI's ThreadSanitizer run (make test-tsan-ci, about 2 minutes with the
 # build): the tests that put concurrent load on the server (mixed requests,
 # cancels, 429s, log reopening; the loading thread; connection storms), the
