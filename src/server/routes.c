@@ -202,7 +202,7 @@ static void completion(srv *s, int chat, const char *body, size_t len, reply *r)
 int route_is_web(const srv *s, const char *url) { return !s->cfg.no_web && static_find(url); }
 
 int route_web(srv *s, const char *method, const char *url, const char *if_none_match, reply *r) {
-    const static_file *f = route_is_web(s, url) ? static_find(url) : NULL;
+    const static_file *f = s->cfg.no_web ? NULL : static_find(url);
     if (!f) return 0;
     memset(r, 0, sizeof *r);
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {

@@ -21,6 +21,16 @@ after(async () => {
   await Promise.all([stopServer(shk), stopServer(syn)]);
 });
 
+// Fills form fields: {selector: value}.
+async function fill(page, fields) {
+  for (const [sel, v] of Object.entries(fields)) await page.fill(sel, v);
+}
+
+// Ends a test's page: no console error on the way.
+async function closeClean(page) {
+  await closeClean(page);
+}
+
 const relClose = (shown, exact, what) => {
   const rel = Math.abs(shown - exact) / Math.max(Math.abs(exact), 1e-30);
   assert.ok(rel <= 1e-6, `${what}: shown ${shown}, the API says ${exact} (relative ${rel})`);
@@ -36,15 +46,12 @@ test('the page and its files load with no console error, and the views switch by
   assert.equal(await page.isVisible('#view-chat'), false);
   await page.keyboard.press('End');
   await page.waitForSelector('#cap-table tbody tr');
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
 
 test('a chat message streams a reply in several chunks', async () => {
   const page = await openPage(browser, shk.url + '/#chat');
-  await page.fill('#s-max-tokens', '40');
-  await page.fill('#s-seed', '3');
-  await page.fill('#chat-input', 'Speak, friend.');
+  await fill(page, { '#s-max-tokens': '40', '#s-seed': '3', '#chat-input': 'Speak, friend.' });
   await page.press('#chat-input', 'Enter');
   await page.waitForSelector('#chat-send:not([disabled])');
   await page.waitForFunction(() => /chunks/.test(document.getElementById('chat-stats').textContent));
@@ -57,8 +64,7 @@ test('a chat message streams a reply in several chunks', async () => {
   await page.reload();
   await page.waitForSelector('#transcript .msg.assistant');
   assert.equal(await page.textContent('#transcript .msg.assistant .msg-body'), reply);
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
 
 test('Stop cancels the request on the server, and the KV grid shows blocks during generation and none after', async () => {
@@ -68,8 +74,7 @@ test('Stop cancels the request on the server, and the KV grid shows blocks durin
   const cancelled = 'kvlm_sequences_finished_total{reason="cancelled"}';
   const before = await metric(syn, cancelled);
   await page.click('#tab-chat');
-  await page.fill('#s-max-tokens', '600');
-  await page.fill('#chat-input', 'Tell me a long story.');
+  await fill(page, { '#s-max-tokens': '600', '#chat-input': 'Tell me a long story.' });
   await page.click('#chat-send');
   await page.waitForFunction(() => document.querySelector('#transcript .msg.assistant .msg-body').textContent.length > 0);
   await page.click('#tab-engine');
@@ -89,17 +94,13 @@ test('Stop cancels the request on the server, and the KV grid shows blocks durin
   await page.waitForFunction(() => document.querySelectorAll('#eng-grid .blk.used, #eng-grid .blk.shared').length === 0,
     null, { timeout: 5000 });
   assert.match(await page.textContent('#eng-running tbody'), /nothing running/);
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
 
 test("the token view shows the API's probabilities for the same seeded request", async () => {
   const page = await openPage(browser, shk.url + '/#tokens');
-  await page.fill('#tok-prompt', 'JULIET:');
-  await page.fill('#tok-max', '24');
-  await page.fill('#tok-temp', '0.9');
-  await page.fill('#tok-seed', '11');
-  await page.fill('#tok-top', '4');
+  await fill(page, { '#tok-prompt': 'JULIET:', '#tok-max': '24', '#tok-temp': '0.9', '#tok-seed': '11',
+    '#tok-top': '4' });
   await page.click('#tok-run');
   await page.waitForSelector('#tok-run:not([disabled])');
   await page.waitForFunction(() => /completion of/.test(document.getElementById('tok-source').textContent));
@@ -123,15 +124,12 @@ test("the token view shows the API's probabilities for the same seeded request",
   // Colouring by entropy uses the server's entropies.
   await page.check('input[name=tok-colour][value=entropy]');
   assert.equal(await page.isDisabled('input[name=tok-colour][value=entropy]'), false);
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
 
 test("the measure view shows /kvlm/measure/next-token's numbers and the model's KV sizes", async () => {
   const page = await openPage(browser, shk.url + '/#measure');
-  await page.fill('#m-prompt', 'KING HENRY:');
-  await page.fill('#m-temps', '0.5, 1, 1.5');
-  await page.fill('#m-top', '8');
+  await fill(page, { '#m-prompt': 'KING HENRY:', '#m-temps': '0.5, 1, 1.5', '#m-top': '8' });
   await page.click('#m-run');
   await page.waitForSelector('#m-table tbody tr:nth-child(3)');
   const ref = await api(shk, '/kvlm/measure/next-token', { prompt: 'KING HENRY:', temperatures: [0.5, 1, 1.5], top: 8 });
@@ -152,12 +150,10 @@ test("the measure view shows /kvlm/measure/next-token's numbers and the model's 
   assert.equal(Number(await f32.nth(1).textContent()), m.kv.bytes_per_token_by_dtype.f32);
   assert.equal(m.kv.bytes_per_token_by_dtype.f32, 2 * m.n_layers * m.n_kv_heads * m.head_dim * 4);
   // 100 MiB at a 100-token context: 112 tokens in 7 blocks per request.
-  await page.fill('#cap-mem', '100');
-  await page.fill('#cap-ctx', '100');
+  await fill(page, { '#cap-mem': '100', '#cap-ctx': '100' });
   const per = m.kv.bytes_per_token_by_dtype.f16 * 112;
   assert.equal(Number(await page.textContent('#cap-table tr[data-dtype=f16] .fits')), Math.floor(100 * 1048576 / per));
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
 
 test('with --api-key the page loads, asks for the key on 401 and then sends it', async () => {
@@ -184,6 +180,5 @@ test('the layout holds at a narrow width', async () => {
   await page.waitForSelector('#eng-grid .blk');
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px screen`);
-  assert.deepEqual(page.errors, []);
-  await page.context().close();
+  await closeClean(page);
 });
