@@ -28,7 +28,8 @@ async function fill(page, fields) {
 
 // Ends a test's page: no console error on the way.
 async function closeClean(page) {
-  await closeClean(page);
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
 }
 
 const relClose = (shown, exact, what) => {
