@@ -165,7 +165,7 @@ test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
 endif
 
 # The web page in headless chromium (tests/browser/web.test.mjs, driven by
-# playwright-core; about a minute): `make test-browser`. `make screenshots`
+# playwright-core; about 15 seconds): `make test-browser`. `make screenshots`
 # writes docs/img/web-*.png with the same harness. Both install chromium and
 # the pinned node modules first (scripts/setup.sh --browser); neither is part
 # of `make test`.

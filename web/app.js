@@ -1,5 +1,6 @@
 // The page's entry point: the tabs (keyboard as the ARIA tabs pattern: arrows, Home, End), the served model's name
-// and health, and the API key bar shown when the server asks for a key. Each view lives in a module of its own.
+// (or that it is still loading), and the API key bar shown when the server asks for a key. Each view lives in a
+// module of its own.
 import { getJSON, apiKey, setApiKey, onNeedKey } from './api.js';
 import { $, setStatus } from './util.js';
 import * as chat from './chat.js';
@@ -58,7 +59,6 @@ async function loadModel() {
     const model = list.data[0];
     $('model-name').textContent = `${model.id} · context ${model.max_model_len}`;
     setStatus('');
-    document.dispatchEvent(new CustomEvent('kvlm:model', { detail: model }));
   } catch (e) {
     $('model-name').textContent = '';
     if (e.status === 503) { setStatus('the model is loading…'); setTimeout(loadModel, 1000); }

@@ -177,9 +177,14 @@ test('with --api-key the page loads, asks for the key on 401 and then sends it',
 });
 
 test('the layout holds at a narrow width', async () => {
-  const page = await openPage(browser, shk.url + '/#engine', { width: 390, height: 800 });
-  await page.waitForSelector('#eng-grid .blk');
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px screen`);
+  const page = await openPage(browser, shk.url + '/', { width: 390, height: 800 });
+  await page.waitForFunction(() => document.getElementById('model-name').textContent.includes('shakespeare-gpt2'));
+  for (const view of ['chat', 'tokens', 'engine', 'measure']) {
+    await page.click('#tab-' + view);
+    if (view === 'engine') await page.waitForSelector('#eng-grid .blk');
+    if (view === 'measure') await page.waitForSelector('#cap-table tbody tr');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `the ${view} view is ${overflow}px wider than a 390px screen`);
+  }
   await closeClean(page);
 });
