@@ -5,7 +5,7 @@
  * for a matching If-None-Match (plain, weak, in a list, "*"); HEAD gives
  * the headers alone; other methods 405; unknown paths the API's JSON 404;
  * with --api-key the files need no key while the API does; --no-web turns
- * the page off. Synthetic gpt2-tiny servers (the page needs no model).
+ * the page off; the start-up lines give its address. Synthetic gpt2-tiny servers (the page needs no model).
  */
 #include "server_harness.h"
 
@@ -179,6 +179,21 @@ static void test_api_key(void **state) {
     resp_free(&r);
 }
 
+/* The start-up lines say where the page is, unless it is off. */
+static void test_startup_line(void **state) {
+    (void)state;
+    char want[96];
+    snprintf(want, sizeof want, "kvlm serve: web page at http://127.0.0.1:%d/ (docs/web.md)\n", open_srv.port);
+    char *log = th_read_file(open_srv.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, want));
+    free(log);
+    log = th_read_file(noweb.log, NULL);
+    assert_non_null(log);
+    assert_null(strstr(log, "web page at"));
+    free(log);
+}
+
 static void test_no_web(void **state) {
     (void)state;
     const char *paths[] = {"/", "/index.html", "/app.js"};
@@ -202,6 +217,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_methods_and_unknown_paths),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_no_web),
+        cmocka_unit_test(test_startup_line),
     };
     return cmocka_run_group_tests_name("web page", tests, setup, teardown) || dirty_exit;
 }

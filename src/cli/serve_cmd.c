@@ -303,6 +303,9 @@ int cli_serve(int argc, char **argv) {
         return l.rc ? l.rc : err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
     }
     srv_describe(s, stderr);
+    if (!o.cfg.no_web)
+        fprintf(stderr, "kvlm serve: web page at http://%s%s%s:%d/ (docs/web.md)\n", v6 ? "[" : "", addr, v6 ? "]" : "",
+                srv_port(s));
     fprintf(stderr, "kvlm serve: ready (the model loaded in %.2fs)\n", l.seconds);
     fflush(stderr);
     sig = wait_signal(s, &set, NULL);

@@ -65,6 +65,25 @@ test('a chat message streams a reply in several chunks', async () => {
   await page.reload();
   await page.waitForSelector('#transcript .msg.assistant');
   assert.equal(await page.textContent('#transcript .msg.assistant .msg-body'), reply);
+  // The reply's tokens open in the token view, their texts making up the reply.
+  await page.click('#transcript .msg.assistant button.link');
+  assert.equal(await page.getAttribute('#tab-tokens', 'aria-selected'), 'true');
+  const texts = await page.locator('#tok-text .tok').evaluateAll(spans => spans.length);
+  assert.equal(texts, Number(stats.match(/^(\d+) tokens/)[1]));
+  await closeClean(page);
+});
+
+test('completion mode continues the prompt as it streams', async () => {
+  const page = await openPage(browser, shk.url + '/#chat');
+  await page.check('input[name=mode][value=completion]');
+  assert.equal(await page.isVisible('#system-prompt'), false);
+  await fill(page, { '#s-max-tokens': '20', '#s-seed': '5', '#chat-input': 'ROMEO:' });
+  await page.click('#chat-send');
+  await page.waitForFunction(() => /finish: length/.test(document.querySelector('#transcript .msg.completion .msg-note')?.textContent));
+  const shown = await page.textContent('#transcript .msg.completion .msg-body');
+  const ref = await api(shk, '/v1/completions', { prompt: 'ROMEO:', max_tokens: 20, seed: 5, temperature: 0.8, top_k: 40,
+    top_p: 0.95, min_p: 0, presence_penalty: 0, frequency_penalty: 0, repetition_penalty: 1 });
+  assert.equal(shown, ref.choices[0].text);
   await closeClean(page);
 });
 
