@@ -29,16 +29,19 @@ static resp req(int port, const char *method, const char *path, const char *head
 
 static int setup(void **state) {
     (void)state;
-    if (start_server(&open_srv, "--synthetic gpt2-tiny --threads 1")) return -1;
-    if (start_server(&keyed, "--synthetic gpt2-tiny --threads 1 --api-key sesame")) return -1;
-    return start_server(&noweb, "--synthetic gpt2-tiny --threads 1 --no-web");
+    if (start_server_in_tempdir(&open_srv, "--synthetic gpt2-tiny --threads 1")) return -1;
+    if (start_server_in_tempdir(&keyed, "--synthetic gpt2-tiny --threads 1 --api-key sesame")) return -1;
+    return start_server_in_tempdir(&noweb, "--synthetic gpt2-tiny --threads 1 --no-web");
 }
 
 static int teardown(void **state) {
     (void)state;
-    int rc = stop_server(&open_srv);
-    rc |= stop_server(&keyed);
-    rc |= stop_server(&noweb);
+    int rc = 0;
+    server *all[] = {&open_srv, &keyed, &noweb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        rc |= stop_server(all[i]);
+        if (all[i]->dir[0]) th_rmtree(all[i]->dir);
+    }
     return rc;
 }
 
