@@ -88,14 +88,15 @@ function update(s) {
 }
 
 // One series as an SVG line chart: the newest value and the maximum as text, nulls as gaps.
-function chart(title, t, ys, unit) {
+function chart(title, t, ys, unit, digits = 1) {
   const W = 300, H = 70, ns = 'http://www.w3.org/2000/svg';
   const vals = ys.filter(v => v !== null && v !== undefined);
   const max = Math.max(1e-9, ...vals), last = vals.length ? vals[vals.length - 1] : null;
+  const show = v => (v === null ? '–' : fixed(v, digits) + (unit ? ' ' + unit : ''));
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', `${title}: latest ${last === null ? 'none' : fixed(last, 1) + ' ' + unit}`);
+  svg.setAttribute('aria-label', `${title}: latest ${show(last)}`);
   let d = '', pen = false;
   ys.forEach((v, i) => {
     if (v === null || v === undefined) { pen = false; return; }
@@ -112,7 +113,7 @@ function chart(title, t, ys, unit) {
   const span = t.length > 1 ? Math.round(t[t.length - 1] - t[0]) : 0;
   return el('figure', { class: 'chart' },
     el('figcaption', {}, el('b', { text: title }),
-      el('span', { text: ` now ${last === null ? '–' : fixed(last, 1)} ${unit}, max ${vals.length ? fixed(max, 1) : '–'} (last ${span} s)` })),
+      el('span', { text: `now ${show(last)}, max ${show(vals.length ? max : null)} (last ${span} s)` })),
     svg);
 }
 
@@ -123,30 +124,35 @@ async function history() {
       chart('time to first token, p50', h.t, h.ttft_ms_p50, 'ms'),
       chart('time per output token, p50', h.t, h.tpot_ms_p50, 'ms'),
       chart('output throughput', h.t, h.output_tok_s, 'tokens/s'),
-      chart('running', h.t, h.running, ''),
-      chart('waiting', h.t, h.waiting, ''),
-      chart('KV blocks used', h.t, h.kv_blocks_used, ''));
+      chart('running', h.t, h.running, '', 0),
+      chart('waiting', h.t, h.waiting, '', 0),
+      chart('KV blocks used', h.t, h.kv_blocks_used, '', 0));
   } catch (e) {
     $('eng-charts').replaceChildren(el('p', { class: 'hint', text: 'No history: ' + e.message }));
   }
 }
 
+// Follows the snapshot stream while the view is open; reconnects when the server drops it, stops on 404 (no
+// engine view) and 401 (the key bar asks for a key; showing the view again starts over).
 async function follow() {
   const ctl = new AbortController();
   live = ctl;
-  while (live === ctl) {
-    try {
-      await stream('GET', `/kvlm/engine/stream?interval_ms=${STREAM_MS}`, undefined, update, ctl.signal);
-    } catch (e) {
-      if (e.name === 'AbortError') return;
-      if (e.status === 404) {
-        $('eng-block').textContent = 'This server has no engine view (/kvlm/engine/stream answered 404).';
-        return;
+  try {
+    while (live === ctl) {
+      try {
+        await stream('GET', `/kvlm/engine/stream?interval_ms=${STREAM_MS}`, undefined, update, ctl.signal);
+      } catch (e) {
+        if (e.name === 'AbortError' || e.status === 401) return;
+        if (e.status === 404) {
+          $('eng-block').textContent = 'This server has no engine view (/kvlm/engine/stream answered 404).';
+          return;
+        }
+        setStatus('engine stream: ' + e.message, true);
       }
-      if (e.status === 401) return;
-      setStatus('engine stream: ' + e.message, true);
+      await new Promise(r => setTimeout(r, 1000));
     }
-    await new Promise(r => setTimeout(r, 1000));   // the server restarted or dropped us: reconnect
+  } finally {
+    if (live === ctl) live = null;
   }
 }
 

@@ -54,7 +54,8 @@ try {
   ];
   await new Promise(r => setTimeout(r, 2500));
   load.push(post({ prompt: shared + 'above.', max_tokens: 200, seed: 3 }));
-  await new Promise(r => setTimeout(r, 3500));
+  await load[0];   // one finished request: the time-per-token chart has a point
+  await new Promise(r => setTimeout(r, 2000));
   await page.waitForFunction(() => document.querySelectorAll('#eng-running tbody tr[data-key]').length >= 3);
   await page.locator('#eng-grid .blk.shared').first().hover();
   await shot(page, 'web-engine.png');

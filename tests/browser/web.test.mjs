@@ -179,15 +179,23 @@ test("the measure view shows /kvlm/measure/next-token's numbers and the model's 
 test('with --api-key the page loads, asks for the key on 401 and then sends it', async () => {
   const keyed = await startServer(['-m', 'models/shakespeare-gpt2', '--api-key', 'sesame']);
   try {
-    const page = await openPage(browser, keyed.url + '/');
+    // Opened on the engine view: its stream is refused first, then follows once the key is given.
+    const page = await openPage(browser, keyed.url + '/#engine');
     await page.waitForSelector('#key-form:not([hidden])');
+    assert.equal(await page.locator('#eng-grid .blk').count(), 0);
     await page.fill('#api-key', 'sesame');
     await page.press('#api-key', 'Enter');
     await page.waitForFunction(() => document.getElementById('model-name').textContent.includes('shakespeare-gpt2'));
+    await page.waitForSelector('#eng-grid .blk');
+    await page.click('#tab-chat');
     await page.fill('#chat-input', 'Who is there?');
     await page.click('#chat-send');
     await page.waitForFunction(() => /finish: /.test(document.querySelector('#transcript .msg.assistant .msg-note')?.textContent));
-    // The only errors are the browser's notes of the two 401s before the key was given.
+    await page.click('#tab-measure');
+    await page.click('#m-run');
+    await page.waitForSelector('#m-table tbody tr');
+    assert.equal(await page.locator('#key-form').isHidden(), true);
+    // The only errors are the browser's notes of the 401s before the key was given.
     assert.ok(page.errors.every(e => /401/.test(e)), page.errors.join('\n'));
     await page.context().close();
   } finally {
