@@ -13,17 +13,18 @@ process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); });
 export function startServer(args, timeoutMs = 60000) {
   return new Promise((resolve, reject) => {
     const proc = spawn(KVLM, ['serve', '--port', '0', '--access-log', 'off', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let log = '', port = 0;
+    let log = '', port = 0, up = false;
     const timer = setTimeout(() => fail(new Error('kvlm serve did not get ready in time:\n' + log)), timeoutMs);
     const fail = e => { clearTimeout(timer); proc.kill('SIGKILL'); reject(e); };
     proc.on('error', fail);
-    proc.on('exit', code => { if (!port || !/ready/.test(log)) fail(new Error(`kvlm serve exited with ${code}:\n${log}`)); });
+    proc.on('exit', code => { if (!/kvlm serve: ready/.test(log)) fail(new Error(`kvlm serve exited with ${code}:\n${log}`)); });
     proc.stderr.setEncoding('utf8');
     proc.stderr.on('data', d => {
       log += d;
       const m = log.match(/listening on http:\/\/[^\s]*:(\d+)/);
       if (m) port = Number(m[1]);
-      if (port && /kvlm serve: ready/.test(log)) {
+      if (!up && port && /kvlm serve: ready/.test(log)) {
+        up = true;
         clearTimeout(timer);
         const s = { url: `http://127.0.0.1:${port}`, port, proc, log: () => log };
         servers.push(s);
@@ -33,11 +34,16 @@ export function startServer(args, timeoutMs = 60000) {
   });
 }
 
+// SIGTERM, and the exit; throws when the server failed or a sanitizer reported anything (a build-san/kvlm).
 export async function stopServer(s) {
-  if (!s || s.proc.exitCode !== null) return;
-  const done = new Promise(r => s.proc.once('exit', r));
-  s.proc.kill('SIGTERM');
-  await done;
+  if (!s) return;
+  if (s.proc.exitCode === null) {
+    const done = new Promise(r => s.proc.once('close', r));
+    s.proc.kill('SIGTERM');
+    await done;
+  }
+  if (s.proc.exitCode !== 0 || /Sanitizer|runtime error/.test(s.log()))
+    throw new Error(`kvlm serve exited with ${s.proc.exitCode}:\n${s.log()}`);
 }
 
 export async function launch() {
