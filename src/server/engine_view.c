@@ -41,6 +41,7 @@ struct engine_view {
     int built;
     int *refs;
     unsigned char *cached;
+    char *text;                  /* the per-block parts of a snapshot, written here first */
     size_t n_refs;
     sched_choice_info *choices;
     int cap_choices;
@@ -69,6 +70,7 @@ void view_free(engine_view *v) {
     if (!v) return;
     free(v->refs);
     free(v->cached);
+    free(v->text);
     free(v->choices);
     free(v->model_json);
     free(v->ttft.v);
@@ -81,6 +83,14 @@ void view_free(engine_view *v) {
 static double wall_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The engine thread's CPU time: what a snapshot costs it, whatever other
+ * processes take of the machine meanwhile. */
+static double thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -194,6 +204,9 @@ static int grow_buffers(engine_view *v, size_t n_blocks, int n_choices) {
         unsigned char *c = realloc(v->cached, n_blocks);
         if (!c) return -1;
         v->cached = c;
+        char *t = realloc(v->text, n_blocks * 12);
+        if (!t) return -1;
+        v->text = t;
         v->n_refs = n_blocks;
     }
     if (n_choices > v->cap_choices) {
@@ -222,6 +235,16 @@ static double build_p99_us(const engine_view *v) {
     return BUILD_HIST_US;
 }
 
+/* A count or block id (>= 0, at most 10 digits) as decimal; returns the length. */
+static size_t put_count(char *out, int x) {
+    char tmp[12];
+    size_t n = 0;
+    unsigned u = x > 0 ? (unsigned)x : 0;
+    do tmp[n++] = (char)('0' + u % 10); while (u /= 10);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
 static void write_choice(sbuf *o, srv *s, const sched_choice_info *c, double now) {
     const prompt_run *pr = c->user;
     const job *j = pr->j;
@@ -239,12 +262,19 @@ static void write_choice(sbuf *o, srv *s, const sched_choice_info *c, double now
                 kvlm_kv_seq_len(s->kv, c->seq));
     const int *table;
     const int nb = kv_seq_blocks(s->kv, c->seq, &table);
-    for (int b = 0; b < nb; b++) sbuf_printf(o, b ? ",%d" : "%d", table[b]);
+    for (int b = 0; b < nb; b++) {
+        char num[16];
+        size_t n = 0;
+        if (b) num[n++] = ',';
+        if (table[b] < 0) num[n++] = '-', num[n++] = '1'; /* released by a sliding window */
+        else n += put_count(num + n, table[b]);
+        sbuf_add(o, num, n);
+    }
     sbuf_adds(o, "]}");
 }
 
 static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm_kv_stats *kv) {
-    const double t0 = kvlm_now();
+    const double t0 = thread_cpu_now();
     const size_t nb = kv->blocks_total;
     const int nc = sched_list_choices(s->sched, NULL, 0);
     if (!v->model_json) {
@@ -264,16 +294,16 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
                 "\"dtype\":\"%s\",\"bytes_per_token\":%zu,\"bytes_per_block\":%zu,\"blocks\":\"",
                 wall_now(), v->model_json, (unsigned long long)st->steps, bs, nb, kvlm_dtype_name(kv_dtype(s->kv)),
                 kv->bytes_per_token, kv->block_bytes);
-    for (size_t b = 0; b < nb; b++) {
-        const char ch = v->refs[b] > 1 ? 's' : v->refs[b] == 1 ? 'u' : v->cached[b] ? 'c' : '.';
-        sbuf_add(o, &ch, 1);
-    }
+    /* a few microseconds per thousand blocks: written by hand, added at once */
+    for (size_t b = 0; b < nb; b++) v->text[b] = v->refs[b] > 1 ? 's' : v->refs[b] == 1 ? 'u' : v->cached[b] ? 'c' : '.';
+    sbuf_add(o, v->text, nb);
     sbuf_adds(o, "\",\"refcounts\":[");
+    size_t at = 0;
     for (size_t b = 0; b < nb; b++) {
-        char num[16];
-        const int n = snprintf(num, sizeof num, b ? ",%d" : "%d", v->refs[b]);
-        sbuf_add(o, num, (size_t)n);
+        if (b) v->text[at++] = ',';
+        at += put_count(v->text + at, v->refs[b]);
     }
+    sbuf_add(o, v->text, at);
     const size_t reserved = kv->blocks_used * (size_t)bs;
     sbuf_printf(o,
                 "],\"blocks_used\":%zu,\"blocks_shared\":%zu,\"blocks_cached\":%zu,\"blocks_free\":%zu,"
@@ -310,7 +340,7 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
     v->snap = *o;
     *o = old;
     pthread_mutex_unlock(&s->mu);
-    const double us = (kvlm_now() - t0) * 1e6;
+    const double us = (thread_cpu_now() - t0) * 1e6;
     v->builds++;
     v->build_us_sum += us;
     v->build_hist[us < BUILD_HIST_US ? (int)us : BUILD_HIST_US]++;
