@@ -98,10 +98,12 @@ function chart(title, t, ys, unit, digits = 1) {
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', `${title}: latest ${show(last)}`);
   let d = '', pen = false;
+  const dots = [];
   ys.forEach((v, i) => {
     if (v === null || v === undefined) { pen = false; return; }
     const x = ys.length > 1 ? (i / (ys.length - 1)) * W : W, y = H - 2 - (v / max) * (H - 6);
     d += `${pen ? 'L' : 'M'}${x.toFixed(1)},${y.toFixed(1)}`;
+    if (!pen && (ys[i + 1] === null || ys[i + 1] === undefined)) dots.push([x, y]);   // no neighbour: a dot
     pen = true;
   });
   const path = document.createElementNS(ns, 'path');
@@ -110,6 +112,11 @@ function chart(title, t, ys, unit, digits = 1) {
   const base = document.createElementNS(ns, 'line');
   Object.entries({ x1: 0, x2: W, y1: H - 2, y2: H - 2, class: 'axis' }).forEach(([k, v]) => base.setAttribute(k, v));
   svg.append(base, path);
+  for (const [x, y] of dots) {
+    const c = document.createElementNS(ns, 'circle');
+    Object.entries({ cx: x.toFixed(1), cy: y.toFixed(1), r: 2.5, class: 'dot' }).forEach(([k, v]) => c.setAttribute(k, v));
+    svg.append(c);
+  }
   const span = t.length > 1 ? Math.round(t[t.length - 1] - t[0]) : 0;
   return el('figure', { class: 'chart' },
     el('figcaption', {}, el('b', { text: title }),
