@@ -12,7 +12,8 @@ process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); });
 // `kvlm serve --port 0 ARGS`; resolves {url, port, proc, log()} once it says "ready".
 export function startServer(args, timeoutMs = 60000) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(KVLM, ['serve', '--port', '0', '--access-log', 'off', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(KVLM, ['serve', '--port', '0', '--access-log', 'off', ...args],
+      { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '', port = 0, up = false;
     const timer = setTimeout(() => fail(new Error('kvlm serve did not get ready in time:\n' + log)), timeoutMs);
     const fail = e => { clearTimeout(timer); proc.kill('SIGKILL'); reject(e); };
@@ -46,8 +47,11 @@ export async function stopServer(s) {
     throw new Error(`kvlm serve exited with ${s.proc.exitCode}:\n${s.log()}`);
 }
 
+// Headless Debian chromium; as root it needs --no-sandbox, and a small /dev/shm (containers) is avoided.
 export async function launch() {
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  return chromium.launch({
+    executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
 }
 
 // A page at 1280x800 that records console errors and uncaught exceptions in `errors`.
