@@ -26,7 +26,8 @@ function load() {
   } catch (_) { /* a broken entry: start afresh */ }
   $('system-prompt').value = state.system || '';
   for (const f of FIELDS) if (state.settings[f] !== undefined) $('s-' + f).value = state.settings[f];
-  document.querySelector(`input[name=mode][value=${state.mode === 'completion' ? 'completion' : 'chat'}]`).checked = true;
+  const mode = state.mode === 'completion' ? 'completion' : 'chat';
+  document.querySelector(`input[name=mode][value=${mode}]`).checked = true;
 }
 
 // The sampling fields of a request, as docs/server.md names them; empty inputs are left out.
@@ -61,7 +62,9 @@ function render() {
   const t = $('transcript');
   t.replaceChildren(...state.messages.map(bubble));
   if (!state.messages.length)
-    t.append(el('p', { class: 'hint', text: state.mode === 'chat' ? 'No messages yet.' : 'Write a prompt; the model continues it.' }));
+    t.append(el('p', {
+      class: 'hint', text: state.mode === 'chat' ? 'No messages yet.' : 'Write a prompt; the model continues it.',
+    }));
   t.scrollTop = t.scrollHeight;
   for (const e of document.querySelectorAll('.chat-only')) e.hidden = state.mode !== 'chat';
 }
@@ -146,7 +149,12 @@ export function init() {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
   });
   $('chat-stop').addEventListener('click', () => running && running.abort());
-  $('chat-clear').addEventListener('click', () => { state.messages = []; save(); render(); $('chat-stats').textContent = ''; });
+  $('chat-clear').addEventListener('click', () => {
+    state.messages = [];
+    save();
+    render();
+    $('chat-stats').textContent = '';
+  });
   for (const r of document.querySelectorAll('input[name=mode]'))
     r.addEventListener('change', () => { state.mode = r.value; save(); render(); });
   $('sampling').addEventListener('change', save);

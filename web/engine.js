@@ -14,7 +14,8 @@ function cards(s) {
   const kv = s.kv, pc = kv.prefix_cache;
   const items = [
     ['blocks used', `${kv.blocks_used} / ${kv.n_blocks}`, `${kv.blocks_shared} shared, ${kv.blocks_cached} cached`],
-    ['utilisation', kv.tokens_reserved ? pct(kv.utilisation) : '–', `${kv.tokens_held} tokens held / ${kv.tokens_reserved} reserved`],
+    ['utilisation', kv.tokens_reserved ? pct(kv.utilisation) : '–',
+      `${kv.tokens_held} tokens held / ${kv.tokens_reserved} reserved`],
     ['prefix cache', `${pc.hits} / ${pc.lookups} hits`, `${pc.hit_tokens} tokens reused`],
     ['running', String(s.running.length), `${s.waiting.length} waiting`],
     ['engine steps', String(s.step), `${s.totals.requests} requests, ${s.totals.preemptions} preemptions`],
@@ -30,7 +31,8 @@ function cards(s) {
 function describe(i) {
   if (!snap || i < 0 || i >= snap.kv.n_blocks) return 'Hover or select a block to see who holds it.';
   const c = snap.kv.blocks[i], rc = snap.kv.refcounts[i];
-  const who = owners[i] && owners[i].length ? 'held by ' + owners[i].join(', ') : c === 'c' ? 'held by the prefix cache only' : '';
+  const who = owners[i] && owners[i].length ? 'held by ' + owners[i].join(', ')
+    : c === 'c' ? 'held by the prefix cache only' : '';
   return `block ${i}: ${STATE[c] ? STATE[c][1] : c}, refcount ${rc}${who ? ', ' + who : ''}`;
 }
 
@@ -53,7 +55,8 @@ function grid(s) {
   while (g.children.length < kv.n_blocks) g.append(el('i', { 'data-i': g.children.length }));
   for (let i = 0; i < kv.n_blocks; i++) {
     const c = kv.blocks[i], b = g.children[i];
-    const cls = 'blk ' + (STATE[c] ? STATE[c][0] : 'free') + (owners[i].includes(highlight) ? ' mine' : '') + (i === selected ? ' sel' : '');
+    const cls = 'blk ' + (STATE[c] ? STATE[c][0] : 'free') + (owners[i].includes(highlight) ? ' mine' : '') +
+      (i === selected ? ' sel' : '');
     if (b.className !== cls) b.className = cls;
     b.dataset.state = c;
   }
@@ -114,7 +117,8 @@ function chart(title, t, ys, unit, digits = 1) {
   svg.append(base, path);
   for (const [x, y] of dots) {
     const c = document.createElementNS(ns, 'circle');
-    Object.entries({ cx: x.toFixed(1), cy: y.toFixed(1), r: 2.5, class: 'dot' }).forEach(([k, v]) => c.setAttribute(k, v));
+    Object.entries({ cx: x.toFixed(1), cy: y.toFixed(1), r: 2.5, class: 'dot' })
+      .forEach(([k, v]) => c.setAttribute(k, v));
     svg.append(c);
   }
   const span = t.length > 1 ? Math.round(t[t.length - 1] - t[0]) : 0;
@@ -196,5 +200,7 @@ export function init() {
     if (snap) update(snap);
   };
   $('eng-running').addEventListener('click', pickRow);
-  $('eng-running').addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickRow(e); } });
+  $('eng-running').addEventListener('keydown', e => {
+    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickRow(e); }
+  });
 }

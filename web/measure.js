@@ -9,7 +9,8 @@ let model = null;
 
 function parseTemps(text) {
   const ts = text.split(/[\s,]+/).filter(Boolean).map(Number);
-  if (!ts.length || ts.some(t => !Number.isFinite(t))) throw new Error('temperatures: give numbers separated by commas');
+  if (!ts.length || ts.some(t => !Number.isFinite(t)))
+    throw new Error('temperatures: give numbers separated by commas');
   return ts;
 }
 
@@ -26,10 +27,13 @@ function bars(r) {
 async function run() {
   $('m-run').disabled = true;
   try {
-    const body = { prompt: $('m-prompt').value, temperatures: parseTemps($('m-temps').value), top: Number($('m-top').value) };
+    const body = {
+      prompt: $('m-prompt').value, temperatures: parseTemps($('m-temps').value), top: Number($('m-top').value),
+    };
     const r = await postJSON('/kvlm/measure/next-token', body);
     const rows = r.temperatures;
-    $('m-info').textContent = `${r.prompt_tokens} prompt tokens; one forward pass, the same logits at every temperature.`;
+    $('m-info').textContent =
+      `${r.prompt_tokens} prompt tokens; one forward pass, the same logits at every temperature.`;
     $('m-table').tBodies[0].replaceChildren(...rows.map(x => el('tr', { 'data-temperature': x.temperature },
       el('td', { class: 'num', text: String(x.temperature) }),
       el('td', { class: 'num entropy', text: prob(x.entropy_bits) }),
@@ -67,7 +71,8 @@ async function loadModel() {
   }
   const m = model, kv = m.kv, by = kv.bytes_per_token_by_dtype;
   const rows = [
-    ['architecture', m.architecture], ['layers', m.n_layers], ['attention heads', `${m.n_heads} (${m.n_kv_heads} KV heads)`],
+    ['architecture', m.architecture], ['layers', m.n_layers],
+    ['attention heads', `${m.n_heads} (${m.n_kv_heads} KV heads)`],
     ['head dimension', m.head_dim], ['embedding', m.n_embd], ['vocabulary', m.vocab], ['context window', m.n_ctx],
     ['weights', `${m.weights.params.toLocaleString('en')} parameters, ${m.weights.dtype}, ${bytes(m.weights.bytes)}`],
     ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × ${m.head_dim} × bytes = ` +
@@ -75,7 +80,8 @@ async function loadModel() {
     ['KV pool', `${kv.pool_blocks} blocks of ${kv.block_size} tokens = ${kv.pool_tokens} tokens, ${kv.dtype}, ` +
       `${bytes(kv.pool_bytes)}; up to ${kv.max_seqs} sequences`],
   ];
-  $('cap-model').tBodies[0].replaceChildren(...rows.map(([k, v]) => el('tr', {}, el('th', { text: k }), el('td', { text: String(v) }))));
+  $('cap-model').tBodies[0].replaceChildren(...rows.map(([k, v]) =>
+    el('tr', {}, el('th', { text: k }), el('td', { text: String(v) }))));
   if (!$('cap-ctx').value) $('cap-ctx').value = m.n_ctx;
   plan();
 }

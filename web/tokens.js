@@ -123,7 +123,8 @@ async function generate() {
         if (c && c.logprobs) { got.push(...completionTokens(c.logprobs)); showTokens(got, 'a seeded completion'); }
       });
     });
-    showTokens(got, `the completion of "${body.prompt}" (seed ${body.seed ?? 'random'}, temperature ${body.temperature})`);
+    showTokens(got,
+      `the completion of "${body.prompt}" (seed ${body.seed ?? 'random'}, temperature ${body.temperature})`);
   } catch (e) {
     setStatus(e.message, true);
   }
@@ -139,7 +140,8 @@ export function init() {
   $('tok-text').addEventListener('keydown', e => {
     const s = e.target.closest('.tok');
     if (!s) return;
-    const next = e.key === 'ArrowRight' ? s.nextElementSibling : e.key === 'ArrowLeft' ? s.previousElementSibling : null;
+    const next = e.key === 'ArrowRight' ? s.nextElementSibling
+      : e.key === 'ArrowLeft' ? s.previousElementSibling : null;
     if (next) { e.preventDefault(); next.focus(); }
   });
   legend();
