@@ -204,7 +204,8 @@ static void test_next_token_matches_library(void **state) {
  * token here); streaming gives the same values. */
 static void test_entropy_matches_library(void **state) {
     (void)state;
-    const char *body = "{\"prompt\":\"KING HENRY:\\nOnce more unto the\",\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,"
+    const char *body = "{\"prompt\":\"KING HENRY:\\nOnce more unto the\",\"max_tokens\":6,\"temperature\":0,"
+                       "\"ignore_eos\":true,"
                        "\"logprobs\":2,\"kvlm_entropy\":true,\"return_tokens_as_token_ids\":true}";
     json_t *r = post(a.port, "/v1/completions", body, 200);
     json_t *ent = jget(r, "choices.0.logprobs.kvlm_entropy"), *toks = jget(r, "choices.0.logprobs.tokens");
@@ -222,7 +223,8 @@ static void test_entropy_matches_library(void **state) {
     for (int i = 0; i < 6; i++) {
         served[i] = json_number_value(json_array_get(ent, (size_t)i));
         const double want = local_entropy_bits(&lm, 1.0f);
-        if (fabs(served[i] - want) > 1e-4) fail_msg("token %d: entropy %.6f bits, the library says %.6f", i, served[i], want);
+        if (fabs(served[i] - want) > 1e-4)
+            fail_msg("token %d: entropy %.6f bits, the library says %.6f", i, served[i], want);
         /* the independent one-pass formula of the scheduler agrees too */
         assert_true(fabs(kvlm_logits_entropy(lm.logits, lm.vocab) / M_LN2 - want) < 1e-6);
         const char *tk = json_string_value(json_array_get(toks, (size_t)i));
@@ -494,7 +496,8 @@ static int idle_pool(json_t *s) {
 static void test_snapshot_while_decoding(void **state) {
     (void)state;
     char body[2048] = "{\"prompt\":[";
-    for (int i = 0; i < 40; i++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", 1000 + 7 * i);
+    for (int i = 0; i < 40; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", 1000 + 7 * i);
     strcat(body, "],\"max_tokens\":400,\"n\":2,\"stream\":true,\"ignore_eos\":true}");
     char head[512];
     snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" AUTH "Content-Length: %zu\r\n\r\n",

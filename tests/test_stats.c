@@ -1,7 +1,8 @@
 /*
  * Distribution and text statistics against hand-computed values: uniform
  * distributions (entropy ln V, ceil(0.9 V) tokens for 90%), a two-point
- * distribution, temperature scaling, statistics after a sampler chain, and
+ * distribution, temperature scaling, statistics after a sampler chain, the
+ * one-pass kvlm_logits_entropy against them (and with -inf logits), and
  * distinct-token ratio and repeated 4-gram rate on fixed id sequences; the
  * read-bandwidth probe's buffer size (raised past the caches, whole tiles).
  */
@@ -52,6 +53,32 @@ static void test_two_point_and_temperature(void **state) {
     kvlm_sampler_free(s);
 }
 
+/* kvlm_logits_entropy (no sort) against the sorted computation and by hand. */
+static void test_logits_entropy(void **state) {
+    (void)state;
+    const int V = 50257;
+    float *lg = malloc((size_t)V * sizeof(float));
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < V; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        lg[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 20.0 - 10.0);
+    }
+    kvlm_dist_stats st;
+    kvlm_error err;
+    assert_int_equal(kvlm_dist_stats_compute(lg, V, 1.0f, NULL, &st, &err), 0);
+    assert_true(fabs(kvlm_logits_entropy(lg, V) - st.entropy) < 1e-9);
+    for (int i = 0; i < V; i++) lg[i] = 0;
+    assert_true(fabs(kvlm_logits_entropy(lg, V) - log(V)) < 1e-9);
+    free(lg);
+    /* banned tokens (-inf) contribute nothing; all banned: NaN */
+    float two[4] = {logf(3.0f), -INFINITY, 0.0f, -INFINITY};
+    assert_true(fabs(kvlm_logits_entropy(two, 4) - (-(0.75 * log(0.75) + 0.25 * log(0.25)))) < 1e-7);
+    float one[2] = {5.0f, -INFINITY};
+    assert_true(kvlm_logits_entropy(one, 2) == 0);
+    float none[2] = {-INFINITY, -INFINITY};
+    assert_true(isnan(kvlm_logits_entropy(none, 2)));
+}
+
 static void test_text_stats(void **state) {
     (void)state;
     /* 1 2 3 4 1 2 3 4 1 2: 4 distinct ids of 10 */
@@ -87,6 +114,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_two_point_and_temperature),
+        cmocka_unit_test(test_logits_entropy),
         cmocka_unit_test(test_text_stats),
         cmocka_unit_test(test_bandwidth_buffer),
     };

@@ -3,10 +3,13 @@
  * cache and the engine. Each turn of its loop takes the jobs the HTTP
  * thread queued (submitting each prompt as one scheduler request, or
  * rejecting the job: 429 when the waiting queue is full), cancels the jobs
- * whose clients left, runs one batched step, publishes the metrics, and
- * every 100 ms checks the sockets of connections that wait for it for a
- * hang-up (libmicrohttpd cannot see one on a suspended connection), so a
- * client that disconnects gets its KV blocks back within one step.
+ * whose clients left, runs the next-token measurements that fit between
+ * two steps (measure_routes.h), runs one batched step, publishes the
+ * metrics and the live view (engine_view.h), resumes the view's event
+ * streams that are due (engine_stream.h), and every 100 ms checks the
+ * sockets of connections that wait for it for a hang-up (libmicrohttpd
+ * cannot see one on a suspended connection), so a client that disconnects
+ * gets its KV blocks back within one step.
  *
  * The scheduler's callbacks carry the tokens and their text (the scheduler
  * applies eos ids, stop strings and UTF-8 assembly, as for kvlm run) into

@@ -1,8 +1,8 @@
 /*
  * The engine's live view (see engine_view.h): the snapshot written by hand
- * into a reused buffer (a few microseconds for a pool of hundreds of
- * blocks, measured in docs/engine-view.md), the per-second history ring,
- * and the snapshot's own build-time statistics.
+ * into a reused buffer (tens of microseconds of the engine thread's CPU
+ * time; docs/engine-view.md, "Cost"), the per-second history ring, and the
+ * snapshot's own build-time statistics.
  */
 #include "server/engine_view.h"
 
@@ -294,8 +294,9 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
                 "\"dtype\":\"%s\",\"bytes_per_token\":%zu,\"bytes_per_block\":%zu,\"blocks\":\"",
                 wall_now(), v->model_json, (unsigned long long)st->steps, bs, nb, kvlm_dtype_name(kv_dtype(s->kv)),
                 kv->bytes_per_token, kv->block_bytes);
-    /* a few microseconds per thousand blocks: written by hand, added at once */
-    for (size_t b = 0; b < nb; b++) v->text[b] = v->refs[b] > 1 ? 's' : v->refs[b] == 1 ? 'u' : v->cached[b] ? 'c' : '.';
+    /* the per-block parts (about 10 us per thousand blocks): written by hand, added at once */
+    for (size_t b = 0; b < nb; b++)
+        v->text[b] = v->refs[b] > 1 ? 's' : v->refs[b] == 1 ? 'u' : v->cached[b] ? 'c' : '.';
     sbuf_add(o, v->text, nb);
     sbuf_adds(o, "\",\"refcounts\":[");
     size_t at = 0;

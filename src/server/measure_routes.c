@@ -106,7 +106,7 @@ void measure_route(srv *s, const char *body, size_t len, reply *r) {
 static int next_logits(srv *s, const int32_t *ids, int n, float *logits, api_error *e) {
     kvlm_error err;
     const int seq = kvlm_kv_seq_new(s->kv, &err);
-    if (seq < 0) return err.code == KVLM_ERR_NOMEM || err.code == KVLM_ERR_BUSY ? 1 : api_fail(e, 500, NULL, NULL, "%s", err.msg);
+    if (seq < 0) return err.code == KVLM_ERR_NOMEM ? 1 : api_fail(e, 500, NULL, NULL, "%s", err.msg);
     if (kvlm_kv_blocks_needed(s->kv, seq, n) > kvlm_kv_available_blocks(s->kv)) {
         kvlm_kv_seq_free(s->kv, seq);
         return 1;

@@ -109,7 +109,9 @@ static void reply_text(reply *r, char *body, size_t len) {
  * token in each cache dtype and the pool this server runs. */
 static void model_info(srv *s, reply *r) {
     const kvlm_config *c = s->c;
-    const size_t per_elem_tokens = 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * (size_t)c->head_dim;
+    /* K and V elements of one token: 2 x layers x KV heads x head dim */
+    const size_t elems = 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * (size_t)c->head_dim;
+    const kvlm_dtype kvt = kv_dtype(s->kv);
     const int bs = kv_block_size(s->kv);
     uint64_t wbytes = 0;
     kvlm_error err;
@@ -122,16 +124,21 @@ static void model_info(srv *s, reply *r) {
                                                                                    : json_null());
     json_t *j = json_pack(
         "{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o,"
-        "s:{s:s,s:I,s:{s:I,s:I,s:I},s:i,s:I,s:I,s:I,s:i}}",
+        "s:{s:s,s:I,s:{s:I,s:I},s:i,s:I,s:I,s:I,s:i}}",
         "model", s->model_name, "architecture", c->arch, "n_layers", c->n_layer, "n_heads", c->n_head, "n_kv_heads",
         c->n_kv_head, "head_dim", c->head_dim, "n_embd", c->n_embd, "n_ff", c->n_ff, "vocab", c->vocab_size, "n_ctx",
         c->n_ctx, "sliding_window", c->sliding_window, "weights", weights, "kv", "dtype",
-        kvlm_dtype_name(kv_dtype(s->kv)), "bytes_per_token", (json_int_t)(per_elem_tokens * kvlm_dtype_size(kv_dtype(s->kv))),
-        "bytes_per_token_by_dtype", "f32", (json_int_t)(per_elem_tokens * 4), "f16", (json_int_t)(per_elem_tokens * 2),
-        "bf16", (json_int_t)(per_elem_tokens * 2), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
+        kvlm_dtype_name(kvt), "bytes_per_token", (json_int_t)(elems * kvlm_dtype_size(kvt)),
+        "bytes_per_token_by_dtype", "f32", (json_int_t)(elems * 4), "f16", (json_int_t)(elems * 2), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
         "pool_tokens", (json_int_t)(s->kv_blocks * (size_t)bs), "pool_bytes", (json_int_t)s->kv_pool_bytes,
         "max_seqs", kv_max_seqs(s->kv));
-    reply_json(r, j ? 200 : 500, j ? j : json_object());
+    if (!j) {
+        api_error e;
+        api_fail(&e, 500, NULL, NULL, "%s", "out of memory");
+        route_error(r, &e);
+        return;
+    }
+    reply_json(r, 200, j);
 }
 
 static void tokenize(srv *s, const char *body, size_t len, reply *r) {

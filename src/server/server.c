@@ -60,7 +60,8 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     if (!(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
         !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
         rc = -1;
-    if (!rc && (!(s->metrics = metrics_create()) || !(s->view = view_create()))) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (!rc && (!(s->metrics = metrics_create()) || !(s->view = view_create())))
+        rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (rc) {
         srv_free(s);
         return NULL;
