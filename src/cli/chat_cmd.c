@@ -165,16 +165,14 @@ static void banner(const cli_session *ss, const chat_template *tpl, const chat_e
             kvlm_isa_name(kvlm_engine_isa(ce->e)));
 }
 
-/* The conversation loop; returns the exit status. */
-static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o) {
-    chat_input in;
-    chat_input_open(&in, stdin, stdout);
-    if (in.tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", stdout);
-    st->info = in.tty ? stdout : stderr;
+/* The conversation loop on the input; returns the exit status. */
+static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o, chat_input *in) {
+    if (in->tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", stdout);
+    st->info = in->tty ? stdout : stderr;
     for (;;) {
         char *line;
         size_t len;
-        chat_read r = chat_input_read(&in, &line, &len);
+        chat_read r = chat_input_read(in, &line, &len);
         if (r == CHAT_READ_END) return 0;
         if (r == CHAT_READ_ERROR) {
             fprintf(stderr, "kvlm chat: cannot read the input\n");
@@ -186,7 +184,7 @@ static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o) {
             if (st->quit) return 0;
             continue;
         }
-        if (len == 0 && in.tty) {
+        if (len == 0 && in->tty) {
             free(line);
             continue;
         }
@@ -196,7 +194,7 @@ static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o) {
             fprintf(stderr, "kvlm chat: out of memory\n");
             return 1;
         }
-        if (reply(st, ce, o, stdout, in.tty) < 0) return 1;
+        if (reply(st, ce, o, stdout, in->tty) < 0) return 1;
     }
 }
 
@@ -235,7 +233,10 @@ int cli_chat(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: a blocked read returns */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    rc = converse(&st, &ce, &o);
+    chat_input in;
+    chat_input_open(&in, stdin, stdout);
+    rc = converse(&st, &ce, &o, &in);
+    chat_input_close(&in);
 out:
     chat_conv_free(&st.conv);
     kvlm_engine_free(ce.e);

@@ -2,6 +2,7 @@
 #include "cli/chat_input.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,9 +16,45 @@
 #define KEY_ESC 27
 #define KEY_DELETE 127
 
+/* The terminal's own settings, for the signal handler below. */
+static struct termios original;
+static int original_fd = -1;
+
+/* SIGTERM or SIGHUP while the terminal is in chat mode: restore it, then die of the signal. */
+static void restore_and_die(int sig) {
+    if (original_fd >= 0) tcsetattr(original_fd, TCSADRAIN, &original);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* The terminal while chatting: keys reach the program unechoed and one by
+ * one (typed ahead during a reply, they are echoed when the next line is
+ * read); isig: Ctrl-C raises SIGINT (while a reply streams) or is a key. */
+static void chat_mode(const chat_input *ci, int isig) {
+    struct termios t = ci->saved;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO | IEXTEN | (isig ? 0 : ISIG));
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    tcsetattr(ci->fd, TCSADRAIN, &t); /* TCSADRAIN: keys typed ahead stay */
+}
+
 void chat_input_open(chat_input *ci, FILE *in, FILE *echo) {
     *ci = (chat_input){.in = in, .fd = fileno(in), .echo = echo, .prompt = ">>> ", .more = "... "};
     ci->tty = isatty(ci->fd) && tcgetattr(ci->fd, &ci->saved) == 0;
+    if (!ci->tty) return;
+    original = ci->saved;
+    original_fd = ci->fd;
+    signal(SIGTERM, restore_and_die);
+    signal(SIGHUP, restore_and_die);
+    chat_mode(ci, 1);
+}
+
+void chat_input_close(chat_input *ci) {
+    if (!ci->tty) return;
+    tcsetattr(ci->fd, TCSADRAIN, &ci->saved);
+    original_fd = -1;
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
 }
 
 /* A byte from the terminal: the byte, -1 at end of input or on error. */
@@ -56,11 +93,7 @@ static size_t last_char(const sbuf *line) {
 /* One line from the terminal into line: 1 a line, 0 the end (Ctrl-D or
  * Ctrl-C at an empty message, end of input), 2 Ctrl-C dropped the message. */
 static int tty_line(const chat_input *ci, sbuf *line, int message_empty) {
-    struct termios raw = ci->saved;
-    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
-    raw.c_cc[VMIN] = 1;
-    raw.c_cc[VTIME] = 0;
-    tcsetattr(ci->fd, TCSAFLUSH, &raw);
+    chat_mode(ci, 0);
     int rc = 1;
     size_t shown = 0; /* characters echoed on this line */
     for (;;) {
@@ -106,7 +139,7 @@ static int tty_line(const chat_input *ci, sbuf *line, int message_empty) {
     }
     fputc('\n', ci->echo);
     fflush(ci->echo);
-    tcsetattr(ci->fd, TCSAFLUSH, &ci->saved);
+    chat_mode(ci, 1);
     return rc;
 }
 
@@ -122,7 +155,7 @@ static int stream_line(const chat_input *ci, sbuf *line) {
     return any || c == '\n';
 }
 
-chat_read chat_input_read(chat_input *ci, char **text, size_t *len) {
+chat_read chat_input_read(const chat_input *ci, char **text, size_t *len) {
     sbuf msg = {0};
     int started = 0; /* a continued line is in msg */
     *text = NULL;

@@ -3,13 +3,15 @@
  * line ending in a backslash continues on the next (the backslash becomes
  * a newline), so a message may span lines.
  *
- * On a terminal the line is read with the terminal in non-canonical mode,
- * so that keys mean what a chat needs: Enter ends the line, Backspace
- * deletes a character (a whole UTF-8 character), Ctrl-U the line, Ctrl-C
- * drops what was typed or, at an empty prompt, exits, Ctrl-D at an empty
- * prompt exits; other control keys and escape sequences (arrows) are
- * ignored. The terminal's own settings are restored as soon as the line is
- * read, so that Ctrl-C raises SIGINT while a reply streams.
+ * On a terminal, from chat_input_open to chat_input_close, the terminal
+ * is in non-canonical mode without echo, so that keys mean what a chat
+ * needs: Enter ends the line, Backspace deletes a character (a whole UTF-8
+ * character), Ctrl-U the line, Ctrl-C drops what was typed or, at an empty
+ * prompt, exits, Ctrl-D at an empty prompt exits; other control keys and
+ * escape sequences (arrows) are ignored. Between lines (while a reply
+ * streams) Ctrl-C raises SIGINT, and keys typed ahead wait, unechoed, for
+ * the next line. SIGTERM and SIGHUP restore the terminal before they end
+ * the process.
  *
  * Anything else (a pipe, a file) is read line by line, no prompt shown.
  */
@@ -24,7 +26,7 @@ typedef struct chat_input {
     FILE *in;
     int fd;
     int tty;                /* in is a terminal */
-    struct termios saved;   /* its settings, restored after each line */
+    struct termios saved;   /* its own settings */
     FILE *echo;             /* where prompts and typed characters go (the terminal) */
     const char *prompt, *more;  /* the prompt, and the one of a continued line */
 } chat_input;
@@ -36,7 +38,9 @@ typedef enum chat_read {
 } chat_read;
 
 void chat_input_open(chat_input *ci, FILE *in, FILE *echo);
+/* Gives the terminal its own settings back. */
+void chat_input_close(chat_input *ci);
 /* The next message (NUL-terminated, malloc'ed, without its final newline). */
-chat_read chat_input_read(chat_input *ci, char **text, size_t *len);
+chat_read chat_input_read(const chat_input *ci, char **text, size_t *len);
 
 #endif
