@@ -424,6 +424,27 @@ static void test_scripted(void **state) {
     snprintf(want, sizeof want, "%s\n%s\n", r1.text, r2.text);
     assert_string_equal(out, want);
     free(out);
+    /* --json: one line per reply */
+    st = th_run_kvlm(&out, "chat -m %s %s --json 2>/dev/null <<'EOF'\nHello\nWhat news?\nEOF\n", LLAMA_GGUF, FLAGS);
+    assert_int_equal(st, 0);
+    const run_ref *refs[2] = {&r1, &r2};
+    char *line = out;
+    for (int i = 0; i < 2; i++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = 0;
+        json_t *j = json_loads(line, 0, NULL);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "content")), refs[i]->text);
+        assert_int_equal(json_integer_value(json_object_get(j, "completion_tokens")), refs[i]->n_ids);
+        assert_int_equal(json_integer_value(json_object_get(j, "prompt_tokens")), refs[i]->n_prompt);
+        assert_string_equal(json_string_value(json_object_get(j, "finish_reason")),
+                            refs[i]->n_ids == 24 ? "length" : "stop");
+        json_decref(j);
+        line = nl + 1;
+    }
+    assert_string_equal(line, "");
+    free(out);
     /* what went to stderr: the banner and /stats */
     st = th_run_kvlm(&out, "chat -m %s %s <<'EOF' >/dev/null\nHello\n/stats\n/nope\nEOF\n", LLAMA_GGUF, FLAGS);
     assert_int_equal(st, 0);

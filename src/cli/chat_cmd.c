@@ -10,6 +10,7 @@
  * (terminal keys, continued lines, scripting) is cli/chat_input.h, the
  * slash commands cli/chat_commands.h.
  */
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +24,14 @@
 #include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
+#include "cli/json_text.h"
 #include "cli/options.h"
 #include "cli/session.h"
 
 typedef struct chat_opts {
     model_flags mf;
     sampling_flags smp;
-    int n, color, verbose;
+    int n, color, verbose, json;
     const char *chat_template, *system;
 } chat_opts;
 
@@ -56,11 +58,14 @@ static int parse(int argc, char **argv, chat_opts *o) {
                  "streamed as it is generated. Commands: /help, /reset, /system TEXT, /stats, /save FILE,\n"
                  "/quit. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D or Ctrl-C\n"
                  "at an empty prompt exits. When standard input is not a terminal each line is one message\n"
-                 "and each reply is written to standard output followed by a newline (docs/chat.md).\n",
-        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_SAMPLING,
+                 "and each reply is written to standard output followed by a newline; with --json each\n"
+                 "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"
+                 "(docs/chat.md).\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_SAMPLING | CLI_JSON,
         .opts = own,
         .mf = &o->mf,
         .smp = &o->smp,
+        .json = &o->json,
     };
     return cli_parse(&spec, argc, argv) ? -1 : 0;
 }
@@ -83,6 +88,16 @@ static void show_text(void *user, const char *text, size_t n, float logprob) {
     if (o->color) chat_color_write(o->f, text, n, logprob);
     else fwrite(text, 1, n, o->f);
     fflush(o->f);
+}
+
+/* A reply as one line of JSON (--json). */
+static void print_json_reply(FILE *out, const gen_result *g, int n_prompt) {
+    json_t *j = json_pack("{sosssisi}", "content", cli_json_text(g->text, g->text_len), "finish_reason",
+                          gen_finish_name(g->finish), "prompt_tokens", n_prompt, "completion_tokens", g->n_ids);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    fprintf(out, "%s\n", s ? s : "{}");
+    free(s);
+    json_decref(j);
 }
 
 /* Everything a turn needs besides the conversation. */
@@ -126,7 +141,8 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
     reply_out ro = {.f = out, .color = st->color};
     gen_request rq = {.prompt = ids, .n_prompt = (int)n, .max_new = max_new, .eos_ids = ce->ends,
                       .n_eos = ce->n_ends, .sampling = o->smp.o, .logprobs = st->color ? -1 : 0, .text = 1,
-                      .tok = ce->tok, .stops = o->smp.stops, .n_stops = o->smp.n_stops, .on_text = show_text,
+                      .tok = ce->tok, .stops = o->smp.stops, .n_stops = o->smp.n_stops,
+                      .on_text = o->json ? NULL : show_text,
                       .user = &ro, .interrupt = &interrupted};
     gen_result g;
     kvlm_error err;
@@ -142,7 +158,8 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
         return -1;
     }
     const int stopped = g.finish == KVLM_FINISH_CANCELLED;
-    fprintf(out, "%s\n", stopped && tty ? " [stopped]" : "");
+    if (o->json) print_json_reply(out, &g, (int)n);
+    else fprintf(out, "%s\n", stopped && tty ? " [stopped]" : "");
     fflush(out);
     if (stopped && !tty) fprintf(stderr, "kvlm chat: the reply was stopped\n");
     if (g.finish == KVLM_FINISH_LENGTH && (int)n + g.n_ids >= n_ctx)

@@ -61,8 +61,7 @@ int chat_conv_prompt(const chat_conv *cv, sbuf *rendered, int32_t **ids, size_t 
     *ids = NULL;
     *n = 0;
     if (chat_render(cv->tpl, cv->messages, NULL, 1, rendered, why, sizeof why, &raised)) {
-        snprintf(msg, msg_size, "%s%s", raised ? "the chat template refused the conversation: " : "the chat template failed: ",
-                 why);
+        snprintf(msg, msg_size, "the chat template %s: %s", raised ? "refused the conversation" : "failed", why);
         return -1;
     }
     if (rendered->failed) {

@@ -140,3 +140,13 @@ void gen_result_free(gen_result *r) {
     free(r->text);
     memset(r, 0, sizeof *r);
 }
+
+const char *gen_finish_name(kvlm_finish f) {
+    switch (f) {
+    case KVLM_FINISH_STOP: return "stop";
+    case KVLM_FINISH_LENGTH: return "length";
+    case KVLM_FINISH_TIMEOUT: return "timeout";
+    case KVLM_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}

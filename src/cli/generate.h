@@ -73,5 +73,7 @@ typedef struct gen_result {
  * sequence the request would compete with. */
 int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_result *out, kvlm_error *err);
 void gen_result_free(gen_result *r);
+/* The finish reason as the JSON outputs name it: stop, length, timeout, cancelled, error. */
+const char *gen_finish_name(kvlm_finish f);
 
 #endif
