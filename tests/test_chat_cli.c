@@ -386,7 +386,7 @@ static void test_color(void **state) {
     free(r.text);
 }
 
-/* --chat-template FILE renders the conversation. */
+/* --chat-template FILE renders the conversation; a bad one is refused. */
 static void test_template_file(void **state) {
     (void)state;
     char *dir = th_tempdir(), path[600], args[800];
@@ -404,6 +404,13 @@ static void test_template_file(void **state) {
     pc_expect(&p, PROMPT);
     pc_send(&p, "/quit\r");
     assert_int_equal(pc_wait(&p), 0);
+    /* one that does not parse ends the chat, naming where */
+    const char *bad = "{% for m in messages %}{{ m.role";
+    assert_int_equal(th_write_file(path, bad, strlen(bad)), 0);
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "chat -m %s --chat-template %s </dev/null", LLAMA_GGUF, path), 1);
+    assert_non_null(strstr(out, "t.jinja: template line 1, column 24: "));
+    free(out);
     th_rmtree(dir);
     free(dir);
 }
