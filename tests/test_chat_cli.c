@@ -107,6 +107,12 @@ static void pc_send(pty_chat *p, const char *keys) {
     assert_int_equal(write(p->fd, keys, n), (ssize_t)n);
 }
 
+/* Types keys and waits for what they must bring up. */
+static void pc_exchange(pty_chat *p, const char *keys, const char *shown) {
+    pc_send(p, keys);
+    pc_expect(p, shown);
+}
+
 /* The exit status of the chat (it must end within 30 s). */
 static int pc_wait(pty_chat *p) {
     int st = 0;
@@ -235,30 +241,23 @@ static void test_system_and_reset(void **state) {
     pty_chat p;
     pc_start(&p, NULL, "-m " LLAMA_GGUF " --seed 3 -n 2 --verbose --system 'Speak verse.'");
     pc_expect(&p, PROMPT);
-    pc_send(&p, "Hail\r");
-    pc_expect(&p, "--- prompt, ");
-    pc_expect(&p, " tokens ---\nsystem: Speak verse.\nuser: Hail\nassistant:\n--- end of prompt ---\n");
-    pc_expect(&p, PROMPT);
-    pc_send(&p, "/system Be brief.\r");
-    pc_expect(&p, "system message set\n" PROMPT);
-    pc_send(&p, "/reset\r");
-    pc_expect(&p, "new conversation (the system message stays)\n" PROMPT);
-    pc_send(&p, "Hi\r");
-    pc_expect(&p, " tokens ---\nsystem: Be brief.\nuser: Hi\nassistant:\n--- end of prompt ---\n");
-    pc_expect(&p, PROMPT);
-    pc_send(&p, "/system\r");
-    pc_expect(&p, "system message removed\n" PROMPT);
-    pc_send(&p, "/reset\r");
-    pc_expect(&p, "new conversation\n" PROMPT);
-    pc_send(&p, "Yo\r");
-    /* "user: Yo\nassistant:" is 7 tokens with the GPT-2 vocabulary */
-    pc_expect(&p, "--- prompt, 7 tokens ---\nuser: Yo\nassistant:\n--- end of prompt ---\n");
-    pc_expect(&p, PROMPT);
-    pc_send(&p, "/bogus x\r");
-    pc_expect(&p, "unknown command '/bogus' (/help lists the commands)\n" PROMPT);
-    pc_send(&p, "/help\r");
-    pc_expect(&p, "/save FILE");
-    pc_expect(&p, PROMPT);
+    /* each message's rendered prompt ("user: Yo\nassistant:" is 7 tokens of the GPT-2 vocabulary) */
+    static const char *const script[][2] = {
+        {"Hail\r", " tokens ---\nsystem: Speak verse.\nuser: Hail\nassistant:\n--- end of prompt ---\n"},
+        {"", PROMPT},
+        {"/system Be brief.\r", "system message set\n" PROMPT},
+        {"/reset\r", "new conversation (the system message stays)\n" PROMPT},
+        {"Hi\r", " tokens ---\nsystem: Be brief.\nuser: Hi\nassistant:\n--- end of prompt ---\n"},
+        {"", PROMPT},
+        {"/system\r", "system message removed\n" PROMPT},
+        {"/reset\r", "new conversation\n" PROMPT},
+        {"Yo\r", "--- prompt, 7 tokens ---\nuser: Yo\nassistant:\n--- end of prompt ---\n"},
+        {"", PROMPT},
+        {"/bogus x\r", "unknown command '/bogus' (/help lists the commands)\n" PROMPT},
+        {"/help\r", "/save FILE"},
+        {"", PROMPT},
+    };
+    for (size_t i = 0; i < sizeof script / sizeof script[0]; i++) pc_exchange(&p, script[i][0], script[i][1]);
     pc_send(&p, "\x04");
     assert_int_equal(pc_wait(&p), 0);
 }

@@ -122,6 +122,7 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
         fprintf(stderr, "kvlm chat: %s\n", msg);
         chat_conv_pop(&st->conv);
         sbuf_free(&text);
+        free(ids);
         return 1;
     }
     if (o->verbose)
@@ -184,8 +185,8 @@ static void banner(const cli_session *ss, const chat_template *tpl, const chat_e
 
 /* The conversation loop on the input; returns the exit status. */
 static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o, chat_input *in) {
-    if (in->tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", stdout);
-    st->info = in->tty ? stdout : stderr;
+    if (in->tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", in->echo);
+    st->info = in->tty ? in->echo : stderr;
     for (;;) {
         char *line;
         size_t len;
@@ -251,7 +252,7 @@ int cli_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     chat_input in;
-    chat_input_open(&in, stdin, stdout);
+    chat_input_open(&in, stdin, isatty(fileno(stdout)) ? stdout : stderr); /* prompts never go to a file */
     rc = converse(&st, &ce, &o, &in);
     chat_input_close(&in);
 out:
