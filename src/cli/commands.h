@@ -6,6 +6,7 @@
 #define KVLM_CLI_COMMANDS_H
 
 int cli_run(int argc, char **argv);
+int cli_chat(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* One request on a one-request scheduler, with what its events report (see generate.h). */
 #include "cli/generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,9 +16,10 @@ typedef struct gen_ctx {
     double t_first;     /* kvlm_now() at the first token, 0 before */
 } gen_ctx;
 
-static void add_text(gen_ctx *g, const char *b, size_t n) {
+static void add_text(gen_ctx *g, const char *b, size_t n, float logprob) {
     gen_result *r = g->r;
-    if (g->rq->stream && n) {
+    if (g->rq->on_text && n) g->rq->on_text(g->rq->user, b, n, logprob);
+    else if (g->rq->stream && n) {
         fwrite(b, 1, n, g->rq->stream);
         fflush(g->rq->stream);
     }
@@ -47,22 +49,24 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     const int k = g->rq->logprobs, i = r->n_ids;
     if (i >= g->cap) return 1; /* cannot happen: max_tokens is the capacity */
     r->ids[i] = ev->id;
+    if (k != 0) r->chosen_lp[i] = ev->logprob;
     if (k > 0) {
-        r->chosen_lp[i] = ev->logprob;
         for (int a = 0; a < k; a++) {
             r->lp_ids[(size_t)i * k + a] = a < ev->top_n ? ev->top_ids[a] : -1;
             r->lp_vals[(size_t)i * k + a] = a < ev->top_n ? ev->top_logprobs[a] : 0;
         }
     }
     r->n_ids++;
-    if (g->rq->text) add_text(g, ev->text, ev->text_len);
+    if (g->rq->text) add_text(g, ev->text, ev->text_len, k != 0 ? ev->logprob : NAN);
     return 0;
 }
+
+static void on_admit(void *user, int n_cached) { ((gen_ctx *)user)->r->cached = n_cached; }
 
 static void on_finish(void *user, const kvlm_finish_event *ev) {
     gen_ctx *g = user;
     g->r->finish = ev->reason;
-    if (g->rq->text && !g->prefill_only) add_text(g, ev->text, ev->text_len);
+    if (g->rq->text && !g->prefill_only) add_text(g, ev->text, ev->text_len, NAN);
 }
 
 int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_result *r, kvlm_error *err) {
@@ -81,7 +85,7 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
     }
     if (!r->ids || !r->chosen_lp || (k > 0 && (!r->lp_ids || !r->lp_vals)))
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-    if (rq->text) add_text(&g, "", 0);
+    if (rq->text) add_text(&g, "", 0, NAN);
     /* The whole context fits one step: the prompt is prefilled at once,
      * and under recompute every step holds the whole context. */
     kvlm_sched_options so = {.max_batch_tokens = rq->n_prompt + g.cap, .max_waiting = 1,
@@ -92,13 +96,18 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
                              .eos_ids = rq->eos_ids, .n_eos = rq->n_eos, .logprobs = k,
                              .sampling = rq->sampling, .text = rq->text && !g.prefill_only,
                              .tokenizer = rq->tok, .stops = rq->stops, .n_stops = rq->n_stops,
-                             .on_token = on_token, .on_finish = on_finish, .user = &g,
+                             .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit, .user = &g,
                              .grammar = rq->grammar};
     int rc = 0;
     const double t_submit = kvlm_now();
-    if (kvlm_sched_submit(s, &p, err) < 0) rc = err->code;
+    const int64_t id = kvlm_sched_submit(s, &p, err);
+    if (id < 0) rc = err->code;
     double t_start = 0;
     while (!rc && kvlm_sched_has_work(s)) {
+        if (rq->interrupt && *rq->interrupt) {
+            kvlm_sched_cancel(s, id); /* finishes it with what it has generated */
+            break;
+        }
         const double t0 = kvlm_now();
         const int had_first = g.t_first != 0;
         const int n = kvlm_sched_step(s, err);
@@ -130,4 +139,14 @@ void gen_result_free(gen_result *r) {
     free(r->chosen_lp);
     free(r->text);
     memset(r, 0, sizeof *r);
+}
+
+const char *gen_finish_name(kvlm_finish f) {
+    switch (f) {
+    case KVLM_FINISH_STOP: return "stop";
+    case KVLM_FINISH_LENGTH: return "length";
+    case KVLM_FINISH_TIMEOUT: return "timeout";
+    case KVLM_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
 }

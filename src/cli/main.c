@@ -20,6 +20,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", cli_run, "generate text from a prompt; --stats for timings and KV figures"},
+    {"chat", cli_chat, "interactive chat in the terminal with the model's chat template (docs/chat.md)"},
     {"bench", cli_bench, "prefill/decode throughput, decode roofline, cache on vs off"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"detokenize", cli_detokenize, "print the text of token ids"},

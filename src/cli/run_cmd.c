@@ -119,16 +119,6 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
             st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
 }
-static const char *finish_name(kvlm_finish f) {
-    switch (f) {
-    case KVLM_FINISH_STOP: return "stop";
-    case KVLM_FINISH_LENGTH: return "length";
-    case KVLM_FINISH_TIMEOUT: return "timeout";
-    case KVLM_FINISH_CANCELLED: return "cancelled";
-    default: return "error";
-    }
-}
-
 static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
                        const run_stats *st, const kvlm_config *c) {
     json_t *root = json_object(), *pids = json_array(), *ids = json_array(), *js = json_object();
@@ -137,7 +127,7 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(root, "prompt_ids", pids);
     json_object_set_new(root, "ids", ids);
     json_object_set_new(root, "text", has_text ? cli_json_text(g->text, g->text_len) : json_null());
-    json_object_set_new(root, "finish_reason", json_string(finish_name(g->finish)));
+    json_object_set_new(root, "finish_reason", json_string(gen_finish_name(g->finish)));
     json_object_set_new(js, "prompt_tokens", json_integer(st->prompt_tokens));
     json_object_set_new(js, "generated_tokens", json_integer(st->generated));
     json_object_set_new(js, "prefill_ms", json_real(st->prefill_ms));

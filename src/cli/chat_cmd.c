@@ -1,0 +1,265 @@
+/*
+ * `kvlm chat`: an interactive conversation with a model in the terminal.
+ * Each turn renders the whole conversation with the model's chat template
+ * (cli/chat_conversation.h, the renderer of kvlm serve) and generates the
+ * reply as `kvlm run` does (cli/generate.h: a one-request scheduler, the
+ * same sampling flags), streaming it as it arrives. The KV cache lives for
+ * the whole session with its prefix cache on, so each turn reuses the
+ * whole blocks of the previous turns' KV whose tokens it starts with and
+ * prefills only the rest. Ctrl-C (SIGINT) stops a reply; the input side
+ * (terminal keys, continued lines, scripting) is cli/chat_input.h, the
+ * slash commands cli/chat_commands.h.
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/chat_color.h"
+#include "cli/chat_commands.h"
+#include "cli/chat_conversation.h"
+#include "cli/chat_input.h"
+#include "cli/commands.h"
+#include "cli/generate.h"
+#include "cli/json_text.h"
+#include "cli/options.h"
+#include "cli/session.h"
+
+typedef struct chat_opts {
+    model_flags mf;
+    sampling_flags smp;
+    int n, color, verbose, json;
+    const char *chat_template, *system;
+} chat_opts;
+
+static int parse(int argc, char **argv, chat_opts *o) {
+    *o = (chat_opts){.n = 256};
+    model_flags_init(&o->mf);
+    sampling_flags_init(&o->smp);
+    const cli_opt own[] = {
+        CLI_INT("-n", "N", "tokens per reply at most (default 256; the context window also ends one)", &o->n, 1,
+                1 << 20),
+        CLI_STR("--chat-template", "NAME|FILE",
+                "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)",
+                &o->chat_template),
+        CLI_STR("--system", "TEXT", "the system message to start with (/system changes it)", &o->system),
+        CLI_SWITCH("--color", "tint each token by its probability (a terminal only, not with NO_COLOR)", &o->color,
+                   1),
+        CLI_SWITCH("--verbose", "print each rendered prompt on stderr before its reply", &o->verbose, 1),
+        CLI_END,
+    };
+    cli_spec spec = {
+        .cmd = "chat",
+        .usage = "chat (-m MODEL | --synthetic PRESET --tokenizer PATH) [options]",
+        .about = "Talks with the model: each message gets a reply rendered with the model's chat template,\n"
+                 "streamed as it is generated. Commands: /help, /reset, /system TEXT, /stats, /save FILE,\n"
+                 "/quit. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D or Ctrl-C\n"
+                 "at an empty prompt exits. When standard input is not a terminal each line is one message\n"
+                 "and each reply is written to standard output followed by a newline; with --json each\n"
+                 "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"
+                 "(docs/chat.md).\n",
+        .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_SAMPLING | CLI_JSON,
+        .opts = own,
+        .mf = &o->mf,
+        .smp = &o->smp,
+        .json = &o->json,
+    };
+    return cli_parse(&spec, argc, argv) ? -1 : 0;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* Where the reply's text goes as it arrives. */
+typedef struct reply_out {
+    FILE *f;
+    int color;
+} reply_out;
+
+static void show_text(void *user, const char *text, size_t n, float logprob) {
+    reply_out *o = user;
+    if (o->color) chat_color_write(o->f, text, n, logprob);
+    else fwrite(text, 1, n, o->f);
+    fflush(o->f);
+}
+
+/* A reply as one line of JSON (--json). */
+static void print_json_reply(FILE *out, const gen_result *g, int n_prompt) {
+    json_t *j = json_pack("{sosssisi}", "content", cli_json_text(g->text, g->text_len), "finish_reason",
+                          gen_finish_name(g->finish), "prompt_tokens", n_prompt, "completion_tokens", g->n_ids);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    fprintf(out, "%s\n", s ? s : "{}");
+    free(s);
+    json_decref(j);
+}
+
+/* Everything a turn needs besides the conversation. */
+typedef struct chat_engine {
+    const kvlm_config *c;
+    const kvlm_tokenizer *tok;
+    kvlm_engine *e;
+    kvlm_kv *kv;
+    int32_t ends[KVLM_MAX_EOS + 2]; /* the model's eos ids and the template's end of turn */
+    int n_ends;
+} chat_engine;
+
+/* One reply to the conversation as it stands (its last message is the
+ * user's). Returns 0, 1 when it could not run (the user message is taken
+ * back), -1 on an engine error. */
+static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE *out, int tty) {
+    sbuf text = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char msg[600];
+    if (chat_conv_prompt(&st->conv, &text, &ids, &n, msg, sizeof msg)) {
+        fprintf(stderr, "kvlm chat: %s\n", msg);
+        chat_conv_pop(&st->conv);
+        sbuf_free(&text);
+        free(ids);
+        return 1;
+    }
+    if (o->verbose)
+        fprintf(stderr, "--- prompt, %zu tokens ---\n%s\n--- end of prompt ---\n", n, text.data ? text.data : "");
+    sbuf_free(&text);
+    const int n_ctx = ce->c->n_ctx;
+    if (n >= (size_t)n_ctx) {
+        fprintf(stderr,
+                "kvlm chat: the context window is full: the conversation is %zu tokens and the model holds %d, "
+                "leaving no room for a reply; /reset starts a new conversation (the last message was not kept)\n",
+                n, n_ctx);
+        chat_conv_pop(&st->conv);
+        free(ids);
+        return 1;
+    }
+    const int max_new = o->n < n_ctx - (int)n ? o->n : n_ctx - (int)n;
+    reply_out ro = {.f = out, .color = st->color};
+    gen_request rq = {.prompt = ids, .n_prompt = (int)n, .max_new = max_new, .eos_ids = ce->ends,
+                      .n_eos = ce->n_ends, .sampling = o->smp.o, .logprobs = st->color ? -1 : 0, .text = 1,
+                      .tok = ce->tok, .stops = o->smp.stops, .n_stops = o->smp.n_stops,
+                      .on_text = o->json ? NULL : show_text,
+                      .user = &ro, .interrupt = &interrupted};
+    gen_result g;
+    kvlm_error err;
+    interrupted = 0;
+    int rc = gen_run(ce->e, ce->kv, ce->c->vocab_size, &rq, &g, &err);
+    interrupted = 0;
+    free(ids);
+    if (rc) {
+        fprintf(out, "\n");
+        fprintf(stderr, "kvlm chat: %s\n", err.msg);
+        gen_result_free(&g);
+        chat_conv_pop(&st->conv);
+        return -1;
+    }
+    const int stopped = g.finish == KVLM_FINISH_CANCELLED;
+    if (o->json) print_json_reply(out, &g, (int)n);
+    else fprintf(out, "%s\n", stopped && tty ? " [stopped]" : "");
+    fflush(out);
+    if (stopped && !tty) fprintf(stderr, "kvlm chat: the reply was stopped\n");
+    if (g.finish == KVLM_FINISH_LENGTH && (int)n + g.n_ids >= n_ctx)
+        fprintf(stderr, "kvlm chat: the context window of %d tokens is full; /reset starts a new conversation\n",
+                n_ctx);
+    chat_stats_record(&st->last, (int)n, &g);
+    rc = chat_conv_add(&st->conv, "assistant", g.text ? g.text : "", g.text_len);
+    gen_result_free(&g);
+    if (rc) fprintf(stderr, "kvlm chat: out of memory\n");
+    return rc ? -1 : 0;
+}
+
+static void banner(const cli_session *ss, const chat_template *tpl, const chat_engine *ce, const chat_opts *o) {
+    const kvlm_config *c = ss->c;
+    fprintf(stderr, "kvlm chat: model %s (%s, %d layers, context %d tokens), %s\n",
+            o->mf.model ? o->mf.model : o->mf.synthetic, c->arch, c->n_layer, c->n_ctx, kvlm_tokenizer_source(ss->tok));
+    fprintf(stderr, "kvlm chat: chat template %s\n", tpl->origin);
+    fprintf(stderr, "kvlm chat: KV cache %s, %d tokens per block, reused across turns; %d threads, %s kernels\n",
+            kvlm_dtype_name(o->mf.kv_dtype), o->mf.block_size, kvlm_engine_threads(ce->e),
+            kvlm_isa_name(kvlm_engine_isa(ce->e)));
+}
+
+/* The conversation loop on the input; returns the exit status. */
+static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o, chat_input *in) {
+    if (in->tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", in->echo);
+    st->info = in->tty ? in->echo : stderr;
+    for (;;) {
+        char *line;
+        size_t len;
+        chat_read r = chat_input_read(in, &line, &len);
+        if (r == CHAT_READ_END) return 0;
+        if (r == CHAT_READ_ERROR) {
+            fprintf(stderr, "kvlm chat: cannot read the input\n");
+            return 1;
+        }
+        if (line[0] == '/') {
+            chat_command(st, line);
+            free(line);
+            if (st->quit) return 0;
+            continue;
+        }
+        if (len == 0 && in->tty) {
+            free(line);
+            continue;
+        }
+        int rc = chat_conv_add(&st->conv, "user", line, len);
+        free(line);
+        if (rc) {
+            fprintf(stderr, "kvlm chat: out of memory\n");
+            return 1;
+        }
+        if (reply(st, ce, o, stdout, in->tty) < 0) return 1;
+    }
+}
+
+int cli_chat(int argc, char **argv) {
+    chat_opts o;
+    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    cli_session ss;
+    int rc = session_open(&ss, &o.mf, SESSION_TOKENIZER);
+    chat_template tpl = {0};
+    chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size};
+    chat_engine ce = {.c = ss.c, .tok = ss.tok};
+    kvlm_error err;
+    if (rc) goto out;
+    rc = 1;
+    if (chat_template_load(&tpl, kvlm_model_dir(ss.m), kvlm_model_tokenizer_path(ss.m), o.chat_template, &err)) {
+        fprintf(stderr, "kvlm chat: %s\n", err.msg);
+        rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
+        goto out;
+    }
+    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
+    kvlm_engine_options eo = session_engine_options(&o.mf);
+    if (!(ce.kv = kvlm_kv_create(ss.m, &ko, &err)) || !(ce.e = kvlm_engine_create(ss.m, ce.kv, &eo, &err))) {
+        fprintf(stderr, "kvlm chat: %s\n", err.msg);
+        rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
+        goto out;
+    }
+    if (chat_conv_init(&st.conv, &tpl, ss.tok, o.system)) {
+        fprintf(stderr, "kvlm chat: out of memory\n");
+        goto out;
+    }
+    ce.n_ends = kvlm_eos_ids(ss.m, ss.tok, ce.ends, KVLM_MAX_EOS + 1);
+    if (ce.n_ends > KVLM_MAX_EOS + 1) ce.n_ends = KVLM_MAX_EOS + 1;
+    if (st.conv.turn_end >= 0) ce.ends[ce.n_ends++] = st.conv.turn_end;
+    st.color = o.color && chat_color_usable(stdout);
+    banner(&ss, &tpl, &ce, &o);
+    struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: a blocked read returns */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    chat_input in;
+    chat_input_open(&in, stdin, isatty(fileno(stdout)) ? stdout : stderr); /* prompts never go to a file */
+    rc = converse(&st, &ce, &o, &in);
+    chat_input_close(&in);
+out:
+    chat_conv_free(&st.conv);
+    kvlm_engine_free(ce.e);
+    kvlm_kv_free(ce.kv);
+    chat_template_free(&tpl);
+    session_close(&ss);
+    return rc;
+}

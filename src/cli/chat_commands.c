@@ -1,0 +1,103 @@
+/* The slash commands of kvlm chat (see chat_commands.h). */
+#include "cli/chat_commands.h"
+
+#include <string.h>
+
+#include "cli/chat_color.h"
+
+void chat_help(const chat_state *st, FILE *f) {
+    fputs("commands:\n"
+          "  /help          this help\n"
+          "  /reset         start a new conversation (the system message stays)\n"
+          "  /system TEXT   set the system message (/system alone removes it)\n"
+          "  /stats         the last reply: tokens, time to first token, time per token,\n"
+          "                 tokens/s, the conversation's KV cache bytes and blocks\n"
+          "  /save FILE     write the conversation as JSON ({\"messages\": [...]})\n"
+          "  /quit          exit (also Ctrl-D, or Ctrl-C at an empty prompt)\n"
+          "keys:\n"
+          "  a line ending in \\ continues the message on the next line\n"
+          "  Ctrl-C while a reply streams stops it (it stays in the conversation)\n"
+          "  Ctrl-C while typing drops the message; Backspace, Ctrl-U edit the line\n",
+          f);
+    if (st->color) chat_color_legend(f);
+}
+
+void chat_stats_record(chat_reply_stats *s, int prompt_tokens, const gen_result *g) {
+    *s = (chat_reply_stats){.valid = 1, .prompt_tokens = prompt_tokens, .cached_tokens = g->cached,
+                            .generated = g->n_ids, .finish = g->finish, .ttft_ms = g->ttft_s * 1e3,
+                            .kv = g->kv};
+    s->tpot_ms = g->decode_steps ? g->decode_s * 1e3 / g->decode_steps : 0;
+    s->tokens_per_s = g->decode_s > 0 ? g->decode_steps / g->decode_s : 0;
+}
+
+static const char *finish_words(kvlm_finish f) {
+    switch (f) {
+    case KVLM_FINISH_STOP: return "end of turn";
+    case KVLM_FINISH_LENGTH: return "token limit or context window";
+    case KVLM_FINISH_CANCELLED: return "stopped";
+    default: return "error";
+    }
+}
+
+static void print_stats(const chat_state *st) {
+    const chat_reply_stats *s = &st->last;
+    FILE *f = st->info;
+    if (!s->valid) {
+        fputs("no reply yet\n", f);
+        return;
+    }
+    fprintf(f, "prompt tokens        %d (%d reused from the KV cache, %d prefilled)\n", s->prompt_tokens,
+            s->cached_tokens, s->prompt_tokens - s->cached_tokens);
+    fprintf(f, "generated tokens     %d (%s)\n", s->generated, finish_words(s->finish));
+    fprintf(f, "time to first token  %.2f ms\n", s->ttft_ms);
+    fprintf(f, "time per out token   %.2f ms (%.1f tokens/s)\n", s->tpot_ms, s->tokens_per_s);
+    fprintf(f, "KV conversation      %zu tokens x %zu bytes (%s) = %zu bytes\n", s->kv.tokens,
+            s->kv.bytes_per_token, kvlm_dtype_name(st->kv_dtype), s->kv.tokens * s->kv.bytes_per_token);
+    fprintf(f, "KV blocks            %zu of %d tokens = %zu bytes reserved (paged)\n", s->kv.blocks_used,
+            st->block_size, s->kv.bytes_reserved);
+}
+
+/* The text after a command word: NULL when none. */
+static const char *argument(const char *line, size_t word) {
+    const char *a = line + word;
+    while (*a == ' ' || *a == '\t') a++;
+    return *a ? a : NULL;
+}
+
+int chat_command(chat_state *st, const char *line) {
+    size_t word = strcspn(line, " \t");
+    const char *arg = argument(line, word);
+#define IS(name) (word == strlen(name) && !strncmp(line, name, word))
+    if (IS("/help")) {
+        chat_help(st, st->info);
+    } else if (IS("/quit") || IS("/exit")) {
+        st->quit = 1;
+    } else if (IS("/reset")) {
+        chat_conv_reset(&st->conv);
+        fprintf(st->info, "new conversation%s\n", chat_conv_len(&st->conv) ? " (the system message stays)" : "");
+    } else if (IS("/system")) {
+        if (chat_conv_set_system(&st->conv, arg)) {
+            fputs("out of memory\n", st->info);
+            return -1;
+        }
+        fputs(arg ? "system message set\n" : "system message removed\n", st->info);
+    } else if (IS("/stats")) {
+        print_stats(st);
+    } else if (IS("/save")) {
+        char msg[600];
+        if (!arg) {
+            fputs("/save needs a file name: /save FILE\n", st->info);
+            return -1;
+        }
+        if (chat_conv_save(&st->conv, arg, msg, sizeof msg)) {
+            fprintf(st->info, "/save: %s\n", msg);
+            return -1;
+        }
+        fprintf(st->info, "saved %zu messages to %s\n", chat_conv_len(&st->conv), arg);
+    } else {
+        fprintf(st->info, "unknown command '%.*s' (/help lists the commands)\n", (int)word, line);
+        return -1;
+    }
+#undef IS
+    return 0;
+}

@@ -1,0 +1,43 @@
+/*
+ * The slash commands of `kvlm chat` (/help, /reset, /system, /stats,
+ * /save, /quit) and the figures /stats shows of the last reply. A line
+ * that starts with '/' is a command; anything else is a message.
+ */
+#ifndef KVLM_CLI_CHAT_COMMANDS_H
+#define KVLM_CLI_CHAT_COMMANDS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli/chat_conversation.h"
+#include "cli/generate.h"
+#include "kvlm.h"
+
+/* The last reply, as /stats prints it. */
+typedef struct chat_reply_stats {
+    int valid;                  /* a reply has run */
+    int prompt_tokens, cached_tokens, generated;
+    kvlm_finish finish;
+    double ttft_ms, tpot_ms, tokens_per_s;
+    kvlm_kv_stats kv;           /* the KV cache at the reply's last token */
+} chat_reply_stats;
+
+typedef struct chat_state {
+    chat_conv conv;
+    chat_reply_stats last;
+    FILE *info;                 /* command output: the terminal, or stderr when scripted */
+    int color;                  /* replies are tinted (the /help legend is shown) */
+    kvlm_dtype kv_dtype;
+    int block_size;
+    int quit;                   /* /quit was given */
+} chat_state;
+
+/* Runs the command in line (which starts with '/'). Returns 0, or -1 when
+ * it failed (the reason printed on info); unknown commands fail. */
+int chat_command(chat_state *st, const char *line);
+/* The /help text. */
+void chat_help(const chat_state *st, FILE *f);
+/* Fills the /stats figures from a finished reply. */
+void chat_stats_record(chat_reply_stats *s, int prompt_tokens, const gen_result *g);
+
+#endif
