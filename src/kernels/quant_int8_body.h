@@ -300,7 +300,7 @@ void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matri
 
 /* The rows below the prefill kernels' (matmul_rows with M < PR_MIN_ROWS,
  * from quant_int8_min_rows up): the activations a of all M rows, prepared
- * once per matmul (the header's decode form, quant_int8.h), then per item
+ * once per matmul (quant_int8_prep.c's prepared form), then per item
  * i8_rows_t with a panel of its own when the K-quants or whole MR_MAX
  * tiles of Q8_0 / Q4_0 go through one. Layout of the prepared bytes, for
  * M rows: spread scales and corrections (fbytes per row), block sums
