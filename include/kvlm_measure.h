@@ -60,6 +60,12 @@ size_t kvlm_model_decode_bytes(const kvlm_model *m);
 double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads);
 /* The same with threads 0. */
 double kvlm_measure_read_bandwidth(size_t bytes, int passes);
+/* Best-of-`passes` read bandwidth in bytes/s over the bytes one decode
+ * step of m reads (kvlm_model_decode_bytes' ranges, in the memory they
+ * live in: a file mapping or the loader's buffers), each range split
+ * between `threads` threads (0: one per processor) and read sequentially
+ * in whole 64-byte lines. 0 if m has no weights to read. */
+double kvlm_measure_weight_read_bandwidth(const kvlm_model *m, int passes, int threads);
 /* The buffer the measurement reads for a request of `bytes`: raised to at
  * least twice the largest cache sysfs reports (so it streams from DRAM),
  * rounded down to whole 32 KiB tiles. */

@@ -243,16 +243,21 @@ static void test_threaded_and_ranges(void **state) {
  * the items; teams with a pool) against matmul_rows over the whole range:
  * the same bits at 1, 2 and 3 threads, for every type, with row tiles,
  * weight panels and their tails, and row chunks (K = 8192: the activation
- * tiles are cut into several L2 chunks); matmul_rows against the reference
- * within the tolerance above. */
+ * tiles are cut into several L2 chunks), and for decode's 1-3 rows (each
+ * type's decode kernel; work large enough to be split into items);
+ * matmul_rows against the reference within the tolerance above. Decode
+ * also prepared in two calls (rows [0, 1), then [1, M)) and run as two
+ * ranges of outputs: the same bits. */
 static void test_prepared_threads(void **state) {
     (void)state;
     const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
-    const struct { int M, N, K; } shapes[] = {{37, 70, 512}, {4, 33, 256}, {50, 40, 8192}};
+    const struct { int M, N, K; } shapes[] = {{37, 70, 512}, {4, 33, 256}, {50, 40, 8192},
+                                              {1, 70, 1024}, {2, 37, 1024}, {3, 50, 8192}};
+    const size_t nshapes = sizeof shapes / sizeof shapes[0];
     unsigned seed = 23;
     int checked = 0;
     for (size_t ti = 0; ti < 5; ti++)
-        for (size_t si = 0; si < 3; si++) {
+        for (size_t si = 0; si < nshapes; si++) {
             const kvlm_dtype t = all[ti];
             const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
             const size_t rb = dtype_row_bytes(t, K, NULL);
@@ -276,9 +281,20 @@ static void test_prepared_threads(void **state) {
                 if (!kern_cpu_supports(vnni[s])) continue;
                 const kern_ops *ops = kern_select(vnni[s]);
                 size_t panel = 0;
-                assert_true(ops->matmul_prep_bytes(M, &kq, &panel) > 0 && panel > 0);
-                assert_int_equal(ops->matmul_prep_bytes(3, &kq, &panel), 0);
+                const size_t pre = ops->matmul_prep_bytes(M, &kq, &panel);
+                assert_true(pre > 0);
+                if (M >= 4) assert_true(panel > 0);
                 ops->matmul_rows(x, M, &kq, 0, N, bias, y1, N);
+                if (M < 4) {
+                    unsigned char *buf = aligned_alloc(64, (pre + panel + 63) / 64 * 64);
+                    ops->matmul_prep(x, M, &kq, 0, 1, buf);
+                    ops->matmul_prep(x, M, &kq, 1, M, buf);
+                    for (int i = 0; i < M * N; i++) yt[i] = -12345.0f;
+                    ops->matmul_rows_prep(buf, panel ? buf + pre : NULL, &kq, 0, N / 2, bias, yt, N);
+                    ops->matmul_rows_prep(buf, panel ? buf + pre : NULL, &kq, N / 2, N, bias, yt, N);
+                    assert_memory_equal(yt, y1, (size_t)M * N * 4);
+                    free(buf);
+                }
                 for (int m = 0; m < M; m++)
                     for (int n = 0; n < N; n++) {
                         const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
@@ -300,7 +316,7 @@ static void test_prepared_threads(void **state) {
             }
             free(wq), free(wf), free(wd), free(x), free(bias), free(ref), free(y1), free(yt);
         }
-    assert_int_equal(checked, 5 * 3 * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
+    assert_int_equal(checked, 5 * (int)nshapes * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
 }
 
 /* One direct call of the AVX512-VNNI Q4_0 decode kernel on [n0, N): the

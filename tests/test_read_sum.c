@@ -4,13 +4,17 @@
  * computed here independently, for sequential ranges with and without a
  * tail shorter than the vector loop's step, and for one to three tiles
  * (the prefetch of a next tile switched on and off); so no variant skips a
- * line. A variant the CPU lacks is reported as skipped, not passed.
+ * line. A variant the CPU lacks is reported as skipped, not passed. The
+ * read test over a model's own weights covers exactly the decode byte
+ * ranges, which add up to kvlm_model_decode_bytes.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
 #include "kernels/kernels.h"
+#include "kvlm_measure.h"
+#include "measure/decode_ranges.h"
 #include "measure/read_sum.h"
 
 static uint64_t exact_sum(const uint64_t *p, size_t words) {
@@ -67,12 +71,41 @@ static void test_best_is_widest(void **state) {
     assert_ptr_equal(read_sum_best(), want);
 }
 
+/* llama-tiny: per layer q, k, v, o, gate, up, down; the tied output head
+ * in full; one token-embedding row (no learned positions). The ranges are
+ * the weights' own memory and add up to the roofline's numerator; the
+ * weight read test reads them. */
+static void test_weight_ranges(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q8_0, 1, &err);
+    assert_non_null(m);
+    const kvlm_config *c = kvlm_model_config(m);
+    const int n = model_decode_ranges(m, NULL, 0);
+    assert_int_equal(n, 7 * c->n_layer + 2);
+    decode_range *r = calloc((size_t)n, sizeof *r);
+    assert_int_equal(model_decode_ranges(m, r, n), n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        assert_non_null(r[i].data);
+        assert_true(r[i].bytes > 0);
+        total += r[i].bytes;
+    }
+    assert_int_equal(total, kvlm_model_decode_bytes(m));
+    /* the last range is one embedding row: C values of Q8_0, 34 bytes per 32 */
+    assert_int_equal(r[n - 1].bytes, (size_t)c->n_embd / 32 * 34);
+    assert_true(kvlm_measure_weight_read_bandwidth(m, 2, 2) > 0);
+    free(r);
+    kvlm_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_best_is_widest),
+        cmocka_unit_test(test_weight_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

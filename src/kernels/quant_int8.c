@@ -1,7 +1,8 @@
 /*
  * The avx512-vnni and avx2-vnni kernel sets (built once from the avx512 /
- * avx2 sets, matmul_rows replaced) and the plain C reference of the int8
- * activation matmul (quant_int8.h). Compiled without ISA flags: nothing
+ * avx2 sets, matmul_rows and its prepared form replaced by
+ * quant_int8_prep.c's) and the plain C reference of the int8 activation
+ * matmul (quant_int8.h). Compiled without ISA flags: nothing
  * here runs a vector instruction of those sets itself.
  */
 #include <math.h>
@@ -116,39 +117,22 @@ void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, 
     free(q), free(d), free(a), free(b), free(c);
 }
 
-static void matmul_rows_avx512_vnni(const float *x, int M, const kern_matrix *w, int n0, int n1,
-                                    const float *bias, float *y, int ldy) {
-    if (M < quant_int8_min_rows_avx512(w->dtype) && quant_int8_decode_rows_avx512(x, M, w, n0, n1, bias, y, ldy))
-        return;
-    if (quant_int8_q4_0_decode_avx512(x, M, w, n0, n1, bias, y, ldy)) return;
-    if (!quant_int8_matmul_rows_avx512(x, M, w, n0, n1, bias, y, ldy))
-        kern_ops_avx512.matmul_rows(x, M, w, n0, n1, bias, y, ldy);
-}
-
-static void matmul_rows_avx2_vnni(const float *x, int M, const kern_matrix *w, int n0, int n1,
-                                  const float *bias, float *y, int ldy) {
-    if (M < quant_int8_min_rows_avx2(w->dtype) && quant_int8_decode_rows_avx2(x, M, w, n0, n1, bias, y, ldy))
-        return;
-    if (!quant_int8_matmul_rows_avx2(x, M, w, n0, n1, bias, y, ldy))
-        kern_ops_avx2.matmul_rows(x, M, w, n0, n1, bias, y, ldy);
-}
-
 static kern_ops ops_avx512_vnni, ops_avx2_vnni;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 static void build_ops(void) {
     ops_avx512_vnni = kern_ops_avx512;
     ops_avx512_vnni.isa = KVLM_ISA_AVX512_VNNI;
-    ops_avx512_vnni.matmul_rows = matmul_rows_avx512_vnni;
-    ops_avx512_vnni.matmul_prep_bytes = quant_int8_prep_bytes_avx512;
-    ops_avx512_vnni.matmul_prep = quant_int8_prep_avx512;
-    ops_avx512_vnni.matmul_rows_prep = quant_int8_rows_prep_avx512;
+    ops_avx512_vnni.matmul_rows = quant_int8_vnni_matmul_rows_avx512;
+    ops_avx512_vnni.matmul_prep_bytes = quant_int8_vnni_prep_bytes_avx512;
+    ops_avx512_vnni.matmul_prep = quant_int8_vnni_prep_avx512;
+    ops_avx512_vnni.matmul_rows_prep = quant_int8_vnni_rows_prep_avx512;
     ops_avx2_vnni = kern_ops_avx2;
     ops_avx2_vnni.isa = KVLM_ISA_AVX2_VNNI;
-    ops_avx2_vnni.matmul_rows = matmul_rows_avx2_vnni;
-    ops_avx2_vnni.matmul_prep_bytes = quant_int8_prep_bytes_avx2;
-    ops_avx2_vnni.matmul_prep = quant_int8_prep_avx2;
-    ops_avx2_vnni.matmul_rows_prep = quant_int8_rows_prep_avx2;
+    ops_avx2_vnni.matmul_rows = quant_int8_vnni_matmul_rows_avx2;
+    ops_avx2_vnni.matmul_prep_bytes = quant_int8_vnni_prep_bytes_avx2;
+    ops_avx2_vnni.matmul_prep = quant_int8_vnni_prep_avx2;
+    ops_avx2_vnni.matmul_rows_prep = quant_int8_vnni_rows_prep_avx2;
 }
 
 const kern_ops *quant_int8_ops(kvlm_isa isa) {

@@ -89,10 +89,59 @@ int quant_int8_decode_rows_avx2(const float *x, int M, const kern_matrix *w, int
 int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy);
 
+/* The decode kernels above split in two, for kern_matmul's prepared form
+ * (quant_int8_prep.c): _bytes is the size of the activations of M rows of
+ * x in the kernel's own layout (0: the kernel does not take (M, w), the
+ * same conditions under which its matmul_rows form returns 0), _prep
+ * writes rows [m0, m1) of them (64-byte aligned buf), _rows_prep is the
+ * matmul_rows form on those activations. The matmul_rows forms run the
+ * same three steps on a buffer of their own, so both give the same bits. */
+size_t quant_int8_decode_bytes_avx512(int M, const kern_matrix *w);
+size_t quant_int8_decode_bytes_avx2(int M, const kern_matrix *w);
+void quant_int8_decode_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_decode_prep_avx2(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_decode_rows_prep_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                        const float *bias, float *y, int ldy);
+void quant_int8_decode_rows_prep_avx2(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                      const float *bias, float *y, int ldy);
+size_t quant_int8_q4_0_decode_bytes_avx512(int M, const kern_matrix *w);
+void quant_int8_q4_0_decode_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_q4_0_decode_rows_prep_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                             const float *bias, float *y, int ldy);
+
+/* The same split of quant_int8_matmul_rows_* for the rows that do not
+ * reach the prefill kernels (from quant_int8_min_rows up; Q8_0 decode):
+ * _bytes also sets *panel, the scratch each concurrent _rows call needs
+ * (0: none; its pointer may then be NULL). */
+size_t quant_int8_small_bytes_avx512(int M, const kern_matrix *w, size_t *panel);
+size_t quant_int8_small_bytes_avx2(int M, const kern_matrix *w, size_t *panel);
+void quant_int8_small_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_small_prep_avx2(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_small_rows_avx512(const void *buf, int M, void *panel, const kern_matrix *w, int n0, int n1,
+                                  const float *bias, float *y, int ldy);
+void quant_int8_small_rows_avx2(const void *buf, int M, void *panel, const kern_matrix *w, int n0, int n1,
+                                const float *bias, float *y, int ldy);
+
 /* quant_int8_quantize_row with the kernels' own vector code (the bytes and
  * scales must be the same). */
 void quant_int8_quantize_row_avx512(const float *x, int K, int8_t *q, float *d);
 void quant_int8_quantize_row_avx2(const float *x, int K, int8_t *q, float *d);
+
+/* The -vnni kern_ops' matmul_rows, matmul_prep_bytes, matmul_prep and
+ * matmul_rows_prep (quant_int8_prep.c): each call to the int8 kernel that
+ * takes it, else to the f32-activation kernels of the ISA. */
+void quant_int8_vnni_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                        const float *bias, float *y, int ldy);
+void quant_int8_vnni_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                      const float *bias, float *y, int ldy);
+size_t quant_int8_vnni_prep_bytes_avx512(int M, const kern_matrix *w, size_t *panel);
+size_t quant_int8_vnni_prep_bytes_avx2(int M, const kern_matrix *w, size_t *panel);
+void quant_int8_vnni_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_vnni_prep_avx2(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_vnni_rows_prep_avx512(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                                      const float *bias, float *y, int ldy);
+void quant_int8_vnni_rows_prep_avx2(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                                    const float *bias, float *y, int ldy);
 
 /* The kern_ops of KVLM_ISA_AVX512_VNNI or KVLM_ISA_AVX2_VNNI (NULL for
  * other values); the caller checks kern_cpu_supports first. */

@@ -298,12 +298,67 @@ void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0,
 void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matrix *w, int n0, int n1,
                                  const float *bias, float *y, int ldy);
 
+/* The rows below the prefill kernels' (matmul_rows with M < PR_MIN_ROWS,
+ * from quant_int8_min_rows up): the activations a of all M rows, prepared
+ * once per matmul (quant_int8_prep.c's prepared form), then per item
+ * i8_rows_t with a panel of its own when the K-quants or whole MR_MAX
+ * tiles of Q8_0 / Q4_0 go through one. Layout of the prepared bytes, for
+ * M rows: spread scales and corrections (fbytes per row), block sums
+ * (Q4_K / Q5_K, exb per row), codes (kp per row). */
+typedef struct i8_small_shape {
+    int nb, nv, nbq;
+    size_t kp, fbytes, exb;
+} i8_small_shape;
+
+static i8_small_shape QNAME(i8_small_shape)(const kern_matrix *w) {
+    const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
+    return (i8_small_shape){nb, nv, nbq, (size_t)nv * 4 * VW, (size_t)nv * 2 * VW * sizeof(float),
+                            i8_hasmin(w->dtype) ? (size_t)nbq * sizeof(float) : 0};
+}
+
+static i8_act QNAME(i8_small_act)(const void *buf, int M, const i8_small_shape *s) {
+    const unsigned char *b = buf;
+    return (i8_act){(const int8_t *)(b + (size_t)M * (s->fbytes + s->exb)), (const float *)b,
+                    (const float *)(b + (size_t)M * s->fbytes), s->kp, s->nv, s->nbq};
+}
+
+size_t QNAME(quant_int8_small_bytes)(int M, const kern_matrix *w, size_t *panel) {
+    const kvlm_dtype t = w->dtype;
+    if (!quant_int8_supports(t) || M < QNAME(quant_int8_min_rows)(t)) return 0;
+    const i8_small_shape s = QNAME(i8_small_shape)(w);
+    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    *panel = !small || M >= MR_MAX ? (size_t)NR_MAX * (s.kp + s.kp + s.exb) : 0;
+    return (size_t)M * (s.fbytes + s.exb + s.kp);
+}
+
+void QNAME(quant_int8_small_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
+    const i8_small_shape s = QNAME(i8_small_shape)(w);
+    const i8_act a = QNAME(i8_small_act)(buf, M, &s);
+    QNAME(i8_quantize)(x + (size_t)m0 * w->cols, m1 - m0, w->cols, w->dtype, (int8_t *)a.xq + (size_t)m0 * s.kp,
+                       (float *)a.f + (size_t)m0 * s.fbytes / sizeof(float),
+                       (float *)a.ex + (size_t)m0 * s.exb / sizeof(float), s.kp, s.nv, s.nbq);
+}
+
+void QNAME(quant_int8_small_rows)(const void *buf, int M, void *panel, const kern_matrix *w, int n0, int n1,
+                                  const float *bias, float *y, int ldy) {
+    const i8_small_shape s = QNAME(i8_small_shape)(w);
+    const i8_act a = QNAME(i8_small_act)(buf, M, &s);
+    /* the panel: scales, offsets (Q4_K / Q5_K), bytes of NR_MAX weight rows */
+    float *ps = panel, *pb = ps + (size_t)NR_MAX * s.kp / 4;
+    unsigned char *pc = (unsigned char *)(pb + (size_t)NR_MAX * s.exb / sizeof(float));
+    switch (w->dtype) {
+    case KVLM_Q8_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps, pb); break;
+    case KVLM_Q4_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps, pb); break;
+    case KVLM_Q4_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_K, pc, ps, pb); break;
+    case KVLM_Q5_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_K, pc, ps, pb); break;
+    default: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q6_K, pc, ps, pb); break;
+    }
+}
+
 int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy) {
     const kvlm_dtype t = w->dtype;
-    if (!quant_int8_supports(t)) return 0;
-    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
-    if (M < QNAME(quant_int8_min_rows)(t)) return 0;
+    if (!quant_int8_supports(t) || M < QNAME(quant_int8_min_rows)(t)) return 0;
     size_t pan = 0;
     const size_t pre = QNAME(quant_int8_prep_bytes)(M, w, &pan);
     if (pre) {
@@ -315,33 +370,16 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
         if (pb != sbuf) free(pb);
         return 1;
     }
-    const int K = w->cols, nb = K / QK, nv = (nb + BPV - 1) / BPV, nbq = (nb + VW - 1) / VW * VW;
-    /* per row of x: spread scales and corrections, block sums (Q4_K /
-     * Q5_K), codes; then the panel of NR_MAX weight rows (scales, offsets,
-     * bytes) unless one row of Q8_0 / Q4_0 is read straight from its blocks */
-    const size_t kp = (size_t)nv * 4 * VW, fbytes = (size_t)nv * 2 * VW * sizeof(float);
-    const size_t exb = i8_hasmin(t) ? (size_t)nbq * sizeof(float) : 0;
-    const size_t panel = !small || M >= MR_MAX ? (size_t)NR_MAX * (kp + kp + exb) : 0;
-    const size_t need = (size_t)M * (fbytes + exb + kp) + panel;
+    const size_t act = QNAME(quant_int8_small_bytes)(M, w, &pan), need = act + pan;
     _Alignas(64) unsigned char stack[32768];
     unsigned char *buf = need <= sizeof stack ? stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!buf) return 0;
-    float *f = (float *)buf, *ex = (float *)(buf + (size_t)M * fbytes);
-    int8_t *xq = (int8_t *)(buf + (size_t)M * (fbytes + exb));
-    float *ps = (float *)(buf + (size_t)M * (fbytes + exb + kp)), *pb = ps + (size_t)NR_MAX * kp / 4;
-    unsigned char *pc = (unsigned char *)(pb + (size_t)NR_MAX * exb / sizeof(float));
-    if (small && M < MR_MAX) /* decode: the first tile requested before the activations are quantised */
-        i8_prefetch((const unsigned char *)w->data + (size_t)n0 * dtype_row_bytes(t, K, NULL), 0,
-                    (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * dtype_row_bytes(t, K, NULL));
-    QNAME(i8_quantize)(x, M, K, t, xq, f, ex, kp, nv, nbq);
-    const i8_act a = {xq, f, ex, kp, nv, nbq};
-    switch (t) {
-    case KVLM_Q8_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps, pb); break;
-    case KVLM_Q4_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps, pb); break;
-    case KVLM_Q4_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_K, pc, ps, pb); break;
-    case KVLM_Q5_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_K, pc, ps, pb); break;
-    default: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q6_K, pc, ps, pb); break;
+    if ((t == KVLM_Q8_0 || t == KVLM_Q4_0) && M < MR_MAX) { /* decode: the first tile requested before the activations are quantised */
+        const size_t rb = dtype_row_bytes(t, w->cols, NULL);
+        i8_prefetch((const unsigned char *)w->data + (size_t)n0 * rb, 0, (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * rb);
     }
+    QNAME(quant_int8_small_prep)(x, M, w, 0, M, buf);
+    QNAME(quant_int8_small_rows)(buf, M, buf + act, w, n0, n1, bias, y, ldy);
     if (buf != stack) free(buf);
     return 1;
 }

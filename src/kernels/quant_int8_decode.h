@@ -336,13 +336,34 @@ KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0
         for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, 1, n, bias, y + (size_t)m * ldy, 0);
 }
 
-int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
-                                   float *y, int ldy) {
+size_t KDNAME(quant_int8_decode_bytes)(int M, const kern_matrix *w) {
     const kvlm_dtype t = w->dtype;
     if (t != KVLM_Q4_K && t != KVLM_Q5_K && t != KVLM_Q6_K) return 0;
     if (M < 1 || w->cols % QK_K != 0) return 0;
+    return (size_t)M * (w->cols / QK_K) * sizeof(kd_act);
+}
+
+void KDNAME(quant_int8_decode_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
+    (void)M;
     const int nsb = w->cols / QK_K;
-    const size_t need = (size_t)M * nsb * sizeof(kd_act);
+    KDNAME(kd_quantize)(x + (size_t)m0 * w->cols, m1 - m0, w->cols, w->dtype, (kd_act *)buf + (size_t)m0 * nsb);
+}
+
+void KDNAME(quant_int8_decode_rows_prep)(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                         const float *bias, float *y, int ldy) {
+    const kd_act *a = buf;
+    const int nsb = w->cols / QK_K;
+    switch (w->dtype) {
+    case KVLM_Q4_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
+    case KVLM_Q5_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
+    default: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
+    }
+}
+
+int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                   float *y, int ldy) {
+    const size_t need = KDNAME(quant_int8_decode_bytes)(M, w);
+    if (!need) return 0;
     _Alignas(64) unsigned char stack[24576];
     kd_act *a = need <= sizeof stack ? (kd_act *)stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!a) return 0;
@@ -350,17 +371,13 @@ int KDNAME(quant_int8_decode_rows)(const float *x, int M, const kern_matrix *w, 
      * quantised, so their fetch overlaps that work (a call's first tile
      * has no previous tile to prefetch it) */
     if (KD_PREFETCH) {
-        const size_t rb = dtype_row_bytes(t, w->cols, NULL);
+        const size_t rb = dtype_row_bytes(w->dtype, w->cols, NULL);
         const unsigned char *p0 = (const unsigned char *)w->data + (size_t)n0 * rb;
         const size_t len = (size_t)(n1 - n0 < KD_NR ? n1 - n0 : KD_NR) * rb;
         for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)(p0 + o), KD_PF_HINT);
     }
-    KDNAME(kd_quantize)(x, M, w->cols, t, a);
-    switch (t) {
-    case KVLM_Q4_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
-    case KVLM_Q5_K: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
-    default: kd_rows_t(a, M, nsb, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
-    }
+    KDNAME(quant_int8_decode_prep)(x, M, w, 0, M, a);
+    KDNAME(quant_int8_decode_rows_prep)(a, M, w, n0, n1, bias, y, ldy);
     if ((unsigned char *)a != stack) free(a);
     return 1;
 }

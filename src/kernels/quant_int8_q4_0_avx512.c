@@ -169,20 +169,23 @@ AI void q40_tile(const q40_group *g, int nb, const unsigned char *w, size_t rb, 
     for (int r = 0; r < nr; r++) y[n + r] = _mm512_reduce_add_ps(acc[r]) + (bias ? bias[n + r] : 0.0f);
 }
 
-int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
-                                  float *y, int ldy) {
+size_t quant_int8_q4_0_decode_bytes_avx512(int M, const kern_matrix *w) {
     if (w->dtype != KVLM_Q4_0 || M < 1 || M > Q40_MAX_M || w->cols % QK != 0) return 0;
+    return (size_t)M * ((w->cols / QK + 3) / 4) * sizeof(q40_group);
+}
+
+void quant_int8_q4_0_decode_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
+    (void)M;
+    const int ng = (w->cols / QK + 3) / 4;
+    q40_quantize(x + (size_t)m0 * w->cols, m1 - m0, w->cols, (q40_group *)buf + (size_t)m0 * ng, ng);
+}
+
+void quant_int8_q4_0_decode_rows_prep_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                             const float *bias, float *y, int ldy) {
     const int K = w->cols, nb = K / QK, ng = (nb + 3) / 4;
-    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL), need = (size_t)M * ng * sizeof(q40_group);
-    _Alignas(64) unsigned char stack[24576];
-    q40_group *g = need <= sizeof stack ? (q40_group *)stack : aligned_alloc(64, need);
-    if (!g) return 0;
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL);
+    const q40_group *g = buf;
     const unsigned char *wd = w->data;
-    /* the first tile's rows are requested before the activations are
-     * quantised, so their fetch overlaps that work */
-    const size_t first = (size_t)(n1 - n0 < Q40_NR ? n1 - n0 : Q40_NR) * rb;
-    for (size_t o = 0; o < first; o += 64) _mm_prefetch((const char *)(wd + (size_t)n0 * rb + o), _MM_HINT_T2);
-    q40_quantize(x, M, K, g, ng);
     int n = n0;
     for (; n + Q40_NR <= n1; n += Q40_NR) {
         const int pf = Q40_PF_TILES > 0 && n + (1 + Q40_PF_TILES) * Q40_NR <= n1;
@@ -191,6 +194,23 @@ int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, i
     }
     for (; n < n1; n++)
         for (int m = 0; m < M; m++) q40_tile(g + (size_t)m * ng, nb, wd, rb, 1, n, bias, y + (size_t)m * ldy, 0);
+}
+
+int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                  float *y, int ldy) {
+    const size_t need = quant_int8_q4_0_decode_bytes_avx512(M, w);
+    if (!need) return 0;
+    _Alignas(64) unsigned char stack[24576];
+    q40_group *g = need <= sizeof stack ? (q40_group *)stack : aligned_alloc(64, need);
+    if (!g) return 0;
+    /* the first tile's rows are requested before the activations are
+     * quantised, so their fetch overlaps that work */
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, w->cols, NULL);
+    const size_t first = (size_t)(n1 - n0 < Q40_NR ? n1 - n0 : Q40_NR) * rb;
+    for (size_t o = 0; o < first; o += 64)
+        _mm_prefetch((const char *)((const unsigned char *)w->data + (size_t)n0 * rb + o), _MM_HINT_T2);
+    quant_int8_q4_0_decode_prep_avx512(x, M, w, 0, M, g);
+    quant_int8_q4_0_decode_rows_prep_avx512(g, M, w, n0, n1, bias, y, ldy);
     if ((unsigned char *)g != stack) free(g);
     return 1;
 }

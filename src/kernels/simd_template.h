@@ -234,14 +234,26 @@ AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1,
  * mm_tile's order, so a decode row sums exactly as a prefill row does
  * (a prefix-cache hit gives the same logits as a cold run). While summing tile n the same
  * offsets of tile n + 1 (the next NR1 rows, one tile further on in memory)
- * are prefetched into L1 (prefetcht0), one prefetch per line of each row
+ * are prefetched into L2 (prefetcht2), one prefetch per line of each row
  * stream: a fixed distance of one tile ahead, issued in step with the
  * loads, so it neither depends on one CPU's hardware prefetcher following
  * NR1 interleaved streams nor issues a burst of prefetches at once.
  * Measured on an Intel Xeon (Sapphire Rapids class, 2 cores, GPT-2 124M
- * shapes, whole decode step): this layout 23-25 GB/s f32 at 2 threads,
- * against 6-7 GB/s for the former burst of prefetchnta for the tile after
- * next and 16-18 GB/s with no software prefetch. */
+ * shapes, whole decode step): this layout (then with prefetcht0) 23-25
+ * GB/s f32 at 2 threads, against 6-7 GB/s for the former burst of
+ * prefetchnta for the tile after next and 16-18 GB/s with no software
+ * prefetch. On an AMD EPYC Zen 4 (2 cores), prefetcht2 against prefetcht0,
+ * decode tokens/s alternated: GPT-2 f16 1.29-1.38x, f32 1.07-1.29x, 1B
+ * f16 1.31-1.35x (prefetchnta 1.02-1.13x, none 0.98x); the int8 decode
+ * kernels prefetch into L2 as well. MM_PF_LOC (__builtin_prefetch's
+ * locality: 1 = prefetcht2) and MM_PF_ON may be set on the command line
+ * for such experiments; the shipped values are these defaults. */
+#ifndef MM_PF_LOC
+#define MM_PF_LOC 1
+#endif
+#ifndef MM_PF_ON
+#define MM_PF_ON 1
+#endif
 AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr, int n, int pf,
                      const float *bias, float *y) {
     vf acc[NR1];
@@ -256,12 +268,12 @@ AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr,
         const size_t off = (size_t)k * es;
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
-            if (pf) {
+            if (MM_PF_ON && pf) {
                 if (2 * VW * es >= 64) {
                     for (size_t q = 0; q < 2 * VW * es; q += 64)
-                        __builtin_prefetch(next + (size_t)j * row_bytes + off + q, 0, 3);
+                        __builtin_prefetch(next + (size_t)j * row_bytes + off + q, 0, MM_PF_LOC);
                 } else if (off % 64 < 2 * VW * es) {
-                    __builtin_prefetch(next + (size_t)j * row_bytes + off, 0, 3);
+                    __builtin_prefetch(next + (size_t)j * row_bytes + off, 0, MM_PF_LOC);
                 }
             }
             acc[j] = V_FMA(x0, load_w(w, t, wr + (size_t)j * K + k), acc[j]);

@@ -1,30 +1,45 @@
 /*
- * Bytes of weights one decode step reads (kvlm_model_decode_bytes, see
- * kvlm_measure.h): every weight matrix once in its stored dtype (quantised
- * rows at their block size), the output head, and one row of each
- * embedding table. The numerator of the decode roofline; vectors (norms,
- * biases) are not counted.
+ * The weights one decode step reads (kvlm_model_decode_bytes and
+ * kvlm_measure_weight_read_bandwidth, see kvlm_measure.h; the ranges in
+ * measure/decode_ranges.h): every weight matrix once in its stored dtype
+ * (quantised rows at their block size), the output head, and one row of
+ * each embedding table. The numerator of the decode roofline; vectors
+ * (norms, biases) are not counted.
  */
+#include <stdlib.h>
+
 #include "kvlm_measure.h"
+#include "measure/decode_ranges.h"
 #include "model/model.h"
 #include "tensor.h"
 
-static size_t matrix_bytes(const kern_matrix *w, int rows) {
-    return w->data ? (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL) : 0;
+static int add(decode_range *r, int n, int cap, const kern_matrix *w, int rows) {
+    if (!w->data || rows <= 0) return n;
+    if (n < cap) r[n] = (decode_range){w->data, (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL)};
+    return n + 1;
 }
 
-static size_t layer_matrix_bytes(const model_layer *L) {
-    const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    size_t b = 0;
-    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += matrix_bytes(ws[i], ws[i]->rows);
-    return b;
+int model_decode_ranges(const kvlm_model *m, decode_range *r, int cap) {
+    const kvlm_config *c = &m->cfg;
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n = add(r, n, cap, ws[i], ws[i]->rows);
+    }
+    n = add(r, n, cap, &m->lm_head, c->vocab_size); /* output head */
+    n = add(r, n, cap, &m->wte, 1);                 /* one embedding row each */
+    return add(r, n, cap, &m->wpe, 1);
 }
 
 size_t kvlm_model_decode_bytes(const kvlm_model *m) {
-    const kvlm_config *c = &m->cfg;
+    const int n = model_decode_ranges(m, NULL, 0);
+    decode_range *r = malloc(sizeof *r * (size_t)(n ? n : 1));
     size_t b = 0;
-    for (int l = 0; l < c->n_layer; l++) b += layer_matrix_bytes(&m->layers[l]);
-    b += matrix_bytes(&m->lm_head, c->vocab_size);               /* output head */
-    b += matrix_bytes(&m->wte, 1) + matrix_bytes(&m->wpe, 1);    /* one embedding row each */
+    if (r) {
+        model_decode_ranges(m, r, n);
+        for (int i = 0; i < n; i++) b += r[i].bytes;
+    }
+    free(r);
     return b;
 }

@@ -11,7 +11,8 @@
  *     of 4 KiB read interleaved, a line of each row at a time, with the
  *     same offset of the next tile prefetched (several streams per thread,
  *     more misses in flight).
- * Whole 64-byte lines are summed as 64-bit integers with the widest loads
+ * The buffer is asked for in huge pages (MADV_HUGEPAGE), as weights
+ * mapped from a file may be. Whole 64-byte lines are summed as 64-bit integers with the widest loads
  * the CPU has (measure/read_sum.h; no floating point, so no denormal slow
  * paths; the sum is kept so no load is dropped). It
  * does not measure writes, latency or a single thread's share unless
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/kernels.h"
 #include "kvlm_measure.h"
@@ -49,6 +51,18 @@ static size_t largest_cache_bytes(void) {
     return best;
 }
 
+/* The probe's buffer: anonymous memory asked for in 2 MiB pages
+ * (MADV_HUGEPAGE; the kernel may still give 4 KiB ones). Weights mapped
+ * from a file can come in 2 MiB folios (ext4 on Linux 6.18 here), and a
+ * buffer of 4 KiB pages read 10-25% slower than those same weights
+ * (docs/performance.md, "AMD EPYC Zen 4"). NULL if it cannot be mapped. */
+static uint64_t *probe_buffer(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
 size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes) {
     const size_t llc = largest_cache_bytes();
     if (llc && bytes < 2 * llc) bytes = 2 * llc;
@@ -61,7 +75,7 @@ double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads
     bytes = kvlm_read_bandwidth_buffer_bytes(bytes);
     const size_t n = bytes / sizeof(uint64_t), tile = (size_t)READ_TILE_ROWS * READ_ROW_WORDS;
     const read_sum_ops *rs = read_sum_best();
-    uint64_t *buf = n ? aligned_alloc(64, bytes) : NULL;
+    uint64_t *buf = n ? probe_buffer(bytes) : NULL;
     if (!buf) return 0;
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page first, by the threads that read it */
@@ -82,7 +96,7 @@ double kvlm_measure_read_bandwidth_threads(size_t bytes, int passes, int threads
         if (dt > 0 && bytes / dt > best) best = (double)bytes / dt;
     }
     (void)sink;
-    free(buf);
+    munmap(buf, bytes);
     return best;
 }
 
