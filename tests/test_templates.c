@@ -200,6 +200,15 @@ static void test_expressions(void **state) {
     expect("{{ x or 'd' }} {{ 0 and 1 }} {{ 'b' in 'abc' }} {{ 'k' in {'k': 1} }}", NULL, "d 0 True True");
     expect("{{ 'héllo'[::-1] }} {{ [1,2,3,4][1:] }} {{ [1,2,3,4][-2:] }} {{ 'abcdef'[1:5:2] }} {{ [1,2,3][-1] }}",
            NULL, "olléh [2, 3, 4] [3, 4] bd 3");
+    /* Steps and bounds near the 64-bit limits (a fuzzer finding: the index
+     * loop used to overflow); the values follow Python's slicing. */
+    expect("{{ 'abc'[1:66666666:9223372036854775807] }} {{ [1,2,3][::-9223372036854775807] }} "
+           "{{ 'abc'[-9223372036854775807:9223372036854775807] }} {{ [1,2,3][::(-9223372036854775807 - 1)] }}",
+           NULL, "b [3] abc [3]");
+    expect_prefix("{{ 'abc'[1:2:99999999999999999999] }}", NULL, NULL,
+                  "PARSE: template line 1, column 14: integer literal out of range");
+    expect_prefix("{{ (-9223372036854775807 - 1) | abs }}", NULL, NULL,
+                  "ERROR: template line 1: integer overflow in abs");
     expect("{{ {'a': [1, 'x', none, true, 1.0, 1e20, 0.1]} }}", NULL, "{'a': [1, 'x', None, True, 1.0, 1e+20, 0.1]}");
     expect("{{ \"it's\" }} {{ ['it\\'s'] }} {{ 'tab\\there\\u00e9\\n' }}", NULL, "it's [\"it's\"] tab\there\u00e9\n");
     expect("{{ m.content }}|{{ m['role'] }}|{{ m.missing }}|{{ m.missing is defined }}", "{\"m\":{\"role\":\"r\"}}",

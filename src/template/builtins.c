@@ -13,6 +13,7 @@
  * mapping is ASCII-only (Python maps all of Unicode); see
  * docs/chat-templates.md.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -487,6 +488,7 @@ int tpl_filter(rctx *R, const tn *at, const char *name, tv in, const rargs *g, t
         return *out = tv_float((double)n), 0;
     }
     if (IS("abs")) {
+        if (in.k == TV_INT && in.i == LLONG_MIN) return rx_fail(R, at, "integer overflow in abs");
         if (in.k == TV_INT) return *out = tv_int(in.i < 0 ? -in.i : in.i), 0;
         if (in.k == TV_FLOAT) return *out = tv_float(fabs(in.f)), 0;
         return rx_fail(R, at, "bad operand type for abs(): '%s'", tv_type_name(in));

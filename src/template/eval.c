@@ -258,6 +258,13 @@ static int call(rctx *R, const tn *n, tv *out) {
 
 static long long slice_at(long long i, long long len) { return i < 0 ? (i + len < 0 ? 0 : i + len) : i; }
 
+/* How many of lo, lo + step, ... come before hi (step > 0) or after it
+ * (step < 0); computed by division so a step near LLONG_MAX cannot overflow. */
+static size_t slice_count(long long lo, long long hi, long long step) {
+    if (step > 0) return lo < hi ? (size_t)((unsigned long long)(hi - lo - 1) / (unsigned long long)step) + 1 : 0;
+    return lo > hi ? (size_t)((unsigned long long)(lo - hi - 1) / (0ULL - (unsigned long long)step)) + 1 : 0;
+}
+
 static int slice(rctx *R, const tn *n, tv obj, tv *out) {
     long long v[3];
     int given[3];
@@ -284,12 +291,11 @@ static int slice(rctx *R, const tn *n, tv obj, tv *out) {
         lo = given[0] ? (v[0] < 0 ? v[0] + len : (v[0] >= len ? len - 1 : v[0])) : len - 1;
         hi = given[1] ? (v[1] < 0 ? (v[1] + len < 0 ? -1 : v[1] + len) : v[1]) : -1;
     }
-    size_t cnt = 0;
-    for (long long i = lo; step > 0 ? i < hi : i > hi; i += step) cnt++;
+    size_t cnt = slice_count(lo, hi, step);
     tv l = tv_list_new(R->a, cnt, 0);
     if (l.k != TV_LIST) return rx_oom(R, n);
-    cnt = 0;
-    for (long long i = lo; step > 0 ? i < hi : i > hi; i += step) l.l->v[cnt++] = src->v[i];
+    /* k * step stays inside [lo, hi) because k < cnt: no index past the range is formed. */
+    for (size_t k = 0; k < cnt; k++) l.l->v[k] = src->v[lo + (long long)k * step];
     if (obj.k == TV_LIST) return *out = l, 0;
     tpl_buf b = {0};
     for (size_t i = 0; i < cnt; i++) tpl_buf_add(&b, l.l->v[i].s.p, l.l->v[i].s.n);

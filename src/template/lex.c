@@ -10,6 +10,7 @@
  */
 #include "template/lex.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,8 +159,13 @@ static int lex_number(lexer *L) {
     buf[k] = 0;
     tpl_token *t = push(L, is_float ? TK_FLOAT : TK_INT, start, L->s + start, i - start);
     if (!t) return fail(L, start, "template too large");
+    if (k >= 60) return fail(L, start, "number literal longer than 59 digits");
     if (is_float) t->f = strtod(buf, NULL);
-    else t->i = strtoll(buf, NULL, 10);
+    else {
+        errno = 0;
+        t->i = strtoll(buf, NULL, 10);
+        if (errno == ERANGE) return fail(L, start, "integer literal out of range (64-bit integers only)");
+    }
     L->pos = i;
     return 0;
 }
