@@ -24,6 +24,7 @@
 
 #include "kvlm.h"
 #include "server/access_log.h"
+#include "server/agent_check.h"
 #include "server/chat_template.h"
 #include "server/conn_guard.h"
 #include "server/engine_view.h"
@@ -122,6 +123,8 @@ struct srv {
     int listen_fd;                  /* after quiescing: the listening socket to close; else -1 */
     access_log *log;                /* NULL: off */
     conn_guard *guard;
+    agent_check *agent;             /* NULL: no agent check */
+    char replica[64];               /* the replica id (srv_replica) */
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t wake;
