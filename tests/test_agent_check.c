@@ -1,7 +1,8 @@
 /*
  * The agent-check responder (src/server/agent_check.c): the line for each
- * load (loading, draining, the weight from the free KV and queue share in
- * steps of 10%, 0% with a full queue), and the responder itself on a real
+ * load (loading, draining, the weight: 100% while half the KV pool and
+ * queue are free, below twice the smaller free share in steps of 10%, 0%
+ * with a full queue), and the responder itself on a real
  * socket: each connection gets the line for the load at that moment, and
  * after agent_check_stop the port is closed.
  */
@@ -35,12 +36,14 @@ static void test_lines(void **state) {
     assert_string_equal(line_of((agent_load){.draining = 1, .kv_total = 100, .max_waiting = 64}), "drain\n");
     /* idle */
     assert_string_equal(line_of((agent_load){.kv_total = 128, .max_waiting = 64}), "ready up 100%\n");
-    /* 37 of 100 blocks held: 63% free, rounded up to 70% */
-    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 37, .max_waiting = 64}), "ready up 70%\n");
-    /* exactly on a step stays there */
-    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 40, .max_waiting = 64}), "ready up 60%\n");
-    /* the queue is the scarcer: 48 of 64 waiting, 25% free */
-    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 10, .waiting = 48, .max_waiting = 64}),
+    /* half the pool free or more: full weight */
+    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 50, .max_waiting = 64}), "ready up 100%\n");
+    /* 63 of 100 blocks held: 37% free, twice that rounded up to 80% */
+    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 63, .max_waiting = 64}), "ready up 80%\n");
+    /* exactly on a step stays there: 30% free */
+    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 70, .max_waiting = 64}), "ready up 60%\n");
+    /* the queue is the scarcer: 56 of 64 waiting, 12.5% free */
+    assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 10, .waiting = 56, .max_waiting = 64}),
                         "ready up 30%\n");
     /* a full pool with room in the queue keeps a floor of 10% */
     assert_string_equal(line_of((agent_load){.kv_total = 100, .kv_used = 100, .waiting = 1, .max_waiting = 64}),
@@ -90,15 +93,15 @@ static void test_responder(void **state) {
     (void)state;
     kvlm_error err;
     int calls = 0;
-    fake = (agent_load){.kv_total = 64, .kv_used = 16, .max_waiting = 8, .waiting = 1};
+    fake = (agent_load){.kv_total = 64, .kv_used = 48, .max_waiting = 8, .waiting = 1};
     agent_check *a = agent_check_start("127.0.0.1", 0, fake_load, &calls, &err);
     assert_non_null(a);
     const int port = agent_check_port(a);
     assert_true(port > 0);
     char buf[128];
-    /* 75% of the pool and 87.5% of the queue free: 80% */
+    /* 25% of the pool and 87.5% of the queue free: 50% */
     assert_int_equal(ask(port, buf, sizeof buf), 13);
-    assert_string_equal(buf, "ready up 80%\n");
+    assert_string_equal(buf, "ready up 50%\n");
     fake.draining = 1;
     assert_int_equal(ask(port, buf, sizeof buf), 6);
     assert_string_equal(buf, "drain\n");

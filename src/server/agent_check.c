@@ -40,7 +40,8 @@ int agent_weight(const agent_load *l) {
     double h = free_pct((double)l->kv_used, (double)l->kv_total);
     const double q = free_pct(l->waiting, l->max_waiting);
     if (q < h) h = q;
-    int w = ((int)(h + 9.999) / 10) * 10; /* up to the next step of 10 */
+    /* twice the headroom, up to the next step of 10 */
+    const int w = ((int)(2 * h + 9.999) / 10) * 10;
     return w < 10 ? 10 : w > 100 ? 100 : w;
 }
 

@@ -7,13 +7,16 @@
  *   loading                  "down#loading"
  *   draining (SIGTERM)       "drain"
  *   waiting queue full       "ready up 0%"       (out of the farm, still up)
- *   otherwise                "ready up W%"       W = the headroom, in steps of 10
+ *   otherwise                "ready up W%"
  *
- * The headroom is the smaller of the KV pool's free share (blocks held by
- * no sequence, cached prefix blocks included: they are evictable) and the
- * waiting queue's free share, rounded up to a multiple of 10% so that the
- * weight, and with it the consistent-hash ring, changes only in coarse
- * steps. "ready" is always sent with "up": only the agent can undo a
+ * W is 100 while at least half of the KV pool and of the waiting queue is
+ * free; below, twice the smaller free share (blocks held by no sequence,
+ * cached prefix blocks included: they are evictable), rounded up to a
+ * multiple of 10, at least 10. Above that, balancing is left to HAProxy's
+ * bounded load, which counts requests in flight without touching the hash
+ * ring; every weight change moves some keys on the ring, so the weight
+ * falls only when a replica runs short, and in coarse steps.
+ * "ready" is always sent with "up": only the agent can undo a
  * DRAIN it set, and a replica restarted after a drain must rejoin.
  */
 #ifndef KVLM_SERVER_AGENT_CHECK_H

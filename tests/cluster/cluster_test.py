@@ -19,6 +19,9 @@ not as shipped. Phases, each printed with its figures:
       over the replicas' /metrics), time to first token p50 (client side,
       to the first content event), and how many replicas each system prompt
       reached (X-Kvlm-Replica).
+  one at a time: with no load to bound, every request of one prefix key
+      reaches one replica, for a key from the X-Prefix-Key header, from
+      prompt_cache_key and from the system message.
   kill: one replica is SIGKILLed mid-run; a request may fail only if it had
       reached that replica (its stream began there); it is then restarted on
       the same ports and must rejoin.
@@ -28,7 +31,7 @@ not as shipped. Phases, each printed with its figures:
       restart).
 
 Checks (exit status 1 if one fails): affinity's hit rate is above round
-robin's; no failure outside the killed replica; none at all in the drain;
+robin's; one replica per key one at a time; no failure outside the killed replica; none at all in the drain;
 the restarted replicas serve again. With --docs FILE the results replace
 the block between '<!-- cluster-results -->' and '<!-- /cluster-results -->'.
 """
@@ -177,17 +180,21 @@ class Balancer:
         self.log.close()
 
 
-def chat(port, sys_i, q_k, stream=True, max_tokens=8):
+def chat(port, sys_i, q_k, stream=True, max_tokens=8, headers=None, extra=None):
     """One chat completion through the balancer. Returns a dict: ok, replica
-    (from X-Kvlm-Replica, None before headers), ttft (s, streaming), error."""
+    (from X-Kvlm-Replica, None before headers), ttft (s, streaming), error,
+    start and end (time.time())."""
     body = {"messages": [{"role": "system", "content": system_prompt(sys_i)},
                          {"role": "user", "content": question(sys_i, q_k)}],
             "max_tokens": max_tokens, "temperature": 0, "stream": stream}
-    out = {"ok": False, "replica": None, "ttft": None, "error": None, "system": sys_i, "stream": stream}
+    body.update(extra or {})
+    out = {"ok": False, "replica": None, "ttft": None, "error": None, "system": sys_i, "stream": stream,
+           "start": time.time(), "end": None}
     t0 = time.perf_counter()
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        c.request("POST", "/v1/chat/completions", json.dumps(body),
+                  dict({"Content-Type": "application/json"}, **(headers or {})))
         r = c.getresponse()
         out["replica"] = r.getheader("X-Kvlm-Replica")
         if r.status != 200:
@@ -221,7 +228,7 @@ def chat(port, sys_i, q_k, stream=True, max_tokens=8):
     return out
 
 
-def run_load(port, items, stream_of=lambda n: True, on_progress=None):
+def run_load(port, items, stream_of=lambda n: True, on_progress=None, max_tokens=8):
     """Sends items from CLIENTS threads; returns the results in order."""
     results = [None] * len(items)
     nxt = [0]
@@ -236,7 +243,8 @@ def run_load(port, items, stream_of=lambda n: True, on_progress=None):
                 return
             if on_progress:
                 on_progress(n)
-            results[n] = chat(port, items[n][0], items[n][1], stream=stream_of(n))
+            results[n] = chat(port, items[n][0], items[n][1], stream=stream_of(n), max_tokens=max_tokens)
+            results[n]["end"] = time.time()
 
     ts = [threading.Thread(target=worker) for _ in range(CLIENTS)]
     for t in ts:
@@ -276,8 +284,37 @@ def compare(args, seed, balance):
             "replicas_per_prompt": sum(len(v) for v in spread.values()) / len(spread), "per_replica": per_replica}
 
 
+def sticky(args):
+    """One request at a time (no load to bound): every request of one prefix
+    key must reach one replica, for each source of the key the config
+    reads. Returns {source: [replicas per key]}."""
+    reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
+    lb = Balancer(args, reps)
+    sources = {
+        "X-Prefix-Key header": lambda i, k: chat(lb.port, 100 + k, k, headers={"X-Prefix-Key": "tenant-%d" % i}),
+        "prompt_cache_key": lambda i, k: chat(lb.port, 200 + k, k, extra={"prompt_cache_key": "pck-%d" % i}),
+        "system message": lambda i, k: chat(lb.port, i, k),
+    }
+    out = {}
+    try:
+        for name, send in sources.items():
+            seen = {}
+            for i in range(6):
+                for k in range(3):
+                    r = send(i, k)
+                    seen.setdefault(i, set()).add(r["replica"] if r["ok"] else "failed")
+            out[name] = [len(v) for v in seen.values()]
+            out[name + " replicas"] = sorted(set().union(*seen.values()))
+    finally:
+        lb.stop()
+        for r in reps:
+            r.stop()
+    return out
+
+
 def disrupt(args, how):
-    """Runs a workload, half streaming, and at a third of it kills (SIGKILL)
+    """Runs a workload of longer generations (32 tokens), half streaming,
+    and at a third of it kills (SIGKILL)
     or drains (SIGTERM) replica r2; then restarts it on its ports and checks
     it serves again."""
     reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
@@ -295,7 +332,7 @@ def disrupt(args, how):
             victim.proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
 
     try:
-        res = run_load(lb.port, items, stream_of=lambda n: n % 2 == 0, on_progress=progress)
+        res = run_load(lb.port, items, stream_of=lambda n: n % 2 == 0, on_progress=progress, max_tokens=32)
         rc = victim.stop()
         port, agent = victim.port, victim.agent
         victim.start(port, agent)
@@ -308,7 +345,9 @@ def disrupt(args, how):
     bad = [r for r in res if not r["ok"]]
     # A failure is excused only after a kill, and only if it reached the victim.
     unexcused = [r for r in bad if not (how == "kill" and r["replica"] == victim.name)]
+    in_flight = sum(1 for r in res if r["replica"] == victim.name and r["start"] < t_fire[0] < r["end"])
     return {"how": how, "requests": len(res), "failed": len(bad), "failed_elsewhere": len(unexcused),
+            "victim_in_flight": in_flight,
             "errors": [b["error"] for b in unexcused][:5], "exit_status": rc,
             "served_by_victim_before": sum(1 for r in res[:at] if r["replica"] == victim.name),
             "served_by_victim_after_restart": sum(1 for r in after if r["ok"] and r["replica"] == victim.name),
@@ -329,12 +368,17 @@ def docs_block(out):
         lines.append("| %d | %s | %.1f%% | %.1f ms | %.2f | %s | %d |" % (
             r["round"], r["mode"], 100 * r["hit_rate"], r["ttft_p50_ms"], r["replicas_per_prompt"],
             " / ".join(str(r["per_replica"].get(n, 0)) for n in ("r1", "r2", "r3")), r["failed"]))
-    lines += ["", "| disruption | requests | failed | failed without having reached the replica | "
-              "replica's exit status | requests it served after its restart |", "|---|---|---|---|---|---|"]
+    lines += ["", "One request at a time, 6 keys x 3 requests per source of the prefix key: replicas each key "
+              "reached: " + "; ".join("%s %s" % (n, out["sticky"][n]) for n in
+                                      ("X-Prefix-Key header", "prompt_cache_key", "system message")) + "."]
+    lines += ["", "| disruption of r2 | requests (half streamed) | in flight on r2 at the signal | failed | "
+              "failed without having reached r2 | r2's exit status | requests r2 served after its restart |",
+              "|---|---|---|---|---|---|---|"]
     for d in out["disrupt"]:
-        lines.append("| %s | %d | %d | %d | %s | %d |" % (
-            "SIGKILL mid-run" if d["how"] == "kill" else "SIGTERM (drain) mid-run", d["requests"], d["failed"],
-            d["failed_elsewhere"], d["exit_status"], d["served_by_victim_after_restart"]))
+        lines.append("| %s | %d | %d | %d | %d | %s | %d |" % (
+            "SIGKILL at a third of the run" if d["how"] == "kill" else "SIGTERM (drain) at a third of the run",
+            d["requests"], d["victim_in_flight"], d["failed"], d["failed_elsewhere"], d["exit_status"],
+            d["served_by_victim_after_restart"]))
     lines.append("<!-- /cluster-results -->")
     return "\n".join(lines)
 
@@ -370,15 +414,25 @@ def main():
             print("cluster: round %d %-11s hit rate %5.1f%%  TTFT p50 %6.1f ms  replicas per prompt %.2f  "
                   "per replica %s  failed %d" % (rnd, r["mode"], 100 * r["hit_rate"], r["ttft_p50_ms"],
                                                  r["replicas_per_prompt"], r["per_replica"], r["failed"]))
+    st = sticky(args)
+    out["sticky"] = st
+    for name in ("X-Prefix-Key header", "prompt_cache_key", "system message"):
+        print("cluster: one at a time, key from the %s: replicas per key %s, replicas used %s" % (
+            name, st[name], st[name + " replicas"]))
+        if any(n != 1 for n in st[name]) or "failed" in st[name + " replicas"]:
+            fails_early = out.setdefault("fails_early", [])
+            fails_early.append("key from the %s: a key reached several replicas or failed: %s %s" % (
+                name, st[name], st[name + " replicas"]))
     for how in ("kill", "drain"):
         d = disrupt(args, how)
         out["disrupt"].append(d)
-        print("cluster: %-5s %d requests, %d failed (%d had not reached the replica), exit status %s, "
-              "served %d after its restart" % (how, d["requests"], d["failed"], d["failed_elsewhere"],
-                                              d["exit_status"], d["served_by_victim_after_restart"]))
+        print("cluster: %-5s %d requests, %d in flight on the replica at the signal, %d failed (%d had not "
+              "reached the replica), exit status %s, served %d after its restart" % (
+                  how, d["requests"], d["victim_in_flight"], d["failed"], d["failed_elsewhere"], d["exit_status"],
+                  d["served_by_victim_after_restart"]))
     out["seconds"] = time.time() - t0
     print("cluster: %.1f s, logs in %s" % (out["seconds"], args.dir))
-    fails = []
+    fails = out.pop("fails_early", [])
     for r in out["compare"]:
         if r["failed"]:
             fails.append("%s round %d: %d requests failed: %s" % (r["mode"], r["round"], r["failed"], r["errors"]))
