@@ -174,6 +174,25 @@ class Balancer:
             time.sleep(0.1)
         sys.exit("cluster: servers not UP in HAProxy after %ds: %s" % (timeout, self.servers()))
 
+    def cpu_seconds(self):
+        """HAProxy's user + system CPU time so far (/proc/PID/stat)."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def bytes_out(self):
+        """Bytes the frontend sent to clients (the stats page's bout)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.stats, timeout=5)
+        c.request("GET", "/;csv")
+        rows = c.getresponse().read().decode().splitlines()
+        c.close()
+        head = rows[0].lstrip("# ").split(",")
+        for row in rows[1:]:
+            f = dict(zip(head, row.split(",")))
+            if f.get("pxname") == "kvlm_api" and f.get("svname") == "FRONTEND":
+                return int(f["bout"])
+        return 0
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
@@ -264,7 +283,12 @@ def compare(args, seed, balance):
     reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
     lb = Balancer(args, reps, balance)
     try:
+        cpu0 = lb.cpu_seconds()
+        t0 = time.time()
         res = run_load(lb.port, workload(seed))
+        wall = time.time() - t0
+        cpu = lb.cpu_seconds() - cpu0
+        bout = lb.bytes_out()
         q = sum(r.metric("kvlm_prefix_cache_queries_total") for r in reps)
         h = sum(r.metric("kvlm_prefix_cache_hits_total") for r in reps)
     finally:
@@ -281,7 +305,8 @@ def compare(args, seed, balance):
     return {"mode": balance or "prefix hash", "requests": len(res), "failed": len(bad),
             "errors": [b["error"] for b in bad][:5], "hit_rate": h / q if q else 0.0,
             "ttft_p50_ms": 1e3 * p50(r["ttft"] for r in res),
-            "replicas_per_prompt": sum(len(v) for v in spread.values()) / len(spread), "per_replica": per_replica}
+            "replicas_per_prompt": sum(len(v) for v in spread.values()) / len(spread), "per_replica": per_replica,
+            "seconds": wall, "haproxy_cpu_s": cpu, "bytes_to_clients": bout}
 
 
 def sticky(args):
@@ -356,18 +381,21 @@ def disrupt(args, how):
 
 def docs_block(out):
     lines = ["<!-- cluster-results -->",
-             "Measured by `tests/cluster/cluster_test.py --docs docs/deploy.md` (the script `make test-cluster`",
-             "runs) on %s: three replicas of `%s`, one engine thread each, `--max-seqs 4 --kv-blocks 64`, on a"
-             % (out["date"], os.path.basename(out["model"].rstrip("/"))),
-             "%s (%d cores, shared with HAProxy and the clients); %d shared system prompts x %d questions, %d"
+             "Written by `tests/cluster/cluster_test.py --rounds %d --docs docs/deploy.md` on %s: three replicas"
+             % (out["rounds"], out["date"]),
+             "of `%s`, one engine thread each, `--max-seqs 4 --kv-blocks 64`, HAProxy and the clients on one"
+             % os.path.basename(out["model"].rstrip("/")),
+             "machine (%s, %d cores); %d shared system prompts x %d questions, %d clients at once, 8 tokens"
              % (out["cpu"], os.cpu_count(), SYSTEMS, QUESTIONS, CLIENTS),
-             "clients at once, 8 tokens each, streamed; each round on fresh replicas, the modes alternating.", "",
-             "| round | balance | prefix-cache hit rate | TTFT p50 | replicas per system prompt | requests per replica | failed |",
-             "|---|---|---|---|---|---|---|"]
+             "each, streamed; each round on fresh replicas, the two modes alternating.", "",
+             "| round | balance | prefix-cache hit rate | TTFT p50 | replicas per system prompt | requests per replica "
+             "| failed | HAProxy CPU per request | bytes to the client per request |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in out["compare"]:
-        lines.append("| %d | %s | %.1f%% | %.1f ms | %.2f | %s | %d |" % (
+        lines.append("| %d | %s | %.1f%% | %.1f ms | %.2f | %s | %d | %.2f ms | %.0f |" % (
             r["round"], r["mode"], 100 * r["hit_rate"], r["ttft_p50_ms"], r["replicas_per_prompt"],
-            " / ".join(str(r["per_replica"].get(n, 0)) for n in ("r1", "r2", "r3")), r["failed"]))
+            " / ".join(str(r["per_replica"].get(n, 0)) for n in ("r1", "r2", "r3")), r["failed"],
+            1e3 * r["haproxy_cpu_s"] / r["requests"], r["bytes_to_clients"] / r["requests"]))
     lines += ["", "One request at a time, 6 keys x 3 requests per source of the prefix key: replicas each key "
               "reached: " + "; ".join("%s %s" % (n, out["sticky"][n]) for n in
                                       ("X-Prefix-Key header", "prompt_cache_key", "system message")) + "."]
@@ -403,7 +431,8 @@ def main():
             cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    out = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "cpu": cpu, "compare": [], "disrupt": []}
+    out = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "cpu": cpu, "rounds": args.rounds, "compare": [],
+           "disrupt": []}
     t0 = time.time()
     for rnd in range(1, args.rounds + 1):
         modes = [None, "roundrobin"] if rnd % 2 else ["roundrobin", None]
@@ -412,8 +441,10 @@ def main():
             r["round"] = rnd
             out["compare"].append(r)
             print("cluster: round %d %-11s hit rate %5.1f%%  TTFT p50 %6.1f ms  replicas per prompt %.2f  "
-                  "per replica %s  failed %d" % (rnd, r["mode"], 100 * r["hit_rate"], r["ttft_p50_ms"],
-                                                 r["replicas_per_prompt"], r["per_replica"], r["failed"]))
+                  "per replica %s  failed %d  HAProxy %.2f ms CPU and %.0f bytes out per request" % (
+                      rnd, r["mode"], 100 * r["hit_rate"], r["ttft_p50_ms"], r["replicas_per_prompt"],
+                      r["per_replica"], r["failed"], 1e3 * r["haproxy_cpu_s"] / r["requests"],
+                      r["bytes_to_clients"] / r["requests"]))
     st = sticky(args)
     out["sticky"] = st
     for name in ("X-Prefix-Key header", "prompt_cache_key", "system message"):
