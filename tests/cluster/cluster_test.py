@@ -25,14 +25,16 @@ not as shipped. Phases, each printed with its figures:
   kill: one replica is SIGKILLed mid-run; a request may fail only if it had
       reached that replica (its stream began there); it is then restarted on
       the same ports and must rejoin.
-  drain: one replica gets SIGTERM mid-run (kvlm drains: new connections
-      refused, /health 503, the agent says "drain", accepted requests
-      finish); no request may fail; restarted, it must rejoin (a rolling
-      restart).
+  rolling restart: under continuous load, each replica in turn gets
+      SIGTERM (kvlm drains: new connections refused, /health 503, the agent
+      says "drain", accepted requests finish), exits, starts again on its
+      ports and must be UP in HAProxy before the next one goes.
 
 Checks (exit status 1 if one fails): affinity's hit rate is above round
-robin's; one replica per key one at a time; no failure outside the killed replica; none at all in the drain;
-the restarted replicas serve again. With --docs FILE the results replace
+robin's; one replica per key one at a time; no failure but of requests
+that had reached the killed replica; none at all in the rolling restart,
+every drained replica exiting 0; every restarted replica serving again.
+With --docs FILE the results replace
 the block between '<!-- cluster-results -->' and '<!-- /cluster-results -->'.
 """
 import argparse
@@ -247,8 +249,9 @@ def chat(port, sys_i, q_k, stream=True, max_tokens=8, headers=None, extra=None):
     return out
 
 
-def run_load(port, items, stream_of=lambda n: True, on_progress=None, max_tokens=8):
-    """Sends items from CLIENTS threads; returns the results in order."""
+def run_load(port, items, stream_of=lambda n: True, on_progress=None, max_tokens=8, stop=None):
+    """Sends items from CLIENTS threads, all of them or until `stop` is
+    set; returns the results of those sent, in order."""
     results = [None] * len(items)
     nxt = [0]
     lock = threading.Lock()
@@ -258,7 +261,7 @@ def run_load(port, items, stream_of=lambda n: True, on_progress=None, max_tokens
             with lock:
                 n = nxt[0]
                 nxt[0] += 1
-            if n >= len(items):
+            if n >= len(items) or (stop and stop.is_set()):
                 return
             if on_progress:
                 on_progress(n)
@@ -270,7 +273,7 @@ def run_load(port, items, stream_of=lambda n: True, on_progress=None, max_tokens
         t.start()
     for t in ts:
         t.join()
-    return results
+    return [r for r in results if r is not None]
 
 
 def p50(xs):
@@ -337,15 +340,14 @@ def sticky(args):
     return out
 
 
-def disrupt(args, how):
-    """Runs a workload of longer generations (32 tokens), half streaming,
-    and at a third of it kills (SIGKILL)
-    or drains (SIGTERM) replica r2; then restarts it on its ports and checks
-    it serves again."""
+def kill(args):
+    """Runs a workload of longer generations (32 tokens), half streamed;
+    at a third of it SIGKILLs replica r2, then restarts it on its ports and
+    checks it serves again."""
     reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
     lb = Balancer(args, reps)
     victim = reps[1]
-    items = workload(7 if how == "kill" else 11, systems=SYSTEMS, questions=10)
+    items = workload(7, systems=SYSTEMS, questions=10)
     at = len(items) // 3
     fired = threading.Event()
     t_fire = [None]
@@ -354,13 +356,12 @@ def disrupt(args, how):
         if n == at and not fired.is_set():
             fired.set()
             t_fire[0] = time.time()
-            victim.proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
+            victim.proc.send_signal(signal.SIGKILL)
 
     try:
         res = run_load(lb.port, items, stream_of=lambda n: n % 2 == 0, on_progress=progress, max_tokens=32)
         rc = victim.stop()
-        port, agent = victim.port, victim.agent
-        victim.start(port, agent)
+        victim.start(victim.port, victim.agent)
         lb.wait_up(["r1", "r2", "r3"])
         after = run_load(lb.port, workload(99, systems=SYSTEMS, questions=1))
     finally:
@@ -368,15 +369,60 @@ def disrupt(args, how):
         for r in reps:
             r.stop()
     bad = [r for r in res if not r["ok"]]
-    # A failure is excused only after a kill, and only if it reached the victim.
-    unexcused = [r for r in bad if not (how == "kill" and r["replica"] == victim.name)]
-    in_flight = sum(1 for r in res if r["replica"] == victim.name and r["start"] < t_fire[0] < r["end"])
-    return {"how": how, "requests": len(res), "failed": len(bad), "failed_elsewhere": len(unexcused),
-            "victim_in_flight": in_flight,
+    # A failure is excused only if its stream had begun on the victim.
+    unexcused = [r for r in bad if r["replica"] != victim.name]
+    return {"requests": len(res), "failed": len(bad), "failed_elsewhere": len(unexcused),
+            "victim_in_flight": sum(1 for r in res if r["replica"] == victim.name and r["start"] < t_fire[0] < r["end"]),
             "errors": [b["error"] for b in unexcused][:5], "exit_status": rc,
-            "served_by_victim_before": sum(1 for r in res[:at] if r["replica"] == victim.name),
-            "served_by_victim_after_restart": sum(1 for r in after if r["ok"] and r["replica"] == victim.name),
+            "served_after_restart": sum(1 for r in after if r["ok"] and r["replica"] == victim.name),
             "failed_after_restart": sum(1 for r in after if not r["ok"])}
+
+
+def rolling(args):
+    """A rolling restart under load: clients send 32-token generations,
+    half streamed, without pause, while each replica in turn gets SIGTERM
+    (kvlm drains), exits, starts again on its ports and is UP in HAProxy
+    again before the next one goes."""
+    reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
+    lb = Balancer(args, reps)
+    stop = threading.Event()
+    steps, problems = [], []
+
+    def restart_each():
+        try:
+            time.sleep(1.0)
+            for r in reps:
+                t = time.time()
+                r.proc.send_signal(signal.SIGTERM)
+                rc = r.stop()
+                t_exit = time.time()
+                r.start(r.port, r.agent)
+                lb.wait_up([x.name for x in reps])
+                steps.append({"replica": r.name, "signal": t, "exit_status": rc, "drain_s": t_exit - t,
+                              "back": time.time(), "back_s": time.time() - t})
+            time.sleep(1.0)
+        except SystemExit as e:
+            problems.append(str(e))
+        finally:
+            stop.set()
+
+    th = threading.Thread(target=restart_each)
+    try:
+        th.start()
+        res = run_load(lb.port, workload(11, systems=SYSTEMS, questions=1000), stream_of=lambda n: n % 2 == 0,
+                       max_tokens=32, stop=stop)
+        th.join()
+    finally:
+        lb.stop()
+        for r in reps:
+            r.stop()
+    for st in steps:
+        name = st["replica"]
+        st["in_flight"] = sum(1 for r in res if r["replica"] == name and r["start"] < st["signal"] < r["end"])
+        st["served_after"] = sum(1 for r in res if r["ok"] and r["replica"] == name and r["start"] > st["back"])
+    bad = [r for r in res if not r["ok"]]
+    return {"requests": len(res), "failed": len(bad), "errors": [b["error"] for b in bad][:5], "steps": steps,
+            "problems": problems}
 
 
 def docs_block(out):
@@ -399,14 +445,19 @@ def docs_block(out):
     lines += ["", "One request at a time, 6 keys x 3 requests per source of the prefix key: replicas each key "
               "reached: " + "; ".join("%s %s" % (n, out["sticky"][n]) for n in
                                       ("X-Prefix-Key header", "prompt_cache_key", "system message")) + "."]
-    lines += ["", "| disruption of r2 | requests (half streamed) | in flight on r2 at the signal | failed | "
-              "failed without having reached r2 | r2's exit status | requests r2 served after its restart |",
-              "|---|---|---|---|---|---|---|"]
-    for d in out["disrupt"]:
-        lines.append("| %s | %d | %d | %d | %d | %s | %d |" % (
-            "SIGKILL at a third of the run" if d["how"] == "kill" else "SIGTERM (drain) at a third of the run",
-            d["requests"], d["victim_in_flight"], d["failed"], d["failed_elsewhere"], d["exit_status"],
-            d["served_by_victim_after_restart"]))
+    k = out["kill"]
+    lines += ["", "SIGKILL to r2 a third into %d requests of 32 tokens, half streamed: %d in flight on r2, %d "
+              "failed, %d of them had not reached r2; restarted, r2 served %d of the next %d requests." % (
+                  k["requests"], k["victim_in_flight"], k["failed"], k["failed_elsewhere"],
+                  k["served_after_restart"], SYSTEMS)]
+    rl = out["rolling"]
+    lines += ["", "Rolling restart under load (%d requests of 32 tokens, half streamed, %d failed):" % (
+        rl["requests"], rl["failed"]), "",
+              "| replica | in flight at SIGTERM | exit status | SIGTERM to exit | SIGTERM to UP again in HAProxy "
+              "| requests it served afterwards |", "|---|---|---|---|---|---|"]
+    for st in rl["steps"]:
+        lines.append("| %s | %d | %s | %.2f s | %.2f s | %d |" % (
+            st["replica"], st["in_flight"], st["exit_status"], st["drain_s"], st["back_s"], st["served_after"]))
     lines.append("<!-- /cluster-results -->")
     return "\n".join(lines)
 
@@ -431,8 +482,7 @@ def main():
             cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    out = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "cpu": cpu, "rounds": args.rounds, "compare": [],
-           "disrupt": []}
+    out = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "cpu": cpu, "rounds": args.rounds, "compare": []}
     t0 = time.time()
     for rnd in range(1, args.rounds + 1):
         modes = [None, "roundrobin"] if rnd % 2 else ["roundrobin", None]
@@ -454,13 +504,18 @@ def main():
             fails_early = out.setdefault("fails_early", [])
             fails_early.append("key from the %s: a key reached several replicas or failed: %s %s" % (
                 name, st[name], st[name + " replicas"]))
-    for how in ("kill", "drain"):
-        d = disrupt(args, how)
-        out["disrupt"].append(d)
-        print("cluster: %-5s %d requests, %d in flight on the replica at the signal, %d failed (%d had not "
-              "reached the replica), exit status %s, served %d after its restart" % (
-                  how, d["requests"], d["victim_in_flight"], d["failed"], d["failed_elsewhere"], d["exit_status"],
-                  d["served_by_victim_after_restart"]))
+    k = kill(args)
+    out["kill"] = k
+    print("cluster: kill: %d requests, %d in flight on r2 at SIGKILL, %d failed (%d had not reached r2), "
+          "r2 served %d after its restart" % (k["requests"], k["victim_in_flight"], k["failed"],
+                                              k["failed_elsewhere"], k["served_after_restart"]))
+    rl = rolling(args)
+    out["rolling"] = rl
+    for st in rl["steps"]:
+        print("cluster: rolling restart: %s had %d in flight at SIGTERM, exited %s after %.2f s, UP again after "
+              "%.2f s, then served %d" % (st["replica"], st["in_flight"], st["exit_status"], st["drain_s"],
+                                          st["back_s"], st["served_after"]))
+    print("cluster: rolling restart: %d requests, %d failed" % (rl["requests"], rl["failed"]))
     out["seconds"] = time.time() - t0
     print("cluster: %.1f s, logs in %s" % (out["seconds"], args.dir))
     fails = out.pop("fails_early", [])
@@ -471,15 +526,20 @@ def main():
     if min(hit["prefix hash"]) <= max(hit["roundrobin"]):
         fails.append("the prefix hash's hit rate %s is not above round robin's %s" % (hit["prefix hash"],
                                                                                        hit["roundrobin"]))
-    for d in out["disrupt"]:
-        if d["failed_elsewhere"]:
-            fails.append("%s: %d requests failed that had not reached the replica: %s" % (
-                d["how"], d["failed_elsewhere"], d["errors"]))
-        if d["how"] == "drain" and d["exit_status"] != 0:
-            fails.append("drain: the replica exited with %s" % d["exit_status"])
-        if not d["served_by_victim_after_restart"] or d["failed_after_restart"]:
-            fails.append("%s: after its restart the replica served %d requests, %d failed" % (
-                d["how"], d["served_by_victim_after_restart"], d["failed_after_restart"]))
+    if k["failed_elsewhere"]:
+        fails.append("kill: %d requests failed that had not reached r2: %s" % (k["failed_elsewhere"], k["errors"]))
+    if not k["served_after_restart"] or k["failed_after_restart"]:
+        fails.append("kill: after its restart r2 served %d requests, %d failed" % (
+            k["served_after_restart"], k["failed_after_restart"]))
+    fails += ["rolling restart: %s" % p for p in rl["problems"]]
+    if rl["failed"]:
+        fails.append("rolling restart: %d requests failed: %s" % (rl["failed"], rl["errors"]))
+    for st in rl["steps"]:
+        if st["exit_status"] != 0 or not st["served_after"]:
+            fails.append("rolling restart: %s exited with %s and served %d requests after its restart" % (
+                st["replica"], st["exit_status"], st["served_after"]))
+    if len(rl["steps"]) != 3:
+        fails.append("rolling restart: %d of 3 replicas restarted" % len(rl["steps"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
