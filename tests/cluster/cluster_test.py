@@ -149,7 +149,9 @@ class Balancer:
         self.wait_up([r.name for r in replicas])
 
     def servers(self):
-        """{server name: status} from the stats page's CSV."""
+        """{server name: status} from the stats page's CSV; a server whose
+        agent has not answered yet counts as "UP, agent pending" (its first
+        answer may still move keys on the hash ring)."""
         try:
             c = http.client.HTTPConnection("127.0.0.1", self.stats, timeout=5)
             c.request("GET", "/;csv")
@@ -162,7 +164,8 @@ class Balancer:
         for row in rows[1:]:
             f = dict(zip(head, row.split(",")))
             if f.get("pxname") == "kvlm" and f.get("svname") not in ("BACKEND", "FRONTEND"):
-                out[f["svname"]] = f["status"]
+                pending = f["status"] == "UP" and f.get("agent_status") in ("INI", "")
+                out[f["svname"]] = "UP, agent pending" if pending else f["status"]
         return out
 
     def wait_up(self, names, timeout=20):
@@ -235,6 +238,7 @@ def chat(port, sys_i, q_k, stream=True, max_tokens=8, headers=None, extra=None):
                 continue
             if line == b"data: [DONE]":
                 done = True
+                r.read()  # the end of the chunked body: the exchange is over for HAProxy too
                 break
             ev = json.loads(line[6:])
             delta = ev["choices"][0].get("delta", {}) if ev.get("choices") else {}
