@@ -10,14 +10,6 @@
 
 #include "server/server.h"
 
-static void new_dir(server *sv) {
-    char *d = th_tempdir();
-    assert_non_null(d);
-    memset(sv, 0, sizeof *sv);
-    snprintf(sv->dir, sizeof sv->dir, "%s", d);
-    free(d);
-}
-
 /* The agent port from the start-up line "agent check on ADDR:PORT". */
 static int agent_port_of(const server *sv) {
     char *log = th_read_file(sv->log, NULL);
@@ -45,11 +37,7 @@ static void test_replica_id_and_agent(void **state) {
     new_dir(&sv);
     char gate[600];
     snprintf(gate, sizeof gate, "%s/gate", sv.dir);
-    setenv("KVLM_TEST_LOAD_GATE", gate, 1);
-    int rc = start_server_as(&sv, "--synthetic gpt2-tiny --threads 1 --access-log off --replica-id eu-1.b:7 "
-                                  "--agent-port 0", 0);
-    unsetenv("KVLM_TEST_LOAD_GATE");
-    if (rc) fail_msg("kvlm serve did not start");
+    start_gated(&sv, gate, "--synthetic gpt2-tiny --threads 1 --access-log off --replica-id eu-1.b:7 --agent-port 0");
     const int agent = agent_port_of(&sv);
     assert_true(agent > 0);
     agent_says(agent, "down#loading\n");

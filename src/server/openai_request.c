@@ -191,7 +191,8 @@ static int is_one_of(json_t *v, const char *const *list) {
 
 /* Fields of OpenAI's API that do not change what kvlm generates are
  * accepted (type-checked) and ignored: user, prompt_cache_key (a load
- * balancer may route on it: docs/deploy.md), store, metadata, service_tier, reasoning_effort, parallel_tool_calls, prediction (a
+ * balancer may route on it: docs/deploy.md), store, metadata,
+ * service_tier, reasoning_effort, parallel_tool_calls, prediction (a
  * latency hint), modalities text. Values that would change the output and
  * that kvlm cannot honour are rejected, naming the field and why. */
 static int check_ignored(json_t *root, int chat, api_error *e) {
