@@ -57,7 +57,8 @@ typedef struct http_req {
 } http_req;
 
 static void common_headers(srv *s, http_req *hr, struct MHD_Response *resp) {
-    MHD_add_response_header(resp, "X-Kvlm-Replica", s->replica);
+    if (atomic_load_explicit(&s->replica_set, memory_order_acquire))
+        MHD_add_response_header(resp, "X-Kvlm-Replica", s->replica);
     if (!hr || !hr->origin) return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", hr->origin);
     if (strcmp(hr->origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");

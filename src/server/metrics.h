@@ -5,8 +5,9 @@
  * HTTP responses by status, finished sequences by reason, connections
  * open, refused and timed out) and latency
  * histograms (time to first token, time per output token, end-to-end
- * latency, queue time), and the replica's id as an info gauge. One mutex; writers are the engine and HTTP
- * threads, the reader is GET /metrics. Names are listed in docs/server.md.
+ * latency, queue time), and the replica's id as an info gauge. One
+ * mutex; writers are the engine and HTTP threads, the reader is GET
+ * /metrics. Names are listed in docs/server.md.
  */
 #ifndef KVLM_SERVER_METRICS_H
 #define KVLM_SERVER_METRICS_H

@@ -50,6 +50,7 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     s->cfg = *cfg;
     s->created = (long long)time(NULL);
     s->listen_fd = -1;
+    atomic_init(&s->replica_set, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -86,7 +87,9 @@ static void agent_load_of(void *ctx, agent_load *l) {
     l->waiting = st.waiting + inbox;
 }
 
-/* The replica id: as given, else this host's name and the HTTP port.
+/* The replica id: as given, else this host's name and the HTTP port (so
+ * known only once the HTTP thread runs; it reads the id only after
+ * replica_set).
  * Characters outside REPLICA_CHARS become '-' (it goes into a header
  * and a metric label). */
 static void replica_id(srv *s) {
@@ -100,6 +103,7 @@ static void replica_id(srv *s) {
     for (char *p = s->replica; *p; p++)
         if (!strchr(REPLICA_CHARS, *p)) *p = '-';
     metrics_set_replica(s->metrics, s->replica);
+    atomic_store_explicit(&s->replica_set, 1, memory_order_release);
 }
 
 int srv_start(srv *s, kvlm_error *err) {

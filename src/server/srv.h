@@ -20,6 +20,7 @@
 #define KVLM_SERVER_SRV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "kvlm.h"
@@ -124,7 +125,9 @@ struct srv {
     access_log *log;                /* NULL: off */
     conn_guard *guard;
     agent_check *agent;             /* NULL: no agent check */
-    char replica[64];               /* the replica id (srv_replica) */
+    char replica[64];               /* the replica id (srv_replica), written once after the HTTP
+                                       thread started, then published through replica_set */
+    atomic_int replica_set;
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t wake;
