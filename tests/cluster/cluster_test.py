@@ -43,10 +43,12 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -472,12 +474,12 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "shakespeare-gpt2"))
     ap.add_argument("--haproxy", default="haproxy")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--dir", default=None, help="logs (default: a new temporary directory)")
+    ap.add_argument("--dir", default=None, help="logs (default: a temporary directory, removed when all passed)")
     ap.add_argument("--json")
     ap.add_argument("--docs")
     args = ap.parse_args()
-    if not args.dir:
-        import tempfile
+    own_dir = not args.dir
+    if own_dir:
         args.dir = tempfile.mkdtemp(prefix="kvlm-cluster-")
     os.makedirs(args.dir, exist_ok=True)
     cpu = "unknown CPU"
@@ -521,7 +523,7 @@ def main():
                                           st["back_s"], st["served_after"]))
     print("cluster: rolling restart: %d requests, %d failed" % (rl["requests"], rl["failed"]))
     out["seconds"] = time.time() - t0
-    print("cluster: %.1f s, logs in %s" % (out["seconds"], args.dir))
+    print("cluster: %.1f s" % out["seconds"])
     fails = out.pop("fails_early", [])
     for r in out["compare"]:
         if r["failed"]:
@@ -558,6 +560,10 @@ def main():
             f.write(new)
     for f in fails:
         print("cluster: FAIL " + f)
+    if fails or not own_dir:
+        print("cluster: logs in %s" % args.dir)
+    else:
+        shutil.rmtree(args.dir)
     print("cluster: %s" % ("FAIL" if fails else "ok"))
     return 1 if fails else 0
 
