@@ -138,6 +138,11 @@ $(BUILD)/tests/test_tool_calls: $(BUILD)/tests/test_tool_calls.o $(BUILD)/tests/
 		$(patsubst %,$(BUILD)/src/server/%.o,tool_calls sbuf) $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The agent-check responder's unit test, likewise.
+$(BUILD)/tests/test_agent_check: $(BUILD)/tests/test_agent_check.o $(BUILD)/tests/helpers.o \
+		$(BUILD)/src/server/agent_check.o $(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@
@@ -457,3 +462,16 @@ $(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(BUILD)/libkvlm.a
 
 bench-grammar: $(BUILD)/bench/grammar_bench $(VOCAB_GGUF)
 	./$(BUILD)/bench/grammar_bench
+
+# ---------------------------------------------------------------------------
+# Replicas behind HAProxy (docs/deploy.md): `make test-cluster` installs
+# haproxy (scripts/setup.sh --cluster), checks deploy/haproxy.cfg, then runs
+# three replicas of the shipped model behind it (tests/cluster/cluster_test.py,
+# about 20 seconds): prefix affinity against round robin, a replica killed
+# and one drained mid-run. Not part of `make test`; CI runs it.
+.PHONY: test-cluster setup-cluster
+setup-cluster:
+	./scripts/setup.sh --cluster
+test-cluster: $(BUILD)/kvlm setup-cluster
+	haproxy -c -q -f deploy/haproxy.cfg
+	/usr/bin/python3 tests/cluster/cluster_test.py --kvlm $(BUILD)/kvlm

@@ -9,6 +9,8 @@
 #                             test's pinned playwright-core (npm ci in
 #                             tests/browser, from its package-lock.json), for
 #                             `make test-browser` and `make screenshots`
+#   scripts/setup.sh --cluster  also haproxy, for `make test-cluster`
+#                             (docs/deploy.md)
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
@@ -18,6 +20,9 @@ if [ "${1:-}" = "--dev" ]; then
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-dev libomp-dev"
+fi
+if [ "${1:-}" = "--cluster" ]; then
+    pkgs="$pkgs haproxy"
 fi
 if [ "${1:-}" = "--browser" ]; then
     pkgs="$pkgs chromium"

@@ -1,6 +1,7 @@
 /*
  * Test harness for `kvlm serve`, shared by the tests that start a server:
- * the server as a child process (dies with the test through
+ * the server as a child process in a fresh directory, started at once or
+ * held loading (KVLM_TEST_LOAD_GATE) (dies with the test through
  * PR_SET_PDEATHSIG; its log checked for sanitizer reports when it stops),
  * a blocking HTTP/1.1 client (chunked bodies undone), JSON path lookups,
  * server-sent event parsing and /metrics values. Everything is static (a
@@ -241,6 +242,25 @@ TH_UNUSED static resp http_raw(int port, const char *method, const char *path, c
 
 TH_UNUSED static resp http(int port, const char *method, const char *path, const char *body) {
     return http_raw(port, method, path, body ? body : "", body ? strlen(body) : 0);
+}
+
+/* A fresh temporary directory for a server (sv->dir, zeroed otherwise);
+ * the caller removes it with th_rmtree. */
+TH_UNUSED static void new_dir(server *sv) {
+    char *d = th_tempdir();
+    assert_non_null(d);
+    memset(sv, 0, sizeof *sv);
+    snprintf(sv->dir, sizeof sv->dir, "%s", d);
+    free(d);
+}
+
+/* Starts a server that stays loading until `gate` exists (the test hook
+ * KVLM_TEST_LOAD_GATE of kvlm serve). */
+TH_UNUSED static void start_gated(server *sv, const char *gate, const char *args) {
+    setenv("KVLM_TEST_LOAD_GATE", gate, 1);
+    int rc = start_server_as(sv, args, 0);
+    unsetenv("KVLM_TEST_LOAD_GATE");
+    if (rc) fail_msg("kvlm serve %s did not start", args);
 }
 
 /* start_server in a fresh temporary directory (sv->dir; the caller

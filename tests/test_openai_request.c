@@ -122,7 +122,8 @@ static void test_ignored_fields_change_nothing(void **state) {
     (void)state;
     api_request a, b;
     expect_ok("{" MSG ",\"max_tokens\":7,\"seed\":3}", 1, &tools_tpl, &a);
-    expect_ok("{" MSG ",\"max_tokens\":7,\"seed\":3,\"user\":\"x\",\"store\":true,\"service_tier\":\"default\","
+    expect_ok("{" MSG ",\"max_tokens\":7,\"seed\":3,\"user\":\"x\",\"prompt_cache_key\":\"k\",\"store\":true,"
+              "\"service_tier\":\"default\","
               "\"reasoning_effort\":\"high\",\"parallel_tool_calls\":true,\"response_format\":{\"type\":\"text\"},"
               "\"tools\":[],\"metadata\":{},\"prediction\":{\"type\":\"content\",\"content\":[{\"type\":\"text\","
               "\"text\":\"x\"}]}}",
@@ -139,7 +140,8 @@ static void test_ignored_fields_change_nothing(void **state) {
 static void test_harmless_completion_fields(void **state) {
     (void)state;
     api_request rq;
-    expect_ok("{\"prompt\":\"Hello\",\"user\":\"u\",\"store\":false,\"service_tier\":\"auto\",\"metadata\":{\"a\":\"b\"},"
+    expect_ok("{\"prompt\":\"Hello\",\"user\":\"u\",\"prompt_cache_key\":\"tenant-1\",\"store\":false,"
+              "\"service_tier\":\"auto\",\"metadata\":{\"a\":\"b\"},"
               "\"max_tokens\":10.0,\"n\":2.0,\"best_of\":2.0,\"logprobs\":3.0,\"seed\":12.0,\"top_k\":5.0}",
               0, &plain_tpl, &rq);
     assert_int_equal(rq.max_new[0], 10);
@@ -196,6 +198,8 @@ static void test_refused_fields(void **state) {
                 "prediction",
                 "'prediction' must be {\"type\": \"content\", \"content\": a string or a list of text parts}");
     expect_fail("{\"prompt\":\"a\",\"user\":5}", 0, &plain_tpl, 400, "invalid_type", "user", "'user' must be a string");
+    expect_fail("{" MSG ",\"prompt_cache_key\":[1]}", 1, &plain_tpl, 400, "invalid_type", "prompt_cache_key",
+                "'prompt_cache_key' must be a string");
     expect_fail("{\"prompt\":\"a\",\"store\":\"no\"}", 0, &plain_tpl, 400, "invalid_type", "store",
                 "'store' must be a boolean");
     expect_fail("{\"prompt\":\"a\",\"metadata\":{\"a\":1}}", 0, &plain_tpl, 400, "invalid_type", "metadata",

@@ -20,22 +20,6 @@
 #define ORIGIN "http://app.example"
 #define KEY "Authorization: Bearer k-789\r\n"
 
-static void new_dir(server *sv) {
-    char *d = th_tempdir();
-    assert_non_null(d);
-    memset(sv, 0, sizeof *sv);
-    snprintf(sv->dir, sizeof sv->dir, "%s", d);
-    free(d);
-}
-
-/* Starts a server that stays loading until `gate` exists. */
-static void start_gated(server *sv, const char *gate, const char *args) {
-    setenv("KVLM_TEST_LOAD_GATE", gate, 1);
-    int rc = start_server_as(sv, args, 0);
-    unsetenv("KVLM_TEST_LOAD_GATE");
-    if (rc) fail_msg("kvlm serve %s did not start", args);
-}
-
 /* A request with extra header lines (each ending in \r\n), sent to
  * addr:port (IPv4 or IPv6, numeric) on a new connection. */
 static resp req_at(const char *addr, int port, const char *method, const char *path, const char *headers,

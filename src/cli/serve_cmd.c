@@ -111,7 +111,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     srv_config *c = &o->cfg;
     *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
                       .max_waiting = 64, .timeout = 600, .max_body = 1 << 20, .max_connections = 512,
-                      .read_timeout = 10, .idle_timeout = 30};
+                      .read_timeout = 10, .idle_timeout = 30, .agent_port = -1};
     o->drain_timeout = 30;
     const cli_opt own[] = {
         CLI_STR("--host", "ADDR", "address or host name to listen on (default 127.0.0.1: this machine only)",
@@ -149,6 +149,15 @@ static int parse(int argc, char **argv, serve_opts *o) {
                parse_seconds, &c->idle_timeout),
         CLI_FN("--drain-timeout", "S", "on SIGTERM, seconds requests in flight may take to finish (default 30)",
                parse_seconds, &o->drain_timeout),
+        CLI_HEADING("behind a load balancer (docs/deploy.md):"),
+        CLI_STR("--replica-id", "ID",
+                "this replica's name in the X-Kvlm-Replica header and kvlm_replica_info\n"
+                "(default: host name:port; letters, digits and . _ : -, at most 63)",
+                &c->replica_id),
+        CLI_INT("--agent-port", "N",
+                "answer HAProxy's agent check on this TCP port (0: any free port, printed at\n"
+                "start): \"ready up W%\" from the free KV and queue share, \"drain\" on SIGTERM",
+                &c->agent_port, 0, 65535),
         CLI_HEADING("security and logging:"),
         CLI_STR("--api-key", "KEY", "require 'Authorization: Bearer KEY' (also --api-key-file FILE, $KVLM_API_KEY)",
                 &c->api_key),
@@ -179,6 +188,12 @@ static int parse(int argc, char **argv, serve_opts *o) {
     if (o->log_format && strcmp(o->log_format, "text") && strcmp(o->log_format, "json"))
         return cli_usage_error(&spec, "--log-format: '%s' is not text or json", o->log_format);
     c->log_json = o->log_format && !strcmp(o->log_format, "json");
+    if (c->replica_id) {
+        size_t n = strlen(c->replica_id), bad = strspn(c->replica_id, REPLICA_CHARS);
+        if (!n || n > 63 || bad != n)
+            return cli_usage_error(&spec, "--replica-id '%s': give 1 to 63 letters, digits or . _ : -",
+                                   c->replica_id);
+    }
     if (api_key(o)) return -1;
     c->kv_blocks = (size_t)o->mf.kv_blocks;
     c->kv_mib = o->mf.kv_mib;
@@ -270,6 +285,9 @@ int cli_serve(int argc, char **argv) {
     int v6 = strchr(addr, ':') != NULL;
     fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d, loading the model\n", v6 ? "[" : "", addr,
             v6 ? "]" : "", srv_port(s));
+    if (srv_agent_port(s) >= 0)
+        fprintf(stderr, "kvlm serve: agent check on %s%s%s:%d, replica '%s'\n", v6 ? "[" : "", addr, v6 ? "]" : "",
+                srv_agent_port(s), srv_replica(s));
     fflush(stderr);
     loader l = {.mf = &o.mf, .main = pthread_self()};
     pthread_mutex_init(&l.mu, NULL);

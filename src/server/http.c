@@ -3,7 +3,8 @@
  * times per request: once with the headers (CORS preflight, the API key
  * and a declared length over the limit are answered then, before any body
  * is read), once per piece of body, once with the whole body (routing),
- * and again after every resume while a job is pending. Streaming bodies
+ * and again after every resume while a job is pending. Every response
+ * names the replica (X-Kvlm-Replica, docs/deploy.md). Streaming bodies
  * come from a content reader that hands out what the engine has queued
  * and suspends the connection when there is nothing; the engine resumes
  * it when it appends more. Every response carries the CORS header when
@@ -55,7 +56,9 @@ typedef struct http_req {
     char method[16], path[256];
 } http_req;
 
-static void common_headers(http_req *hr, struct MHD_Response *resp) {
+static void common_headers(srv *s, http_req *hr, struct MHD_Response *resp) {
+    if (atomic_load_explicit(&s->replica_set, memory_order_acquire))
+        MHD_add_response_header(resp, "X-Kvlm-Replica", s->replica);
     if (!hr || !hr->origin) return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", hr->origin);
     if (strcmp(hr->origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
@@ -85,7 +88,7 @@ static enum MHD_Result send_reply(srv *s, struct MHD_Connection *conn, http_req 
     if (r->status == 429 || r->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (r->www_auth) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_auth);
-    common_headers(hr, resp);
+    common_headers(s, hr, resp);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     metrics_count_status(s->metrics, r->status);
@@ -131,7 +134,7 @@ static enum MHD_Result preflight(srv *s, struct MHD_Connection *conn, http_req *
         MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
-    common_headers(hr, resp);
+    common_headers(s, hr, resp);
     enum MHD_Result ret = MHD_queue_response(conn, 204, resp);
     MHD_destroy_response(resp);
     metrics_count_status(s->metrics, 204);
@@ -184,7 +187,7 @@ static enum MHD_Result queue_event_stream(srv *s, struct MHD_Connection *conn, h
                                           struct MHD_Response *resp) {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    common_headers(hr, resp);
+    common_headers(s, hr, resp);
     enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
     MHD_destroy_response(resp);
     metrics_count_status(s->metrics, 200);

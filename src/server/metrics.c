@@ -6,6 +6,7 @@
 #include "server/metrics.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,7 @@ struct srv_metrics {
     int conn_open;
     uint64_t conn_refused, conn_cut;
     int loading, ready;     /* set when /metrics is read (metrics_set_state) */
+    char replica[64];       /* empty: no replica info line */
 };
 
 srv_metrics *metrics_create(void) {
@@ -107,6 +109,20 @@ void metrics_publish(srv_metrics *m, const kvlm_sched_stats *st, const kvlm_kv_s
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_snapshot(srv_metrics *m, kvlm_sched_stats *st, kvlm_kv_stats *kv, int *inbox) {
+    pthread_mutex_lock(&m->mu);
+    *st = m->st;
+    *kv = m->kv;
+    *inbox = m->inbox;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_replica(srv_metrics *m, const char *id) {
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->replica, sizeof m->replica, "%s", id);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void head(sbuf *o, const char *name, const char *type, const char *help) {
     sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -152,6 +168,10 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     pthread_mutex_lock(&m->mu);
     const kvlm_sched_stats *st = &m->st;
     const kvlm_kv_stats *kv = &m->kv;
+    if (m->replica[0]) {
+        head(o, "kvlm_replica_info", "gauge", "Always 1; its label names this replica (--replica-id).");
+        sbuf_printf(o, "kvlm_replica_info{replica=\"%s\"} 1\n", m->replica);
+    }
     gauge(o, "kvlm_loading", "1 while the model loads (every endpoint but /health and /metrics answers 503).",
           m->loading);
     gauge(o, "kvlm_ready", "1 when /health answers 200: the model is loaded and the server is not draining.",

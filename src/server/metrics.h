@@ -5,8 +5,9 @@
  * HTTP responses by status, finished sequences by reason, connections
  * open, refused and timed out) and latency
  * histograms (time to first token, time per output token, end-to-end
- * latency, queue time). One mutex; writers are the engine and HTTP
- * threads, the reader is GET /metrics. Names are listed in docs/server.md.
+ * latency, queue time), and the replica's id as an info gauge. One
+ * mutex; writers are the engine and HTTP threads, the reader is GET
+ * /metrics. Names are listed in docs/server.md.
  */
 #ifndef KVLM_SERVER_METRICS_H
 #define KVLM_SERVER_METRICS_H
@@ -32,6 +33,11 @@ void metrics_publish(srv_metrics *m, const kvlm_sched_stats *st, const kvlm_kv_s
 void metrics_set_connections(srv_metrics *m, int open, uint64_t refused, uint64_t cut);
 /* The server's state: loading the model; ready (loaded, not draining). */
 void metrics_set_state(srv_metrics *m, int loading, int ready);
+/* The last engine snapshot (metrics_publish). */
+void metrics_snapshot(srv_metrics *m, kvlm_sched_stats *st, kvlm_kv_stats *kv, int *inbox);
+/* The replica id, rendered as kvlm_replica_info{replica="ID"} 1; at most
+ * 63 characters of REPLICA_CHARS (server.h). */
+void metrics_set_replica(srv_metrics *m, const char *id);
 void metrics_render(srv_metrics *m, sbuf *out);
 
 #endif

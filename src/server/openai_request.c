@@ -190,7 +190,8 @@ static int is_one_of(json_t *v, const char *const *list) {
 }
 
 /* Fields of OpenAI's API that do not change what kvlm generates are
- * accepted (type-checked) and ignored: user, store, metadata,
+ * accepted (type-checked) and ignored: user, prompt_cache_key (a load
+ * balancer may route on it: docs/deploy.md), store, metadata,
  * service_tier, reasoning_effort, parallel_tool_calls, prediction (a
  * latency hint), modalities text. Values that would change the output and
  * that kvlm cannot honour are rejected, naming the field and why. */
@@ -198,6 +199,8 @@ static int check_ignored(json_t *root, int chat, api_error *e) {
     json_t *v;
     if ((v = json_object_get(root, "user")) && !json_is_null(v) && !json_is_string(v))
         return api_fail(e, 400, "invalid_type", "user", "'user' must be a string");
+    if ((v = json_object_get(root, "prompt_cache_key")) && !json_is_null(v) && !json_is_string(v))
+        return api_fail(e, 400, "invalid_type", "prompt_cache_key", "'prompt_cache_key' must be a string");
     if ((v = json_object_get(root, "store")) && !json_is_null(v) && !json_is_boolean(v))
         return api_fail(e, 400, "invalid_type", "store", "'store' must be a boolean");
     if ((v = json_object_get(root, "service_tier")) && !json_is_null(v) && !json_is_string(v))
@@ -681,14 +684,14 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
                          api_error *e) {
     static const char *const completion_keys[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
-        "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "top_k", "min_p",
-        "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
+        "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "top_k",
+        "min_p", "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
         "return_tokens_as_token_ids", "response_format", "grammar", "regex", "kvlm_entropy", NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
-        "logit_bias", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata", "store",
-        "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
+        "logit_bias", "user", "prompt_cache_key", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata",
+        "store", "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
         "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;

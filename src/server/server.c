@@ -50,6 +50,7 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     s->cfg = *cfg;
     s->created = (long long)time(NULL);
     s->listen_fd = -1;
+    atomic_init(&s->replica_set, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -69,7 +70,52 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     return s;
 }
 
-int srv_start(srv *s, kvlm_error *err) { return http_start(s, err); }
+/* The agent check's view of the load: the state flags, and the pool and
+ * queue as the engine last published them. */
+static void agent_load_of(void *ctx, agent_load *l) {
+    srv *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    *l = (agent_load){.loading = !s->ready, .draining = s->draining || s->stopping,
+                      .max_waiting = s->cfg.max_waiting};
+    pthread_mutex_unlock(&s->mu);
+    kvlm_sched_stats st;
+    kvlm_kv_stats kv;
+    int inbox;
+    metrics_snapshot(s->metrics, &st, &kv, &inbox);
+    l->kv_total = kv.blocks_total;
+    l->kv_used = kv.blocks_used;
+    l->waiting = st.waiting + inbox;
+}
+
+/* The replica id: as given, else this host's name and the HTTP port (so
+ * known only once the HTTP thread runs; it reads the id only after
+ * replica_set).
+ * Characters outside REPLICA_CHARS become '-' (it goes into a header
+ * and a metric label). */
+static void replica_id(srv *s) {
+    char host[256] = "localhost";
+    if (s->cfg.replica_id) snprintf(s->replica, sizeof s->replica, "%s", s->cfg.replica_id);
+    else {
+        if (gethostname(host, sizeof host)) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = 0;
+        snprintf(s->replica, sizeof s->replica, "%.48s:%d", host, s->port);
+    }
+    for (char *p = s->replica; *p; p++)
+        if (!strchr(REPLICA_CHARS, *p)) *p = '-';
+    metrics_set_replica(s->metrics, s->replica);
+    atomic_store_explicit(&s->replica_set, 1, memory_order_release);
+}
+
+int srv_start(srv *s, kvlm_error *err) {
+    if (http_start(s, err)) return -1;
+    replica_id(s);
+    if (s->cfg.agent_port >= 0 &&
+        !(s->agent = agent_check_start(s->address, s->cfg.agent_port, agent_load_of, s, err))) {
+        http_stop(s);
+        return -1;
+    }
+    return 0;
+}
 
 int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err) {
     const srv_config *cfg = &s->cfg;
@@ -110,6 +156,10 @@ int srv_ready(srv *s) {
 }
 
 int srv_port(const srv *s) { return s->port; }
+
+int srv_agent_port(const srv *s) { return s->agent ? agent_check_port(s->agent) : -1; }
+
+const char *srv_replica(const srv *s) { return s->replica; }
 
 const char *srv_address(const srv *s) { return s->address; }
 
@@ -171,6 +221,8 @@ void srv_stop(srv *s) {
         usleep(10000);
     }
     http_stop(s);
+    agent_check_stop(s->agent);
+    s->agent = NULL;
 }
 
 void srv_free(srv *s) {

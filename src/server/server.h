@@ -46,6 +46,9 @@ typedef struct srv_config {
     /* access log (access_log.c) */
     const char *access_log;    /* a file; NULL: stderr; "off": none */
     int log_json;              /* one JSON object per line instead of text */
+    /* behind a load balancer (docs/deploy.md) */
+    const char *replica_id;    /* X-Kvlm-Replica and kvlm_replica_info; NULL: host name:port */
+    int agent_port;            /* HAProxy agent check (agent_check.h); -1: none, 0: any free port */
 } srv_config;
 
 typedef struct srv srv;
@@ -63,6 +66,12 @@ int srv_start(srv *s, kvlm_error *err);
  * loading. */
 int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err);
 int srv_port(const srv *s);
+/* The agent check's port; -1 when there is none. */
+int srv_agent_port(const srv *s);
+/* The replica id responses and /metrics carry. */
+const char *srv_replica(const srv *s);
+/* The characters a replica id may hold. */
+#define REPLICA_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
 /* The numeric address bound (host names resolved). */
 const char *srv_address(const srv *s);
 /* One line per setting worth knowing at start-up (model, pool, template);

@@ -20,10 +20,12 @@
 #define KVLM_SERVER_SRV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "kvlm.h"
 #include "server/access_log.h"
+#include "server/agent_check.h"
 #include "server/chat_template.h"
 #include "server/conn_guard.h"
 #include "server/engine_view.h"
@@ -122,6 +124,10 @@ struct srv {
     int listen_fd;                  /* after quiescing: the listening socket to close; else -1 */
     access_log *log;                /* NULL: off */
     conn_guard *guard;
+    agent_check *agent;             /* NULL: no agent check */
+    char replica[64];               /* the replica id (srv_replica), written once after the HTTP
+                                       thread started, then published through replica_set */
+    atomic_int replica_set;
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t wake;
