@@ -75,6 +75,8 @@ static inline void reduce8_avx2(const __m256 *v, float *out) {
 #define V_LOAD_BF16(p) load_bf16_avx2(p)
 #define V_STORE_F16(p, v) \
     _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define V_LOAD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define S_F16(h) _cvtsh_ss(h)
 #define V_EXP(v) exp_avx2(v)
 #define MR_MAX 3
 #define NR_MAX 4

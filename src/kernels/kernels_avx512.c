@@ -71,6 +71,8 @@ static inline void reduce8_avx512(const __m512 *v, float *out) {
 #define V_LOAD_BF16(p) load_bf16_avx512(p)
 #define V_STORE_F16(p, v) \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define V_LOAD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define S_F16(h) _cvtsh_ss(h)
 #define V_EXP(v) exp_avx512(v)
 #define MR_MAX 4
 #define NR_MAX 6
