@@ -6,7 +6,8 @@
  *   2 x layers x KV heads x (head_dim + 2 x head_dim / 32), and a head dim
  *   that is not whole blocks refused with a message naming it.
  * - Kernels, on every kernel set this CPU runs: store_row writes the same
- *   bits as the scalar reference; attn_scores / attn_accum over q8_0 rows
+ *   bits as the scalar reference (and as the weights' quantiser), edge
+ *   values included; attn_scores / attn_accum over q8_0 rows
  *   equal the same sums over the dequantised floats (1e-5 relative).
  * - Attention over q8_0 K/V against attention over the same K/V kept in
  *   f32 (decode rows through attn_seq_head, prefill tiles through
@@ -150,6 +151,25 @@ static void test_kernels_each_isa(void **state) {
             const kern_ops *ops = kern_select(isas[ii]);
             for (int j = 0; j < N; j++) ops->store_row(row + (size_t)j * nb, KVLM_Q8_0, x + (size_t)j * d, d);
             assert_memory_equal(row, ref, (size_t)N * nb * sizeof *ref);
+            /* the edges of the rounding, the same bits as the reference: a
+             * zero block, halves (127 / 127 * k + 0.5 steps), -0, NaN and
+             * infinities, a scale beyond f16, tiny values */
+            float edge[5 * 32];
+            for (int i = 0; i < 32; i++) {
+                edge[i] = 0.0f;
+                edge[32 + i] = i == 0 ? 127.0f : (float)(i - 16) + 0.5f;
+                edge[64 + i] = i % 4 == 0 ? -0.0f : i % 4 == 1 ? NAN : i % 4 == 2 ? -INFINITY : (float)i;
+                edge[96 + i] = i % 2 ? 1e9f : -3e8f * (float)i;
+                edge[128 + i] = 1e-30f * (float)(i - 7);
+            }
+            blk_q8_0 e_ref[5], e_isa[5];
+            kern_ops_scalar.store_row(e_ref, KVLM_Q8_0, edge, 5 * 32);
+            ops->store_row(e_isa, KVLM_Q8_0, edge, 5 * 32);
+            assert_memory_equal(e_isa, e_ref, sizeof e_ref);
+            quant_quantize_row(KVLM_Q8_0, edge, 5 * 32, e_isa); /* the weights' quantiser agrees */
+            assert_memory_equal(e_isa, e_ref, sizeof e_ref);
+            assert_int_equal(e_ref[1].q[3], -13); /* -12.5 (scale 1) rounds away from zero */
+            assert_int_equal(e_ref[1].q[20], 5);  /* 4.5 -> 5 */
             float s[N], s_f[N], o[128], o_f[128];
             ops->attn_scores(q, row, KVLM_Q8_0, N, d, 0.125f, s);
             kern_ops_scalar.attn_scores(q, deq, KVLM_F32, N, d, 0.125f, s_f);

@@ -11,6 +11,9 @@
  *   V_STORE_F16(p, v)
  *   V_LOAD_I8(p)   VW int8 widened to floats
  *   S_F16(h)       one f16 widened to a float (the Q8_0 block scales)
+ *   V_ABS(v)       |v|
+ *   V_ROUND_AWAY(v) v rounded half away from zero: sign(v) x floor(|v| + 0.5)
+ *   V_STORE_I8(p, v) VW integral floats in [-127, 127] stored as int8
  *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
  *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W), small batches
  *   NR1            rows of W per tile when x has a single row (decode), 8
@@ -31,7 +34,6 @@
  * small batch, packed prefill) keeps that order, so an output does not
  * depend on how many rows were batched with it (tests/test_kernels.c).
  */
-#include "kernels/quant.h"
 #include "tensor.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -476,14 +478,38 @@ static void KERNEL_NAME(swiglu)(const float *gate, const float *up, float *out, 
     for (; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* One Q8_0 block of the KV cache with exactly the reference's bits
+ * (kernels/quant_scalar.c): amax over the block (NaN ignored), the scale
+ * amax / 127 rounded to f16 (saturating at 65504), each value x / d
+ * rounded half away from zero and clamped to [-127, 127] (NaN to -127:
+ * V_MAX returns its second operand when the first is NaN). */
+AI void store_q8_0_block(const float *x, blk_q8_0 *b) {
+    vf m = V_ZERO();
+#pragma GCC unroll 4
+    for (int i = 0; i < QK; i += VW) m = V_MAX(V_ABS(V_LOADU(x + i)), m);
+    float lanes[VW], amax = 0;
+    V_STOREU(lanes, m);
+    for (int l = 0; l < VW; l++) amax = fmaxf(amax, lanes[l]);
+    float v = amax / 127.0f;
+    if (v > 65504.0f) v = 65504.0f;
+    b->d = f32_to_f16(v);
+    const float d = f16_to_f32(b->d);
+    const vf dv = V_SET1(d), lo = V_SET1(-127.0f), hi = V_SET1(127.0f);
+#pragma GCC unroll 4
+    for (int i = 0; i < QK; i += VW) {
+        const vf q = d != 0 ? V_ROUND_AWAY(V_DIV(V_LOADU(x + i), dv)) : V_ZERO();
+        V_STORE_I8(b->q + i, V_MIN(V_MAX(q, lo), hi));
+    }
+}
+
 static void KERNEL_NAME(store_row)(void *dst, kvlm_dtype t, const float *x, int n) {
     int i = 0;
     if (t == KVLM_F32) {
         memcpy(dst, x, (size_t)n * sizeof(float));
         return;
     }
-    if (t == KVLM_Q8_0) { /* the reference rounding: the same bits on every ISA */
-        quant_quantize_row(t, x, n, dst);
+    if (t == KVLM_Q8_0) { /* n is whole blocks (a KV row) */
+        for (; i + QK <= n; i += QK) store_q8_0_block(x + i, (blk_q8_0 *)dst + i / QK);
         return;
     }
     if (t == KVLM_F16)
