@@ -80,7 +80,7 @@ typedef enum kvlm_dtype {
      * blocks. Q8_0 block: f16 scale d, 32 int8 q; value = d * q (34 bytes).
      * Q4_0 block: f16 scale d, 16 bytes; byte j holds value j in its low
      * nibble and value j + 16 in its high nibble; value = d * (nibble - 8)
-     * (18 bytes). */
+     * (18 bytes). Q8_0 is also a KV cache dtype (kvlm_kv_options). */
     KVLM_Q8_0 = 3,
     KVLM_Q4_0 = 4,
     /* More GGUF block types, read in place (llama.cpp's layouts; the

@@ -37,7 +37,8 @@ typedef struct kern_ops {
      * (f32, f16, or Q8_0 with d a multiple of 32: rows of d / 32 blocks). */
     void (*attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,
                         float scale, float *scores);
-    /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d. */
+    /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d (rows in vt
+     * as for attn_scores). */
     void (*attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d, float *out);
     /* In place: x = gelu_tanh(x). */
     void (*gelu)(float *x, size_t n);
