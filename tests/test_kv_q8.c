@@ -275,8 +275,8 @@ static void test_attention_vs_f32(void **state) {
 
 /* ------------------------------------------------------------ sharing */
 
+/* A q8_0 cache (blocks of 4 tokens) and an engine on it. */
 typedef struct rig {
-    kvlm_model *m;
     kvlm_kv *kv;
     kvlm_engine *e;
     int V;
@@ -284,7 +284,7 @@ typedef struct rig {
 
 static rig rig_open(kvlm_model *m, int prefix_cache) {
     kvlm_error err;
-    rig r = {.m = m, .V = kvlm_model_config(m)->vocab_size};
+    rig r = {.V = kvlm_model_config(m)->vocab_size};
     kvlm_kv_options o = {.dtype = KVLM_Q8_0, .block_size = 4, .max_seqs = 6, .no_prefix_cache = !prefix_cache};
     r.kv = kvlm_kv_create(m, &o, &err);
     if (!r.kv) fail_msg("kv: %s", err.msg);
