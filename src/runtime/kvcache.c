@@ -153,8 +153,12 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
         return NULL;
     }
     if (!kvlm_kv_bytes_per_token(c, o.dtype)) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype %s needs a head dim that is a multiple of %d (this model's is %d)",
-                       kvlm_dtype_name(o.dtype), QK, c->head_dim);
+        if (o.dtype == KVLM_Q8_0 && c->head_dim > 0)
+            kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype q8_0 needs a head dim that is a multiple of %d (this model's "
+                           "is %d)", QK, c->head_dim);
+        else
+            kvlm_error_set(err, KVLM_ERR_ARG, "a model of %d layers, %d KV heads of %d has no KV cache", c->n_layer,
+                           c->n_kv_head, c->head_dim);
         return NULL;
     }
     if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
