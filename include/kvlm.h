@@ -80,7 +80,7 @@ typedef enum kvlm_dtype {
      * blocks. Q8_0 block: f16 scale d, 32 int8 q; value = d * q (34 bytes).
      * Q4_0 block: f16 scale d, 16 bytes; byte j holds value j in its low
      * nibble and value j + 16 in its high nibble; value = d * (nibble - 8)
-     * (18 bytes). */
+     * (18 bytes). Q8_0 is also a KV cache dtype (kvlm_kv_options). */
     KVLM_Q8_0 = 3,
     KVLM_Q4_0 = 4,
     /* More GGUF block types, read in place (llama.cpp's layouts; the
@@ -183,7 +183,9 @@ int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 typedef struct kvlm_kv kvlm_kv;
 
 typedef struct kvlm_kv_options {
-    kvlm_dtype dtype;          /* KVLM_F32 or KVLM_F16 */
+    kvlm_dtype dtype;          /* KVLM_F32, KVLM_F16 or KVLM_Q8_0 (head dim a multiple
+                                  of 32: per token and head, head_dim / 32 blocks of an
+                                  f16 scale and 32 int8, 34 bytes each) */
     int block_size;            /* tokens per block; 0 means 16 */
     size_t n_blocks;           /* pool size; 0 means max_seqs * ceil(n_ctx / block_size) */
     int max_seqs;              /* 0 means 1 */
@@ -199,7 +201,7 @@ typedef struct kvlm_kv_options {
 } kvlm_kv_options;
 
 typedef struct kvlm_kv_stats {
-    size_t bytes_per_token;    /* 2 x layers x kv heads x head dim x dtype size */
+    size_t bytes_per_token;    /* kvlm_kv_bytes_per_token of the model and dtype */
     size_t block_bytes;        /* bytes_per_token x block_size */
     size_t blocks_total;
     size_t blocks_used;        /* held by at least one sequence */
@@ -222,6 +224,13 @@ typedef struct kvlm_kv_stats {
     uint64_t evictions;            /* cached blocks reclaimed for new data */
     uint64_t cow_copies;           /* shared partial blocks copied before a write */
 } kvlm_kv_stats;
+
+/* KV bytes one token costs in a cache of dtype t for a model of config c:
+ * 2 x layers x KV heads x (head_dim x 4 for f32, x 2 for f16; head_dim +
+ * 2 x head_dim / 32 for q8_0, the int8 values and one f16 scale per 32).
+ * 0 when t is not a KV dtype or the head dim does not divide into its
+ * blocks (kvlm_kv_create then refuses it). */
+size_t kvlm_kv_bytes_per_token(const kvlm_config *c, kvlm_dtype t);
 
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
                         kvlm_error *err);

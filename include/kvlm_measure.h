@@ -89,7 +89,7 @@ typedef struct kvlm_attn_bench_options {
     int hot;               /* 1: repeat one layer's one head (context in cache)
                               instead of sweeping every layer and head */
     kvlm_isa isa;
-    kvlm_dtype kv_dtype;   /* KVLM_F32 or KVLM_F16 */
+    kvlm_dtype kv_dtype;   /* KVLM_F32, KVLM_F16 or KVLM_Q8_0 */
     uint64_t seed;         /* K, V, queries and the scatter */
 } kvlm_attn_bench_options;
 

@@ -7,8 +7,10 @@
  * that are not multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks
  * cut at block ends), GQA groups 1, 2, 4 and 8, sliding windows (with the
  * blocks before them released), prefill continuing after cached positions,
- * and a tile of one row. K/V are f32 and f16 (the cache's dtypes); the widening of f16
- * and bf16 is checked exactly.
+ * and a tile of one row. K/V are f32, f16 and q8_0 (the cache's dtypes; the
+ * reference reads the values the cache holds, so q8_0 is checked against its
+ * own dequantised numbers here and against f32 K/V in test_kv_q8.c); the
+ * widening of f16, bf16 and q8_0 is checked exactly.
  *
  * Tolerance: outputs are convex combinations of values in [-1, 1]; 4e-6
  * absolute, both against the float64 reference and against the per-row
@@ -28,6 +30,7 @@
 #include "helpers.h"
 #include "kernels/attn_tile.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "kvlm.h"
 #include "model/model.h"
 #include "runtime/attention.h"
@@ -60,6 +63,9 @@ static const tcase cases[] = {
     {64, 2, 4, 16, KVLM_F16, 0, 50, 1},   /* a tile of one row */
     {32, 2, 2, 16, KVLM_F32, 0, 0, 160},  /* a long tile (several row groups, many chunks) */
     {128, 2, 2, 16, KVLM_F16, 0, 5, 21},  /* head dim 128 */
+    {64, 2, 4, 16, KVLM_Q8_0, 0, 0, 37},  /* q8_0: int8 blocks widened with their scales */
+    {32, 2, 2, 5, KVLM_Q8_0, 0, 13, 29},  /* q8_0, one block per head, 5-slot blocks */
+    {128, 2, 2, 4, KVLM_Q8_0, 7, 20, 30}, /* q8_0, head dim 128, window 7 */
 };
 
 static kvlm_model *shaped_model(const tcase *c, int n_ctx) {
@@ -198,7 +204,8 @@ static void test_against_reference(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
 }
 
-/* f32, f16 and bf16 widen exactly (every length 0..40: vector body and tail). */
+/* f32, f16 and bf16 widen exactly (every length 0..40: vector body and
+ * tail), q8_0 for 0 to 3 blocks. */
 static void test_widen_exact(void **state) {
     (void)state;
     float f[40], out[41];
@@ -220,6 +227,19 @@ static void test_widen_exact(void **state) {
                 for (size_t i = 0; i < n; i++) assert_true(out[i] == dtype_load(dts[k], src[k], i));
                 assert_true(out[n] == 12345.0f);
             }
+        }
+        /* q8_0: whole blocks of 32 */
+        blk_q8_0 q[3];
+        quant_quantize_row(KVLM_Q8_0, f, 32, q);
+        quant_quantize_row(KVLM_Q8_0, f + 8, 32, q + 1);
+        q[2] = q[0];
+        q[2].d = f32_to_f16(-1e-3f);
+        for (size_t n = 0; n <= 96; n += 32) {
+            float wide[97];
+            wide[n] = 12345.0f;
+            t->widen(q, KVLM_Q8_0, n, wide);
+            for (size_t i = 0; i < n; i++) assert_true(wide[i] == dtype_load(KVLM_Q8_0, q, i));
+            assert_true(wide[n] == 12345.0f);
         }
     }
 }

@@ -381,6 +381,8 @@ static void test_history_and_model(void **state) {
     assert_int_equal(jint(m, "n_ctx"), 128);
     assert_int_equal(jint(m, "kv.bytes_per_token_by_dtype.f32"), 2 * 6 * 4 * 32 * 4);
     assert_int_equal(jint(m, "kv.bytes_per_token_by_dtype.f16"), 2 * 6 * 4 * 32 * 2);
+    /* q8_0: a head of 32 is one block, 32 int8 and a 2-byte scale */
+    assert_int_equal(jint(m, "kv.bytes_per_token_by_dtype.q8_0"), 2 * 6 * 4 * (32 + 2));
     assert_int_equal(jint(m, "kv.pool_tokens"), jint(m, "kv.pool_blocks") * 16);
     assert_int_equal(jint(m, "kv.max_seqs"), 4);
     assert_string_equal(jstr(m, "weights.dtype"), "f16");

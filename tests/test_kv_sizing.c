@@ -65,8 +65,24 @@ static void test_preset_bytes(void **state) {
     assert_int_equal(v, 73728);
     assert_int_equal(kvs_bytes_per_token(g, KVS_BF16, &v), 0);
     assert_int_equal(v, 36864);
-    assert_int_equal(kvs_bytes_per_token(g, KVS_Q8, &v), 0);
-    assert_int_equal(v, 18432);
+    /* q8_0: 2 x 12 layers x 12 KV heads x (64 int8 + 2 f16 scales of 2 B) */
+    assert_int_equal(kvs_bytes_per_token(g, KVS_Q8_0, &v), 0);
+    assert_int_equal(v, 2 * 12 * 12 * (64 + 2 * 2));
+    assert_int_equal(v, 19584);
+    /* a head dim that is not whole blocks of 32 has no q8_0 size */
+    kvs_model odd = *g;
+    odd.head_dim = 48;
+    assert_false(kvs_head_fits(&odd, KVS_Q8_0));
+    assert_int_equal(kvs_bytes_per_token(&odd, KVS_Q8_0, &v), -1);
+    assert_true(kvs_head_fits(&odd, KVS_F16));
+    /* bytes of numbers: whole blocks */
+    assert_int_equal(kvs_numbers_bytes(KVS_Q8_0, 64, &v), 0);
+    assert_int_equal(v, 68);
+    assert_int_equal(kvs_numbers_bytes(KVS_Q8_0, 33, &v), 0);
+    assert_int_equal(v, 68);
+    assert_int_equal(kvs_numbers_bytes(KVS_F32, 33, &v), 0);
+    assert_int_equal(v, 132);
+    assert_true(kvs_dtype_bytes(KVS_Q8_0) == 1.0625);
     /* Llama 2 70B: 64 query heads over 8 KV heads, an MHA twin is 8x. */
     const kvs_model *l70 = kvs_preset_find("llama-2-70b");
     assert_int_equal(kvs_mha_bytes_per_token(l70, KVS_F16, &v), 0);
@@ -429,13 +445,19 @@ static void test_cli_dtypes_and_ctx(void **state) {
     assert_int_equal(jint(model0(j), "bytes_per_token"), 73728);
     assert_int_equal(jint(j, "bytes_per_number"), 4);
     json_decref(j);
-    j = kv_json("--preset llama-3.1-8b --kv-dtype q8 --ctx 1,1000,32768");
-    assert_int_equal(jint(model0(j), "bytes_per_token"), 64 * 1024);
+    /* q8_0: 2 x 32 layers x 8 KV heads x (128 + 4 scales x 2 B) = 68 KiB */
+    j = kv_json("--preset llama-3.1-8b --kv-dtype q8_0 --ctx 1,1000,32768");
+    assert_int_equal(jint(model0(j), "bytes_per_token"), 2 * 32 * 8 * (128 + 4 * 2));
+    assert_int_equal(jint(model0(j), "bytes_per_token"), 68 * 1024);
     json_t *t = json_object_get(model0(j), "totals");
     assert_int_equal(json_array_size(t), 3);
-    assert_int_equal(jint(json_array_get(t, 1), "bytes"), 1000 * 65536ll);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 2), "human")), "2 GiB");
-    assert_non_null(json_object_get(j, "note"));
+    assert_int_equal(jint(json_array_get(t, 1), "bytes"), 1000 * 69632ll);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 2), "human")), "2.13 GiB");
+    assert_true(json_real_value(json_object_get(j, "bytes_per_number")) == 1.0625);
+    assert_string_equal(json_string_value(json_object_get(j, "kv_dtype")), "q8_0");
+    json_decref(j);
+    j = kv_json("--preset llama-3.1-8b --kv-dtype q8"); /* the short name */
+    assert_int_equal(jint(model0(j), "bytes_per_token"), 69632);
     json_decref(j);
     j = kv_json("--preset qwen2.5-7b --kv-dtype bf16");
     assert_int_equal(jint(model0(j), "bytes_per_token"), 57344);
@@ -520,13 +542,15 @@ static void test_cli_plan(void **state) {
     assert_int_equal(jint(json_object_get(p, "contiguous"), "requests"), 21);
     assert_int_equal(jint(json_object_get(p, "paged"), "requests"), 87);
     json_decref(j);
-    /* --weight-dtype and --block-size: 124,439,808 B in q8; M = 100 with
-     * blocks of 64 reserves 128 tokens (4.5 MiB) per request. */
-    j = kv_json("--preset gpt2-124m --memory 1GiB --weight-dtype q8 --mean-len 100 --block-size 64");
+    /* --weight-dtype and --block-size: 124,439,808 parameters in q8_0 are
+     * 3,888,744 blocks of 34 B; M = 100 with blocks of 64 reserves 128
+     * tokens (4.5 MiB) per request. */
+    j = kv_json("--preset gpt2-124m --memory 1GiB --weight-dtype q8_0 --mean-len 100 --block-size 64");
     p = json_object_get(model0(j), "plan");
-    assert_int_equal(jint(p, "weight_bytes"), 124439808);
+    assert_int_equal(jint(p, "weight_bytes"), 124439808ll / 32 * 34);
     assert_int_equal(jint(json_object_get(p, "paged"), "bytes_per_request"), 128 * 36864);
-    assert_int_equal(jint(json_object_get(p, "paged"), "requests"), (1073741824ll - 124439808) / (128 * 36864));
+    assert_int_equal(jint(json_object_get(p, "paged"), "requests"),
+                     (1073741824ll - 124439808ll / 32 * 34) / (128 * 36864));
     json_decref(j);
     /* -m: the weights are the tensors of the model's files. */
     j = kv_json("-m " TINY " --memory 1MiB --ctx-len 32 --mean-len 20");
@@ -602,6 +626,7 @@ static const struct bad_cli {
     {"--preset gpt2-124m -m " TINY, "--preset", 2},
     {"--frobnicate", "--frobnicate", 2},
     {"-m tests/fixtures/no-such-model", "no-such-model", 1},
+    {"-m " TINY " --kv-dtype q8_0", "multiple of 32", 2},
     {"-m tests/fixtures/gpt2/README.md", "unrecognised", 1},
 };
 

@@ -75,7 +75,8 @@ async function loadModel() {
     ['attention heads', `${m.n_heads} (${m.n_kv_heads} KV heads)`],
     ['head dimension', m.head_dim], ['embedding', m.n_embd], ['vocabulary', m.vocab], ['context window', m.n_ctx],
     ['weights', `${m.weights.params.toLocaleString('en')} parameters, ${m.weights.dtype}, ${bytes(m.weights.bytes)}`],
-    ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × ${m.head_dim} × bytes = ` +
+    ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × bytes per head ` +
+      `(${m.head_dim} numbers; q8_0: ${m.head_dim} int8 + a 2-byte scale per 32) = ` +
       Object.entries(by).map(([d, b]) => `${b} B (${d})`).join(', ')],
     ['KV pool', `${kv.pool_blocks} blocks of ${kv.block_size} tokens = ${kv.pool_tokens} tokens, ${kv.dtype}, ` +
       `${bytes(kv.pool_bytes)}; up to ${kv.max_seqs} sequences`],

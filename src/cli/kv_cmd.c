@@ -82,7 +82,7 @@ static int parse_ctx_list(const char *flag, const char *s, void *dst) {
 
 static int parse_dtype(const char *flag, const char *s, void *out) {
     if (!kvs_dtype_parse(s, out)) return 0;
-    fprintf(stderr, "kvlm kv: %s: '%s' is not one of f32, f16, bf16, q8\n", flag, s);
+    fprintf(stderr, "kvlm kv: %s: '%s' is not one of f32, f16, bf16, q8_0\n", flag, s);
     return -1;
 }
 
@@ -107,8 +107,8 @@ static int parse(int argc, char **argv, kv_opts *o, int *json) {
         CLI_STR("--preset", "NAME", "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b,\nllama-2-70b, llama-2-7b",
                 &o->preset),
         CLI_FN("--kv-dtype", "T",
-               "f32, f16 (default), bf16, q8 (1 byte per number; no per-block\n"
-               "scales counted: kvlm has no 8-bit KV format yet)",
+               "f32, f16 (default), bf16, q8_0 (kvlm's 8-bit KV: per 32 numbers\n"
+               "32 int8 and an f16 scale, 34 bytes; head dim a multiple of 32)",
                parse_dtype, &o->kv_dtype),
         CLI_FN("--ctx", "N[,N...]", "context lengths to total (default 4096,131072)", parse_ctx_list, o),
         CLI_HEADING("capacity planning (needs --memory):"),
@@ -121,7 +121,7 @@ static int parse(int argc, char **argv, kv_opts *o, int *json) {
                  "preset; for -m, the tensors in the model's weight files)",
          .kind = OPT_FN, .fn = parse_size, .dst = &o->weights, .given = &o->have_weights},
         {.names = "--weight-dtype", .metavar = "T",
-         .help = "f32, f16 (default for presets), bf16, q8; with -m, counts\n"
+         .help = "f32, f16 (default for presets), bf16, q8_0; with -m, counts\n"
                  "the model's parameters at this dtype instead of as stored",
          .kind = OPT_FN, .fn = parse_dtype, .dst = &o->weight_dtype, .given = &o->have_weight_dtype},
         {.names = "--ctx-len", .metavar = "L", .help = "tokens reserved per request (default: the model's max context)",
@@ -139,7 +139,8 @@ static int parse(int argc, char **argv, kv_opts *o, int *json) {
     cli_spec spec = {
         .cmd = "kv",
         .usage = "kv [-m MODEL | --preset NAME] [options]",
-        .about = "KV cache size: bytes per token = 2 x layers x KV heads x head dim x bytes per number.\n"
+        .about = "KV cache size: bytes per token = 2 x layers x KV heads x head dim x bytes per number\n"
+                 "(q8_0: 2 x layers x KV heads x (head dim + 2 x head dim / 32), the scales included).\n"
                  "With no model, prints every preset. Nothing is loaded but the configuration.\n",
         .groups = CLI_JSON,
         .unused = "it reads only the model's configuration",
@@ -177,7 +178,7 @@ static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
         return 0;
     }
     if (is_preset) {
-        if (kvs_mul(r->m.params, kvs_dtype_bytes(o->weight_dtype), &r->weights)) return 2;
+        if (kvs_numbers_bytes(o->weight_dtype, r->m.params, &r->weights)) return 2;
         snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
         r->have_weights = 1;
         return 0;
@@ -193,7 +194,7 @@ static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
         snprintf(r->weights_from, sizeof r->weights_from, "weight files");
         /* --weight-dtype: the same parameters stored another way */
         if (o->have_weight_dtype) {
-            if (kvs_mul(r->m.params, kvs_dtype_bytes(o->weight_dtype), &r->weights)) return 2;
+            if (kvs_numbers_bytes(o->weight_dtype, r->m.params, &r->weights)) return 2;
             snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
         }
         return 0;
@@ -231,6 +232,11 @@ static int row_plan(kv_row *r, const kv_opts *o, int single) {
 }
 
 static int build_row(kv_row *r, const kv_opts *o, int is_preset, int single) {
+    if (!kvs_head_fits(&r->m, o->kv_dtype)) {
+        fprintf(stderr, "kvlm kv: %s: --kv-dtype %s needs a head dim that is a multiple of %u (it has %d)\n",
+                r->m.label, kvs_dtype_name(o->kv_dtype), kvs_dtype_block(o->kv_dtype), r->m.head_dim);
+        return 2;
+    }
     if (kvs_bytes_per_token(&r->m, o->kv_dtype, &r->bpt) || kvs_mha_bytes_per_token(&r->m, o->kv_dtype, &r->mha_bpt) ||
         kvs_mul(r->mha_bpt, o->ctx[0], &r->mha_first) || kvs_mul(r->bpt, (uint64_t)r->m.max_ctx, &r->max_ctx_bytes)) {
         fprintf(stderr, "kvlm kv: %s: KV bytes do not fit in 64 bits\n", r->m.label);
@@ -298,13 +304,15 @@ static const char *pct(double x, char *buf, size_t cap) {
 }
 
 static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
-    unsigned nbytes = kvs_dtype_bytes(o->kv_dtype);
-    printf("KV cache in %s (%u byte%s per number)\n", kvs_dtype_name(o->kv_dtype), nbytes, nbytes > 1 ? "s" : "");
-    printf("  bytes per token = 2 (K and V) x layers x KV heads x head dim x %u\n", nbytes);
+    if (o->kv_dtype == KVS_Q8_0) {
+        printf("KV cache in q8_0 (per 32 numbers: 32 int8 and one f16 scale, 34 bytes)\n");
+        printf("  bytes per token = 2 (K and V) x layers x KV heads x (head dim + 2 x head dim / 32)\n");
+    } else {
+        unsigned nbytes = kvs_dtype_block_bytes(o->kv_dtype);
+        printf("KV cache in %s (%u byte%s per number)\n", kvs_dtype_name(o->kv_dtype), nbytes, nbytes > 1 ? "s" : "");
+        printf("  bytes per token = 2 (K and V) x layers x KV heads x head dim x %u\n", nbytes);
+    }
     printf("  total           = bytes per token x tokens\n");
-    if (o->kv_dtype == KVS_Q8)
-        printf("  q8 counts 1 byte per number and no per-block scales (kvlm's 8-bit KV format is not implemented "
-               "yet)\n");
     putchar('\n');
     table t = {0};
     const char *head[] = {"model", "layers", "KV heads", "head dim", "bytes/token"};
@@ -460,12 +468,14 @@ static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_m
         if (w->have_plan) json_object_set_new(m, "plan", plan_json(w));
         json_array_append_new(models, m);
     }
-    json_t *root = json_pack("{s:s,s:i,s:s,s:o,s:o}", "kv_dtype", kvs_dtype_name(o->kv_dtype), "bytes_per_number",
-                             (int)kvs_dtype_bytes(o->kv_dtype), "formula",
-                             "bytes per token = 2 x layers x KV heads x head dim x bytes per number", "contexts", ctx,
-                             "models", models);
-    if (o->kv_dtype == KVS_Q8)
-        json_object_set_new(root, "note", json_string("q8: 1 byte per number, per-block scales not counted"));
+    const int q8 = o->kv_dtype == KVS_Q8_0;
+    json_t *root = json_pack("{s:s,s:o,s:s,s:o,s:o}", "kv_dtype", kvs_dtype_name(o->kv_dtype), "bytes_per_number",
+                             q8 ? json_real(kvs_dtype_bytes(o->kv_dtype))
+                                : json_integer((json_int_t)kvs_dtype_block_bytes(o->kv_dtype)),
+                             "formula",
+                             q8 ? "bytes per token = 2 x layers x KV heads x (head dim + 2 x head dim / 32)"
+                                : "bytes per token = 2 x layers x KV heads x head dim x bytes per number",
+                             "contexts", ctx, "models", models);
     return root;
 }
 

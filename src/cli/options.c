@@ -35,8 +35,9 @@ static int set_file(const cli_spec *s, const char *f, const char *v) { (void)f; 
 static int set_json(const cli_spec *s, const char *f, const char *v) { (void)f, (void)v; *s->json = 1; return 0; }
 
 static int parse_dtype(const char *flag, const char *s, int kv, kvlm_dtype *out) {
-    if (kvlm_dtype_parse(s, out) || (kv && *out != KVLM_F32 && *out != KVLM_F16)) {
-        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s, kv ? "f32, f16" : "f32, f16, bf16, q8_0, q4_0");
+    if (kvlm_dtype_parse(s, out) || (kv && *out != KVLM_F32 && *out != KVLM_F16 && *out != KVLM_Q8_0)) {
+        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s,
+                kv ? "f32, f16, q8_0" : "f32, f16, bf16, q8_0, q4_0");
         return -1;
     }
     return 0;
@@ -133,7 +134,8 @@ static const shared_opt shared[] = {
     {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
      "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
      "Q4_K, Q5_K and Q6_K weights)", set_isa},
-    {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default) or f16", set_kv_dtype},
+    {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default), f16 or q8_0 (int8 with an f16 scale\n"
+     "per 32 numbers: 34 bytes per 32, head dim a multiple of 32)", set_kv_dtype},
     {CLI_KV, "--block-size", "N", "tokens per KV block (default 16)", set_block_size},
     {CLI_KV_POOL, "--kv-blocks", "N", "KV pool size in blocks (default: see below)", set_kv_blocks},
     {CLI_KV_POOL, "--kv-mib", "X", "KV pool size in MiB, rounded down to whole blocks (instead of --kv-blocks)",

@@ -96,8 +96,21 @@ typedef struct run_stats {
     int kv_tokens;
 } run_stats;
 
+/* The bytes of one head's K or V of one token, as the stats line spells
+ * them out: "32 head dim x 2 B", or for q8_0 "(32 x 1 B + 1 x 2 B scale)". */
+static void head_bytes_text(const kvlm_config *c, kvlm_dtype kvt, char *buf, size_t cap) {
+    if (kvt == KVLM_Q8_0) {
+        const int nb = c->head_dim / 32;
+        snprintf(buf, cap, "(%d x 1 B + %d x 2 B scale%s)", c->head_dim, nb, nb > 1 ? "s" : "");
+    } else {
+        snprintf(buf, cap, "%d head dim x %zu B", c->head_dim, kvlm_dtype_size(kvt));
+    }
+}
+
 static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_engine *e, kvlm_dtype kvt,
                         int block_size) {
+    char head[64];
+    head_bytes_text(c, kvt, head, sizeof head);
     fprintf(stderr,
             "\n--- kvlm stats ---\n"
             "prompt tokens        %d\n"
@@ -107,7 +120,7 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             "time per out token   %.2f ms (%.1f tokens/s, %d decode steps)\n"
             "threads / kernels    %d / %s\n"
             "KV dtype             %s, %d tokens per block\n"
-            "KV bytes per token   %zu (2 x %d layers x %d KV heads x %d head dim x %zu B)\n"
+            "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n"
             "KV live              %zu bytes for %d tokens\n"
             "KV K shape per layer (1, %d, %d, %d)\n"
             "KV reserved          %zu bytes in %zu blocks (%.1f%% holds tokens)\n",
@@ -115,7 +128,7 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
             st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
             kvlm_isa_name(kvlm_engine_isa(e)), kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
-            c->n_layer, c->n_kv_head, c->head_dim, kvlm_dtype_size(kvt), st->kv.bytes_live, st->kv_tokens,
+            c->n_layer, c->n_kv_head, head, st->kv.bytes_live, st->kv_tokens,
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
             st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
 }

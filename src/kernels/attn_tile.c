@@ -31,6 +31,8 @@ static inline float hide1(float s, int lo, int hi, int pos) { return pos < lo ||
 #define V_UNINF(m) ((m) == -INFINITY ? 0.0f : (m))
 #define V_LOAD_F16(p) dtype_load(KVLM_F16, (p), 0)
 #define V_LOAD_BF16(p) dtype_load(KVLM_BF16, (p), 0)
+#define V_LOAD_I8(p) ((float)*(p))
+#define S_F16(h) f16_to_f32(h)
 #define TILE_NAME(n) attn_tile_##n##_scalar
 
 #include "kernels/attn_tile_body.h"

@@ -36,7 +36,8 @@
 typedef struct attn_tile_ops {
     kvlm_isa isa;
     int lanes; /* rows per group: the padding of the row count */
-    /* dst[i] = src[i] as float for i < n; src in dtype t (f32, f16, bf16). */
+    /* dst[i] = src[i] as float for i < n; src in dtype t (f32, f16, bf16,
+     * or Q8_0 with n a multiple of 32: n / 32 blocks). */
     void (*widen)(const void *src, kvlm_dtype t, size_t n, float *dst);
     /* Online-softmax update of `groups` row groups by one key chunk (see
      * the layouts above); sbuf and pbuf hold ATTN_TILE_KEYS * lanes

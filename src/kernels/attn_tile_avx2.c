@@ -45,6 +45,8 @@ static inline __m256 load_bf16_8(const uint16_t *p) {
 #define V_UNINF(m) uninf8(m)
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define V_LOAD_BF16(p) load_bf16_8(p)
+#define V_LOAD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define S_F16(h) _cvtsh_ss(h)
 #define TILE_NAME(n) attn_tile_##n##_avx2
 
 #include "kernels/attn_tile_body.h"

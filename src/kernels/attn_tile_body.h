@@ -13,6 +13,8 @@
  *   V_EXPZ(x)      exp(x), 0 where x < VEC_EXP_LO (and for -inf, NaN)
  *   V_UNINF(m)     m with 0 where m == -INFINITY
  *   V_LOAD_F16(p) V_LOAD_BF16(p)  VW halves widened to floats
+ *   V_LOAD_I8(p)   VW int8 widened to floats (VW divides 32)
+ *   S_F16(h)       one f16 widened to a float
  *   TILE_NAME(n)   name mangling: n ## _avx512
  *
  * Scores are vectors over rows (lanes) for one key, so the softmax's
@@ -25,6 +27,14 @@
 
 static void TILE_NAME(widen)(const void *src, kvlm_dtype t, size_t n, float *dst) {
     size_t i = 0;
+    if (t == KVLM_Q8_0) { /* n is whole blocks: rows of the cache are */
+        const blk_q8_0 *b = src;
+        for (; i + QK <= n; i += QK, b++) {
+            const vf sc = V_SET1(S_F16(b->d));
+            for (int u = 0; u < QK; u += VW) V_STOREU(dst + i + u, V_MUL(V_LOAD_I8(b->q + u), sc));
+        }
+        return;
+    }
     if (t == KVLM_F16) {
         for (; i + VW <= n; i += VW) V_STOREU(dst + i, V_LOAD_F16((const uint16_t *)src + i));
     } else if (t == KVLM_BF16) {

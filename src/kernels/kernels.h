@@ -33,10 +33,12 @@ typedef struct kern_ops {
      * n0 <= n < n1 (one thread's share; bias may be NULL). */
     void (*matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
                         const float *bias, float *y, int ldy);
-    /* scores[j] = scale * dot(q, k_j) for j < n, k_j = k + j * d in kv dtype. */
+    /* scores[j] = scale * dot(q, k_j) for j < n, k_j = k + j * d in kv dtype
+     * (f32, f16, or Q8_0 with d a multiple of 32: rows of d / 32 blocks). */
     void (*attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,
                         float scale, float *scores);
-    /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d. */
+    /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d (rows in vt
+     * as for attn_scores). */
     void (*attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d, float *out);
     /* In place: x = gelu_tanh(x). */
     void (*gelu)(float *x, size_t n);
@@ -46,7 +48,8 @@ typedef struct kern_ops {
     void (*rmsnorm)(const float *x, const float *w, int n, float eps, float *out);
     /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). */
     void (*swiglu)(const float *gate, const float *up, float *out, size_t n);
-    /* Writes x[i] in dst dtype (KV cache stores). */
+    /* Writes x[i] in dst dtype (KV cache stores; Q8_0 rows are rounded as
+     * quant_quantize_row does on every ISA, n a multiple of 32). */
     void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);
     /* Optional (NULL in sets without it): matmul_rows split into work done
      * once per matmul on x and the per-item work, for kern_matmul.

@@ -57,6 +57,19 @@ static inline void reduce8_avx2(const __m256 *v, float *out) {
     _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
+static inline __m256 round_away_avx2(__m256 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 a = _mm256_floor_ps(_mm256_add_ps(_mm256_andnot_ps(sign, v), _mm256_set1_ps(0.5f)));
+    return _mm256_or_ps(a, _mm256_and_ps(v, sign));
+}
+
+/* 8 integral floats in [-127, 127] as int8 (the packs do not saturate them). */
+static inline void store_i8_avx2(int8_t *p, __m256 v) {
+    const __m256i i = _mm256_cvtps_epi32(v);
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(w, w));
+}
+
 #define VW 8
 #define vf __m256
 #define V_ZERO() _mm256_setzero_ps()
@@ -75,6 +88,11 @@ static inline void reduce8_avx2(const __m256 *v, float *out) {
 #define V_LOAD_BF16(p) load_bf16_avx2(p)
 #define V_STORE_F16(p, v) \
     _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define V_LOAD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define S_F16(h) _cvtsh_ss(h)
+#define V_ABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (v))
+#define V_ROUND_AWAY(v) round_away_avx2(v)
+#define V_STORE_I8(p, v) store_i8_avx2((p), (v))
 #define V_EXP(v) exp_avx2(v)
 #define MR_MAX 3
 #define NR_MAX 4

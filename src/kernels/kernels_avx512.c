@@ -53,6 +53,12 @@ static inline void reduce8_avx512(const __m512 *v, float *out) {
     _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(idx, z)));
 }
 
+static inline __m512 round_away_avx512(__m512 v) {
+    const __m512 a = _mm512_roundscale_ps(_mm512_add_ps(_mm512_abs_ps(v), _mm512_set1_ps(0.5f)),
+                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    return _mm512_or_ps(a, _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+}
+
 #define VW 16
 #define vf __m512
 #define V_ZERO() _mm512_setzero_ps()
@@ -71,6 +77,11 @@ static inline void reduce8_avx512(const __m512 *v, float *out) {
 #define V_LOAD_BF16(p) load_bf16_avx512(p)
 #define V_STORE_F16(p, v) \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define V_LOAD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define S_F16(h) _cvtsh_ss(h)
+#define V_ABS(v) _mm512_abs_ps(v)
+#define V_ROUND_AWAY(v) round_away_avx512(v)
+#define V_STORE_I8(p, v) _mm_storeu_si128((__m128i *)(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)))
 #define V_EXP(v) exp_avx512(v)
 #define MR_MAX 4
 #define NR_MAX 6

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "tensor.h"
 
 static void matmul_rows_scalar(const float *x, int M, const kern_matrix *w, int n0, int n1,
@@ -72,7 +73,9 @@ static void swiglu_scalar(const float *gate, const float *up, float *out, size_t
 }
 
 static void store_row_scalar(void *dst, kvlm_dtype t, const float *x, int n) {
-    for (int i = 0; i < n; i++) dtype_store(t, dst, (size_t)i, x[i]);
+    if (t == KVLM_Q8_0) quant_quantize_row(t, x, n, dst);
+    else
+        for (int i = 0; i < n; i++) dtype_store(t, dst, (size_t)i, x[i]);
 }
 
 const kern_ops kern_ops_scalar = {

@@ -9,6 +9,11 @@
  *   V_ADD V_SUB V_MUL V_DIV V_MAX V_MIN V_REDUCE(v) (horizontal sum)
  *   V_LOAD_F16(p) V_LOAD_BF16(p) (VW halves widened to floats)
  *   V_STORE_F16(p, v)
+ *   V_LOAD_I8(p)   VW int8 widened to floats
+ *   S_F16(h)       one f16 widened to a float (the Q8_0 block scales)
+ *   V_ABS(v)       |v|
+ *   V_ROUND_AWAY(v) v rounded half away from zero: sign(v) x floor(|v| + 0.5)
+ *   V_STORE_I8(p, v) VW integral floats in [-127, 127] stored as int8
  *   V_EXP(v)       exp with about 1 ulp of error on [-87, 88]
  *   MR_MAX NR_MAX  matmul register tile (rows of x, rows of W), small batches
  *   NR1            rows of W per tile when x has a single row (decode), 8
@@ -342,9 +347,28 @@ AI void scores_t(const float *q, const void *k, kvlm_dtype t, int n, int d, floa
     }
 }
 
+/* Q8_0 keys (d a multiple of 32): per block, the 32 products with the
+ * int8 widened to floats summed in a vector, scaled once by the block's
+ * f16 scale. */
+AI void scores_q8_0(const float *q, const void *k, int n, int d, float scale, float *scores) {
+    const int nb = d / QK;
+    const blk_q8_0 *b = k;
+    for (int j = 0; j < n; j++, b += nb) {
+        vf acc = V_ZERO();
+        for (int c = 0; c < nb; c++) {
+            vf t = V_ZERO();
+#pragma GCC unroll 4
+            for (int i = 0; i < QK; i += VW) t = V_FMA(V_LOADU(q + c * QK + i), V_LOAD_I8(b[c].q + i), t);
+            acc = V_FMA(t, V_SET1(S_F16(b[c].d)), acc);
+        }
+        scores[j] = V_REDUCE(acc) * scale;
+    }
+}
+
 static void KERNEL_NAME(attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,
                                      float scale, float *scores) {
     if (kt == KVLM_F16) scores_t(q, k, KVLM_F16, n, d, scale, scores);
+    else if (kt == KVLM_Q8_0) scores_q8_0(q, k, n, d, scale, scores);
     else scores_t(q, k, KVLM_F32, n, d, scale, scores);
 }
 
@@ -359,9 +383,30 @@ AI void accum_t(const float *p, const void *v, kvlm_dtype t, int n, int d, float
         for (int j = 0; j < n; j++) out[i] += p[j] * dtype_load(t, v, (size_t)j * d + i);
 }
 
+/* Q8_0 values (d a multiple of 32): block column c of every row at a
+ * time, its 32 outputs in registers, each row's weight p[j] folded into
+ * the block's scale. */
+AI void accum_q8_0(const float *p, const void *v, int n, int d, float *out) {
+    const int nb = d / QK;
+    for (int c = 0; c < nb; c++) {
+        vf a[QK / VW];
+#pragma GCC unroll 4
+        for (int u = 0; u < QK / VW; u++) a[u] = V_LOADU(out + c * QK + u * VW);
+        const blk_q8_0 *b = (const blk_q8_0 *)v + c;
+        for (int j = 0; j < n; j++, b += nb) {
+            const vf w = V_SET1(p[j] * S_F16(b->d));
+#pragma GCC unroll 4
+            for (int u = 0; u < QK / VW; u++) a[u] = V_FMA(w, V_LOAD_I8(b->q + u * VW), a[u]);
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < QK / VW; u++) V_STOREU(out + c * QK + u * VW, a[u]);
+    }
+}
+
 static void KERNEL_NAME(attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d,
                                     float *out) {
     if (vt == KVLM_F16) accum_t(p, v, KVLM_F16, n, d, out);
+    else if (vt == KVLM_Q8_0) accum_q8_0(p, v, n, d, out);
     else accum_t(p, v, KVLM_F32, n, d, out);
 }
 
@@ -433,10 +478,38 @@ static void KERNEL_NAME(swiglu)(const float *gate, const float *up, float *out, 
     for (; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* One Q8_0 block of the KV cache with exactly the reference's bits
+ * (kernels/quant_scalar.c): amax over the block (NaN ignored), the scale
+ * amax / 127 rounded to f16 (saturating at 65504), each value x / d
+ * rounded half away from zero and clamped to [-127, 127] (NaN to -127:
+ * V_MAX returns its second operand when the first is NaN). */
+AI void store_q8_0_block(const float *x, blk_q8_0 *b) {
+    vf m = V_ZERO();
+#pragma GCC unroll 4
+    for (int i = 0; i < QK; i += VW) m = V_MAX(V_ABS(V_LOADU(x + i)), m);
+    float lanes[VW], amax = 0;
+    V_STOREU(lanes, m);
+    for (int l = 0; l < VW; l++) amax = fmaxf(amax, lanes[l]);
+    float v = amax / 127.0f;
+    if (v > 65504.0f) v = 65504.0f;
+    b->d = f32_to_f16(v);
+    const float d = f16_to_f32(b->d);
+    const vf dv = V_SET1(d), lo = V_SET1(-127.0f), hi = V_SET1(127.0f);
+#pragma GCC unroll 4
+    for (int i = 0; i < QK; i += VW) {
+        const vf q = d != 0 ? V_ROUND_AWAY(V_DIV(V_LOADU(x + i), dv)) : V_ZERO();
+        V_STORE_I8(b->q + i, V_MIN(V_MAX(q, lo), hi));
+    }
+}
+
 static void KERNEL_NAME(store_row)(void *dst, kvlm_dtype t, const float *x, int n) {
     int i = 0;
     if (t == KVLM_F32) {
         memcpy(dst, x, (size_t)n * sizeof(float));
+        return;
+    }
+    if (t == KVLM_Q8_0) { /* n is whole blocks (a KV row) */
+        for (; i + QK <= n; i += QK) store_q8_0_block(x + i, (blk_q8_0 *)dst + i / QK);
         return;
     }
     if (t == KVLM_F16)

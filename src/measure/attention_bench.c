@@ -149,8 +149,8 @@ static int check_options(const kvlm_config *c, const kvlm_attn_bench_options *o,
     if (o->rounds < 1 || o->rounds > MAX_ROUNDS)
         return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: rounds %d is outside [1, %d]", o->rounds,
                               MAX_ROUNDS);
-    if (o->kv_dtype != KVLM_F32 && o->kv_dtype != KVLM_F16)
-        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32 or f16",
+    if (o->kv_dtype != KVLM_F32 && o->kv_dtype != KVLM_F16 && o->kv_dtype != KVLM_Q8_0)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "attention benchmark: kv dtype %s is not f32, f16 or q8_0",
                               kvlm_dtype_name(o->kv_dtype));
     return KVLM_OK;
 }

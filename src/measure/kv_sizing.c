@@ -23,11 +23,15 @@
 
 /* ---------------------------------------------------------------- dtypes */
 
-static const struct { const char *name; unsigned bytes; } dtypes[] = {
-    [KVS_F32] = {"f32", 4}, [KVS_F16] = {"f16", 2}, [KVS_BF16] = {"bf16", 2}, [KVS_Q8] = {"q8", 1},
+static const struct { const char *name; unsigned block, block_bytes; } dtypes[] = {
+    [KVS_F32] = {"f32", 1, 4}, [KVS_F16] = {"f16", 1, 2}, [KVS_BF16] = {"bf16", 1, 2}, [KVS_Q8_0] = {"q8_0", 32, 34},
 };
 
 int kvs_dtype_parse(const char *s, kvs_dtype *out) {
+    if (s && !strcasecmp(s, "q8")) { /* the short name */
+        *out = KVS_Q8_0;
+        return 0;
+    }
     for (int i = 0; s && i < (int)(sizeof dtypes / sizeof dtypes[0]); i++)
         if (!strcasecmp(s, dtypes[i].name)) {
             *out = (kvs_dtype)i;
@@ -36,8 +40,18 @@ int kvs_dtype_parse(const char *s, kvs_dtype *out) {
     return -1;
 }
 
-const char *kvs_dtype_name(kvs_dtype t) { return (unsigned)t <= KVS_Q8 ? dtypes[t].name : "?"; }
-unsigned kvs_dtype_bytes(kvs_dtype t) { return (unsigned)t <= KVS_Q8 ? dtypes[t].bytes : 0; }
+const char *kvs_dtype_name(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].name : "?"; }
+unsigned kvs_dtype_block(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].block : 0; }
+unsigned kvs_dtype_block_bytes(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].block_bytes : 0; }
+double kvs_dtype_bytes(kvs_dtype t) {
+    return (unsigned)t <= KVS_Q8_0 ? (double)dtypes[t].block_bytes / dtypes[t].block : 0;
+}
+
+int kvs_numbers_bytes(kvs_dtype t, uint64_t n, uint64_t *out) {
+    const uint64_t bl = kvs_dtype_block(t);
+    if (!bl) return -1;
+    return kvs_mul(n / bl + (n % bl != 0), kvs_dtype_block_bytes(t), out);
+}
 
 /* --------------------------------------------------------------- presets */
 
@@ -83,11 +97,15 @@ void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path)
 
 int kvs_mul(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
 
+int kvs_head_fits(const kvs_model *m, kvs_dtype t) {
+    return kvs_dtype_block(t) && m->head_dim > 0 && m->head_dim % kvs_dtype_block(t) == 0;
+}
+
 static int per_token(const kvs_model *m, int heads, kvs_dtype t, uint64_t *out) {
-    if (m->n_layer <= 0 || heads <= 0 || m->head_dim <= 0 || !kvs_dtype_bytes(t)) return -1;
-    uint64_t v;
-    return kvs_mul(2u * (uint64_t)m->n_layer, (uint64_t)heads, &v) || kvs_mul(v, (uint64_t)m->head_dim, &v) ||
-                   kvs_mul(v, kvs_dtype_bytes(t), out)
+    if (m->n_layer <= 0 || heads <= 0 || !kvs_head_fits(m, t)) return -1;
+    uint64_t v, head;
+    return kvs_numbers_bytes(t, (uint64_t)m->head_dim, &head) ||
+                   kvs_mul(2u * (uint64_t)m->n_layer, (uint64_t)heads, &v) || kvs_mul(v, head, out)
                ? -1
                : 0;
 }

@@ -17,15 +17,24 @@
 
 #include "kvlm.h"
 
-/* Storage formats for one cached number (or one weight). q8 counts one
- * byte per number and no per-block scales: kvlm has no 8-bit KV format
- * yet, so the figure is the lower bound any 8-bit format approaches. */
-typedef enum kvs_dtype { KVS_F32 = 0, KVS_F16, KVS_BF16, KVS_Q8 } kvs_dtype;
+/* Storage formats for cached numbers (or weights). q8_0 is kvlm's 8-bit
+ * KV format (and GGUF's Q8_0): blocks of 32 numbers, each 32 int8 and one
+ * f16 scale, 34 bytes, so a head of head_dim numbers costs head_dim +
+ * 2 x head_dim / 32 bytes and head_dim must be a multiple of 32. */
+typedef enum kvs_dtype { KVS_F32 = 0, KVS_F16, KVS_BF16, KVS_Q8_0 } kvs_dtype;
 
-/* "f32", "f16", "bf16", "q8" (case-insensitive). Returns 0 or -1. */
+/* "f32", "f16", "bf16", "q8_0" (also "q8"), case-insensitive. Returns 0 or -1. */
 int kvs_dtype_parse(const char *s, kvs_dtype *out);
 const char *kvs_dtype_name(kvs_dtype t);
-unsigned kvs_dtype_bytes(kvs_dtype t);
+/* Bytes per number: 4, 2, 2, and 34 / 32 = 1.0625 for q8_0. */
+double kvs_dtype_bytes(kvs_dtype t);
+/* Numbers per block (1, or 32 for q8_0) and the bytes of a block (the
+ * element size, or 34). */
+unsigned kvs_dtype_block(kvs_dtype t);
+unsigned kvs_dtype_block_bytes(kvs_dtype t);
+/* Bytes of n numbers stored as whole blocks (n rounded up to the block).
+ * 0 or -1 (overflow). */
+int kvs_numbers_bytes(kvs_dtype t, uint64_t n, uint64_t *out);
 
 /* What sizing needs to know about a model. */
 typedef struct kvs_model {
@@ -49,8 +58,12 @@ const char *kvs_preset_names(void);
 /* Fills m from a loaded config; name and label are the path. */
 void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path);
 
-/* 2 x layers x KV heads x head dim x bytes per number. 0 or -1 (overflow). */
+/* 2 x layers x KV heads x the bytes of one head (head dim x bytes per
+ * number; q8_0: head dim + 2 x head dim / 32). 0, or -1 on overflow or a
+ * head dim that is not whole blocks of t (kvs_head_fits). */
 int kvs_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
+/* 1 when a head of m divides into t's blocks (q8_0: head dim a multiple of 32). */
+int kvs_head_fits(const kvs_model *m, kvs_dtype t);
 /* The same for a multi-head twin (one KV head per query head). */
 int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
 /* a x b, 0 or -1 on overflow. */

@@ -33,7 +33,7 @@ static inline void prefetch(const void *p, size_t bytes) {
 static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head,
                        const float *q, int lo, int n, float scale, float *scores, float *out) {
     const int bs = kv->block_size, hd = kv->head_dim;
-    const size_t row = (size_t)hd * kvlm_dtype_size(kv->dtype);
+    const size_t row = kv->row_bytes;
     for (int p = lo; p < n;) {
         const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
         if ((j + 1) * bs < n) prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 0), kv->head_bytes);
@@ -95,7 +95,7 @@ void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, i
     const int d = kv->head_dim, bs = kv->block_size, lanes = t->lanes;
     const int dp = (d + ATTN_TILE_DPAD - 1) / ATTN_TILE_DPAD * ATTN_TILE_DPAD;
     const int rows = np * group, groups = (rows + lanes - 1) / lanes, mp = groups * lanes;
-    const size_t es = kvlm_dtype_size(kv->dtype), row = (size_t)d * es;
+    const size_t row = kv->row_bytes;
     tile_mem m;
     tile_carve(rows, d, scratch, &m);
     /* Row r = i * group + g: position p0 + i, group head g. Padding rows

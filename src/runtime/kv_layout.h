@@ -11,6 +11,10 @@
  * later query reads, and the sequence gave its reference back. Within a block the layout is
  *   [layer][K heads..., V heads...][slot][head_dim]
  * so one head's keys for a block are contiguous (what attention reads).
+ * A slot holds row_bytes: head_dim values of f32 or f16, or for q8_0
+ * head_dim / 32 blocks of 34 bytes (an f16 scale d, then 32 int8 q; value
+ * = d x q), the GGUF Q8_0 block, so rows stay whole blocks and a block's
+ * slots are one contiguous run of blocks.
  *
  * Block states: free (on the free stack), used (refcount > 0), or cached
  * (refcount 0 but registered in the prefix index, on an LRU list, reclaimed
@@ -62,6 +66,7 @@ struct kvlm_kv {
                                     reserve_blocks == 0 */
     int prefix_cache;
     kv_block_hash_fn hash;
+    size_t row_bytes;            /* one head's K or V of one token (kv_row_bytes) */
     size_t bytes_per_token, block_bytes, head_bytes; /* head_bytes: one head, one block */
     size_t n_blocks;
     unsigned char *pool;
@@ -91,7 +96,7 @@ static inline unsigned char *kv_head_ptr(const kvlm_kv *kv, int b, int l, int h,
 static inline unsigned char *kv_table_slot_ptr(const kvlm_kv *kv, const int *table, int pos, int l, int h,
                                                int is_v) {
     return kv_head_ptr(kv, table[pos / kv->block_size], l, h, is_v) +
-           (size_t)(pos % kv->block_size) * kv->head_dim * kvlm_dtype_size(kv->dtype);
+           (size_t)(pos % kv->block_size) * kv->row_bytes;
 }
 
 #endif

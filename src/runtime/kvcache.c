@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "runtime/kv_layout.h"
+#include "tensor.h"
 
 static uint64_t default_hash(uint64_t parent, const int32_t *tokens, int n) {
     return XXH3_64bits_withSeed(tokens, (size_t)n * sizeof(int32_t), parent);
@@ -128,13 +129,36 @@ static int take_blocks(kvlm_kv *kv, kv_seq *s, int need, kvlm_error *err) {
 
 /* ------------------------------------------------------------ create */
 
+size_t kv_row_bytes(kvlm_dtype t, int head_dim) {
+    if (head_dim <= 0) return 0;
+    switch (t) {
+    case KVLM_F32: case KVLM_F16: return (size_t)head_dim * kvlm_dtype_size(t);
+    case KVLM_Q8_0: return head_dim % QK ? 0 : (size_t)(head_dim / QK) * sizeof(blk_q8_0);
+    default: return 0;
+    }
+}
+
+size_t kvlm_kv_bytes_per_token(const kvlm_config *c, kvlm_dtype t) {
+    if (c->n_layer <= 0 || c->n_kv_head <= 0) return 0;
+    return 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * kv_row_bytes(t, c->head_dim);
+}
+
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_error *err) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_kv_options o = opt ? *opt : (kvlm_kv_options){0};
     if (o.block_size == 0) o.block_size = 16;
     if (o.max_seqs == 0) o.max_seqs = 1;
-    if (o.dtype != KVLM_F32 && o.dtype != KVLM_F16) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16)", kvlm_dtype_name(o.dtype));
+    if (o.dtype != KVLM_F32 && o.dtype != KVLM_F16 && o.dtype != KVLM_Q8_0) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16, q8_0)", kvlm_dtype_name(o.dtype));
+        return NULL;
+    }
+    if (!kvlm_kv_bytes_per_token(c, o.dtype)) {
+        if (o.dtype == KVLM_Q8_0 && c->head_dim > 0)
+            kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype q8_0 needs a head dim that is a multiple of %d (this model's "
+                           "is %d)", QK, c->head_dim);
+        else
+            kvlm_error_set(err, KVLM_ERR_ARG, "a model of %d layers, %d KV heads of %d has no KV cache", c->n_layer,
+                           c->n_kv_head, c->head_dim);
         return NULL;
     }
     if (o.reserve_tokens < 0 || o.reserve_tokens > c->n_ctx) {
@@ -163,9 +187,9 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->prefix_cache = !o.no_prefix_cache && o.reserve_tokens == 0;
     kv->hash = default_hash;
     kv->max_seqs = o.max_seqs;
-    size_t es = kvlm_dtype_size(o.dtype);
-    kv->bytes_per_token = 2 * (size_t)c->n_layer * c->n_kv_head * c->head_dim * es;
-    kv->head_bytes = (size_t)o.block_size * c->head_dim * es;
+    kv->row_bytes = kv_row_bytes(o.dtype, c->head_dim);
+    kv->bytes_per_token = kvlm_kv_bytes_per_token(c, o.dtype);
+    kv->head_bytes = (size_t)o.block_size * kv->row_bytes;
     kv->block_bytes = kv->bytes_per_token * o.block_size;
     kv->n_blocks = o.n_blocks ? o.n_blocks : (size_t)o.max_seqs * kv->max_blocks_per_seq;
     if (kv->n_blocks > ((size_t)1 << 28) || kv->n_blocks > SIZE_MAX / kv->block_bytes) {

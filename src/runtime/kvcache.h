@@ -55,6 +55,11 @@ int kv_block_size(const kvlm_kv *kv);
 int kv_max_seqs(const kvlm_kv *kv);
 int kv_n_ctx(const kvlm_kv *kv);
 kvlm_dtype kv_dtype(const kvlm_kv *kv);
+/* Bytes of one head's K (or V) of one token in dtype t: head_dim values of
+ * f32 or f16, or head_dim / 32 Q8_0 blocks of 34 bytes (32 int8 and an
+ * f16 scale). 0 when t is not a KV dtype or head_dim is not a whole number
+ * of its blocks. kvlm_kv_bytes_per_token is 2 x layers x KV heads x this. */
+size_t kv_row_bytes(kvlm_dtype t, int head_dim);
 /* 1 when the cache was created for a model of this shape (layers, KV
  * heads, head dim, context, sliding window). */
 int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c);

@@ -109,8 +109,6 @@ static void reply_text(reply *r, char *body, size_t len) {
  * token in each cache dtype and the pool this server runs. */
 static void model_info(srv *s, reply *r) {
     const kvlm_config *c = s->c;
-    /* K and V elements of one token: 2 x layers x KV heads x head dim */
-    const size_t elems = 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * (size_t)c->head_dim;
     const kvlm_dtype kvt = kv_dtype(s->kv);
     const int bs = kv_block_size(s->kv);
     uint64_t wbytes = 0;
@@ -128,10 +126,16 @@ static void model_info(srv *s, reply *r) {
         "model", s->model_name, "architecture", c->arch, "n_layers", c->n_layer, "n_heads", c->n_head, "n_kv_heads",
         c->n_kv_head, "head_dim", c->head_dim, "n_embd", c->n_embd, "n_ff", c->n_ff, "vocab", c->vocab_size, "n_ctx",
         c->n_ctx, "sliding_window", c->sliding_window, "weights", weights, "kv", "dtype",
-        kvlm_dtype_name(kvt), "bytes_per_token", (json_int_t)(elems * kvlm_dtype_size(kvt)),
-        "bytes_per_token_by_dtype", "f32", (json_int_t)(elems * 4), "f16", (json_int_t)(elems * 2), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
+        kvlm_dtype_name(kvt), "bytes_per_token", (json_int_t)kvlm_kv_bytes_per_token(c, kvt),
+        "bytes_per_token_by_dtype", "f32", (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F32), "f16",
+        (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F16), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
         "pool_tokens", (json_int_t)(s->kv_blocks * (size_t)bs), "pool_bytes", (json_int_t)s->kv_pool_bytes,
         "max_seqs", kv_max_seqs(s->kv));
+    /* q8_0 only where the head dim is whole blocks of 32 (the cache refuses it otherwise) */
+    const size_t q8 = kvlm_kv_bytes_per_token(c, KVLM_Q8_0);
+    if (j && q8)
+        json_object_set_new(json_object_get(json_object_get(j, "kv"), "bytes_per_token_by_dtype"), "q8_0",
+                            json_integer((json_int_t)q8));
     if (!j) {
         api_error e;
         api_fail(&e, 500, NULL, NULL, "%s", "out of memory");

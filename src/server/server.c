@@ -35,8 +35,8 @@ static size_t pool_blocks(const srv *s) {
     if (s->cfg.kv_blocks) return s->cfg.kv_blocks;
     if (s->cfg.kv_mib <= 0) return 0;
     const kvlm_config *c = s->c;
-    double block = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * (double)kvlm_dtype_size(s->cfg.kv_dtype) *
-                   s->cfg.block_size;
+    double block = (double)kvlm_kv_bytes_per_token(c, s->cfg.kv_dtype) * s->cfg.block_size;
+    if (block <= 0) return 0; /* a dtype this model's head dim cannot take: kvlm_kv_create says why */
     double n = s->cfg.kv_mib * 1048576.0 / block;
     return n < 1 ? 1 : (size_t)n;
 }

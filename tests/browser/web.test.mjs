@@ -173,6 +173,10 @@ test("the measure view shows /kvlm/measure/next-token's numbers and the model's 
   await fill(page, { '#cap-mem': '100', '#cap-ctx': '100' });
   const per = m.kv.bytes_per_token_by_dtype.f16 * 112;
   assert.equal(Number(await page.textContent('#cap-table tr[data-dtype=f16] .fits')), Math.floor(100 * 1048576 / per));
+  // q8_0: head_dim int8 and a 2-byte scale per 32 of them
+  assert.equal(m.kv.bytes_per_token_by_dtype.q8_0, 2 * m.n_layers * m.n_kv_heads * (m.head_dim + m.head_dim / 16));
+  assert.equal(Number(await page.textContent('#cap-table tr[data-dtype=q8_0] .fits')),
+    Math.floor(100 * 1048576 / (m.kv.bytes_per_token_by_dtype.q8_0 * 112)));
   await closeClean(page);
 });
 
