@@ -46,6 +46,9 @@ typedef struct srv_config {
     /* access log (access_log.c) */
     const char *access_log;    /* a file; NULL: stderr; "off": none */
     int log_json;              /* one JSON object per line instead of text */
+    /* speculative decoding (docs/speculative.md) */
+    kvlm_model *draft;         /* draft model (the caller's, same vocabulary; srv_set_draft); NULL: none */
+    kvlm_speculation speculation; /* for requests without "kvlm_speculation" (and no grammar) */
 } srv_config;
 
 typedef struct srv srv;
@@ -62,6 +65,9 @@ int srv_start(srv *s, kvlm_error *err);
  * may be NULL); both must outlive srv_stop. On failure the server stays
  * loading. */
 int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err);
+/* The draft model for speculative decoding (the caller's; outlives s),
+ * when it loads after srv_create; call before srv_attach. */
+void srv_set_draft(srv *s, kvlm_model *draft);
 int srv_port(const srv *s);
 /* The numeric address bound (host names resolved). */
 const char *srv_address(const srv *s);
