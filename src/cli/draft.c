@@ -34,7 +34,7 @@ int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int
         return 2;
     }
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = kv_dtype, .max_seqs = max_seqs};
+    kvlm_kv_options ko = {.dtype = kv_dtype, .max_seqs = max_seqs, .no_prefix_cache = f->no_prefix_cache};
     if (!(d->kv = kvlm_kv_create(d->m, &ko, &err)) || !(d->e = kvlm_engine_create(d->m, d->kv, eo, &err))) {
         fprintf(stderr, "kvlm: --draft %s: %s\n", f->model, err.msg);
         return 1;

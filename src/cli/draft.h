@@ -14,6 +14,8 @@ typedef struct draft_flags {
     const char *model; /* --draft: a draft model's path; NULL: none */
     int ngram;         /* --draft-ngram: prompt lookup's longest n-gram; 0: off */
     int k;             /* --draft-k: tokens drafted per step */
+    int no_prefix_cache; /* the draft cache without a prefix index (a benchmark repeating
+                            one prompt: the draft computes it each time, as the target) */
 } draft_flags;
 
 /* The three rows of a command's cli_opt table. */
