@@ -493,6 +493,42 @@ static void test_refusals(void **state) {
     kvlm_model_free(m);
 }
 
+/* The command line: flags checked and named, a draft of another
+ * vocabulary refused, and kvlm run's text the same with either drafter. */
+static void test_cli(void **state) {
+    (void)state;
+    const th_cli_case cases[] = {
+        {"run -m " TARGET " --ids 1,2,3 --draft x --draft-ngram 2", 2, "--draft and --draft-ngram exclude each other"},
+        {"run -m " TARGET " --ids 1,2,3 --draft-k 17", 2, "--draft-k: 17 is outside [1, 16]"},
+        {"run -m " TARGET " --ids 1,2,3 --draft-ngram 9", 2, "--draft-ngram: 9 is outside [1, 8]"},
+        {"run -m " TARGET " --ids 1,2,3 --draft-ngram 2 --no-cache", 2, "needs the KV cache: not with --no-cache"},
+        {"run -m " TARGET " --ids 1,2,3 --draft-ngram 2 --regex a", 2, "does not support --json-schema"},
+        {"run -m " TARGET " --ids 1,2,3 -n 4 --draft models/shakespeare-llama", 2,
+         "its vocabulary has 50257 tokens, the model's 200"},
+        {"bench -m " TARGET " -p hello", 2, "they need --draft or --draft-ngram"},
+        {"serve -m " TARGET " --draft x --draft-ngram 2", 2, "--draft and --draft-ngram exclude each other"},
+    };
+    th_expect_cli(cases, sizeof cases / sizeof *cases);
+    char *plain = NULL, *ngram = NULL, *model = NULL;
+    assert_int_equal(th_run_kvlm(&plain, "run -m " TARGET " --ids 5,17,42,5,17 -n 20 --temp 0 --json"), 0);
+    assert_int_equal(th_run_kvlm(&ngram, "run -m " TARGET " --ids 5,17,42,5,17 -n 20 --temp 0 --json --draft-ngram 2"),
+                     0);
+    assert_int_equal(th_run_kvlm(&model, "run -m " TARGET " --ids 5,17,42,5,17 -n 20 --temp 0 --json --draft " DRAFT_F16
+                                         " --draft-k 3"), 0);
+    /* the ids are the same; the stats differ by their drafted tokens */
+    const char *ids = strstr(plain, "\"ids\":");
+    assert_non_null(ids);
+    const size_t n = (size_t)(strchr(ids, ']') - ids);
+    assert_non_null(strstr(ngram, "\"ids\":"));
+    assert_memory_equal(strstr(ngram, "\"ids\":"), ids, n);
+    assert_memory_equal(strstr(model, "\"ids\":"), ids, n);
+    assert_non_null(strstr(plain, "\"drafted_tokens\":0"));
+    assert_null(strstr(model, "\"drafted_tokens\":0"));
+    free(plain);
+    free(ngram);
+    free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_lookup),
@@ -502,6 +538,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_distribution_ngram),
         cmocka_unit_test(test_rollback_state),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

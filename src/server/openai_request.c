@@ -599,16 +599,25 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
     const char *key;
     json_t *x;
     json_object_foreach(v, key, x) if (!in_list(key, keys))
-        return api_fail(e, 400, "invalid_value", "kvlm_speculation",
-                        "'kvlm_speculation' has no field '%.64s' (draft, k, ngram)", key);
+        return api_fail(e, 400, "unknown_parameter", "kvlm_speculation",
+                        "Unrecognized argument 'kvlm_speculation.%.64s' (draft, k, ngram)", key);
     json_t *d = json_object_get(v, "draft");
     if (!is_one_of(d, modes))
-        return api_fail(e, 400, "invalid_value", "kvlm_speculation",
+        return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' must be \"none\", \"ngram\" or \"model\"");
     long long k = 4, n = 3;
-    if (get_int(v, "k", 1, 16, &k, e) || get_int(v, "ngram", 1, 8, &n, e)) {
-        snprintf(e->param, sizeof e->param, "kvlm_speculation");
-        return -1;
+    static const struct {
+        const char *key, *param;
+        long long hi;
+    } ints[] = {{"k", "kvlm_speculation.k", 16}, {"ngram", "kvlm_speculation.ngram", 8}};
+    for (int i = 0; i < 2; i++) {
+        json_t *f = json_object_get(v, ints[i].key);
+        long long *out = i == 0 ? &k : &n;
+        if (!f || json_is_null(f)) continue;
+        if (!json_is_integer(f) || json_integer_value(f) < 1 || json_integer_value(f) > ints[i].hi)
+            return api_fail(e, 400, "invalid_value", ints[i].param, "'%s' must be an integer from 1 to %lld",
+                            ints[i].param, ints[i].hi);
+        *out = json_integer_value(f);
     }
     const char *mode = json_string_value(d);
     rq->speculation_given = 1;
@@ -617,7 +626,7 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
                                                                   : KVLM_DRAFT_NONE,
                                          (int)k, (int)n};
     if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
-        return api_fail(e, 400, "invalid_value", "kvlm_speculation",
+        return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");
     if (rq->speculation.mode != KVLM_DRAFT_NONE &&
         (rq->format != API_FORMAT_TEXT || rq->tool_choice == API_TOOLS_REQUIRED || rq->tool_choice == API_TOOLS_NAMED))
