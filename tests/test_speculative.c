@@ -8,7 +8,9 @@
  * against the distribution computed from the model, penalties included);
  * a cache rolled back over rejected drafts equals one that never held them
  * (tokens, blocks, invariants, the next step's logits); what speculation
- * does not support is refused by name.
+ * does not support is refused by name. With a sliding window, a rollback
+ * into blocks the window gave back recomputes the context and the output
+ * is still the same.
  */
 #include <math.h>
 #include <stdio.h>
@@ -373,6 +375,34 @@ static void test_sampled_distribution_ngram(void **state) {
     sampled_fit(NULL, (kvlm_speculation){KVLM_DRAFT_NGRAM, 4, 1}, prompt, 15, 1.0f);
 }
 
+/* A sliding-window model (window 5, 4-token blocks): the drafts carry the
+ * window past blocks it gives back, the rollback is refused by the cache,
+ * the choice recomputes its context and drafts no more; the greedy output
+ * stays that of plain decoding. */
+static void test_sliding_window(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_load("tests/fixtures/llama/mistral_swa", &err);
+    assert_non_null(m);
+    const int vocab = kvlm_model_config(m)->vocab_size;
+    out res[2];
+    const int32_t prompt[] = {7, 8, 9, 7, 8, 9, 7, 8};
+    for (int spec = 0; spec < 2; spec++) {
+        kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .block_size = 4, .max_seqs = 1}, &err);
+        kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
+        rig r = {.s = kvlm_sched_create(e, kv, vocab, NULL, &err)};
+        kvlm_sampler_options so = kvlm_sampler_options_default();
+        so.temperature = 0;
+        generate(&r, prompt, 8, 20, so, (kvlm_speculation){spec ? KVLM_DRAFT_NGRAM : KVLM_DRAFT_NONE, 4, 1}, &res[spec]);
+        kvlm_sched_free(r.s);
+        kvlm_engine_free(e);
+        kvlm_kv_free(kv);
+    }
+    assert_memory_equal(res[0].ids, res[1].ids, sizeof res[0].ids);
+    assert_true(res[1].drafted > 0);
+    kvlm_model_free(m);
+}
+
 /* One sequence's state in the cache: tokens, block count, stats. A full
  * block the drafts completed may stay in the prefix index after the
  * rollback (its states are those of the tokens it names) until the next
@@ -537,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_distribution_model),
         cmocka_unit_test(test_sampled_distribution_ngram),
         cmocka_unit_test(test_rollback_state),
+        cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cli),
     };

@@ -82,6 +82,7 @@ typedef struct sched_choice {
     kvlm_sampler *dsmp;    /* draft model: the draft chain */
     int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
     int drafted, accepted;
+    int no_spec;           /* drafts no more (a sliding window refused a rollback) */
 } sched_choice;
 
 struct sched_req {
@@ -653,7 +654,7 @@ static void propose(kvlm_sched *s) {
         sched_choice *c = s->run[i];
         const kvlm_speculation *sp = &c->req->p.speculation;
         c->n_draft = 0;
-        if (sp->mode == KVLM_DRAFT_NONE || c->n_tokens - c->n_computed != 1) continue;
+        if (sp->mode == KVLM_DRAFT_NONE || c->no_spec || c->n_tokens - c->n_computed != 1) continue;
         int k = sp->k;
         const int room = c->req->p.max_tokens - c->generated - 1, ctx_room = kv_n_ctx(s->kv) - 1 - c->n_tokens;
         if (k > room) k = room;
@@ -698,8 +699,18 @@ static int verify(kvlm_sched *s, sched_choice *c, const float *rows, kvlm_error 
     }
     if (j == nd && next_token(s, c, rows + (size_t)nd * s->vocab)) return 0;
     c->n_draft = 0;
-    int rc = kvlm_kv_seq_truncate(s->kv, c->seq, c->n_computed, err);
-    if (rc) return rc;
+    kvlm_error terr;
+    if (kvlm_kv_seq_truncate(s->kv, c->seq, c->n_computed, &terr)) {
+        /* A sliding window gave back blocks the kept tokens' window still
+         * reads: the choice computes its context again (as after a
+         * preemption) and drafts no more. Truncating to 0 always works. */
+        int rc = kvlm_kv_seq_truncate(s->kv, c->seq, 0, err);
+        if (rc) return rc;
+        c->n_computed = 0;
+        c->no_spec = 1;
+        drop_draft(s, c);
+        return KVLM_OK;
+    }
     if (c->dseq >= 0 && c->dlen > c->n_computed) {
         kvlm_error derr;
         if (kvlm_kv_seq_truncate(s->draft_kv, c->dseq, c->n_computed, &derr)) drop_draft(s, c);
