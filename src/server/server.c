@@ -136,6 +136,12 @@ void srv_describe(const srv *s, FILE *f) {
     if (chat_renders_tools(&s->tpl))
         fprintf(f, "kvlm serve: tool calls read in the %s syntax (docs/tools.md)\n",
                 tc_family_name((tc_family)s->tpl.tool_family));
+    if (s->cfg.speculation.mode == KVLM_DRAFT_MODEL)
+        fprintf(f, "kvlm serve: speculative decoding by default: draft model %s, %d tokens per step\n",
+                kvlm_model_source(s->cfg.draft), s->cfg.speculation.k);
+    else if (s->cfg.speculation.mode == KVLM_DRAFT_NGRAM)
+        fprintf(f, "kvlm serve: speculative decoding by default: prompt lookup of up to %d-grams, %d tokens per "
+                "step\n", s->cfg.speculation.ngram, s->cfg.speculation.k);
     fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
             kvlm_isa_name(kvlm_engine_isa(s->e)));
     const srv_config *g = &s->cfg;
