@@ -12,6 +12,7 @@
  * into blocks the window gave back recomputes the context and the output
  * is still the same.
  */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +563,28 @@ static void test_cli(void **state) {
     free(plain);
     free(ngram);
     free(model);
+    /* kvlm bench's comparison: both temperatures, every figure named */
+    char *bench = NULL;
+    assert_int_equal(th_run_kvlm(&bench, "bench -m " TARGET " --repeats 1 --no-cache-test --bw-mib 16 --pp 4 --tg 12 "
+                                         "--draft " DRAFT_F16 " --draft-k 2 --json 2>/dev/null"), 0);
+    json_error_t jerr;
+    json_t *doc = json_loads(bench, 0, &jerr), *sp = json_object_get(doc, "speculative");
+    assert_non_null(sp);
+    assert_string_equal(json_string_value(json_object_get(sp, "draft")), "model");
+    assert_int_equal(json_integer_value(json_object_get(sp, "k")), 2);
+    json_t *runs = json_object_get(sp, "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(runs, i);
+        assert_float_equal(json_real_value(json_object_get(r, "temperature")), i ? 0.8 : 0.0, 1e-6);
+        const double acc = json_real_value(json_object_get(r, "acceptance"));
+        const double tps = json_real_value(json_object_get(r, "tokens_per_target_step"));
+        assert_true(acc > 0.5 && acc <= 1); /* the same weights in f16 */
+        assert_true(tps > 1.5 && tps <= 3);  /* at most k + 1 = 3 */
+        assert_true(json_real_value(json_object_get(r, "speedup")) > 0);
+    }
+    json_decref(doc);
+    free(bench);
 }
 
 int main(void) {

@@ -205,6 +205,15 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
     return root;
 }
 
+/* bench's fixed pseudo-random prompt of n ids. */
+static void bench_prompt(int32_t *ids, int n, int vocab) {
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)vocab);
+    }
+}
+
 json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     bench_ctx b = {.m = m, .c = kvlm_model_config(m)};
     kvlm_error err;
@@ -224,11 +233,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
         goto out;
     }
-    uint32_t x = 12345; /* fixed pseudo-random prompt */
-    for (int i = 0; i < p->pp; i++) {
-        x = x * 1664525u + 1013904223u;
-        b.prompt[i] = (int32_t)((x >> 8) % (uint32_t)b.c->vocab_size);
-    }
+    bench_prompt(b.prompt, p->pp, b.c->vocab_size);
     bench_result *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "kvlm bench: out of memory\n");
@@ -330,11 +335,7 @@ int cli_bench(int argc, char **argv) {
         const int32_t *prompt = ss.prompt;
         int n = (int)ss.n_prompt;
         if (!prompt && (own = malloc((size_t)o.p.pp * sizeof *own))) {
-            uint32_t x = 12345;
-            for (int i = 0; i < o.p.pp; i++) {
-                x = x * 1664525u + 1013904223u;
-                own[i] = (int32_t)((x >> 8) % (uint32_t)kvlm_model_config(m)->vocab_size);
-            }
+            bench_prompt(own, o.p.pp, kvlm_model_config(m)->vocab_size);
             prompt = own;
             n = o.p.pp;
         }

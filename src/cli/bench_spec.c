@@ -12,18 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_kv.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One generation; its end-to-end seconds, tokens after the first, decode
  * steps, drafted and kept tokens added to the sums. */
@@ -83,7 +74,7 @@ json_t *measure_spec(kvlm_model *m, const bench_params *p, const cli_draft *d, c
                 if (one(e, kv, c, prompt, n_prompt, tg, temps[t], 1 + (uint64_t)i, spec ? d : NULL, &s[spec], i))
                     goto out;
             }
-        const double plain = median(s[0].e2e, p->repeats), sp = median(s[1].e2e, p->repeats);
+        const double plain = bkv_median(s[0].e2e, p->repeats), sp = bkv_median(s[1].e2e, p->repeats);
         json_array_append_new(
             runs, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I}", "temperature", (double)temps[t], "acceptance",
                             s[1].drafted ? (double)s[1].accepted / (double)s[1].drafted : 0.0,
