@@ -38,9 +38,9 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 12
+#define KVLM_VERSION_MINOR 13
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.12.0"
+#define KVLM_VERSION "0.13.0"
 
 /* The version of the library actually linked ("0.11.0"); compare it with
  * KVLM_VERSION, the version of the header the program was compiled with. */
