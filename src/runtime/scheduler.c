@@ -78,7 +78,7 @@ typedef struct sched_choice {
     /* speculative decoding (the request's kvlm_speculation) */
     int32_t draft[SPEC_MAX_K];
     int n_draft;           /* drafts riding on this step's decode item */
-    float *q;              /* draft model: SPEC_MAX_K x vocab, each draft's distribution */
+    float *q;              /* draft model: k x vocab, each draft's distribution */
     kvlm_sampler *dsmp;    /* draft model: the draft chain */
     int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
     int drafted, accepted;
@@ -238,13 +238,13 @@ static int check_speculation(kvlm_sched *s, const kvlm_request_params *p, kvlm_s
 /* The draft model's chain for a choice: the request's temperature, bias and
  * filters without the penalties (which would need the draft's history), on a
  * generator of its own. */
-static int draft_chain(kvlm_sched *s, sched_choice *c, const kvlm_sampler_options *so, kvlm_error *err) {
+static int draft_chain(kvlm_sched *s, sched_choice *c, const kvlm_sampler_options *so, int k, kvlm_error *err) {
     kvlm_sampler_options d = *so;
     d.repetition_penalty = 1;
     d.frequency_penalty = 0;
     d.presence_penalty = 0;
     d.seed = so->seed ^ 0x9e3779b97f4a7c15ull;
-    c->q = malloc((size_t)SPEC_MAX_K * s->vocab * sizeof *c->q);
+    c->q = malloc((size_t)k * s->vocab * sizeof *c->q);
     if (!c->q) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     c->dsmp = kvlm_sampler_create(&d, s->vocab, err);
     return c->dsmp ? KVLM_OK : err->code;
@@ -345,7 +345,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         if (c->smp && p->text && !(c->text = kvlm_text_stream_create(p->tokenizer, p->stops, p->n_stops, err)))
             rc = err->code;
         else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
-        else if (spec.mode == KVLM_DRAFT_MODEL && draft_chain(s, c, &so, err))
+        else if (spec.mode == KVLM_DRAFT_MODEL && draft_chain(s, c, &so, spec.k, err))
             rc = err->code;
         else if (p->grammar && (!(c->trie = cst_trie_acquire(&s->tries, p->tokenizer, s->vocab, err)) ||
                                 !(c->gm = gr_matcher_new(p->grammar, err))))
