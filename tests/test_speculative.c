@@ -542,6 +542,7 @@ static void test_cli(void **state) {
         {"run -m " TARGET " --ids 1,2,3 -n 4 --draft models/shakespeare-llama", 2,
          "its vocabulary has 50257 tokens, the model's 200"},
         {"bench -m " TARGET " -p hello", 2, "they need --draft or --draft-ngram"},
+        {"run -m " TARGET " --ids 1,2,3 --draft-k 3", 2, "--draft-k needs --draft or --draft-ngram"},
         {"serve -m " TARGET " --draft x --draft-ngram 2", 2, "--draft and --draft-ngram exclude each other"},
     };
     th_expect_cli(cases, sizeof cases / sizeof *cases);

@@ -6,11 +6,15 @@
 
 #include "cli/session.h"
 
-void draft_flags_init(draft_flags *f) { *f = (draft_flags){.k = 4}; }
+void draft_flags_init(draft_flags *f) { *f = (draft_flags){0}; }
 
 int draft_flags_check(const draft_flags *f, const char *cmd) {
     if (f->model && f->ngram) {
         fprintf(stderr, "kvlm %s: --draft and --draft-ngram exclude each other\n", cmd);
+        return -1;
+    }
+    if (f->k && !f->model && !f->ngram) {
+        fprintf(stderr, "kvlm %s: --draft-k needs --draft or --draft-ngram\n", cmd);
         return -1;
     }
     return 0;
@@ -19,7 +23,7 @@ int draft_flags_check(const draft_flags *f, const char *cmd) {
 int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs,
                const kvlm_engine_options *eo, kvlm_dtype kv_dtype) {
     memset(d, 0, sizeof *d);
-    d->spec.k = f->k;
+    d->spec.k = f->k ? f->k : 4;
     if (f->ngram) {
         d->spec.mode = KVLM_DRAFT_NGRAM;
         d->spec.ngram = f->ngram;

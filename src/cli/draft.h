@@ -13,7 +13,7 @@
 typedef struct draft_flags {
     const char *model; /* --draft: a draft model's path; NULL: none */
     int ngram;         /* --draft-ngram: prompt lookup's longest n-gram; 0: off */
-    int k;             /* --draft-k: tokens drafted per step */
+    int k;             /* --draft-k: tokens drafted per step; 0: not given (4) */
     int no_prefix_cache; /* the draft cache without a prefix index (a benchmark repeating
                             one prompt: the draft computes it each time, as the target) */
 } draft_flags;
@@ -26,9 +26,10 @@ typedef struct draft_flags {
             "latest earlier occurrence of the last N (1..8) tokens", &(f)->ngram, 1, 8),                         \
     CLI_INT("--draft-k", "K", "tokens drafted per step (1..16, default 4)", &(f)->k, 1, 16)
 
-/* --draft-k 4, nothing else. */
+/* Nothing given. */
 void draft_flags_init(draft_flags *f);
-/* 0, or -1 after a usage message when --draft and --draft-ngram are both given. */
+/* 0, or -1 after a usage message when --draft and --draft-ngram are both
+ * given, or --draft-k without either. */
 int draft_flags_check(const draft_flags *f, const char *cmd);
 
 typedef struct cli_draft {
