@@ -220,6 +220,17 @@ $(BUILD)/bench/tokenizer_bench: bench/tokenizer_bench.c $(BUILD)/libkvlm.a
 bench-tokenizer: $(BUILD)/bench/tokenizer_bench
 	./$(BUILD)/bench/tokenizer_bench
 
+# Speculative verification cost (bench/verify_step_bench.c): one engine step
+# of T rows against the one-row decode step. `make bench-verify MODEL=PATH
+# [THREADS=N]`; never part of `make test`.
+.PHONY: bench-verify
+$(BUILD)/bench/verify_step_bench: bench/verify_step_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-verify: $(BUILD)/bench/verify_step_bench
+	./$(BUILD)/bench/verify_step_bench $(MODEL) $(THREADS)
+
 # Regenerates the tokenizer fixture and the Unicode class table from the
 # Python reference (standard library only; deterministic).
 .PHONY: tokenizer-fixtures

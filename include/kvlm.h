@@ -38,9 +38,9 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 12
+#define KVLM_VERSION_MINOR 13
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.12.0"
+#define KVLM_VERSION "0.13.0"
 
 /* The version of the library actually linked ("0.11.0"); compare it with
  * KVLM_VERSION, the version of the header the program was compiled with. */
@@ -473,7 +473,29 @@ typedef struct kvlm_finish_event {
      * stop string but for an unfinished character). Valid during the call. */
     const char *text;
     size_t text_len;
+    /* Speculative decoding: tokens drafted for the choice and how many of
+     * them the target kept (0 without speculation). */
+    int n_drafted, n_accepted;
 } kvlm_finish_event;
+
+/* Speculative decoding (docs/speculative.md): before a decode step a
+ * drafter proposes the next k tokens, the step computes them all (logits
+ * for each), and they are verified so that the output follows exactly the
+ * distribution of decoding without speculation (greedy: the same tokens);
+ * rejected tokens are rolled back from the KV cache. Every sampling
+ * setting applies; a grammar and the recompute policy are refused. */
+typedef enum kvlm_draft_mode {
+    KVLM_DRAFT_NONE = 0,
+    KVLM_DRAFT_NGRAM,   /* prompt lookup: what followed the latest earlier occurrence
+                           of the sequence's last n tokens (its own prompt and output) */
+    KVLM_DRAFT_MODEL,   /* the scheduler's draft model (kvlm_sched_set_draft) */
+} kvlm_draft_mode;
+
+typedef struct kvlm_speculation {
+    kvlm_draft_mode mode;
+    int k;              /* tokens drafted per step, 1..16; 0 means 4 */
+    int ngram;          /* prompt lookup: longest n-gram matched, 1..8; 0 means 3 */
+} kvlm_speculation;
 
 typedef struct kvlm_request_params {
     const int32_t *prompt;  /* copied at submission */
@@ -522,6 +544,8 @@ typedef struct kvlm_request_params {
     /* 1: each token event carries the entropy of its step's distribution
      * (a pass over the vocabulary per token). */
     int entropy;
+    /* Speculative decoding for every choice; zero: none. */
+    kvlm_speculation speculation;
 } kvlm_request_params;
 
 typedef struct kvlm_sched_options {
@@ -545,6 +569,9 @@ typedef struct kvlm_sched_stats {
     int running, waiting;
     uint64_t steps, preemptions, prompt_tokens, cached_prompt_tokens, generated_tokens;
     uint64_t finished, cancelled, timed_out;
+    /* speculative decoding: tokens drafted, drafts kept, and decode items
+     * that carried drafts (each one target step of one choice) */
+    uint64_t drafted_tokens, accepted_tokens, spec_items;
 } kvlm_sched_stats;
 
 kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
@@ -560,6 +587,12 @@ void kvlm_sched_cancel(kvlm_sched *s, int64_t id);
 int kvlm_sched_step(kvlm_sched *s, kvlm_error *err);
 int kvlm_sched_has_work(const kvlm_sched *s);
 void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st);
+/* Gives the scheduler a draft model for KVLM_DRAFT_MODEL requests: an
+ * engine over its own KV cache (with as many sequences as the target's),
+ * both owned by the caller and outliving the scheduler. Its vocabulary
+ * (draft_vocab) must be the target's, and it must share the tokenizer.
+ * Returns 0, KVLM_ERR_ARG on a vocabulary mismatch. */
+int kvlm_sched_set_draft(kvlm_sched *s, kvlm_engine *draft, kvlm_kv *draft_kv, int draft_vocab, kvlm_error *err);
 
 /* The ids that end a generation for this model, as its files give them:
  * config.json's and generation_config.json's eos_token_id (each an id or a

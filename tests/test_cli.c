@@ -584,8 +584,8 @@ static void test_option_rules(void **state) {
 static void test_option_errors(void **state) {
     (void)state;
     const th_cli_case cases[] = {
-        {"bench -m " TINY " -p hello", 2, "-p is not used by this command"},
-        {"bench -m " TINY " --tokenizer x", 2, "--tokenizer is not used"},
+        {"bench-kv -m " TINY " -p hello", 2, "-p is not used by this command"},
+        {"bench-kv -m " TINY " --tokenizer x", 2, "--tokenizer is not used"},
         {"kv --threads 2", 2, "--threads is not used"},
         {"perplexity -m " GPT2 " -f x --temp 1", 2, "--temp is not used"},
         {"gen-stats -m " TINY " --ids 1 --top-p 0.5", 2, "--top-p is not used"},

@@ -465,6 +465,42 @@ static void test_tokenize_empty_tools(void **state) {
     free(ids);
 }
 
+/* kvlm_speculation: parsed into the scheduler's settings, or refused by field. */
+static void test_speculation(void **state) {
+    (void)state;
+    api_request rq;
+    expect_ok("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"k\":6,\"ngram\":2}}", 0, &plain_tpl, &rq);
+    assert_int_equal(rq.speculation_given, 1);
+    assert_int_equal(rq.speculation.mode, KVLM_DRAFT_NGRAM);
+    assert_int_equal(rq.speculation.k, 6);
+    assert_int_equal(rq.speculation.ngram, 2);
+    api_request_free(&rq);
+    expect_ok("{" MSG ",\"kvlm_speculation\":{\"draft\":\"none\"}}", 1, &plain_tpl, &rq);
+    assert_int_equal(rq.speculation_given, 1);
+    assert_int_equal(rq.speculation.mode, KVLM_DRAFT_NONE);
+    api_request_free(&rq);
+    expect_ok("{\"prompt\":\"a\"}", 0, &plain_tpl, &rq);
+    assert_int_equal(rq.speculation_given, 0);
+    api_request_free(&rq);
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"model\"}}", 0, &plain_tpl, 400, "invalid_value",
+                "kvlm_speculation.draft",
+                "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"big\"}}", 0, &plain_tpl, 400, "invalid_value",
+                "kvlm_speculation.draft", "'kvlm_speculation.draft' must be \"none\", \"ngram\" or \"model\"");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"k\":17}}", 0, &plain_tpl, 400,
+                "invalid_value", "kvlm_speculation.k", "'kvlm_speculation.k' must be an integer from 1 to 16");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"ngram\":0}}", 0, &plain_tpl, 400,
+                "invalid_value", "kvlm_speculation.ngram", "'kvlm_speculation.ngram' must be an integer from 1 to 8");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"depth\":2}}", 0, &plain_tpl, 400,
+                "unknown_parameter", "kvlm_speculation", "Unrecognized argument 'kvlm_speculation.depth' (draft, k, ngram)");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":4}", 0, &plain_tpl, 400, "invalid_type", "kvlm_speculation",
+                "'kvlm_speculation' must be an object");
+    expect_fail("{\"prompt\":\"a\",\"regex\":\"[a-z]+\",\"kvlm_speculation\":{\"draft\":\"ngram\"}}", 0, &plain_tpl,
+                400, "unsupported_value", "kvlm_speculation",
+                "speculative decoding does not support grammar constraints (response_format, grammar, regex, a "
+                "forced tool call)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_harmless_chat_fields),   cmocka_unit_test(test_ignored_fields_change_nothing),
@@ -473,6 +509,7 @@ int main(void) {
         cmocka_unit_test(test_tokenize_empty_tools),   cmocka_unit_test(test_structured_fields),
         cmocka_unit_test(test_tool_choice_none_prompt), cmocka_unit_test(test_structured_refused),
         cmocka_unit_test(test_call_schema),
+        cmocka_unit_test(test_speculation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

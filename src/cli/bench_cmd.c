@@ -3,6 +3,8 @@
  * mean and standard deviation, the decode roofline against the measured
  * read bandwidth, and generation with the KV cache on vs off, all measured
  * side by side in one process so the ratios hold on a noisy machine.
+ * With --draft or --draft-ngram it also compares speculative decoding with
+ * plain decoding (cli/bench_spec.c), on -p/-f text when given.
  * measure_bench (measure.h) runs the tests and returns the JSON document;
  * the human report is printed from it.
  */
@@ -14,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/draft.h"
 #include "cli/generate.h"
 #include "cli/measure.h"
 #include "cli/options.h"
@@ -24,6 +27,7 @@ typedef struct bench_opts {
     model_flags mf;
     bench_params p;
     int json, pp_set, tg_set;
+    draft_flags draft;
 } bench_opts;
 
 /* Per-repeat samples: mean and sd as requested, the median as the robust
@@ -61,6 +65,8 @@ static double acc_median(const stat_acc *a) {
 static int parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.p = {.pp = 120, .tg = 48, .repeats = 5, .bw_mib = 1024}};
     model_flags_init(&o->mf);
+    draft_flags_init(&o->draft);
+    o->draft.no_prefix_cache = 1;
     const cli_opt own[] = {
         {.names = "--pp", .metavar = "N", .help = "prompt tokens for the prefill test (default 120)", .kind = OPT_INT,
          .dst = &o->p.pp, .lo = 1, .hi = 1 << 20, .given = &o->pp_set},
@@ -74,6 +80,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 &o->p.bw_mib, 16, 1 << 16),
         CLI_SWITCH("--cache-test", "also time generation with the KV cache off (the default)", &o->p.skip_cache, 0),
         CLI_SWITCH("--no-cache-test, --skip-cache-test", "skip the cache on vs off comparison", &o->p.skip_cache, 1),
+        CLI_HEADING("speculative decoding vs plain decoding at temperature 0 and 0.8 (-p/-f: its prompt):"),
+        DRAFT_OPTS(&o->draft),
         CLI_END,
     };
     cli_spec spec = {
@@ -82,13 +90,17 @@ static int parse(int argc, char **argv, bench_opts *o) {
         .about = "Prefill and decode throughput over repeats (mean, sd, median), the decode roofline\n"
                  "against the measured read bandwidth, generation with the KV cache on vs off.\n"
                  "The prompt is a fixed pseudo-random sequence of token ids.\n",
-        .groups = CLI_LOADS_MODEL | CLI_JSON,
+        .groups = CLI_LOADS_MODEL | CLI_JSON | CLI_TOKENIZER | CLI_PROMPT | CLI_FILE,
         .unused = "it times a fixed pseudo-random prompt with greedy decoding",
         .opts = own,
         .mf = &o->mf,
         .json = &o->json,
     };
     if (cli_parse(&spec, argc, argv)) return -1;
+    if (draft_flags_check(&o->draft, "bench")) return -1;
+    if ((o->mf.prompt || o->mf.ids || o->mf.file) && !o->draft.model && !o->draft.ngram)
+        return cli_usage_error(&spec, "-p, --ids and -f give the speculative test's prompt: they need --draft or "
+                               "--draft-ngram");
     o->p.threads = o->mf.threads, o->p.isa = o->mf.isa;
     o->p.kv_dtype = o->mf.kv_dtype, o->p.block_size = o->mf.block_size;
     return 0;
@@ -193,6 +205,15 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
     return root;
 }
 
+/* bench's fixed pseudo-random prompt of n ids. */
+static void bench_prompt(int32_t *ids, int n, int vocab) {
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)vocab);
+    }
+}
+
 json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     bench_ctx b = {.m = m, .c = kvlm_model_config(m)};
     kvlm_error err;
@@ -212,11 +233,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
         goto out;
     }
-    uint32_t x = 12345; /* fixed pseudo-random prompt */
-    for (int i = 0; i < p->pp; i++) {
-        x = x * 1664525u + 1013904223u;
-        b.prompt[i] = (int32_t)((x >> 8) % (uint32_t)b.c->vocab_size);
-    }
+    bench_prompt(b.prompt, p->pp, b.c->vocab_size);
     bench_result *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "kvlm bench: out of memory\n");
@@ -271,24 +288,72 @@ static void print_human(const kvlm_model *m, const json_t *d) {
                num(cache, "on_s", NULL), num(cache, "off_s", NULL), num(cache, "speedup", NULL));
 }
 
+/* The speculative comparison's lines of the human report. */
+static void print_spec(const json_t *sp) {
+    const char *model = str(sp, "draft_model");
+    printf("\nspeculative decoding (%s%s%s, k %d), %d-token prompt, %d new tokens, median of %d:\n",
+           model ? "draft model " : "prompt lookup", model ? model : "", model ? "" : " n-gram",
+           (int)num(sp, "k", NULL), (int)num(sp, "prompt_tokens", NULL), (int)num(sp, "new_tokens", NULL),
+           (int)num(sp, "repeats", NULL));
+    printf("%-6s %11s %15s %10s %10s %9s\n", "temp", "acceptance", "tok/target step", "plain s", "spec s", "speed-up");
+    const json_t *runs = json_object_get(sp, "runs");
+    for (size_t i = 0; i < json_array_size(runs); i++) {
+        const json_t *r = json_array_get(runs, i);
+        printf("%-6.1f %10.1f%% %15.2f %10.3f %10.3f %8.2fx\n", num(r, "temperature", NULL),
+               100 * num(r, "acceptance", NULL), num(r, "tokens_per_target_step", NULL), num(r, "plain_s", NULL),
+               num(r, "speculative_s", NULL), num(r, "speedup", NULL));
+    }
+}
+
 int cli_bench(int argc, char **argv) {
     bench_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
-    kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype);
-    if (!m) return 1;
+    const int spec = o.draft.model || o.draft.ngram;
+    cli_session ss;
+    int rc = session_open(&ss, &o.mf, spec && (o.mf.prompt || o.mf.ids || o.mf.file) ? SESSION_PROMPT : 0);
+    if (rc) {
+        session_close(&ss);
+        return rc;
+    }
+    kvlm_model *m = ss.m;
     if (bench_fit_timing("bench", &o.p, o.pp_set, o.tg_set, kvlm_model_config(m)->n_ctx)) {
-        kvlm_model_free(m);
+        session_close(&ss);
         return EXIT_USAGE;
     }
     o.p.progress = !o.json;
+    cli_draft d = {0};
+    const kvlm_engine_options eo = session_engine_options(&o.mf);
+    if (spec && (rc = draft_open(&d, &o.draft, m, 1, &eo, o.mf.kv_dtype))) {
+        draft_close(&d);
+        session_close(&ss);
+        return rc;
+    }
     json_t *doc = measure_bench(m, &o.p);
+    if (doc && spec) {
+        /* the speculative test's prompt: -p/-f/--ids, else bench's own */
+        int32_t *own = NULL;
+        const int32_t *prompt = ss.prompt;
+        int n = (int)ss.n_prompt;
+        if (!prompt && (own = malloc((size_t)o.p.pp * sizeof *own))) {
+            bench_prompt(own, o.p.pp, kvlm_model_config(m)->vocab_size);
+            prompt = own;
+            n = o.p.pp;
+        }
+        json_t *sp = prompt ? measure_spec(m, &o.p, &d, prompt, n) : NULL;
+        free(own);
+        if (sp) json_object_set_new(doc, "speculative", sp);
+        else json_decref(doc), doc = NULL;
+    }
     if (doc && o.json) {
         cli_print_json(doc);
     } else if (doc) {
         print_human(m, doc);
+        const json_t *sp = json_object_get(doc, "speculative");
+        if (sp) print_spec(sp);
     }
-    int rc = doc ? 0 : 1;
+    rc = doc ? 0 : 1;
     json_decref(doc);
-    kvlm_model_free(m);
+    draft_close(&d);
+    session_close(&ss);
     return rc;
 }

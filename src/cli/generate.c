@@ -66,6 +66,8 @@ static void on_admit(void *user, int n_cached) { ((gen_ctx *)user)->r->cached = 
 static void on_finish(void *user, const kvlm_finish_event *ev) {
     gen_ctx *g = user;
     g->r->finish = ev->reason;
+    g->r->drafted = ev->n_drafted;
+    g->r->accepted = ev->n_accepted;
     if (g->rq->text && !g->prefill_only) add_text(g, ev->text, ev->text_len, NAN);
 }
 
@@ -92,12 +94,16 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
                              .recompute = rq->recompute};
     kvlm_sched *s = kvlm_sched_create(e, kv, vocab, &so, err);
     if (!s) return err->code;
+    if (draft_attach(rq->draft, s, err)) {
+        kvlm_sched_free(s);
+        return err->code;
+    }
     kvlm_request_params p = {.prompt = rq->prompt, .n_prompt = rq->n_prompt, .max_tokens = g.cap,
                              .eos_ids = rq->eos_ids, .n_eos = rq->n_eos, .logprobs = k,
                              .sampling = rq->sampling, .text = rq->text && !g.prefill_only,
                              .tokenizer = rq->tok, .stops = rq->stops, .n_stops = rq->n_stops,
                              .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit, .user = &g,
-                             .grammar = rq->grammar};
+                             .grammar = rq->grammar, .speculation = rq->speculation};
     int rc = 0;
     const double t_submit = kvlm_now();
     const int64_t id = kvlm_sched_submit(s, &p, err);

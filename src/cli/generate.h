@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/draft.h"
 #include "kvlm.h"
 
 typedef struct gen_request {
@@ -51,6 +52,10 @@ typedef struct gen_request {
      * step; the result then finishes KVLM_FINISH_CANCELLED with what was
      * generated so far. NULL: never. */
     const volatile sig_atomic_t *interrupt;
+    /* Speculative decoding (mode NONE: off); a draft model's request needs
+     * `draft` with one open (cli/draft.h). */
+    kvlm_speculation speculation;
+    const cli_draft *draft;
 } gen_request;
 
 typedef struct gen_result {
@@ -67,6 +72,7 @@ typedef struct gen_result {
     int decode_steps;
     kvlm_kv_stats kv;               /* the KV cache when the last token was drawn */
     int cached;                     /* prompt tokens served from the prefix cache */
+    int drafted, accepted;          /* speculative decoding: tokens drafted and kept */
 } gen_result;
 
 /* Returns 0 or a kvlm_status with err set. The KV cache must have no live

@@ -62,6 +62,12 @@ typedef struct bench_params {
 /* Prefill and decode throughput, the decode roofline, cache on vs off. */
 json_t *measure_bench(kvlm_model *m, const bench_params *p);
 
+/* Speculative decoding (d: kvlm bench's --draft or --draft-ngram) against
+ * plain decoding of tg new tokens after prompt, at temperatures 0 and 0.8,
+ * alternated over the repeats (cli/bench_spec.c). */
+typedef struct cli_draft cli_draft;
+json_t *measure_spec(kvlm_model *m, const bench_params *p, const cli_draft *d, const int32_t *prompt, int n_prompt);
+
 /* Fits pp + tg into a context window of n_ctx tokens: the sizes not given
  * on the command line (pp_set, tg_set 0) shrink, in proportion when both
  * do; given ones are kept. Returns 0, or -1 after "kvlm CMD: ..." naming

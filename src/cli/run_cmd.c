@@ -7,7 +7,9 @@
  * the generation and is not printed, a stop string and what follows it
  * never are. --no-cache runs the scheduler's recompute policy.
  * --json-schema, --grammar and --regex constrain the output (the
- * scheduler masks the tokens that cannot continue it).
+ * scheduler masks the tokens that cannot continue it). --draft and
+ * --draft-ngram decode speculatively (cli/draft.h; the same text at
+ * temperature 0, the same distribution otherwise).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/draft.h"
 #include "cli/generate.h"
 #include "cli/options.h"
 #include "cli/session.h"
@@ -26,12 +29,14 @@ typedef struct run_opts {
     sampling_flags smp;
     int n, logprobs, no_cache, stats, json, ignore_eos;
     const char *json_schema, *grammar, *regex;
+    draft_flags draft;
 } run_opts;
 
 static int parse(int argc, char **argv, run_opts *o) {
     *o = (run_opts){.n = 64};
     model_flags_init(&o->mf);
     sampling_flags_init(&o->smp);
+    draft_flags_init(&o->draft);
     const cli_opt own[] = {
         CLI_INT("-n", "N", "tokens to generate at most (default 64; 0 = prefill only)", &o->n, 0, 1 << 20),
         CLI_SWITCH("--ignore-eos", "do not stop at the end-of-sequence token", &o->ignore_eos, 1),
@@ -42,6 +47,7 @@ static int parse(int argc, char **argv, run_opts *o) {
                 "(docs/structured-output.md)", &o->json_schema),
         CLI_STR("--grammar", "FILE", "constrain the output to the GBNF grammar in FILE (start rule root)", &o->grammar),
         CLI_STR("--regex", "RE", "constrain the output to match the regular expression RE", &o->regex),
+        DRAFT_OPTS(&o->draft),
         CLI_END,
     };
     cli_spec spec = {
@@ -58,6 +64,13 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (o->logprobs && !o->json) return cli_usage_error(&spec, "--logprobs needs --json");
     if (!!o->json_schema + !!o->grammar + !!o->regex > 1)
         return cli_usage_error(&spec, "--json-schema, --grammar and --regex exclude each other");
+    if (draft_flags_check(&o->draft, "run")) return -1;
+    if ((o->draft.model || o->draft.ngram) && o->no_cache)
+        return cli_usage_error(&spec, "speculative decoding (--draft, --draft-ngram) needs the KV cache: not with "
+                               "--no-cache");
+    if ((o->draft.model || o->draft.ngram) && (o->json_schema || o->grammar || o->regex))
+        return cli_usage_error(&spec, "speculative decoding (--draft, --draft-ngram) does not support --json-schema, "
+                               "--grammar or --regex");
     return 0;
 }
 
@@ -90,7 +103,7 @@ static kvlm_grammar *load_grammar(const run_opts *o, int *failed) {
 }
 
 typedef struct run_stats {
-    int prompt_tokens, generated, decode_steps;
+    int prompt_tokens, generated, decode_steps, drafted, accepted;
     double prefill_ms, ttft_ms, prefill_ms_per_token, tpot_ms, decode_tok_s;
     kvlm_kv_stats kv;
     int kv_tokens;
@@ -123,14 +136,16 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n"
             "KV live              %zu bytes for %d tokens\n"
             "KV K shape per layer (1, %d, %d, %d)\n"
-            "KV reserved          %zu bytes in %zu blocks (%.1f%% holds tokens)\n",
+            "KV reserved          %zu bytes in %zu blocks (%.1f%% holds tokens)\n"
+            "drafted / accepted   %d / %d\n",
             st->prompt_tokens, st->prefill_ms, st->prefill_ms_per_token,
             st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
             st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
             kvlm_isa_name(kvlm_engine_isa(e)), kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
             c->n_layer, c->n_kv_head, head, st->kv.bytes_live, st->kv_tokens,
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
-            st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
+            st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0, st->drafted,
+            st->accepted);
 }
 static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
                        const run_stats *st, const kvlm_config *c) {
@@ -156,6 +171,9 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(js, "kv_bytes_reserved", json_integer((json_int_t)st->kv.bytes_reserved));
     json_object_set_new(js, "kv_blocks_used", json_integer((json_int_t)st->kv.blocks_used));
     json_object_set_new(js, "kv_block_size", json_integer(o->mf.block_size));
+    json_object_set_new(js, "decode_steps", json_integer(st->decode_steps));
+    json_object_set_new(js, "drafted_tokens", json_integer(st->drafted));
+    json_object_set_new(js, "accepted_tokens", json_integer(st->accepted));
     json_object_set_new(root, "stats", js);
     if (o->logprobs) {
         json_t *lps = json_array();
@@ -193,6 +211,7 @@ int cli_run(int argc, char **argv) {
     rc = 1;
     kvlm_kv *kv = NULL;
     kvlm_engine *e = NULL;
+    cli_draft draft = {0};
     gen_result g = {0};
     const int n_prompt = (int)ss.n_prompt;
     int max_new = o.n;
@@ -214,13 +233,15 @@ int cli_run(int argc, char **argv) {
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
+    if ((rc = draft_open(&draft, &o.draft, ss.m, 1, &eo, o.mf.kv_dtype))) goto out;
+    rc = 1;
     int32_t eos[KVLM_MAX_EOS + 1];
     const int n_eos = o.ignore_eos ? 0 : kvlm_eos_ids(ss.m, ss.tok, eos, KVLM_MAX_EOS + 1);
     gen_request rq = {.prompt = ss.prompt, .n_prompt = n_prompt, .max_new = max_new, .eos_ids = eos,
                       .n_eos = n_eos < KVLM_MAX_EOS + 1 ? n_eos : KVLM_MAX_EOS + 1, .sampling = o.smp.o,
                       .logprobs = o.logprobs, .text = 1, .tok = ss.tok, .stops = o.smp.stops,
                       .n_stops = o.smp.n_stops, .recompute = o.no_cache, .stream = o.json ? NULL : stdout,
-                      .grammar = grammar};
+                      .grammar = grammar, .speculation = draft.spec, .draft = &draft};
     if (!o.json && o.mf.prompt) {
         fputs(o.mf.prompt, stdout); /* the prompt as given, not its BOS */
     } else if (!o.json && ss.tok) {
@@ -238,12 +259,16 @@ int cli_run(int argc, char **argv) {
         goto out;
     }
     if (!o.json) putchar('\n');
-    run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids, .decode_steps = g.decode_steps};
+    run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids, .decode_steps = g.decode_steps,
+                    .drafted = g.drafted, .accepted = g.accepted};
     st.prefill_ms = g.prefill_s * 1e3;
     st.ttft_ms = g.ttft_s * 1e3;
     st.prefill_ms_per_token = st.prefill_ms / n_prompt;
-    st.tpot_ms = g.decode_steps ? g.decode_s * 1e3 / g.decode_steps : 0;
-    st.decode_tok_s = g.decode_s > 0 ? g.decode_steps / g.decode_s : 0;
+    /* tokens after the first came from the decode steps (more than one
+     * a step when speculation keeps drafts) */
+    const int decoded = g.n_ids > 1 ? g.n_ids - 1 : 0;
+    st.tpot_ms = decoded ? g.decode_s * 1e3 / decoded : 0;
+    st.decode_tok_s = g.decode_s > 0 ? decoded / g.decode_s : 0;
     st.kv = g.kv;
     st.kv_tokens = (int)g.kv.tokens;
     if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c);
@@ -251,6 +276,7 @@ int cli_run(int argc, char **argv) {
     rc = 0;
 out:
     gen_result_free(&g);
+    draft_close(&draft);
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
     session_close(&ss);

@@ -22,6 +22,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/draft.h"
 #include "cli/options.h"
 #include "cli/session.h"
 #include "server/server.h"
@@ -31,6 +32,7 @@ typedef struct serve_opts {
     srv_config cfg;
     double drain_timeout;
     const char *key_file, *log_format;
+    draft_flags draft;
     char key[512];             /* from --api-key-file or KVLM_API_KEY */
 } serve_opts;
 
@@ -108,6 +110,7 @@ static int api_key(serve_opts *o) {
 static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
+    draft_flags_init(&o->draft);
     srv_config *c = &o->cfg;
     *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
                       .max_waiting = 64, .timeout = 600, .max_body = 1 << 20, .max_connections = 512,
@@ -134,6 +137,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
                 &c->served_name),
         CLI_STR("--chat-template", "NAME|FILE",
                 "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
+        CLI_HEADING("speculative decoding (the default of requests without \"kvlm_speculation\"):"),
+        DRAFT_OPTS(&o->draft),
         CLI_HEADING("connections:"),
         CLI_INT("--max-connections", "N",
                 "connections open at once; beyond it new ones are closed at once (default 512,\n"
@@ -195,6 +200,11 @@ static int parse(int argc, char **argv, serve_opts *o) {
                                    c->replica_id);
     }
     if (api_key(o)) return -1;
+    if (draft_flags_check(&o->draft, "serve")) return -1;
+    c->speculation = (kvlm_speculation){o->draft.model   ? KVLM_DRAFT_MODEL
+                                        : o->draft.ngram ? KVLM_DRAFT_NGRAM
+                                                         : KVLM_DRAFT_NONE,
+                                        o->draft.k ? o->draft.k : 4, o->draft.ngram};
     c->kv_blocks = (size_t)o->mf.kv_blocks;
     c->kv_mib = o->mf.kv_mib;
     c->block_size = o->mf.block_size;
@@ -208,6 +218,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
  * signals; it tells the main thread it is done with SIGUSR1. */
 typedef struct loader {
     const model_flags *mf;
+    const char *draft_path;    /* --draft */
+    kvlm_model *draft;
     pthread_t main;
     cli_session ss;
     int rc;
@@ -223,7 +235,8 @@ static void *load_main(void *arg) {
     const char *gate = getenv("KVLM_TEST_LOAD_GATE");
     while (gate && *gate && access(gate, F_OK)) usleep(10000);
     const double t0 = kvlm_now();
-    const int rc = session_open(&l->ss, l->mf, 0);
+    int rc = session_open(&l->ss, l->mf, 0);
+    if (!rc && l->draft_path && !(l->draft = cli_load_model(l->draft_path, NULL, KVLM_F32))) rc = 1;
     pthread_mutex_lock(&l->mu);
     l->rc = rc;
     l->seconds = kvlm_now() - t0;
@@ -289,7 +302,7 @@ int cli_serve(int argc, char **argv) {
         fprintf(stderr, "kvlm serve: agent check on %s%s%s:%d, replica '%s'\n", v6 ? "[" : "", addr, v6 ? "]" : "",
                 srv_agent_port(s), srv_replica(s));
     fflush(stderr);
-    loader l = {.mf = &o.mf, .main = pthread_self()};
+    loader l = {.mf = &o.mf, .main = pthread_self(), .draft_path = o.draft.model};
     pthread_mutex_init(&l.mu, NULL);
     pthread_t lt;
     int rc = pthread_create(&lt, NULL, load_main, &l);
@@ -312,12 +325,14 @@ int cli_serve(int argc, char **argv) {
     pthread_join(lt, NULL);
     pthread_mutex_destroy(&l.mu);
     cli_session *ss = &l.ss;
+    srv_set_draft(s, l.draft);
     if (l.rc || srv_attach(s, ss->m, ss->tok, &err)) {
         if (!l.rc) fprintf(stderr, "kvlm serve: %s\n", err.msg);
         fprintf(stderr, "kvlm serve: the model did not load, exiting\n");
         srv_stop(s);
         srv_free(s);
         session_close(ss);
+        kvlm_model_free(l.draft);
         return l.rc ? l.rc : err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
     }
     srv_describe(s, stderr);
@@ -335,5 +350,6 @@ int cli_serve(int argc, char **argv) {
     srv_stop(s);
     srv_free(s);
     session_close(ss);
+    kvlm_model_free(l.draft);
     return 0;
 }

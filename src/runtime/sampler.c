@@ -534,6 +534,46 @@ int32_t kvlm_sampler_next(kvlm_sampler *s, const float *logits) {
     return cand(s, n - 1);
 }
 
+/* The chain's distribution as a dense row: p[id] is the probability
+ * kvlm_sampler_next would draw id with (0 outside the candidates); greedy
+ * (or a lone candidate) is a point mass on the argmax. Returns 1 when
+ * the chain is greedy or left one candidate, 0 otherwise. */
+int smp_probs(kvlm_sampler *s, const float *logits, float *p) {
+    int greedy;
+    const int n = run_chain(s, logits, &greedy);
+    memset(p, 0, (size_t)s->vocab * sizeof *p);
+    double sum = greedy || n == 1 ? 0 : candidate_probs(s, n);
+    if (greedy || n == 1 || !(sum > 0)) {
+        p[best_candidate(s, n)] = 1.0f;
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const int32_t id = cand(s, i);
+        p[id] = (float)(s->prob[id] / sum);
+    }
+    return 0;
+}
+
+int smp_vocab(const kvlm_sampler *s) { return s->vocab; }
+
+double smp_uniform(kvlm_sampler *s) { return smp_rng_uniform(&s->rng); }
+
+int32_t smp_draw(kvlm_sampler *s, const float *w) {
+    double sum = 0;
+    for (int i = 0; i < s->vocab; i++) sum += w[i];
+    if (!(sum > 0)) return -1;
+    const double u = smp_rng_uniform(&s->rng) * sum;
+    double acc = 0;
+    int32_t last = -1;
+    for (int i = 0; i < s->vocab; i++) {
+        if (w[i] <= 0) continue;
+        acc += w[i];
+        last = i;
+        if (u < acc) return i;
+    }
+    return last;
+}
+
 static int by_prob_desc(const void *a, const void *b, void *arg) {
     const float *p = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;

@@ -20,4 +20,17 @@ double smp_rng_uniform(smp_rng *r);
  * tokens are the same on every ISA). Returns 0, or -1 if the CPU lacks isa. */
 int smp_use_isa(kvlm_sampler *s, kvlm_isa isa);
 
+/* Speculative verification (runtime/speculative.c) needs the chain's
+ * whole distribution and the sampler's own generator: */
+/* p[0..vocab) = what kvlm_sampler_next would draw from for these logits
+ * (a point mass on the argmax when greedy); returns 1 when greedy. */
+int smp_probs(kvlm_sampler *s, const float *logits, float *p);
+/* The next uniform in [0, 1) of the sampler's seeded generator. */
+double smp_uniform(kvlm_sampler *s);
+/* Draws an id with probability w[id] / sum(w) (w >= 0, vocab entries) from
+ * the sampler's generator; -1 when w sums to 0. */
+int32_t smp_draw(kvlm_sampler *s, const float *w);
+/* The vocabulary size the sampler was made for. */
+int smp_vocab(const kvlm_sampler *s);
+
 #endif

@@ -38,6 +38,16 @@
  * step, one that has drawn a token since its KV was last dropped is
  * truncated to 0 and computes its whole context again (in chunks under the
  * budget, like a prefill), which is what the cache saves.
+ *
+ * Speculative decoding (runtime/speculative.h): before planning, each
+ * decoding choice of a request that asks for it gets up to k drafted
+ * tokens (prompt lookup over its own tokens, or the draft model, whose
+ * steps are batched across choices); the plan gives it 1 + drafts rows
+ * and logits for each; after the step the drafts are verified in order,
+ * each kept token going through next_token's bookkeeping (emit) with the
+ * logits row of its position, and the cache is truncated back to the
+ * tokens kept. So a batch can hold drafted and plain decodes and prefills
+ * together.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +57,7 @@
 #include "runtime/constrain.h"
 #include "runtime/kvcache.h"
 #include "runtime/sched_view.h"
+#include "runtime/speculative.h"
 
 enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
 
@@ -64,6 +75,14 @@ typedef struct sched_choice {
                               preemption keeps it, as it keeps the tokens */
     const gr_trie *trie;   /* the vocabulary trie the masks walk (with gm) */
     uint64_t admitted;     /* admission order, for choosing whom to preempt */
+    /* speculative decoding (the request's kvlm_speculation) */
+    int32_t draft[SPEC_MAX_K];
+    int n_draft;           /* drafts riding on this step's decode item */
+    float *q;              /* draft model: k x vocab, each draft's distribution */
+    kvlm_sampler *dsmp;    /* draft model: the draft chain */
+    int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
+    int drafted, accepted;
+    int no_spec;           /* drafts no more (a sliding window refused a rollback) */
 } sched_choice;
 
 struct sched_req {
@@ -95,6 +114,12 @@ struct kvlm_sched {
     uint64_t admit_counter;
     int64_t next_id;
     kvlm_sched_stats st;
+    size_t logits_cap;     /* floats s->logits holds */
+    kvlm_engine *draft_e;  /* the draft model (kvlm_sched_set_draft), NULL: none */
+    kvlm_kv *draft_kv;
+    spec_job *jobs;        /* one draft-model job per running choice */
+    sched_choice **job_choice;
+    float *vp;             /* verification scratch: one distribution */
 };
 
 kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
@@ -114,7 +139,8 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     const int m = kv_max_seqs(kv);
     s->items = malloc((size_t)m * sizeof *s->items);
     s->item_choice = malloc((size_t)m * sizeof *s->item_choice);
-    s->logits = malloc((size_t)m * vocab * sizeof(float));
+    s->logits_cap = (size_t)m * vocab;
+    s->logits = malloc(s->logits_cap * sizeof(float));
     s->top_ids = malloc(100 * sizeof(int32_t));
     s->top_lps = malloc(100 * sizeof(float));
     if (!s->items || !s->item_choice || !s->logits || !s->top_ids || !s->top_lps) {
@@ -132,6 +158,8 @@ static void free_req(kvlm_sched *s, sched_req *r) {
         free(r->choices[i].tokens);
         kvlm_sampler_free(r->choices[i].smp);
         kvlm_text_stream_free(r->choices[i].text);
+        kvlm_sampler_free(r->choices[i].dsmp);
+        free(r->choices[i].q);
     }
     free(r->choices);
     free((void *)r->p.prompt);
@@ -153,7 +181,73 @@ void kvlm_sched_free(kvlm_sched *s) {
     free(s->logits);
     free(s->top_ids);
     free(s->top_lps);
+    free(s->jobs);
+    free(s->job_choice);
+    free(s->vp);
     free(s);
+}
+
+int kvlm_sched_set_draft(kvlm_sched *s, kvlm_engine *draft, kvlm_kv *draft_kv, int draft_vocab, kvlm_error *err) {
+    if (!draft || !draft_kv)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "a draft model needs its engine and KV cache");
+    if (draft_vocab != s->vocab)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "the draft model's vocabulary has %d tokens, the target's %d: "
+                              "they must share one tokenizer", draft_vocab, s->vocab);
+    if (kv_max_seqs(draft_kv) < kv_max_seqs(s->kv))
+        return kvlm_error_set(err, KVLM_ERR_ARG, "the draft KV cache holds %d sequences, the target's %d",
+                              kv_max_seqs(draft_kv), kv_max_seqs(s->kv));
+    const int m = kv_max_seqs(s->kv);
+    spec_job *jobs = malloc((size_t)m * sizeof *jobs);
+    sched_choice **jc = malloc((size_t)m * sizeof *jc);
+    if (!jobs || !jc) {
+        free(jobs);
+        free(jc);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    }
+    free(s->jobs);
+    free(s->job_choice);
+    s->jobs = jobs;
+    s->job_choice = jc;
+    s->draft_e = draft;
+    s->draft_kv = draft_kv;
+    return KVLM_OK;
+}
+
+/* Checks a request's speculation and fills in its defaults. */
+static int check_speculation(kvlm_sched *s, const kvlm_request_params *p, kvlm_speculation *sp, kvlm_error *err) {
+    *sp = p->speculation;
+    if (sp->mode == KVLM_DRAFT_NONE) return KVLM_OK;
+    if (sp->mode != KVLM_DRAFT_NGRAM && sp->mode != KVLM_DRAFT_MODEL)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "speculation: unknown draft mode %d", (int)sp->mode);
+    if (sp->k < 0 || sp->k > SPEC_MAX_K || sp->ngram < 0 || sp->ngram > SPEC_MAX_NGRAM)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "speculation: k %d (1..%d), ngram %d (1..%d)", sp->k, SPEC_MAX_K,
+                              sp->ngram, SPEC_MAX_NGRAM);
+    if (p->grammar)
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "speculative decoding does not support grammar constraints");
+    if (s->o.recompute)
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "speculative decoding needs the KV cache (not with recompute)");
+    if (sp->mode == KVLM_DRAFT_MODEL && !s->draft_e)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "speculation: no draft model is loaded");
+    if (!s->vp && !(s->vp = malloc((size_t)s->vocab * sizeof *s->vp)))
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (sp->k == 0) sp->k = 4;
+    if (sp->ngram == 0) sp->ngram = 3;
+    return KVLM_OK;
+}
+
+/* The draft model's chain for a choice: the request's temperature, bias and
+ * filters without the penalties (which would need the draft's history), on a
+ * generator of its own. */
+static int draft_chain(kvlm_sched *s, sched_choice *c, const kvlm_sampler_options *so, int k, kvlm_error *err) {
+    kvlm_sampler_options d = *so;
+    d.repetition_penalty = 1;
+    d.frequency_penalty = 0;
+    d.presence_penalty = 0;
+    d.seed = so->seed ^ 0x9e3779b97f4a7c15ull;
+    c->q = malloc((size_t)k * s->vocab * sizeof *c->q);
+    if (!c->q) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    c->dsmp = kvlm_sampler_create(&d, s->vocab, err);
+    return c->dsmp ? KVLM_OK : err->code;
 }
 
 /* Both lists can hold every live choice: choices waiting to fork are in
@@ -201,6 +295,9 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
                               p->n_eos, p->n_stops);
     if (p->grammar && !p->tokenizer)
         return kvlm_error_set(err, KVLM_ERR_ARG, "a grammar needs the request's tokenizer (the bytes of each token)");
+    kvlm_speculation spec;
+    int src = check_speculation(s, p, &spec, err);
+    if (src) return src;
     if (p->grammar && !s->masked) {
         s->masked = malloc((size_t)s->vocab * sizeof *s->masked);
         s->mask_bits = malloc(((size_t)s->vocab + 63) / 64 * sizeof *s->mask_bits);
@@ -230,6 +327,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     r->p.eos_ids = eos;
     r->p.stops = NULL; /* copied into each choice's text stream */
     r->p.n_choices = nc;
+    r->p.speculation = spec;
     r->id = s->next_id++;
     r->choices = calloc((size_t)nc, sizeof *r->choices);
     int rc = r->choices ? KVLM_OK : kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
@@ -240,12 +338,15 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         c->req = r;
         c->index = i;
         c->seq = -1;
+        c->dseq = -1;
         c->state = i == 0 ? CS_WAITING : CS_FORKWAIT;
         c->tokens = malloc((size_t)n_ctx * sizeof(int32_t));
         c->smp = kvlm_sampler_create(&so, s->vocab, err);
         if (c->smp && p->text && !(c->text = kvlm_text_stream_create(p->tokenizer, p->stops, p->n_stops, err)))
             rc = err->code;
         else if (!c->tokens || !c->smp) rc = c->smp ? kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory") : err->code;
+        else if (spec.mode == KVLM_DRAFT_MODEL && draft_chain(s, c, &so, spec.k, err))
+            rc = err->code;
         else if (p->grammar && (!(c->trie = cst_trie_acquire(&s->tries, p->tokenizer, s->vocab, err)) ||
                                 !(c->gm = gr_matcher_new(p->grammar, err))))
             rc = err->code;
@@ -284,17 +385,27 @@ static void remove_req(kvlm_sched *s, sched_req *r) {
     free_req(s, r);
 }
 
+/* Returns a choice's draft-cache sequence. */
+static void drop_draft(kvlm_sched *s, sched_choice *c) {
+    if (c->dseq >= 0) kvlm_kv_seq_free(s->draft_kv, c->dseq);
+    c->dseq = -1;
+    c->dlen = 0;
+    c->n_draft = 0;
+}
+
 /* Ends a choice; frees the request once all its choices have ended. */
 static void finish(kvlm_sched *s, sched_choice *c, kvlm_finish why) {
     if (c->state == CS_DONE) return;
     if (c->state == CS_RUNNING) list_remove(s->run, &s->n_run, c);
     if (c->state == CS_WAITING) list_remove(s->wait, &s->n_wait, c);
     if (c->seq >= 0) kvlm_kv_seq_free(s->kv, c->seq);
+    drop_draft(s, c);
     c->seq = -1;
     c->state = CS_DONE;
     s->n_live--;
     sched_req *r = c->req;
-    kvlm_finish_event ev = {.choice = c->index, .reason = why, .n_generated = c->generated, .text = ""};
+    kvlm_finish_event ev = {.choice = c->index, .reason = why, .n_generated = c->generated, .text = "",
+                            .n_drafted = c->drafted, .n_accepted = c->accepted};
     if (c->text && kvlm_text_stream_finish(c->text, &ev.text, &ev.text_len)) ev.reason = KVLM_FINISH_ERROR;
     if (ev.reason == KVLM_FINISH_CANCELLED) s->st.cancelled++;
     if (ev.reason == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
@@ -348,6 +459,7 @@ int sched_list_choices(const kvlm_sched *s, sched_choice_info *out, int cap) {
 static void preempt(kvlm_sched *s, sched_choice *c) {
     list_remove(s->run, &s->n_run, c);
     kvlm_kv_seq_free(s->kv, c->seq);
+    drop_draft(s, c);
     c->seq = -1;
     c->n_computed = 0;
     c->stale = 0;
@@ -398,7 +510,9 @@ static int plan(kvlm_sched *s) {
             int left = c->n_tokens - c->n_computed;
             if ((pass == 0) != (left == 1)) continue;
             const int cap = pass == 0 ? budget : budget < pbudget ? budget : pbudget;
-            c->chunk = left < cap ? left : cap;
+            const int want = pass == 0 ? 1 + c->n_draft : left; /* a decode carries its drafts */
+            c->chunk = want < cap ? want : cap;
+            if (pass == 0) c->n_draft = c->chunk > 1 ? c->chunk - 1 : 0;
             budget -= c->chunk;
             if (pass == 1) pbudget -= c->chunk;
         }
@@ -468,10 +582,12 @@ static int is_eos(const sched_req *r, int32_t id) {
     return 0;
 }
 
+static int emit(kvlm_sched *s, sched_choice *c, int32_t id, const float *logits);
+
 /* Samples the next token of a choice whose tokens are all computed, tells
  * the caller, and ends the choice when it is done: the only place that
- * decides. */
-static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
+ * decides. Returns 1 when the choice has ended (c may be freed). */
+static int next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     sched_req *r = c->req;
     int32_t id;
     if (c->gm) {
@@ -481,18 +597,27 @@ static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
         int n = cst_mask_logits(c->gm, c->trie, logits, s->masked, s->mask_bits, s->vocab, r->p.eos_ids, r->p.n_eos);
         if (n <= 0) {
             finish(s, c, n == 0 && gr_matcher_accepting(c->gm) ? KVLM_FINISH_STOP : KVLM_FINISH_ERROR);
-            return;
+            return 1;
         }
         id = kvlm_sampler_next(c->smp, s->masked);
         size_t len = 0;
         const char *piece = is_eos(r, id) ? "" : kvlm_tokenizer_piece(r->p.tokenizer, id, &len);
         if (!piece || (len > 0 && gr_matcher_advance(c->gm, piece, len) != 0)) {
             finish(s, c, KVLM_FINISH_ERROR); /* every allowed token banned by logit_bias, or memory ran out */
-            return;
+            return 1;
         }
     } else {
         id = kvlm_sampler_next(c->smp, logits);
     }
+    return emit(s, c, id, logits);
+}
+
+/* The chosen token id of a choice, drawn from (or verified against) the
+ * logits row of its position: appended, counted, reported with its
+ * log-probabilities and text, and the choice ended when it is done.
+ * Returns 1 when the choice has ended (c may be freed). */
+static int emit(kvlm_sched *s, sched_choice *c, int32_t id, const float *logits) {
+    sched_req *r = c->req;
     kvlm_sampler_accept(c->smp, &id, 1);
     c->tokens[c->n_tokens++] = id;
     c->generated++;
@@ -511,9 +636,87 @@ static void next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     int stop = 0; /* 1: a stop string completed; < 0: out of memory */
     if (c->text && !eos) stop = kvlm_text_stream_push(c->text, id, &ev.text, &ev.text_len);
     if (r->p.on_token && r->p.on_token(r->p.user, &ev) && stop == 0) stop = 1;
-    if (stop < 0) finish(s, c, KVLM_FINISH_ERROR);
-    else if (stop || eos) finish(s, c, KVLM_FINISH_STOP);
-    else if (c->generated >= r->p.max_tokens || c->n_tokens >= kv_n_ctx(s->kv)) finish(s, c, KVLM_FINISH_LENGTH);
+    kvlm_finish why = stop < 0          ? KVLM_FINISH_ERROR
+                      : stop || eos     ? KVLM_FINISH_STOP
+                      : c->generated >= r->p.max_tokens || c->n_tokens >= kv_n_ctx(s->kv) ? KVLM_FINISH_LENGTH
+                                        : KVLM_FINISH_NONE;
+    if (why == KVLM_FINISH_NONE) return 0;
+    finish(s, c, why);
+    return 1;
+}
+
+/* Drafts for every decoding choice of a speculating request, at most k
+ * and no more than max_tokens and the context window can take after the
+ * token the step itself will draw. */
+static void propose(kvlm_sched *s) {
+    int nj = 0;
+    for (int i = 0; i < s->n_run; i++) {
+        sched_choice *c = s->run[i];
+        const kvlm_speculation *sp = &c->req->p.speculation;
+        c->n_draft = 0;
+        if (sp->mode == KVLM_DRAFT_NONE || c->no_spec || c->n_tokens - c->n_computed != 1) continue;
+        int k = sp->k;
+        const int room = c->req->p.max_tokens - c->generated - 1, ctx_room = kv_n_ctx(s->kv) - 1 - c->n_tokens;
+        if (k > room) k = room;
+        if (k > ctx_room) k = ctx_room;
+        if (k <= 0) continue;
+        if (sp->mode == KVLM_DRAFT_NGRAM) {
+            c->n_draft = spec_draft_ngram(c->tokens, c->n_tokens, sp->ngram, k, c->draft);
+            continue;
+        }
+        s->jobs[nj] = (spec_job){.tokens = c->tokens, .n_tokens = c->n_tokens, .dseq = &c->dseq, .dlen = &c->dlen,
+                                 .dsmp = c->dsmp, .k = k, .draft = c->draft, .q = c->q};
+        s->job_choice[nj++] = c;
+    }
+    if (nj == 0) return;
+    kvlm_error err; /* a failed draft step only means fewer drafts */
+    spec_draft_model(s->draft_e, s->draft_kv, s->vocab, s->jobs, nj, &err);
+    for (int i = 0; i < nj; i++) s->job_choice[i]->n_draft = s->jobs[i].n_draft;
+}
+
+/* After a step that computed a choice's last token and its n_draft drafts
+ * (rows: a logits row for each): keeps the drafts the target accepts, draws
+ * the token after them, and truncates both caches to the tokens kept.
+ * Returns 0, or a negative status when the cache could not be rolled back. */
+static int verify(kvlm_sched *s, sched_choice *c, const float *rows, kvlm_error *err) {
+    const int nd = c->n_draft;
+    c->n_computed = c->n_tokens; /* the last drawn token; the drafts follow in the cache */
+    c->drafted += nd;
+    s->st.drafted_tokens += (uint64_t)nd;
+    s->st.spec_items++;
+    int j = 0;
+    for (; j < nd; j++) {
+        const float *row = rows + (size_t)j * s->vocab;
+        int32_t id;
+        const int kept = spec_verify(c->smp, row, c->draft[j], c->q ? c->q + (size_t)j * s->vocab : NULL, s->vp, &id);
+        if (kept) {
+            c->accepted++;
+            s->st.accepted_tokens++;
+        }
+        if (emit(s, c, id, row)) return 0;
+        if (!kept) break;
+        c->n_computed++; /* the draft kept is this token, its K/V already written */
+    }
+    if (j == nd && next_token(s, c, rows + (size_t)nd * s->vocab)) return 0;
+    c->n_draft = 0;
+    kvlm_error terr;
+    if (kvlm_kv_seq_truncate(s->kv, c->seq, c->n_computed, &terr)) {
+        /* A sliding window gave back blocks the kept tokens' window still
+         * reads: the choice computes its context again (as after a
+         * preemption) and drafts no more. Truncating to 0 always works. */
+        int rc = kvlm_kv_seq_truncate(s->kv, c->seq, 0, err);
+        if (rc) return rc;
+        c->n_computed = 0;
+        c->no_spec = 1;
+        drop_draft(s, c);
+        return KVLM_OK;
+    }
+    if (c->dseq >= 0 && c->dlen > c->n_computed) {
+        kvlm_error derr;
+        if (kvlm_kv_seq_truncate(s->draft_kv, c->dseq, c->n_computed, &derr)) drop_draft(s, c);
+        else c->dlen = c->n_computed;
+    }
+    return KVLM_OK;
 }
 
 static void expire(kvlm_sched *s) {
@@ -547,23 +750,40 @@ int kvlm_sched_step(kvlm_sched *s, kvlm_error *err) {
         if (rc) return rc;
     }
     for (int i = 0; i < s->n_run; i++) s->run[i]->chunk = 0;
+    propose(s);
     plan(s);
     fit_blocks(s);
     int n = 0;
     for (int i = 0; i < s->n_run; i++) {
         sched_choice *c = s->run[i];
         if (c->chunk <= 0) continue;
-        int ends = c->n_computed + c->chunk == c->n_tokens;
-        s->items[n] = (kvlm_batch_item){c->seq, c->tokens + c->n_computed, c->chunk, ends ? 0 : -1};
+        /* drafts ride after the last drawn token, logits for every row */
+        if (c->n_draft > 0) memcpy(c->tokens + c->n_tokens, c->draft, (size_t)c->n_draft * sizeof *c->draft);
+        int ends = c->n_computed + c->chunk == c->n_tokens + c->n_draft;
+        s->items[n] = (kvlm_batch_item){c->seq, c->tokens + c->n_computed, c->chunk,
+                                        c->n_draft > 0 ? 1 : ends ? 0 : -1};
         s->item_choice[n++] = c;
     }
     if (n == 0) return 0;
+    const size_t need = kvlm_engine_logits_size(s->e, s->items, n);
+    if (need > s->logits_cap) {
+        float *l = realloc(s->logits, need * sizeof *l);
+        if (!l) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %zu logits", need);
+        s->logits = l;
+        s->logits_cap = need;
+    }
     int rc = kvlm_engine_step(s->e, s->items, n, s->logits, err);
     if (rc) return rc;
     s->st.steps++;
     const float *row = s->logits;
     for (int i = 0; i < n; i++) {
         sched_choice *c = s->item_choice[i];
+        if (s->items[i].logits_all == 1) {
+            const int rows = s->items[i].n_tokens;
+            if ((rc = verify(s, c, row, err))) return rc;
+            row += (size_t)rows * s->vocab;
+            continue;
+        }
         c->n_computed += c->chunk;
         if (s->items[i].logits_all < 0) continue;
         sched_choice *group[64 + 1];

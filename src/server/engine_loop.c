@@ -140,6 +140,8 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
     cs->finish = why;
     cs->n_generated = n_generated;
     j->completion_tokens += n_generated;
+    j->drafted_tokens += ev->n_drafted;
+    j->accepted_tokens += ev->n_accepted;
     if (n_generated > pr->max_gen) pr->max_gen = n_generated;
     metrics_count_finish(s->metrics, why);
     if (why == KVLM_FINISH_ERROR && !j->failed) {
@@ -198,6 +200,8 @@ static void submit(srv *s, job *j) {
                                    .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
                                    .user = &j->runs[p], .entropy = j->rq.kvlm_entropy};
         structured_attach(&prm, j->grammar);
+        /* the request's speculation, else the server's (never with a grammar) */
+        if (!j->grammar) prm.speculation = j->rq.speculation_given ? j->rq.speculation : s->cfg.speculation;
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
         if (id < 0) {

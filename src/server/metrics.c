@@ -193,6 +193,10 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     counter(o, "kvlm_generation_tokens_total", "Tokens generated.", st->generated_tokens);
     counter(o, "kvlm_preemptions_total", "Sequences preempted (blocks released, recomputed later).", st->preemptions);
     counter(o, "kvlm_engine_steps_total", "Batched engine steps.", st->steps);
+    counter(o, "kvlm_speculative_drafted_tokens_total", "Tokens drafted for speculative decoding.",
+            st->drafted_tokens);
+    counter(o, "kvlm_speculative_accepted_tokens_total", "Drafted tokens the target model kept.",
+            st->accepted_tokens);
     head(o, "kvlm_sequences_finished_total", "counter", "Sequences (choices) ended, by reason.");
     for (int r = 1; r < 6; r++)
         sbuf_printf(o, "kvlm_sequences_finished_total{reason=\"%s\"} %llu\n", finish_names[r],

@@ -589,6 +589,56 @@ static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, 
     return 0;
 }
 
+/* kvlm's "kvlm_speculation": null, or {"draft": "none" | "ngram" | "model",
+ * "k": 1..16, "ngram": 1..8} (docs/speculative.md); not with a grammar
+ * (response_format, grammar, regex, a forced tool call). */
+static int parse_speculation(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    static const char *const keys[] = {"draft", "k", "ngram", NULL};
+    static const char *const modes[] = {"none", "ngram", "model", NULL};
+    json_t *v = json_object_get(root, "kvlm_speculation");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_object(v))
+        return api_fail(e, 400, "invalid_type", "kvlm_speculation", "'kvlm_speculation' must be an object");
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x) if (!in_list(key, keys))
+        return api_fail(e, 400, "unknown_parameter", "kvlm_speculation",
+                        "Unrecognized argument 'kvlm_speculation.%.64s' (draft, k, ngram)", key);
+    json_t *d = json_object_get(v, "draft");
+    if (!is_one_of(d, modes))
+        return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
+                        "'kvlm_speculation.draft' must be \"none\", \"ngram\" or \"model\"");
+    long long k = 4, n = 3;
+    static const struct {
+        const char *key, *param;
+        long long hi;
+    } ints[] = {{"k", "kvlm_speculation.k", 16}, {"ngram", "kvlm_speculation.ngram", 8}};
+    for (int i = 0; i < 2; i++) {
+        json_t *f = json_object_get(v, ints[i].key);
+        long long *out = i == 0 ? &k : &n;
+        if (!f || json_is_null(f)) continue;
+        if (!json_is_integer(f) || json_integer_value(f) < 1 || json_integer_value(f) > ints[i].hi)
+            return api_fail(e, 400, "invalid_value", ints[i].param, "'%s' must be an integer from 1 to %lld",
+                            ints[i].param, ints[i].hi);
+        *out = json_integer_value(f);
+    }
+    const char *mode = json_string_value(d);
+    rq->speculation_given = 1;
+    rq->speculation = (kvlm_speculation){!strcmp(mode, "ngram")   ? KVLM_DRAFT_NGRAM
+                                         : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
+                                                                  : KVLM_DRAFT_NONE,
+                                         (int)k, (int)n};
+    if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
+        return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
+                        "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");
+    if (rq->speculation.mode != KVLM_DRAFT_NONE &&
+        (rq->format != API_FORMAT_TEXT || rq->tool_choice == API_TOOLS_REQUIRED || rq->tool_choice == API_TOOLS_NAMED))
+        return api_fail(e, 400, "unsupported_value", "kvlm_speculation",
+                        "speculative decoding does not support grammar constraints (response_format, grammar, "
+                        "regex, a forced tool call)");
+    return 0;
+}
+
 /* kvlm's "kvlm_entropy": a boolean; true needs logprobs, whose entries it extends. */
 static int parse_entropy(json_t *root, api_request *rq, api_error *e) {
     if (get_bool(root, "kvlm_entropy", &rq->kvlm_entropy, e)) return -1;
@@ -686,13 +736,15 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "top_k",
         "min_p", "repetition_penalty", "ignore_eos", "echo", "suffix", "best_of", "metadata", "store", "service_tier",
-        "return_tokens_as_token_ids", "response_format", "grammar", "regex", "kvlm_entropy", NULL};
+        "return_tokens_as_token_ids", "response_format", "grammar", "regex", "kvlm_entropy", "kvlm_speculation",
+        NULL};
     static const char *const chat_keys[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
         "stream_options", "stop", "seed", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
         "logit_bias", "user", "prompt_cache_key", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata",
         "store", "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
-        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy", NULL};
+        "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy",
+        "kvlm_speculation", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -706,6 +758,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     if (!rc) rc = parse_sampling(root, lim, rq, e);
     if (!rc) rc = parse_logprobs(root, chat, rq, e);
     if (!rc) rc = parse_entropy(root, rq, e);
+    if (!rc) rc = parse_speculation(root, lim, rq, e);
     if (!rc) rc = parse_stop(root, lim, rq, e);
     if (!rc) rc = chat ? parse_messages(root, lim, rq, e) : parse_prompt(root, lim, rq, e);
     if (!rc) rc = check_lengths(root, chat, lim, rq, e);

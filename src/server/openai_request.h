@@ -48,6 +48,7 @@ typedef struct api_limits {
     const chat_template *tpl;
     const char *model_name;
     int n_ctx, vocab, max_seqs, block_size, max_prompts;
+    int has_draft;              /* a draft model is loaded ("kvlm_speculation" draft "model") */
     size_t kv_blocks;           /* blocks in the KV pool */
     uint64_t random_seed;       /* used when the request gives none */
 } api_limits;
@@ -80,6 +81,8 @@ typedef struct api_request {
     int logprobs;               /* 1: log-probabilities of the chosen tokens */
     int top_logprobs;           /* alternatives per token (0..20) */
     int kvlm_entropy;           /* each logprobs entry also gives the entropy of its distribution */
+    int speculation_given;      /* "kvlm_speculation" was in the request (else the server's default) */
+    kvlm_speculation speculation;
     char **stops;
     int n_stops;
     kvlm_sampler_options sampling;  /* logit_bias points into `bias` */

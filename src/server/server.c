@@ -117,6 +117,8 @@ int srv_start(srv *s, kvlm_error *err) {
     return 0;
 }
 
+void srv_set_draft(srv *s, kvlm_model *draft) { s->cfg.draft = draft; }
+
 int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err) {
     const srv_config *cfg = &s->cfg;
     s->m = m;
@@ -131,6 +133,13 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
         !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
         !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err)))
         return -1;
+    if (cfg->draft) {
+        kvlm_kv_options dko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .max_seqs = cfg->max_seqs};
+        if (!(s->draft_kv = kvlm_kv_create(cfg->draft, &dko, err)) ||
+            !(s->draft_e = kvlm_engine_create(cfg->draft, s->draft_kv, &cfg->engine, err)) ||
+            kvlm_sched_set_draft(s->sched, s->draft_e, s->draft_kv, kvlm_model_config(cfg->draft)->vocab_size, err))
+            return -1;
+    }
     kvlm_kv_stats st;
     kvlm_kv_get_stats(s->kv, &st);
     s->kv_blocks = st.blocks_total;
@@ -177,6 +186,12 @@ void srv_describe(const srv *s, FILE *f) {
     if (chat_renders_tools(&s->tpl))
         fprintf(f, "kvlm serve: tool calls read in the %s syntax (docs/tools.md)\n",
                 tc_family_name((tc_family)s->tpl.tool_family));
+    if (s->cfg.speculation.mode == KVLM_DRAFT_MODEL)
+        fprintf(f, "kvlm serve: speculative decoding by default: draft model %s, %d tokens per step\n",
+                kvlm_model_source(s->cfg.draft), s->cfg.speculation.k);
+    else if (s->cfg.speculation.mode == KVLM_DRAFT_NGRAM)
+        fprintf(f, "kvlm serve: speculative decoding by default: prompt lookup of up to %d-grams, %d tokens per "
+                "step\n", s->cfg.speculation.ngram, s->cfg.speculation.k);
     fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
             kvlm_isa_name(kvlm_engine_isa(s->e)));
     const srv_config *g = &s->cfg;
@@ -230,6 +245,8 @@ void srv_free(srv *s) {
     kvlm_sched_free(s->sched);
     kvlm_engine_free(s->e);
     kvlm_kv_free(s->kv);
+    kvlm_engine_free(s->draft_e);
+    kvlm_kv_free(s->draft_kv);
     metrics_free(s->metrics);
     view_free(s->view);
     access_log_close(s->log);
@@ -246,5 +263,6 @@ void srv_limits(srv *s, api_limits *lim) {
     x ^= x >> 31;
     *lim = (api_limits){.tok = s->tok, .tpl = &s->tpl, .model_name = s->model_name, .n_ctx = s->c->n_ctx,
                         .vocab = s->c->vocab_size, .max_seqs = s->cfg.max_seqs, .block_size = s->cfg.block_size,
-                        .max_prompts = s->cfg.max_waiting, .kv_blocks = s->kv_blocks, .random_seed = x};
+                        .max_prompts = s->cfg.max_waiting, .kv_blocks = s->kv_blocks, .random_seed = x,
+                        .has_draft = s->cfg.draft != NULL};
 }

@@ -49,6 +49,9 @@ typedef struct srv_config {
     /* behind a load balancer (docs/deploy.md) */
     const char *replica_id;    /* X-Kvlm-Replica and kvlm_replica_info; NULL: host name:port */
     int agent_port;            /* HAProxy agent check (agent_check.h); -1: none, 0: any free port */
+    /* speculative decoding (docs/speculative.md) */
+    kvlm_model *draft;         /* draft model (the caller's, same vocabulary; srv_set_draft); NULL: none */
+    kvlm_speculation speculation; /* for requests without "kvlm_speculation" (and no grammar) */
 } srv_config;
 
 typedef struct srv srv;
@@ -65,6 +68,9 @@ int srv_start(srv *s, kvlm_error *err);
  * may be NULL); both must outlive srv_stop. On failure the server stays
  * loading. */
 int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err);
+/* The draft model for speculative decoding (the caller's; outlives s),
+ * when it loads after srv_create; call before srv_attach. */
+void srv_set_draft(srv *s, kvlm_model *draft);
 int srv_port(const srv *s);
 /* The agent check's port; -1 when there is none. */
 int srv_agent_port(const srv *s);

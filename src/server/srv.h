@@ -99,6 +99,7 @@ struct job {
     choice_state *choices;         /* n_prompts x n */
     int n_choices, n_expected, n_finished, submitted, cancelled, failed;
     int prompt_tokens, completion_tokens, cached_tokens;
+    int drafted_tokens, accepted_tokens; /* speculative decoding, over the choices */
     api_error fail;
     job *live_prev, *live_next;
 };
@@ -112,6 +113,8 @@ struct srv {
     kvlm_kv *kv;
     kvlm_engine *e;
     kvlm_sched *sched;
+    kvlm_kv *draft_kv;              /* the draft model's cache and engine (cfg.draft) */
+    kvlm_engine *draft_e;
     chat_template tpl;
     char model_name[256];
     long long created;
