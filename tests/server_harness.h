@@ -140,7 +140,7 @@ TH_UNUSED static int start_server(server *sv, const char *args) { return start_s
  * exits, and the main thread reports them (so teardown still stops the
  * server and shows its log). */
 TH_UNUSED static __thread int in_worker;
-TH_UNUSED static __thread char worker_error[512];
+TH_UNUSED static __thread char worker_error[1024];
 #define FAIL(...)                                                             \
     do {                                                                      \
         if (in_worker) {                                                      \
@@ -292,7 +292,8 @@ TH_UNUSED static json_t *post(int port, const char *path, const char *body, int 
 TH_UNUSED static json_t *jget(json_t *j, const char *path) {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *t = strtok(buf, "."); t && j; t = strtok(NULL, "."))
+    char *save = NULL; /* strtok_r: worker threads call this concurrently */
+    for (char *t = strtok_r(buf, ".", &save); t && j; t = strtok_r(NULL, ".", &save))
         j = (*t >= '0' && *t <= '9') ? json_array_get(j, (size_t)atoi(t)) : json_object_get(j, t);
     return j;
 }
@@ -303,7 +304,11 @@ TH_UNUSED static const char *jstr(json_t *j, const char *path) {
 }
 
 TH_UNUSED static json_int_t jint(json_t *j, const char *path) {
-    if (!json_is_integer(jget(j, path))) FAIL("%s is not an integer", path);
+    if (!json_is_integer(jget(j, path))) {
+        char *dump = json_dumps(j, JSON_COMPACT);
+        const char *tail = dump && strlen(dump) > 600 ? dump + strlen(dump) - 600 : dump;
+        FAIL("%s is not an integer in ...%s", path, tail ? tail : "(null)");
+    }
     return json_integer_value(jget(j, path));
 }
 

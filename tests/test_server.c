@@ -643,6 +643,10 @@ static void *bound_thread(void *arg) {
              "],\"max_tokens\":40,\"temperature\":0.8,\"seed\":%d,\"ignore_eos\":true}", r->seed);
     json_t *j = post(r->port, "/v1/completions", body, 200);
     r->completion_tokens = (int)jint(j, "usage.completion_tokens");
+    if (r->completion_tokens != 40) {
+        char *dump = json_dumps(j, JSON_COMPACT);
+        FAIL("seed %d: %d completion tokens, not 40: %.400s", r->seed, r->completion_tokens, dump ? dump : "");
+    }
     json_decref(j);
     return NULL;
 }
