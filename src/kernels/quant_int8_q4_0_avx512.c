@@ -19,8 +19,11 @@
  * quantiser), exact int32 block sums; the float rounding differs by a few
  * ulps of sum |x w| (f32 lanes, then a horizontal sum).
  *
- * Compiled with the AVX-512 flags plus -mavx512vnni, called only through
- * the avx512-vnni kern_ops (quant_int8.c). Does not do prefill (four or
+ * This file holds the activation side and the entry points; the weight
+ * loop is quant_int8_q4_0_tile.h, built here for AVX512-VNNI and in
+ * quant_int8_q4_0_vbmi_avx512.c with AVX512-VBMI and GFNI too (used when
+ * the CPU has them; the same bits). Compiled with the AVX-512 flags plus
+ * -mavx512vnni, called only through the avx512-vnni kern_ops (quant_int8.c). Does not do prefill (four or
  * more rows: the panel kernels of quant_int8_body.h) nor other dtypes.
  */
 #include <stdlib.h>

@@ -6,8 +6,8 @@
  * only) and quant_int8_q4_0_vbmi_avx512.c (Q40_VBMI 1: also AVX512-VBMI
  * and GFNI, which gather a group's codes with one byte permute and split
  * the high nibbles with one instruction: 2 instructions fewer per group
- * and row, 1.18x the weight bytes per second of the other from L2 on AMD
- * Zen 4). Both give the same bits: the same integer sums, converted,
+ * and row, 1.12-1.23x the weight bytes per second of the other from L2 on
+ * AMD Zen 4, docs/performance.md). Both give the same bits: the same integer sums, converted,
  * scaled and added in the same order. Define Q40_VBMI and Q40_ROWS (the
  * name of the rows function) before including.
  */
@@ -163,4 +163,3 @@ void Q40_ROWS(const void *buf, int M, const kern_matrix *w, int n0, int n1, cons
     for (; n < n1; n++)
         for (int m = 0; m < M; m++) q40_tile(g + (size_t)m * ng, nb, wd, rb, 1, n, bias, y + (size_t)m * ldy, 0);
 }
-

@@ -2,7 +2,8 @@
  * Attention of one query head, or of the query heads of one KV group
  * together (decode), over a context read through a block table: scores
  * block by block, one softmax per head, then the weighted sum of V block
- * by block; a group's heads share each read of a block. The context is a range of positions [lo, n): lo > 0 is a sliding
+ * by block; a group's heads share each read of a block. The context is a
+ * range of positions [lo, n): lo > 0 is a sliding
  * window, whose earlier blocks may already be released (never read). The engine and the attention benchmark both call it, so what is
  * measured is what runs. Blocks are scattered in the pool, where the
  * hardware prefetcher cannot follow, so the next block's keys (or values)
