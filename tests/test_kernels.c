@@ -116,6 +116,44 @@ static void test_matmul_threaded(void **state) {
     free(w), free(x), free(ref), free(got);
 }
 
+/* The grouped decode attention (one pass over K and V for the query heads
+ * of a KV group) gives every head the bits of the per-head kernels of the
+ * same ISA, for group sizes that take the 4- and 2-head paths and the
+ * single-head rest, head sizes with and without a vector tail, and score
+ * rows wider than n. */
+static void test_attention_heads(void **state) {
+    (void)state;
+    unsigned seed = 11;
+    const int ds[] = {64, 128, 24, 7}, ns[] = {1, 5, 16}, hs[] = {1, 2, 3, 4, 7};
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    enum { HMAX = 7, DMAX = 128, NMAX = 16, LDS = NMAX + 3 };
+    for (size_t s = 0; s < 3; s++) {
+        const kern_ops *ops = kern_select(isas[s]);
+        if (!ops) continue;
+        for (size_t a = 0; a < 4; a++)
+            for (size_t b = 0; b < 3; b++)
+                for (size_t c = 0; c < 5; c++)
+                    for (int kt = 0; kt < 2; kt++) {
+                        const int d = ds[a], n = ns[b], H = hs[c];
+                        const kvlm_dtype t = kt ? KVLM_F16 : KVLM_F32;
+                        float q[HMAX * DMAX], p[HMAX * LDS], s1[HMAX * LDS] = {0}, sg[HMAX * LDS] = {0};
+                        float o1[HMAX * DMAX], og[HMAX * DMAX];
+                        void *kv = make_weights(t, n, d, &seed);
+                        for (int i = 0; i < H * d; i++) q[i] = frand(&seed), o1[i] = og[i] = frand(&seed);
+                        for (int i = 0; i < H * LDS; i++) p[i] = frand(&seed);
+                        for (int h = 0; h < H; h++) {
+                            ops->attn_scores(q + h * d, kv, t, n, d, 0.125f, s1 + h * LDS);
+                            ops->attn_accum(p + h * LDS, kv, t, n, d, o1 + h * d);
+                        }
+                        ops->attn_scores_heads(q, H, kv, t, n, d, 0.125f, sg, LDS);
+                        ops->attn_accum_heads(p, LDS, H, kv, t, n, d, og);
+                        assert_memory_equal(s1, sg, sizeof s1);
+                        assert_memory_equal(o1, og, (size_t)H * d * sizeof(float));
+                        free(kv);
+                    }
+    }
+}
+
 static void test_attention_and_norms(void **state) {
     (void)state;
     unsigned seed = 3;
@@ -180,6 +218,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_row1_equals_batch),
         cmocka_unit_test(test_matmul_threaded),
         cmocka_unit_test(test_attention_and_norms),
+        cmocka_unit_test(test_attention_heads),
         cmocka_unit_test(test_half_conversions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -361,6 +361,21 @@ static void check_q4_0_decode(int M, int N, int K, int n0, int sat, unsigned cha
                 fail_msg("q4_0 decode M=%d N=%d K=%d n0=%d sat=%d [%d,%d]: %.9g vs reference %.9g", M, N, K, n0, sat,
                          m, n, got[i], ref[i]);
         }
+    /* both forms of the weight side (AVX512-VBMI + GFNI, and without) give
+     * the bits of the call above */
+    const size_t bytes = quant_int8_q4_0_decode_bytes_avx512(M, &kq);
+    void *act = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    float *alt = malloc((size_t)M * N * 4);
+    quant_int8_q4_0_decode_prep_avx512(x, M, &kq, 0, M, act);
+    for (int form = 0; form < 2; form++) {
+        if (form == 1 && !(__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"))) break;
+        memcpy(alt, got, (size_t)M * N * 4);
+        for (int m = 0; m < M; m++)
+            for (int n = n0; n < N; n++) alt[(size_t)m * N + n] = -1.0f;
+        (form ? quant_int8_q4_0_rows_vbmi_avx512 : quant_int8_q4_0_rows_base_avx512)(act, M, &kq, n0, N, bias, alt, N);
+        assert_memory_equal(alt, got, (size_t)M * N * 4);
+    }
+    free(act), free(alt);
     free(wf), free(wd), free(x), free(wq), free(bias), free(ref), free(got);
 }
 
@@ -368,7 +383,8 @@ static void check_q4_0_decode(int M, int N, int K, int n0, int sat, unsigned cha
  * weight-row tails of its 4-row tile and a range starting mid-matrix,
  * block counts with every remainder of its 4-block group (1, 3, 4, 5, 7,
  * 64 blocks), K = 8192 at 3 rows (activations on the heap), saturated
- * codes (all 15, all 0: -8) and scales; and the calls it declines. */
+ * codes (all 15, all 0: -8) and scales; its two forms (with and without
+ * AVX512-VBMI and GFNI) bit for bit; and the calls it declines. */
 static void test_q4_0_decode_avx512(void **state) {
     (void)state;
     if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) skip();

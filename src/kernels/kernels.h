@@ -40,6 +40,14 @@ typedef struct kern_ops {
     /* out[i] += sum_j p[j] * v_j[i] for j < n, v_j = v + j * d (rows in vt
      * as for attn_scores). */
     void (*attn_accum)(const float *p, const void *v, kvlm_dtype vt, int n, int d, float *out);
+    /* The two above for the `heads` query heads of one KV group in one pass
+     * over the keys (values): head h's query is q + h * d, its scores
+     * scores + h * lds; its weights p + h * ldp, its output out + h * d.
+     * Each head gets the same bits as from attn_scores / attn_accum alone. */
+    void (*attn_scores_heads)(const float *q, int heads, const void *k, kvlm_dtype kt, int n, int d, float scale,
+                              float *scores, size_t lds);
+    void (*attn_accum_heads)(const float *p, size_t ldp, int heads, const void *v, kvlm_dtype vt, int n, int d,
+                             float *out);
     /* In place: x = gelu_tanh(x). */
     void (*gelu)(float *x, size_t n);
     /* out = (x - mean) / sqrt(var + eps) * w + b over one row of n. */

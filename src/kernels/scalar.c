@@ -41,6 +41,16 @@ static void attn_accum_scalar(const float *p, const void *v, kvlm_dtype vt, int 
         for (int i = 0; i < d; i++) out[i] += p[j] * dtype_load(vt, v, (size_t)j * d + i);
 }
 
+static void attn_scores_heads_scalar(const float *q, int heads, const void *k, kvlm_dtype kt, int n, int d,
+                                     float scale, float *scores, size_t lds) {
+    for (int h = 0; h < heads; h++) attn_scores_scalar(q + (size_t)h * d, k, kt, n, d, scale, scores + h * lds);
+}
+
+static void attn_accum_heads_scalar(const float *p, size_t ldp, int heads, const void *v, kvlm_dtype vt, int n,
+                                    int d, float *out) {
+    for (int h = 0; h < heads; h++) attn_accum_scalar(p + h * ldp, v, vt, n, d, out + (size_t)h * d);
+}
+
 static void gelu_scalar(float *x, size_t n) {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
@@ -83,6 +93,8 @@ const kern_ops kern_ops_scalar = {
     .matmul_rows = matmul_rows_scalar,
     .attn_scores = attn_scores_scalar,
     .attn_accum = attn_accum_scalar,
+    .attn_scores_heads = attn_scores_heads_scalar,
+    .attn_accum_heads = attn_accum_heads_scalar,
     .gelu = gelu_scalar,
     .layernorm = layernorm_scalar,
     .rmsnorm = rmsnorm_scalar,

@@ -410,6 +410,97 @@ static void KERNEL_NAME(attn_accum)(const float *p, const void *v, kvlm_dtype vt
     else accum_t(p, v, KVLM_F32, n, d, out);
 }
 
+/* Decode attention for the query heads of one KV group (grouped-query
+ * attention): each key or value vector is loaded and widened once for hb
+ * heads (hb a constant at each call: 4, 2), where one call per head reads
+ * the whole context once per head. Every head's sums keep the order of
+ * scores_t / accum_t, so its bits are theirs. */
+AI void scores_heads_t(const float *q, int hb, const void *k, kvlm_dtype t, int n, int d, float scale,
+                       float *scores, size_t lds) {
+    for (int j = 0; j < n; j++) {
+        vf acc[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) acc[h] = V_ZERO();
+        int i = 0;
+        for (; i + VW <= d; i += VW) {
+            const vf kv = load_w(k, t, (size_t)j * d + i);
+#pragma GCC unroll 4
+            for (int h = 0; h < hb; h++) acc[h] = V_FMA(V_LOADU(q + (size_t)h * d + i), kv, acc[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) {
+            float s = V_REDUCE(acc[h]);
+            for (int r = i; r < d; r++) s += q[(size_t)h * d + r] * dtype_load(t, k, (size_t)j * d + r);
+            scores[h * lds + j] = s * scale;
+        }
+    }
+}
+
+static void KERNEL_NAME(attn_scores_heads)(const float *q, int heads, const void *k, kvlm_dtype kt, int n, int d,
+                                           float scale, float *scores, size_t lds) {
+    int h = 0;
+    if (kt == KVLM_F16 || kt == KVLM_F32) {
+        for (; h + 4 <= heads; h += 4)
+            if (kt == KVLM_F16) scores_heads_t(q + (size_t)h * d, 4, k, KVLM_F16, n, d, scale, scores + h * lds, lds);
+            else scores_heads_t(q + (size_t)h * d, 4, k, KVLM_F32, n, d, scale, scores + h * lds, lds);
+        for (; h + 2 <= heads; h += 2)
+            if (kt == KVLM_F16) scores_heads_t(q + (size_t)h * d, 2, k, KVLM_F16, n, d, scale, scores + h * lds, lds);
+            else scores_heads_t(q + (size_t)h * d, 2, k, KVLM_F32, n, d, scale, scores + h * lds, lds);
+    }
+    for (; h < heads; h++) KERNEL_NAME(attn_scores)(q + (size_t)h * d, k, kt, n, d, scale, scores + h * lds);
+}
+
+/* Two vectors of d per value row at a time, so 2 hb accumulator chains
+ * hide the FMA latency (accum_t has one chain per vector of d). */
+AI void accum_heads_t(const float *p, size_t ldp, int hb, const void *v, kvlm_dtype t, int n, int d, float *out) {
+    int i = 0;
+    for (; i + 2 * VW <= d; i += 2 * VW) {
+        vf a0[4], a1[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) a0[h] = V_LOADU(out + (size_t)h * d + i), a1[h] = V_LOADU(out + (size_t)h * d + i + VW);
+        for (int j = 0; j < n; j++) {
+            const vf v0 = load_w(v, t, (size_t)j * d + i), v1 = load_w(v, t, (size_t)j * d + i + VW);
+#pragma GCC unroll 4
+            for (int h = 0; h < hb; h++) {
+                const vf pj = V_SET1(p[h * ldp + j]);
+                a0[h] = V_FMA(pj, v0, a0[h]);
+                a1[h] = V_FMA(pj, v1, a1[h]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) V_STOREU(out + (size_t)h * d + i, a0[h]), V_STOREU(out + (size_t)h * d + i + VW, a1[h]);
+    }
+    for (; i + VW <= d; i += VW) {
+        vf a[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) a[h] = V_LOADU(out + (size_t)h * d + i);
+        for (int j = 0; j < n; j++) {
+            const vf v0 = load_w(v, t, (size_t)j * d + i);
+#pragma GCC unroll 4
+            for (int h = 0; h < hb; h++) a[h] = V_FMA(V_SET1(p[h * ldp + j]), v0, a[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) V_STOREU(out + (size_t)h * d + i, a[h]);
+    }
+    for (int h = 0; h < hb; h++)
+        for (int r = i; r < d; r++)
+            for (int j = 0; j < n; j++) out[(size_t)h * d + r] += p[h * ldp + j] * dtype_load(t, v, (size_t)j * d + r);
+}
+
+static void KERNEL_NAME(attn_accum_heads)(const float *p, size_t ldp, int heads, const void *v, kvlm_dtype vt, int n,
+                                          int d, float *out) {
+    int h = 0;
+    if (vt == KVLM_F16 || vt == KVLM_F32) {
+        for (; h + 4 <= heads; h += 4)
+            if (vt == KVLM_F16) accum_heads_t(p + h * ldp, ldp, 4, v, KVLM_F16, n, d, out + (size_t)h * d);
+            else accum_heads_t(p + h * ldp, ldp, 4, v, KVLM_F32, n, d, out + (size_t)h * d);
+        for (; h + 2 <= heads; h += 2)
+            if (vt == KVLM_F16) accum_heads_t(p + h * ldp, ldp, 2, v, KVLM_F16, n, d, out + (size_t)h * d);
+            else accum_heads_t(p + h * ldp, ldp, 2, v, KVLM_F32, n, d, out + (size_t)h * d);
+    }
+    for (; h < heads; h++) KERNEL_NAME(attn_accum)(p + h * ldp, v, vt, n, d, out + (size_t)h * d);
+}
+
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1). */
 static void KERNEL_NAME(gelu)(float *x, size_t n) {
     const vf c = V_SET1(0.7978845608028654f), a = V_SET1(0.044715f);
@@ -522,6 +613,8 @@ const kern_ops KERNEL_NAME(kern_ops) = {
     .matmul_rows = KERNEL_NAME(matmul_rows),
     .attn_scores = KERNEL_NAME(attn_scores),
     .attn_accum = KERNEL_NAME(attn_accum),
+    .attn_scores_heads = KERNEL_NAME(attn_scores_heads),
+    .attn_accum_heads = KERNEL_NAME(attn_accum_heads),
     .gelu = KERNEL_NAME(gelu),
     .layernorm = KERNEL_NAME(layernorm),
     .rmsnorm = KERNEL_NAME(rmsnorm),

@@ -1,7 +1,9 @@
 /*
- * Attention of one query head over a context read through a block table:
- * scores block by block, one softmax, then the weighted sum of V block by
- * block. The context is a range of positions [lo, n): lo > 0 is a sliding
+ * Attention of one query head, or of the query heads of one KV group
+ * together (decode), over a context read through a block table: scores
+ * block by block, one softmax per head, then the weighted sum of V block
+ * by block; a group's heads share each read of a block. The context is a
+ * range of positions [lo, n): lo > 0 is a sliding
  * window, whose earlier blocks may already be released (never read). The engine and the attention benchmark both call it, so what is
  * measured is what runs. Blocks are scattered in the pool, where the
  * hardware prefetcher cannot follow, so the next block's keys (or values)
@@ -28,39 +30,47 @@ static inline void prefetch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 1);
 }
 
-/* Attention over positions [lo, n): block by block from the block holding
- * lo (its first lo % block_size slots skipped); scores[i] is position lo + i. */
-static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head,
+/* Attention of the `heads` query heads of one KV group over positions
+ * [lo, n): block by block from the block holding lo (its first lo %
+ * block_size slots skipped), each block's keys (then values) read once for
+ * all the heads; head h's query is q + h * head_dim, its scores
+ * scores + h * (n - lo) (position lo + i at i), its output out + h * head_dim. */
+static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
                        const float *q, int lo, int n, float scale, float *scores, float *out) {
     const int bs = kv->block_size, hd = kv->head_dim;
-    const size_t row = kv->row_bytes;
+    const size_t row = kv->row_bytes, lds = (size_t)(n - lo);
     for (int p = lo; p < n;) {
         const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
         if ((j + 1) * bs < n) prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 0), kv->head_bytes);
         else prefetch(kv_head_ptr(kv, table[lo / bs], layer, kv_head, 1), kv->head_bytes);
-        ops->attn_scores(q, kv_head_ptr(kv, table[j], layer, kv_head, 0) + off * row, kv->dtype, cnt, hd, scale,
-                         scores + (p - lo));
+        ops->attn_scores_heads(q, heads, kv_head_ptr(kv, table[j], layer, kv_head, 0) + off * row, kv->dtype, cnt,
+                               hd, scale, scores + (p - lo), lds);
         p += cnt;
     }
-    kern_softmax(scores, n - lo);
-    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int h = 0; h < heads; h++) kern_softmax(scores + h * lds, n - lo);
+    memset(out, 0, (size_t)heads * hd * sizeof(float));
     for (int p = lo; p < n;) {
         const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
         if ((j + 1) * bs < n) prefetch(kv_head_ptr(kv, table[j + 1], layer, kv_head, 1), kv->head_bytes);
-        ops->attn_accum(scores + (p - lo), kv_head_ptr(kv, table[j], layer, kv_head, 1) + off * row, kv->dtype, cnt, hd,
-                        out);
+        ops->attn_accum_heads(scores + (p - lo), lds, heads, kv_head_ptr(kv, table[j], layer, kv_head, 1) + off * row,
+                              kv->dtype, cnt, hd, out);
         p += cnt;
     }
 }
 
 void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
                int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, table, layer, kv_head, q, 0, n, scale, scores, out);
+    attn_range(ops, kv, table, layer, kv_head, 1, q, 0, n, scale, scores, out);
 }
 
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, q, lo, n, scale, scores, out);
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, 1, q, lo, n, scale, scores, out);
+}
+
+void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                    const float *q, int lo, int n, float scale, float *scores, float *out) {
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, scores, out);
 }
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)

@@ -19,6 +19,12 @@ void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int lay
  * is 0, or the start of a sliding window; scores holds n - lo floats. */
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out);
+/* attn_seq_head for the `heads` query heads that share kv_head, K and V
+ * read once for all of them: head h's query is q + h * head_dim, its
+ * output out + h * head_dim (each the same bits as attn_seq_head's);
+ * scores holds heads * (n - lo) floats. */
+void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                    const float *q, int lo, int n, float scale, float *scores, float *out);
 
 /* Tiled causal attention (prefill): query positions p0 .. p0 + np - 1 of
  * one sequence, each with the `group` query heads that share kv_head,

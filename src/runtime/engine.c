@@ -67,7 +67,7 @@ struct kvlm_engine {
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
     float *rope;          /* per row: cos then sin of head_dim / 2 angles */
-    float *scores;        /* per thread (team.threads of them), n_ctx floats */
+    float *scores;        /* per thread (team.threads of them), n_head / n_kv_head * n_ctx floats */
     eng_tile *tiles;      /* cap_rows of them */
     int tile_pos;         /* positions per attention tile */
     size_t tile_bytes;    /* tile scratch per thread */
@@ -116,7 +116,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
         kvlm_engine_free(e);
         return NULL;
     }
-    e->scores = malloc((size_t)e->team.threads * c->n_ctx * sizeof(float));
+    e->scores = malloc((size_t)e->team.threads * (c->n_head / c->n_kv_head) * c->n_ctx * sizeof(float));
     /* Tiles of about 64 query rows (positions x the query heads of a KV
      * group): the tile's outputs and queries stay in L1/L2 while each KV
      * chunk is widened once for all of them. */
@@ -319,11 +319,9 @@ static void attend_tile(void *ctx, int item, int worker) {
     const float *q = e->qkv + (size_t)tl->t0 * e->qkv_dim + (size_t)kh * group * hd;
     float *out = e->att + (size_t)tl->t0 * e->q_dim + (size_t)kh * group * hd;
     if (tl->np == 1) {
-        float *sc = e->scores + (size_t)worker * c->n_ctx;
+        float *sc = e->scores + (size_t)worker * group * c->n_ctx;
         const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
-        for (int g = 0; g < group; g++)
-            attn_seq_head(e->ops, e->kv, r->seq, j->l, kh, q + (size_t)g * hd, lo, r->pos + 1, scale, sc,
-                          out + (size_t)g * hd);
+        attn_seq_heads(e->ops, e->kv, r->seq, j->l, kh, group, q, lo, r->pos + 1, scale, sc, out);
         return;
     }
     attn_tile_seq(e->tops, e->kv, r->seq, j->l, kh, group, q, (size_t)e->qkv_dim, r->pos, tl->np, W, scale, out,
