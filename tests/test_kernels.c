@@ -10,6 +10,7 @@
 
 #include "helpers.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "tensor.h"
 
 static float frand(unsigned *s) {
@@ -19,6 +20,13 @@ static float frand(unsigned *s) {
 
 static void *make_weights(kvlm_dtype t, int n, int k, unsigned *seed) {
     void *w = malloc((size_t)n * k * 4);
+    if (t == KVLM_Q8_0) { /* rows of k / 32 blocks, as the KV cache stores them */
+        float *x = malloc((size_t)n * k * sizeof(float));
+        for (size_t i = 0; i < (size_t)n * k; i++) x[i] = frand(seed);
+        quant_quantize_row(t, x, (int64_t)n * k, w);
+        free(x);
+        return w;
+    }
     for (size_t i = 0; i < (size_t)n * k; i++) dtype_store(t, w, i, frand(seed));
     return w;
 }
@@ -133,9 +141,10 @@ static void test_attention_heads(void **state) {
         for (size_t a = 0; a < 4; a++)
             for (size_t b = 0; b < 3; b++)
                 for (size_t c = 0; c < 5; c++)
-                    for (int kt = 0; kt < 2; kt++) {
+                    for (int kt = 0; kt < 3; kt++) {
                         const int d = ds[a], n = ns[b], H = hs[c];
-                        const kvlm_dtype t = kt ? KVLM_F16 : KVLM_F32;
+                        const kvlm_dtype t = kt == 2 ? KVLM_Q8_0 : kt ? KVLM_F16 : KVLM_F32;
+                        if (t == KVLM_Q8_0 && d % 32) continue; /* Q8_0 rows are whole blocks of 32 */
                         float q[HMAX * DMAX], p[HMAX * LDS], s1[HMAX * LDS] = {0}, sg[HMAX * LDS] = {0};
                         float o1[HMAX * DMAX], og[HMAX * DMAX];
                         void *kv = make_weights(t, n, d, &seed);

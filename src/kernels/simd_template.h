@@ -436,6 +436,62 @@ AI void scores_heads_t(const float *q, int hb, const void *k, kvlm_dtype t, int 
     }
 }
 
+/* Q8_0 keys for hb heads of a group: each block's 32 int8 are widened once
+ * for all the heads; each head's sums keep scores_q8_0's order, so its bits. */
+AI void scores_heads_q8_0(const float *q, int hb, const void *k, int n, int d, float scale, float *scores,
+                          size_t lds) {
+    const int nb = d / QK;
+    const blk_q8_0 *b = k;
+    for (int j = 0; j < n; j++, b += nb) {
+        vf acc[4];
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) acc[h] = V_ZERO();
+        for (int c = 0; c < nb; c++) {
+            vf t[4];
+#pragma GCC unroll 4
+            for (int h = 0; h < hb; h++) t[h] = V_ZERO();
+#pragma GCC unroll 4
+            for (int i = 0; i < QK; i += VW) {
+                const vf kv = V_LOAD_I8(b[c].q + i);
+#pragma GCC unroll 4
+                for (int h = 0; h < hb; h++) t[h] = V_FMA(V_LOADU(q + (size_t)h * d + c * QK + i), kv, t[h]);
+            }
+            const vf sc = V_SET1(S_F16(b[c].d));
+#pragma GCC unroll 4
+            for (int h = 0; h < hb; h++) acc[h] = V_FMA(t[h], sc, acc[h]);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) scores[h * lds + j] = V_REDUCE(acc[h]) * scale;
+    }
+}
+
+/* Q8_0 values for hb heads: block column c of every row at a time, as in
+ * accum_q8_0, each int8 vector widened once for all the heads. */
+AI void accum_heads_q8_0(const float *p, size_t ldp, int hb, const void *v, int n, int d, float *out) {
+    const int nb = d / QK;
+    for (int c = 0; c < nb; c++) {
+        vf a[4][QK / VW];
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++)
+#pragma GCC unroll 4
+            for (int u = 0; u < QK / VW; u++) a[h][u] = V_LOADU(out + (size_t)h * d + c * QK + u * VW);
+        const blk_q8_0 *b = (const blk_q8_0 *)v + c;
+        for (int j = 0; j < n; j++, b += nb) {
+            const float sc = S_F16(b->d);
+#pragma GCC unroll 4
+            for (int u = 0; u < QK / VW; u++) {
+                const vf x = V_LOAD_I8(b->q + u * VW);
+#pragma GCC unroll 4
+                for (int h = 0; h < hb; h++) a[h][u] = V_FMA(V_SET1(p[h * ldp + j] * sc), x, a[h][u]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++)
+#pragma GCC unroll 4
+            for (int u = 0; u < QK / VW; u++) V_STOREU(out + (size_t)h * d + c * QK + u * VW, a[h][u]);
+    }
+}
+
 static void KERNEL_NAME(attn_scores_heads)(const float *q, int heads, const void *k, kvlm_dtype kt, int n, int d,
                                            float scale, float *scores, size_t lds) {
     int h = 0;
@@ -446,6 +502,10 @@ static void KERNEL_NAME(attn_scores_heads)(const float *q, int heads, const void
         for (; h + 2 <= heads; h += 2)
             if (kt == KVLM_F16) scores_heads_t(q + (size_t)h * d, 2, k, KVLM_F16, n, d, scale, scores + h * lds, lds);
             else scores_heads_t(q + (size_t)h * d, 2, k, KVLM_F32, n, d, scale, scores + h * lds, lds);
+    }
+    if (kt == KVLM_Q8_0) {
+        for (; h + 4 <= heads; h += 4) scores_heads_q8_0(q + (size_t)h * d, 4, k, n, d, scale, scores + h * lds, lds);
+        for (; h + 2 <= heads; h += 2) scores_heads_q8_0(q + (size_t)h * d, 2, k, n, d, scale, scores + h * lds, lds);
     }
     for (; h < heads; h++) KERNEL_NAME(attn_scores)(q + (size_t)h * d, k, kt, n, d, scale, scores + h * lds);
 }
@@ -497,6 +557,10 @@ static void KERNEL_NAME(attn_accum_heads)(const float *p, size_t ldp, int heads,
         for (; h + 2 <= heads; h += 2)
             if (vt == KVLM_F16) accum_heads_t(p + h * ldp, ldp, 2, v, KVLM_F16, n, d, out + (size_t)h * d);
             else accum_heads_t(p + h * ldp, ldp, 2, v, KVLM_F32, n, d, out + (size_t)h * d);
+    }
+    if (vt == KVLM_Q8_0) {
+        for (; h + 4 <= heads; h += 4) accum_heads_q8_0(p + h * ldp, ldp, 4, v, n, d, out + (size_t)h * d);
+        for (; h + 2 <= heads; h += 2) accum_heads_q8_0(p + h * ldp, ldp, 2, v, n, d, out + (size_t)h * d);
     }
     for (; h < heads; h++) KERNEL_NAME(attn_accum)(p + h * ldp, v, vt, n, d, out + (size_t)h * d);
 }
