@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_int8.h"
 #include "kernels/team.h"
+#include "kernels/vec_softmax.h"
 
 int kern_cpu_supports(kvlm_isa isa) {
     __builtin_cpu_init();
@@ -201,11 +202,11 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     kern_team_run(team, (N + step - 1) / step, matmul_item, &j);
 }
 
-void kern_softmax(float *x, int n) {
-    float mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    float sum = 0;
-    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
-    float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++) x[i] *= inv;
+void kern_softmax(const kern_ops *ops, float *x, int n) {
+    const vec_softmax_ops *v = ops->isa == KVLM_ISA_AVX512 || ops->isa == KVLM_ISA_AVX512_VNNI ? &vec_softmax_avx512
+                               : ops->isa == KVLM_ISA_AVX2 || ops->isa == KVLM_ISA_AVX2_VNNI ? &vec_softmax_avx2
+                                                                                            : &vec_softmax_scalar;
+    const float mx = v->max(x, (size_t)n);
+    const double sum = v->exp_sum(x, x, (size_t)n, mx);
+    v->div(x, (size_t)n, (float)sum);
 }

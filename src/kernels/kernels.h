@@ -135,7 +135,9 @@ int kern_load_threads(void);
 void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
                  const float *bias, float *y, int ldy);
 
-/* Softmax in place over n scores; returns nothing, keeps max-subtraction. */
-void kern_softmax(float *x, int n);
+/* Softmax in place over n >= 1 scores, max subtracted, with the vector
+ * exponential of vec_softmax.h in the ISA of ops (the same bits on every
+ * ISA). */
+void kern_softmax(const kern_ops *ops, float *x, int n);
 
 #endif

@@ -47,7 +47,7 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
                                hd, scale, scores + (p - lo), lds);
         p += cnt;
     }
-    for (int h = 0; h < heads; h++) kern_softmax(scores + h * lds, n - lo);
+    for (int h = 0; h < heads; h++) kern_softmax(ops, scores + h * lds, n - lo);
     memset(out, 0, (size_t)heads * hd * sizeof(float));
     for (int p = lo; p < n;) {
         const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
