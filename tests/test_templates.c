@@ -209,6 +209,18 @@ static void test_expressions(void **state) {
                   "PARSE: template line 1, column 14: integer literal out of range");
     expect_prefix("{{ (-9223372036854775807 - 1) | abs }}", NULL, NULL,
                   "ERROR: template line 1: integer overflow in abs");
+    /* A namespace holding itself prints as Python does (a fuzzer finding:
+     * the printer recursed until the stack ran out); values nested deeper
+     * than the printer goes are an error, not a crash. */
+    expect("{% set ns = namespace(a=0) %}{% set ns.a = ns %}{{ ns.a }}|{{ [ns] }}|{% set ns.d = {'n': ns} %}{{ ns.d }}",
+           NULL,
+           "<Namespace {'a': <Namespace {...}>}>|[<Namespace {'a': <Namespace {...}>}>]|"
+           "{'n': <Namespace {'a': <Namespace {...}>, 'd': {...}}>}");
+    expect("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}"
+           "{{ ns.l == ns.l }} {{ ns.l | length }}",
+           NULL, "True 1");
+    expect_prefix("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+                  NULL, NULL, "ERROR: template line 1: lists or dicts nested too deeply to print");
     expect("{{ {'a': [1, 'x', none, true, 1.0, 1e20, 0.1]} }}", NULL, "{'a': [1, 'x', None, True, 1.0, 1e+20, 0.1]}");
     expect("{{ \"it's\" }} {{ ['it\\'s'] }} {{ 'tab\\there\\u00e9\\n' }}", NULL, "it's [\"it's\"] tab\there\u00e9\n");
     expect("{{ m.content }}|{{ m['role'] }}|{{ m.missing }}|{{ m.missing is defined }}", "{\"m\":{\"role\":\"r\"}}",

@@ -152,7 +152,7 @@ static int join(rctx *R, const tn *at, tv_list *items, tv sep, const char *attr,
         tv x = items->v[i];
         if (attr && tpl_getattr(R, at, x, attr, &x)) return tpl_buf_free(&b), -1;
         if (i) tpl_buf_add(&b, sep.s.p, sep.s.n);
-        tv_str_of(&b, x);
+        if (tv_str_of(&b, x)) return tpl_buf_free(&b), rx_fail(R, at, "%s", TV_TOO_DEEP);
     }
     return new_str(R, at, &b, out);
 }
@@ -187,7 +187,7 @@ static int str_format(rctx *R, const tn *at, tv fmt, const rargs *g, tv *out) {
         else if (manual) v = rargs_get(g, atoi(field), NULL), next = -1;
         else v = rargs_get(g, -1, field);
         if (!v) return tpl_buf_free(&b), rx_fail(R, at, "format(): no argument for '{%s}'", field);
-        tv_str_of(&b, *v);
+        if (tv_str_of(&b, *v)) return tpl_buf_free(&b), rx_fail(R, at, "%s", TV_TOO_DEEP);
         i = j;
     }
     return new_str(R, at, &b, out);

@@ -55,7 +55,7 @@ static int undefined_error(rctx *R, const tn *at, tv v) {
 int tpl_to_str(rctx *R, const tn *at, tv v, tv *out) {
     if (v.k == TV_STR) return *out = v, 0;
     tpl_buf b = {0};
-    tv_str_of(&b, v);
+    if (tv_str_of(&b, v)) return tpl_buf_free(&b), rx_fail(R, at, "%s", TV_TOO_DEEP);
     *out = tv_str_copy(R->a, b.p ? b.p : "", b.n);
     tpl_buf_free(&b);
     return out->k == TV_STR ? 0 : rx_oom(R, at);
@@ -680,7 +680,7 @@ static int run(rctx *R, tn *const *body, int nbody) {
             if (v.k == TV_STR) rc = emit(R, n, v.s.p, v.s.n);
             else {
                 tpl_buf b = {0};
-                tv_str_of(&b, v);
+                if (tv_str_of(&b, v)) return tpl_buf_free(&b), rx_fail(R, n, "%s", TV_TOO_DEEP);
                 rc = emit(R, n, b.p ? b.p : "", b.n);
                 tpl_buf_free(&b);
             }

@@ -130,7 +130,12 @@ static int is_num(tv v) { return v.k == TV_BOOL || v.k == TV_INT || v.k == TV_FL
 static double num(tv v) { return v.k == TV_FLOAT ? v.f : v.k == TV_INT ? (double)v.i : v.b; }
 static long long inum(tv v) { return v.k == TV_INT ? v.i : v.b; }
 
-int tv_equal(tv a, tv b) {
+/* Values nested deeper than this (loops can build them) compare unequal
+ * and print as an error instead of exhausting the C stack. */
+#define TV_MAX_NESTING 200
+
+static int equal_at(tv a, tv b, int depth) {
+    if (depth > TV_MAX_NESTING) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.k != TV_FLOAT && b.k != TV_FLOAT) return inum(a) == inum(b);
         return num(a) == num(b);
@@ -140,15 +145,17 @@ int tv_equal(tv a, tv b) {
     case TV_UNDEF: case TV_NONE: return 1;
     case TV_STR: return a.s.n == b.s.n && !memcmp(a.s.p, b.s.p, a.s.n);
     case TV_LIST:
+        if (a.l == b.l) return 1; /* the same list, as Python's identity shortcut */
         if (a.l->n != b.l->n) return 0;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!tv_equal(a.l->v[i], b.l->v[i])) return 0;
+            if (!equal_at(a.l->v[i], b.l->v[i], depth + 1)) return 0;
         return 1;
     case TV_DICT:
+        if (a.d == b.d) return 1;
         if (a.d->n != b.d->n) return 0;
         for (size_t i = 0; i < a.d->n; i++) {
             tv *o = tv_dict_get(b.d, a.d->key[i]);
-            if (!o || !tv_equal(a.d->val[i], *o)) return 0;
+            if (!o || !equal_at(a.d->val[i], *o, depth + 1)) return 0;
         }
         return 1;
     case TV_NS: return a.d == b.d;
@@ -158,7 +165,10 @@ int tv_equal(tv a, tv b) {
     }
 }
 
-int tv_compare(tv a, tv b, int *cmp) {
+int tv_equal(tv a, tv b) { return equal_at(a, b, 0); }
+
+static int compare_at(tv a, tv b, int *cmp, int depth) {
+    if (depth > TV_MAX_NESTING) return -1;
     if (is_num(a) && is_num(b)) {
         if (a.k != TV_FLOAT && b.k != TV_FLOAT) *cmp = (inum(a) > inum(b)) - (inum(a) < inum(b));
         else *cmp = (num(a) > num(b)) - (num(a) < num(b));
@@ -172,14 +182,16 @@ int tv_compare(tv a, tv b, int *cmp) {
     }
     if (a.k == TV_LIST && b.k == TV_LIST) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (tv_equal(a.l->v[i], b.l->v[i])) continue;
-            return tv_compare(a.l->v[i], b.l->v[i], cmp);
+            if (equal_at(a.l->v[i], b.l->v[i], depth + 1)) continue;
+            return compare_at(a.l->v[i], b.l->v[i], cmp, depth + 1);
         }
         *cmp = (a.l->n > b.l->n) - (a.l->n < b.l->n);
         return 0;
     }
     return -1;
 }
+
+int tv_compare(tv a, tv b, int *cmp) { return compare_at(a, b, cmp, 0); }
 
 size_t tv_utf8_len(const char *p, size_t n) {
     size_t c = 0;
@@ -281,7 +293,24 @@ static void str_repr(tpl_buf *b, const char *p, size_t n) {
     tpl_buf_addc(b, quote);
 }
 
-static void repr_in(tpl_buf *b, tv v, int top) {
+/* The containers being printed, outermost first: one met again inside
+ * itself (a namespace holding itself) prints as Python's "[...]" / "{...}". */
+typedef struct repr_path {
+    const void *at[TV_MAX_NESTING + 1];
+    int n;
+} repr_path;
+
+static int repr_in(tpl_buf *b, tv v, int top, repr_path *path) {
+    const void *box = v.k == TV_LIST ? (const void *)v.l : v.k == TV_DICT || v.k == TV_NS ? (const void *)v.d : NULL;
+    if (box) {
+        for (int i = 0; i < path->n; i++)
+            if (path->at[i] == box) {
+                tpl_buf_adds(b, v.k == TV_LIST ? (v.l->tuple ? "(...)" : "[...]") : v.k == TV_NS ? "<Namespace {...}>" : "{...}");
+                return 0;
+            }
+        if (path->n > TV_MAX_NESTING) return -1;
+        path->at[path->n++] = box;
+    }
     switch (v.k) {
     case TV_UNDEF: if (!top) tpl_buf_adds(b, "Undefined"); break;
     case TV_NONE: tpl_buf_adds(b, "None"); break;
@@ -301,7 +330,7 @@ static void repr_in(tpl_buf *b, tv v, int top) {
         tpl_buf_addc(b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) tpl_buf_adds(b, ", ");
-            repr_in(b, v.l->v[i], 0);
+            if (repr_in(b, v.l->v[i], 0, path)) return -1;
         }
         if (v.l->tuple && v.l->n == 1) tpl_buf_addc(b, ',');
         tpl_buf_addc(b, v.l->tuple ? ')' : ']');
@@ -311,19 +340,28 @@ static void repr_in(tpl_buf *b, tv v, int top) {
         tpl_buf_adds(b, v.k == TV_NS ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) tpl_buf_adds(b, ", ");
-            repr_in(b, v.d->key[i], 0);
+            if (repr_in(b, v.d->key[i], 0, path)) return -1;
             tpl_buf_adds(b, ": ");
-            repr_in(b, v.d->val[i], 0);
+            if (repr_in(b, v.d->val[i], 0, path)) return -1;
         }
         tpl_buf_adds(b, v.k == TV_NS ? "}>" : "}");
         break;
     case TV_MACRO: tpl_buf_adds(b, "<Macro>"); break;
     default: tpl_buf_adds(b, "<built-in function>"); break;
     }
+    if (box) path->n--;
+    return 0;
 }
 
-void tv_str_of(tpl_buf *b, tv v) { repr_in(b, v, 1); }
-void tv_repr(tpl_buf *b, tv v) { repr_in(b, v, 0); }
+int tv_str_of(tpl_buf *b, tv v) {
+    repr_path path = {.n = 0};
+    return repr_in(b, v, 1, &path);
+}
+
+int tv_repr(tpl_buf *b, tv v) {
+    repr_path path = {.n = 0};
+    return repr_in(b, v, 0, &path);
+}
 
 /* ------------------------------------------------------------------- json */
 

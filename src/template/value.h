@@ -110,10 +110,11 @@ tv *tv_dict_gets(const tv_dict *d, const char *key);
 
 /* Python truthiness (Undefined is false). */
 int tv_truthy(tv v);
-/* Python ==, with 1 == 1.0 == True. */
+/* Python ==, with 1 == 1.0 == True (lists and dicts nested deeper than
+ * TV_MAX_NESTING compare unequal). */
 int tv_equal(tv a, tv b);
-/* Python ordering for numbers and strings: sets *cmp to <0, 0, >0; returns
- * -1 when the two cannot be ordered. */
+/* Python ordering for numbers, strings and lists of them: sets *cmp to <0,
+ * 0, >0; returns -1 when the two cannot be ordered (or nest too deep). */
 int tv_compare(tv a, tv b, int *cmp);
 /* Number of code points of a UTF-8 string. */
 size_t tv_utf8_len(const char *p, size_t n);
@@ -134,10 +135,13 @@ void tpl_buf_addc(tpl_buf *b, char c);
 void tpl_buf_free(tpl_buf *b);
 
 /* Python str(v) appended to b: "None", "True", 1.5, "[1, 'a']", "{'k': 2}";
- * Undefined appends nothing. */
-void tv_str_of(tpl_buf *b, tv v);
-/* Python repr(v). */
-void tv_repr(tpl_buf *b, tv v);
+ * Undefined appends nothing; a container inside itself prints as "[...]"
+ * or "{...}". -1 (b holds a partial text) for lists and dicts nested
+ * deeper than TV_MAX_NESTING (value.c). */
+int tv_str_of(tpl_buf *b, tv v);
+#define TV_TOO_DEEP "lists or dicts nested too deeply to print"
+/* Python repr(v); fails as tv_str_of does. */
+int tv_repr(tpl_buf *b, tv v);
 /* Python's repr of a float (shortest round-trip, "1.0", "1e+16", "inf"). */
 void tv_float_repr(tpl_buf *b, double f);
 
