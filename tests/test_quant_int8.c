@@ -31,6 +31,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_int8.h"
 #include "kernels/team.h"
+#include "model/model.h"
 #include "tensor.h"
 
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
@@ -520,6 +521,50 @@ static void test_q4_0_packed(void **state) {
     check_q4_0_packed(1, 300, 768, &seed);
 }
 
+/* kvlm_model_repack on a synthetic Q4_0 Llama: nothing for other ISAs;
+ * with avx512-vnni every layer matrix and the head get their packed form
+ * (q4_0_pack's bytes), the bytes returned and kept are the sum of
+ * q4_0_packed_size over them, and a second call adds nothing. */
+static void test_model_repack(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q4_0, 3, &err);
+    assert_non_null(m);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX2), 0);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX512), 0);
+    const size_t added = kvlm_model_repack(m, KVLM_ISA_AUTO);
+    assert_int_equal(kvlm_model_repacked_bytes(m), added);
+    size_t want = 0;
+    int n = 0;
+    for (int l = 0; l <= m->cfg.n_layer; l++) {
+        model_layer *L = l < m->cfg.n_layer ? &m->layers[l] : NULL;
+        const kern_matrix *ws[] = {L ? &L->wq : &m->lm_head, L ? &L->wk : NULL, L ? &L->wv : NULL, L ? &L->wo : NULL,
+                                   L ? &L->w_gate : NULL, L ? &L->w_up : NULL, L ? &L->w_down : NULL};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (!ws[i]) continue;
+            const kern_matrix *w = ws[i];
+            assert_int_equal(w->dtype, KVLM_Q4_0);
+            if (kvlm_isa_best() != KVLM_ISA_AVX512_VNNI) {
+                assert_null(w->packed);
+                continue;
+            }
+            assert_non_null(w->packed);
+            const size_t size = q4_0_packed_size(w->rows, w->cols);
+            unsigned char *p = malloc(size);
+            q4_0_pack(w->data, w->rows, w->cols, 0, (w->rows + 3) / 4, p);
+            assert_memory_equal(p, w->packed, size);
+            free(p);
+            want += size;
+            n++;
+        }
+    }
+    assert_int_equal(added, want);
+    assert_int_equal(n, kvlm_isa_best() == KVLM_ISA_AVX512_VNNI ? 7 * m->cfg.n_layer + 1 : 0);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AUTO), 0);
+    assert_int_equal(kvlm_model_repacked_bytes(m), added);
+    kvlm_model_free(m);
+}
+
 /* The levels: names, numbers kept for the old ones, auto picks the
  * int8 level the CPU has, and every op other than the quantised matmul is
  * the base ISA's (f32 weights give the base ISA's bits). */
@@ -567,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_prepared_threads),
         cmocka_unit_test(test_q4_0_decode_avx512),
         cmocka_unit_test(test_q4_0_packed),
+        cmocka_unit_test(test_model_repack),
         cmocka_unit_test(test_isa_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
