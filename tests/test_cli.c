@@ -67,6 +67,36 @@ static void test_kv_bytes_gpt2_124m(void **state) {
     }
 }
 
+/* Q4_0 weights repacked for decode (the default with avx512-vnni, the
+ * CPU's best or asked for) and not (--no-repack, or another --isa): the
+ * same greedy ids from synthetic GPT-2 124M shapes, and the exact bytes
+ * of the copy: per layer (2304 + 768 + 3072) / 4 tiles of 6 groups and
+ * 768 / 4 tiles of 24 groups, 288 bytes a group, and the tied head's
+ * ceil(50257 / 4) tiles of 6 groups. The logprobs are not compared: the
+ * packed kernel rounds differently (tests/test_quant_int8.c), which can
+ * move an activation's int8 code in a later layer; on this random model
+ * they differ by up to about 1e-2, as the decode and the prefill kernels
+ * of the file's layout already do. */
+static void test_repack_same_tokens(void **state) {
+    (void)state;
+    const json_int_t bytes = 12 * ((2304 + 768 + 3072) / 4 * 6 + 768 / 4 * 24) * 288 + 12565 * 6 * 288;
+    assert_int_equal(bytes, 69488064);
+    const int vnni = kvlm_isa_best() == KVLM_ISA_AVX512_VNNI;
+    const char *base = "--synthetic gpt2-124m --dtype q4_0 --ids '" PROMPT8 "' -n 16 --temp 0 --ignore-eos";
+    const char *variants[] = {"", " --no-repack", " --isa avx512"};
+    json_t *r[3];
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s%s", base, variants[i]);
+        r[i] = run_json(args);
+        assert_int_equal(stat_int(r[i], "repacked_bytes"), i == 0 && vnni ? bytes : 0);
+    }
+    assert_int_equal(json_array_size(json_object_get(r[0], "ids")), 16);
+    if (!json_equal(json_object_get(r[0], "ids"), json_object_get(r[1], "ids")))
+        fail_msg("greedy ids differ with and without the repack");
+    for (int i = 0; i < 3; i++) json_decref(r[i]);
+}
+
 /* Greedy ids and logprobs; the same with the cache off. */
 static void test_json_and_no_cache(void **state) {
     (void)state;
@@ -534,7 +564,7 @@ static void test_help_shared_flags(void **state) {
                           "report", "serve", "kv",       "loadgen",    "tokenize",     "detokenize"};
     const size_t n_model_cmds = 8;
     const char *must[] = {"-m, --model PATH", "--synthetic NAME", "--dtype T", "--threads N", "--isa NAME",
-                          "--kv-dtype T", "--block-size N", "-h, --help"};
+                          "--no-repack", "--kv-dtype T", "--block-size N", "-h, --help"};
     static flag_help seen[MAX_FLAGS], got[MAX_FLAGS];
     int n_seen = 0;
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
@@ -609,6 +639,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes_gpt2_124m),
         cmocka_unit_test(test_json_and_no_cache),
+        cmocka_unit_test(test_repack_same_tokens),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_run_llama),
         cmocka_unit_test(test_run_bos_from_files),

@@ -49,7 +49,7 @@ static void test_matmul(void **state) {
                     float *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
                     for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
                     for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-                    kern_matrix km = {dts[d], w, N, K};
+                    kern_matrix km = {dts[d], w, N, K, NULL};
                     kern_matmul(kern_select(KVLM_ISA_SCALAR), &(kern_team){.threads = 2}, x, M, &km, bias, ref, N);
                     for (size_t s = 0; s < 2; s++) {
                         const kern_ops *ops = kern_select(simd[s]);
@@ -95,7 +95,7 @@ static void test_matmul_row1_equals_batch(void **state) {
                         float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);
                         float *one = malloc((size_t)N * 4);
                         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-                        kern_matrix km = {dts[d], w, N, K};
+                        kern_matrix km = {dts[d], w, N, K, NULL};
                         ops->matmul_rows(x, M, &km, 0, N, NULL, batch, N);
                         for (int m = 0; m < M; m++) {
                             ops->matmul_rows(x + (size_t)m * K, 1, &km, 0, N, NULL, one, N);
@@ -116,7 +116,7 @@ static void test_matmul_threaded(void **state) {
     void *w = make_weights(KVLM_F16, N, K, &seed);
     float *x = malloc(M * K * 4), *ref = malloc(M * N * 4), *got = malloc(M * N * 4);
     for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-    kern_matrix km = {KVLM_F16, w, N, K};
+    kern_matrix km = {KVLM_F16, w, N, K, NULL};
     const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
     sc->matmul_rows(x, M, &km, 0, N, NULL, ref, N);
     kern_matmul(kern_select(KVLM_ISA_AUTO), &(kern_team){.threads = 2}, x, M, &km, NULL, got, N);

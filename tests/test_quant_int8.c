@@ -14,7 +14,10 @@
  *    order of the K / 32 block terms (float lanes, then a horizontal sum;
  *    the reference sums in double), a few float ulps of S at these K;
  *    The AVX512-VNNI Q4_0 decode kernel, called directly, has the same
- *    bound;
+ *    bound, and so has its form for packed weights (q4_0_packed.h), which
+ *    adds each block's int32 sum as one float product where the row-major
+ *    kernel adds four lanes per block: the two differ by at most the sum
+ *    of their bounds, 2e-6 * (1 + S);
  *  - reference vs the f32-activation matmul of the same weights: the
  *    activation quantisation bound sum_k |w_k| * dx_k / 2 (+ 1e-5 (1 + S)).
  */
@@ -24,9 +27,11 @@
 
 #include "helpers.h"
 #include "kernels/kernels.h"
+#include "kernels/q4_0_packed.h"
 #include "kernels/quant.h"
 #include "kernels/quant_int8.h"
 #include "kernels/team.h"
+#include "model/model.h"
 #include "tensor.h"
 
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
@@ -132,7 +137,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
         if (quant_can_quantize(t)) quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
         quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
     }
-    kern_matrix kq = {t, wq, N, K}, kd = {KVLM_F32, wd, N, K};
+    kern_matrix kq = {t, wq, N, K, NULL}, kd = {KVLM_F32, wd, N, K, NULL};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     kern_select(KVLM_ISA_SCALAR)->matmul_rows(x, M, &kd, 0, N, bias, f32, N);
     for (int m = 0; m < M; m++) {
@@ -219,7 +224,7 @@ static void test_threaded_and_ranges(void **state) {
         for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(&seed);
         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        kern_matrix kq = {qtypes[t], wq, N, K};
+        kern_matrix kq = {qtypes[t], wq, N, K, NULL};
         quant_int8_matmul_ref(x, M, &kq, 0, N, NULL, ref, N);
         for (size_t s = 0; s < 2; s++) {
             if (!kern_cpu_supports(vnni[s])) continue;
@@ -275,7 +280,7 @@ static void test_prepared_threads(void **state) {
             }
             for (int i = 0; i < M * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
             for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-            const kern_matrix kq = {t, wq, N, K};
+            const kern_matrix kq = {t, wq, N, K, NULL};
             quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
             for (size_t s = 0; s < 2; s++) {
                 if (!kern_cpu_supports(vnni[s])) continue;
@@ -345,7 +350,7 @@ static void check_q4_0_decode(int M, int N, int K, int n0, int sat, unsigned cha
     for (int i = 0; i < M * K; i++) x[i] = sat ? (i % 2 ? 4.0f : -4.0f) : frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
     if (!sat && M > 1) memset(x + K, 0, (size_t)K * 4); /* a zero row: every dx 0 */
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    const kern_matrix kq = {KVLM_Q4_0, wq, N, K};
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, M, &kq, n0, N, bias, got, N), 1);
@@ -398,10 +403,166 @@ static void test_q4_0_decode_avx512(void **state) {
     check_q4_0_decode(2, 6, 160, 0, 1, 0x00, &seed);
     float x[4 * 64] = {0}, y[16];
     unsigned char w[4 * 2 * sizeof(blk_q8_0)] = {0};
-    const kern_matrix q4 = {KVLM_Q4_0, w, 4, 64}, q8 = {KVLM_Q8_0, w, 4, 64};
+    const kern_matrix q4 = {KVLM_Q4_0, w, 4, 64, NULL}, q8 = {KVLM_Q8_0, w, 4, 64, NULL};
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 4, &q4, 0, 4, NULL, y, 4), 0);
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 0, &q4, 0, 4, NULL, y, 4), 0);
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 1, &q8, 0, 4, NULL, y, 4), 0);
+}
+
+/* The packed layout (q4_0_packed.h) element by element: code byte i of
+ * block b of row n at tile n / 4, group b / 4, vector i / 4, lane
+ * 4 (n % 4) + b % 4, byte i % 4; its scale in the group's last 32 bytes at
+ * the same lane; everything else (rows and blocks past the matrix's) zero. */
+static void check_pack_layout(int N, int K, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL);
+    const int nb = K / QK, ng = (nb + 3) / 4, tiles = (N + 3) / 4;
+    unsigned char *wq = malloc((size_t)N * rb);
+    for (size_t i = 0; i < (size_t)N * rb; i++) wq[i] = (unsigned char)(frand(seed) * 127.0f + 128.0f);
+    const size_t size = q4_0_packed_size(N, K);
+    assert_int_equal(size, (size_t)tiles * ng * 288);
+    unsigned char *got = malloc(size), *want = calloc(1, size);
+    memset(got, 0xa5, size);
+    q4_0_pack(wq, N, K, 0, tiles / 2, got); /* in two calls, as threads split it */
+    q4_0_pack(wq, N, K, tiles / 2, tiles, got);
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < nb; b++) {
+            const unsigned char *blk = wq + (size_t)n * rb + (size_t)b * sizeof(blk_q4_0);
+            const size_t grp = ((size_t)(n / 4) * ng + b / 4) * 288;
+            const int lane = 4 * (n % 4) + b % 4;
+            for (int i = 0; i < QK / 2; i++) want[grp + 64 * (i / 4) + 4 * lane + i % 4] = blk[2 + i];
+            want[grp + 256 + 2 * lane] = blk[0], want[grp + 256 + 2 * lane + 1] = blk[1];
+        }
+    assert_memory_equal(got, want, size);
+    free(wq), free(got), free(want);
+}
+
+/* The AVX512-VNNI Q4_0 decode kernel on packed weights (kern_matrix
+ * .packed) against the same kernel on the file's layout and the
+ * reference, through matmul_rows, the prepared form (prepared in two
+ * calls, rows in two ranges: the bits of matmul_rows) and kern_matmul at
+ * 1-3 threads (the same bits); a direct call on a range starting
+ * mid-tile leaves the rows before it alone. Shapes: rows with every
+ * remainder mod 4 and the 16-row step, block counts with every remainder
+ * of the 4-block group, K up to 8192. */
+static void check_q4_0_packed(int M, int N, int K, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL);
+    float *wf = malloc((size_t)K * 4), *wd = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *bias = malloc((size_t)N * 4), *ref = malloc((size_t)M * N * 4), *row = malloc((size_t)M * N * 4);
+    float *got = malloc((size_t)M * N * 4), *alt = malloc((size_t)M * N * 4);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) wf[k] = frand(seed);
+        quant_quantize_row(KVLM_Q4_0, wf, K, wq + (size_t)n * rb);
+        quant_dequantize_row(KVLM_Q4_0, wq + (size_t)n * rb, K, wd + (size_t)n * K);
+    }
+    for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    void *pk = aligned_alloc(64, (q4_0_packed_size(N, K) + 63) & ~(size_t)63);
+    q4_0_pack(wq, N, K, 0, (N + 3) / 4, pk);
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL}, kp = {KVLM_Q4_0, wq, N, K, pk};
+    const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
+    quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
+    ops->matmul_rows(x, M, &kq, 0, N, bias, row, N);
+    ops->matmul_rows(x, M, &kp, 0, N, bias, got, N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const size_t i = (size_t)m * N + n;
+            const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
+            if (!(fabs((double)got[i] - ref[i]) <= 1e-6 * (1 + S)) || !(fabs((double)got[i] - row[i]) <= 2e-6 * (1 + S)))
+                fail_msg("q4_0 packed M=%d N=%d K=%d [%d,%d]: %.9g vs reference %.9g, row-major kernel %.9g", M, N, K,
+                         m, n, got[i], ref[i], row[i]);
+        }
+    size_t panel = 0;
+    const size_t pre = ops->matmul_prep_bytes(M, &kp, &panel);
+    assert_true(pre > 0);
+    assert_int_equal(panel, 0);
+    unsigned char *buf = aligned_alloc(64, (pre + 63) & ~(size_t)63);
+    ops->matmul_prep(x, M, &kp, 0, 1, buf);
+    ops->matmul_prep(x, M, &kp, 1, M, buf);
+    for (int i = 0; i < M * N; i++) alt[i] = -12345.0f;
+    ops->matmul_rows_prep(buf, NULL, &kp, 0, N / 2, bias, alt, N);
+    ops->matmul_rows_prep(buf, NULL, &kp, N / 2, N, bias, alt, N);
+    assert_memory_equal(alt, got, (size_t)M * N * 4);
+    free(buf);
+    for (int th = 1; th <= 3; th++) {
+        kern_team team;
+        assert_int_equal(kern_team_open(&team, th), 0);
+        for (int i = 0; i < M * N; i++) alt[i] = -12345.0f;
+        kern_matmul(ops, &team, x, M, &kp, bias, alt, N);
+        kern_team_close(&team);
+        assert_memory_equal(alt, got, (size_t)M * N * 4);
+    }
+    const int n0 = N > 5 ? 5 : 0;
+    for (int i = 0; i < M * N; i++) alt[i] = -12345.0f;
+    assert_int_equal(quant_int8_q4_0_decode_avx512(x, M, &kp, n0, N, bias, alt, N), 1);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const size_t i = (size_t)m * N + n;
+            if (n < n0) assert_true(alt[i] == -12345.0f);
+            else assert_true(alt[i] == got[i]);
+        }
+    free(pk), free(wf), free(wd), free(x), free(wq), free(bias), free(ref), free(row), free(got), free(alt);
+}
+
+static void test_q4_0_packed(void **state) {
+    (void)state;
+    unsigned seed = 31;
+    const int Ns[] = {1, 3, 4, 5, 6, 7, 16, 17, 37, 70}, Ks[] = {32, 64, 96, 128, 160, 224, 2048};
+    for (size_t a = 0; a < 10; a++)
+        for (size_t b = 0; b < 7; b++) check_pack_layout(Ns[a], Ks[b], &seed);
+    assert_int_equal(q4_0_packed_size(4, 48), 0);
+    assert_int_equal(q4_0_packed_size(0, 64), 0);
+    assert_int_equal(q4_0_packed_size(8, 4096), 8 * 4096 / 32 * 18); /* the file's bytes: no padding */
+    if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) skip();
+    for (int M = 1; M <= 3; M++)
+        for (size_t a = 0; a < 10; a++)
+            for (size_t b = 0; b < 7; b++) check_q4_0_packed(M, Ns[a], Ks[b], &seed);
+    check_q4_0_packed(3, 70, 8192, &seed);
+    check_q4_0_packed(1, 300, 768, &seed);
+}
+
+/* kvlm_model_repack on a synthetic Q4_0 Llama: nothing for other ISAs;
+ * with avx512-vnni every layer matrix and the head get their packed form
+ * (q4_0_pack's bytes), the bytes returned and kept are the sum of
+ * q4_0_packed_size over them, and a second call adds nothing. */
+static void test_model_repack(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q4_0, 3, &err);
+    assert_non_null(m);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX2), 0);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX512), 0);
+    const size_t added = kvlm_model_repack(m, KVLM_ISA_AUTO);
+    assert_int_equal(kvlm_model_repacked_bytes(m), added);
+    size_t want = 0;
+    int n = 0;
+    for (int l = 0; l <= m->cfg.n_layer; l++) {
+        model_layer *L = l < m->cfg.n_layer ? &m->layers[l] : NULL;
+        const kern_matrix *ws[] = {L ? &L->wq : &m->lm_head, L ? &L->wk : NULL, L ? &L->wv : NULL, L ? &L->wo : NULL,
+                                   L ? &L->w_gate : NULL, L ? &L->w_up : NULL, L ? &L->w_down : NULL};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (!ws[i]) continue;
+            const kern_matrix *w = ws[i];
+            assert_int_equal(w->dtype, KVLM_Q4_0);
+            if (kvlm_isa_best() != KVLM_ISA_AVX512_VNNI) {
+                assert_null(w->packed);
+                continue;
+            }
+            assert_non_null(w->packed);
+            const size_t size = q4_0_packed_size(w->rows, w->cols);
+            unsigned char *p = malloc(size);
+            q4_0_pack(w->data, w->rows, w->cols, 0, (w->rows + 3) / 4, p);
+            assert_memory_equal(p, w->packed, size);
+            free(p);
+            want += size;
+            n++;
+        }
+    }
+    assert_int_equal(added, want);
+    assert_int_equal(n, kvlm_isa_best() == KVLM_ISA_AVX512_VNNI ? 7 * m->cfg.n_layer + 1 : 0);
+    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AUTO), 0);
+    assert_int_equal(kvlm_model_repacked_bytes(m), added);
+    kvlm_model_free(m);
 }
 
 /* The levels: names, numbers kept for the old ones, auto picks the
@@ -434,7 +595,7 @@ static void test_isa_levels(void **state) {
         assert_true(v->attn_scores == b->attn_scores && v->attn_accum == b->attn_accum && v->gelu == b->gelu &&
                     v->layernorm == b->layernorm && v->rmsnorm == b->rmsnorm && v->swiglu == b->swiglu &&
                     v->store_row == b->store_row);
-        const kern_matrix km = {KVLM_F32, w, N, K};
+        const kern_matrix km = {KVLM_F32, w, N, K, NULL};
         v->matmul_rows(x, M, &km, 0, N, NULL, y0, N);
         b->matmul_rows(x, M, &km, 0, N, NULL, y1, N);
         assert_memory_equal(y0, y1, sizeof y0);
@@ -450,6 +611,8 @@ int main(void) {
         cmocka_unit_test(test_threaded_and_ranges),
         cmocka_unit_test(test_prepared_threads),
         cmocka_unit_test(test_q4_0_decode_avx512),
+        cmocka_unit_test(test_q4_0_packed),
+        cmocka_unit_test(test_model_repack),
         cmocka_unit_test(test_isa_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

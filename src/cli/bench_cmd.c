@@ -185,10 +185,11 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
     const kvlm_config *c = b->c;
     double wb = (double)kvlm_model_decode_bytes(b->m), tpot = acc_median(&r->tg_ms) * 1e-3;
     json_t *root = json_pack(
-        "{s:s,s:s,s:I,s:I,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:i,"
+        "{s:s,s:s,s:I,s:I,s:I,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:i,"
         "s:{s:i,s:f,s:f,s:f},s:{s:i,s:f,s:f,s:f,s:f},s:{s:f,s:f,s:f}}",
         "model", kvlm_model_source(b->m), "weight_dtype", kvlm_dtype_name(c->weight_dtype), "params",
-        (json_int_t)kvlm_model_param_count(b->m), "decode_bytes_per_token", (json_int_t)wb, "threads",
+        (json_int_t)kvlm_model_param_count(b->m), "decode_bytes_per_token", (json_int_t)wb,
+        "repacked_bytes", (json_int_t)kvlm_model_repacked_bytes(b->m), "threads",
         kvlm_engine_threads(b->e), "isa", kvlm_isa_name(kvlm_engine_isa(b->e)), "kv_dtype",
         kvlm_dtype_name(o->kv_dtype), "bandwidth_gbs", r->bw / 1e9, "buffer_bandwidth_gbs", r->bw_buffer / 1e9,
         "weights_bandwidth_gbs", r->bw_weights / 1e9, "bandwidth_buffer_mib",
@@ -269,6 +270,10 @@ static void print_human(const kvlm_model *m, const json_t *d) {
            c->n_embd, c->vocab_size, num(d, "params", NULL) / 1e6, str(d, "weight_dtype"));
     printf("engine       %d threads, %s kernels, KV %s\n", (int)num(d, "threads", NULL), str(d, "isa"),
            str(d, "kv_dtype"));
+    const double repacked = num(d, "repacked_bytes", NULL);
+    if (repacked > 0)
+        printf("repacked     %.1f MB: Q4_0 matrices packed for decode, beside the file's layout (--no-repack: none)\n",
+               repacked / 1e6);
     printf("bandwidth    %.1f GB/s read (measured, %d threads, best of 5: %.1f from a %d MiB buffer, %.1f from the\n"
            "             weights themselves; the larger counts)\n\n",
            bw_gbs, (int)num(d, "threads", NULL), num(d, "buffer_bandwidth_gbs", NULL),
@@ -322,8 +327,7 @@ int cli_bench(int argc, char **argv) {
     }
     o.p.progress = !o.json;
     cli_draft d = {0};
-    const kvlm_engine_options eo = session_engine_options(&o.mf);
-    if (spec && (rc = draft_open(&d, &o.draft, m, 1, &eo, o.mf.kv_dtype))) {
+    if (spec && (rc = draft_open(&d, &o.draft, m, 1, &o.mf))) {
         draft_close(&d);
         session_close(&ss);
         return rc;

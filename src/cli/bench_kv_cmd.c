@@ -672,7 +672,7 @@ static int run_sections(const bkv_opts *o, kvlm_model *m, json_t *doc) {
 int cli_bench_kv(int argc, char **argv) {
     bkv_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
-    kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype);
+    kvlm_model *m = cli_load_model(o.mf.model, o.mf.synthetic, o.mf.synth_dtype, &o.mf);
     if (!m) return 1;
     const kvlm_config *c = kvlm_model_config(m);
     size_t block_bytes;

@@ -20,8 +20,7 @@ int draft_flags_check(const draft_flags *f, const char *cmd) {
     return 0;
 }
 
-int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs,
-               const kvlm_engine_options *eo, kvlm_dtype kv_dtype) {
+int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs, const model_flags *mf) {
     memset(d, 0, sizeof *d);
     d->spec.k = f->k ? f->k : 4;
     if (f->ngram) {
@@ -30,7 +29,7 @@ int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int
     }
     if (!f->model) return 0;
     d->spec.mode = KVLM_DRAFT_MODEL;
-    if (!(d->m = cli_load_model(f->model, NULL, KVLM_F32))) return 1;
+    if (!(d->m = cli_load_model(f->model, NULL, KVLM_F32, mf))) return 1;
     const kvlm_config *dc = kvlm_model_config(d->m), *tc = kvlm_model_config(target);
     if (dc->vocab_size != tc->vocab_size) {
         fprintf(stderr, "kvlm: --draft %s: its vocabulary has %d tokens, the model's %d (they must share one "
@@ -38,8 +37,9 @@ int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int
         return 2;
     }
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = kv_dtype, .max_seqs = max_seqs, .no_prefix_cache = f->no_prefix_cache};
-    if (!(d->kv = kvlm_kv_create(d->m, &ko, &err)) || !(d->e = kvlm_engine_create(d->m, d->kv, eo, &err))) {
+    const kvlm_engine_options eo = session_engine_options(mf);
+    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .max_seqs = max_seqs, .no_prefix_cache = f->no_prefix_cache};
+    if (!(d->kv = kvlm_kv_create(d->m, &ko, &err)) || !(d->e = kvlm_engine_create(d->m, d->kv, &eo, &err))) {
         fprintf(stderr, "kvlm: --draft %s: %s\n", f->model, err.msg);
         return 1;
     }

@@ -40,11 +40,11 @@ typedef struct cli_draft {
 } cli_draft;
 
 /* Opens what the flags name for a target model with max_seqs sequences:
- * the draft model gets a KV cache of kv_dtype and an engine with eo.
+ * the draft model is loaded (and repacked) as the model flags mf ask and
+ * gets a KV cache of their KV dtype and an engine with their options.
  * Returns 0, or the exit status after printing why (2: the draft does
  * not fit the target). draft_close is safe after a failed open. */
-int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs,
-               const kvlm_engine_options *eo, kvlm_dtype kv_dtype);
+int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs, const model_flags *mf);
 /* Hands the draft model to a scheduler (nothing without --draft). */
 int draft_attach(const cli_draft *d, kvlm_sched *s, kvlm_error *err);
 void draft_close(cli_draft *d);

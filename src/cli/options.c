@@ -56,6 +56,7 @@ static int set_isa(const cli_spec *s, const char *f, const char *v) {
     return -1;
 }
 
+static int set_no_repack(const cli_spec *s, const char *f, const char *v) { (void)f, (void)v; s->mf->no_repack = 1; return 0; }
 static int set_threads(const cli_spec *s, const char *f, const char *v) { return arg_int(f, v, 1, 1024, &s->mf->threads); }
 static int set_block_size(const cli_spec *s, const char *f, const char *v) { return arg_int(f, v, 1, 4096, &s->mf->block_size); }
 static int set_kv_blocks(const cli_spec *s, const char *f, const char *v) { return arg_int(f, v, 1, 1 << 30, &s->mf->kv_blocks); }
@@ -134,6 +135,9 @@ static const shared_opt shared[] = {
     {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
      "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
      "Q4_K, Q5_K and Q6_K weights)", set_isa},
+    {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: no packed copy of the Q4_0\n"
+     "matrices for avx512-vnni decode (which holds about the file's Q4_0 bytes\n"
+     "again in memory)", set_no_repack},
     {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default), f16 or q8_0 (int8 with an f16 scale\n"
      "per 32 numbers: 34 bytes per 32, head dim a multiple of 32)", set_kv_dtype},
     {CLI_KV, "--block-size", "N", "tokens per KV block (default 16)", set_block_size},

@@ -38,6 +38,7 @@ typedef struct model_flags {
     kvlm_dtype synth_dtype, kv_dtype;
     int threads, block_size;
     kvlm_isa isa;
+    int no_repack;  /* --no-repack: keep the file's weight layout only */
     int kv_blocks;  /* KV pool in blocks; 0: the command's default */
     float kv_mib;   /* KV pool in MiB; 0: not given */
 } model_flags;
@@ -63,7 +64,7 @@ void sampling_flags_init(sampling_flags *f);
 enum cli_group {
     CLI_MODEL = 1 << 0,     /* -m, --synthetic, --dtype */
     CLI_TOKENIZER = 1 << 1, /* --tokenizer */
-    CLI_ENGINE = 1 << 2,    /* --threads, --isa */
+    CLI_ENGINE = 1 << 2,    /* --threads, --isa, --no-repack */
     CLI_KV = 1 << 3,        /* --kv-dtype, --block-size */
     CLI_KV_POOL = 1 << 4,   /* --kv-blocks, --kv-mib */
     CLI_PROMPT = 1 << 5,    /* -p, --ids */

@@ -107,6 +107,7 @@ typedef struct run_stats {
     double prefill_ms, ttft_ms, prefill_ms_per_token, tpot_ms, decode_tok_s;
     kvlm_kv_stats kv;
     int kv_tokens;
+    size_t repacked; /* kvlm_model_repacked_bytes */
 } run_stats;
 
 /* The bytes of one head's K or V of one token, as the stats line spells
@@ -132,6 +133,7 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             "generated tokens     %d\n"
             "time per out token   %.2f ms (%.1f tokens/s, %d decode steps)\n"
             "threads / kernels    %d / %s\n"
+            "repacked weights     %zu bytes (Q4_0 packed for decode; --no-repack: 0)\n"
             "KV dtype             %s, %d tokens per block\n"
             "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n"
             "KV live              %zu bytes for %d tokens\n"
@@ -141,7 +143,7 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             st->prompt_tokens, st->prefill_ms, st->prefill_ms_per_token,
             st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
             st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
-            kvlm_isa_name(kvlm_engine_isa(e)), kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
+            kvlm_isa_name(kvlm_engine_isa(e)), st->repacked, kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
             c->n_layer, c->n_kv_head, head, st->kv.bytes_live, st->kv_tokens,
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
             st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0, st->drafted,
@@ -174,6 +176,7 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(js, "decode_steps", json_integer(st->decode_steps));
     json_object_set_new(js, "drafted_tokens", json_integer(st->drafted));
     json_object_set_new(js, "accepted_tokens", json_integer(st->accepted));
+    json_object_set_new(js, "repacked_bytes", json_integer((json_int_t)st->repacked));
     json_object_set_new(root, "stats", js);
     if (o->logprobs) {
         json_t *lps = json_array();
@@ -233,7 +236,7 @@ int cli_run(int argc, char **argv) {
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
-    if ((rc = draft_open(&draft, &o.draft, ss.m, 1, &eo, o.mf.kv_dtype))) goto out;
+    if ((rc = draft_open(&draft, &o.draft, ss.m, 1, &o.mf))) goto out;
     rc = 1;
     int32_t eos[KVLM_MAX_EOS + 1];
     const int n_eos = o.ignore_eos ? 0 : kvlm_eos_ids(ss.m, ss.tok, eos, KVLM_MAX_EOS + 1);
@@ -260,7 +263,7 @@ int cli_run(int argc, char **argv) {
     }
     if (!o.json) putchar('\n');
     run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids, .decode_steps = g.decode_steps,
-                    .drafted = g.drafted, .accepted = g.accepted};
+                    .drafted = g.drafted, .accepted = g.accepted, .repacked = kvlm_model_repacked_bytes(ss.m)};
     st.prefill_ms = g.prefill_s * 1e3;
     st.ttft_ms = g.ttft_s * 1e3;
     st.prefill_ms_per_token = st.prefill_ms / n_prompt;

@@ -236,7 +236,7 @@ static void *load_main(void *arg) {
     while (gate && *gate && access(gate, F_OK)) usleep(10000);
     const double t0 = kvlm_now();
     int rc = session_open(&l->ss, l->mf, 0);
-    if (!rc && l->draft_path && !(l->draft = cli_load_model(l->draft_path, NULL, KVLM_F32))) rc = 1;
+    if (!rc && l->draft_path && !(l->draft = cli_load_model(l->draft_path, NULL, KVLM_F32, l->mf))) rc = 1;
     pthread_mutex_lock(&l->mu);
     l->rc = rc;
     l->seconds = kvlm_now() - t0;

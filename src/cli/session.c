@@ -11,10 +11,11 @@ kvlm_engine_options session_engine_options(const model_flags *f) {
     return (kvlm_engine_options){.threads = f->threads, .isa = f->isa};
 }
 
-kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype) {
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f) {
     kvlm_error err;
     kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);
     if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
+    else if (!f->no_repack) kvlm_model_repack(m, f->isa);
     return m;
 }
 
@@ -75,7 +76,7 @@ int session_open(cli_session *s, const model_flags *f, int need) {
         fprintf(stderr, "kvlm: give exactly one of -p TEXT, --ids LIST or -f FILE\n");
         return 2;
     }
-    if (!(s->m = cli_load_model(f->model, f->synthetic, f->synth_dtype))) return 1;
+    if (!(s->m = cli_load_model(f->model, f->synthetic, f->synth_dtype, f))) return 1;
     s->c = kvlm_model_config(s->m);
     kvlm_error err;
     const char *tok_path = f->tokenizer ? f->tokenizer : kvlm_model_tokenizer_path(s->m);

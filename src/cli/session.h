@@ -37,7 +37,8 @@ void session_close(cli_session *s);
 kvlm_engine_options session_engine_options(const model_flags *f);
 
 /* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
- * set); prints errors. */
-kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype);
+ * set), and repacks its weights for the kernels of f->isa unless
+ * --no-repack (kvlm_model_repack); prints errors. */
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f);
 
 #endif

@@ -24,6 +24,11 @@ typedef struct kern_matrix {
     const void *data;
     int rows;   /* N: output features */
     int cols;   /* K: input features (a multiple of dtype_block_len for blocked dtypes) */
+    /* Q4_0 only, or NULL: the same weights in the packed layout of
+     * kernels/q4_0_packed.h (at least ceil(rows / 4) tiles), made at load
+     * for the AVX512-VNNI decode kernel, which then reads it instead of
+     * data; every other kernel reads data. */
+    const void *packed;
 } kern_matrix;
 
 /* One ISA's implementation of the inner loops. */

@@ -108,6 +108,13 @@ size_t quant_int8_q4_0_decode_bytes_avx512(int M, const kern_matrix *w);
 void quant_int8_q4_0_decode_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
 void quant_int8_q4_0_decode_rows_prep_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
                                              const float *bias, float *y, int ldy);
+/* The same three for a matrix with a packed copy (w->packed,
+ * quant_int8_q4_0_packed_avx512.c); the Q4_0 functions above call these
+ * when w->packed is set. */
+size_t quant_int8_q4_0_packed_bytes_avx512(int M, const kern_matrix *w);
+void quant_int8_q4_0_packed_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_q4_0_packed_rows_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
+                                        const float *bias, float *y, int ldy);
 /* The two forms of the Q4_0 _rows_prep above, which calls the VBMI one when
  * the CPU has AVX512-VBMI and GFNI (quant_int8_q4_0_tile.h): the same bits. */
 void quant_int8_q4_0_rows_base_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,

@@ -59,18 +59,23 @@ static void q40_quantize(const float *x, int M, int K, q40_group *g, int ng) {
 
 size_t quant_int8_q4_0_decode_bytes_avx512(int M, const kern_matrix *w) {
     if (w->dtype != KVLM_Q4_0 || M < 1 || M > Q40_MAX_M || w->cols % QK != 0) return 0;
+    if (w->packed) return quant_int8_q4_0_packed_bytes_avx512(M, w);
     return (size_t)M * ((w->cols / QK + 3) / 4) * sizeof(q40_group);
 }
 
 void quant_int8_q4_0_decode_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
-    (void)M;
+    if (w->packed) {
+        quant_int8_q4_0_packed_prep_avx512(x, M, w, m0, m1, buf);
+        return;
+    }
     const int ng = (w->cols / QK + 3) / 4;
     q40_quantize(x + (size_t)m0 * w->cols, m1 - m0, w->cols, (q40_group *)buf + (size_t)m0 * ng, ng);
 }
 
 void quant_int8_q4_0_decode_rows_prep_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1,
                                              const float *bias, float *y, int ldy) {
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"))
+    if (w->packed) quant_int8_q4_0_packed_rows_avx512(buf, M, w, n0, n1, bias, y, ldy);
+    else if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni"))
         quant_int8_q4_0_rows_vbmi_avx512(buf, M, w, n0, n1, bias, y, ldy);
     else
         quant_int8_q4_0_rows_base_avx512(buf, M, w, n0, n1, bias, y, ldy);
@@ -83,12 +88,14 @@ int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, i
     _Alignas(64) unsigned char stack[24576];
     q40_group *g = need <= sizeof stack ? (q40_group *)stack : aligned_alloc(64, need);
     if (!g) return 0;
-    /* the first tile's rows are requested before the activations are
-     * quantised, so their fetch overlaps that work */
+    /* the first tile's rows (file layout) or tiles (packed) are requested
+     * before the activations are quantised, so their fetch overlaps that
+     * work */
     const size_t rb = dtype_row_bytes(KVLM_Q4_0, w->cols, NULL);
     const size_t first = (size_t)(n1 - n0 < Q40_NR ? n1 - n0 : Q40_NR) * rb;
-    for (size_t o = 0; o < first; o += 64)
-        _mm_prefetch((const char *)((const unsigned char *)w->data + (size_t)n0 * rb + o), _MM_HINT_T2);
+    const unsigned char *start = w->packed ? (const unsigned char *)w->packed + (size_t)(n0 / 4) * 4 * rb
+                                           : (const unsigned char *)w->data + (size_t)n0 * rb;
+    for (size_t o = 0; o < first; o += 64) _mm_prefetch((const char *)(start + o), _MM_HINT_T2);
     quant_int8_q4_0_decode_prep_avx512(x, M, w, 0, M, g);
     quant_int8_q4_0_decode_rows_prep_avx512(g, M, w, n0, n1, bias, y, ldy);
     if ((unsigned char *)g != stack) free(g);

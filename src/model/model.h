@@ -51,7 +51,8 @@ struct kvlm_model {
     float *normf_w, *normf_b;
     float *rope_inv_freq;   /* head_dim / 2 frequencies (after llama3 scaling) */
     model_layer *layers;
-    void **owned;           /* buffers to free: vectors, transposed matrices */
+    void **owned;           /* buffers to free: vectors, transposed and repacked matrices */
+    size_t repacked_bytes;  /* bytes of the repacked copies (model/repack.c) */
     int n_owned, cap_owned;
 };
 
