@@ -50,12 +50,15 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := test_server test_chat_server test_run_server test_scheduler test_team test_threads test_stop \
-              test_openai_request test_server_race test_server_ops test_server_conns test_engine_view
+              test_openai_request test_server_race test_server_ops test_server_conns test_engine_view \
+              test_server_replica test_agent_check test_speculative_server
 # CI's ThreadSanitizer run (make test-tsan-ci, about 2 minutes with the
 # build): the tests that put concurrent load on the server (mixed requests,
 # cancels, 429s, log reopening; the loading thread; connection storms), the
-# scheduler and the thread pool. The full list above takes about 18 minutes.
-TSAN_CI_TESTS := test_server_race test_server_ops test_server_conns test_scheduler test_team test_threads
+# scheduler and the thread pool, the agent check and speculative serving.
+# The full list above takes about 18 minutes.
+TSAN_CI_TESTS := test_server_race test_server_ops test_server_conns test_scheduler test_team test_threads \
+                 test_server_replica test_agent_check test_speculative_server
 ifeq ($(SANITIZE),thread)
 TESTS    := $(TSAN_TESTS:%=$(BUILD)/tests/%)
 endif
