@@ -75,9 +75,11 @@ size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes);
  * contiguously: two KV pools for the model hold identical K/V for ctx_len
  * tokens, one as a single block of ctx_len tokens, one in blocks of
  * block_size (scatter 1: taken in random order from a pool 4x larger). A
- * pass is one query head over the whole context with the engine's kernels
- * (scores per block, softmax, weighted sum of V per block); a round sweeps
- * every layer and query head (or repeats one, hot), and rounds alternate
+ * pass is one query head over the whole context with the engine's decode
+ * kernels (scores per block, softmax, weighted sum of V per block; the
+ * heads of a KV group share each block's read, as in decode, and a pass's
+ * time is the group's divided by its heads); a round sweeps every layer
+ * and KV head (or repeats one query head, hot), and rounds alternate
  * the two layouts. Runs on the calling thread only and times that thread's
  * CPU time (time slices other processes take on a shared machine are not
  * counted). The two outputs are compared (KVLM_ERR_FORMAT if they differ). */

@@ -7,10 +7,11 @@
  * single block of ctx_len tokens (each head's keys are one run of memory),
  * the paged one is ctx_len / block_size blocks taken, when scattered, in
  * random order from a pool four times larger. Both hold the same numbers,
- * and one pass is what the engine's attend() does for one query head: the
- * selected kernels' attn_scores per block, one softmax over the context,
- * attn_accum per block. A sweep visits every layer and query head in turn,
- * so a long context streams from memory as in a decode step; the hot
+ * and one pass is what the engine's decode does for the query heads of one
+ * KV group: the selected kernels' attn_scores_heads per block, one softmax
+ * per head over the context, attn_accum_heads per block (times are per
+ * query head). A sweep visits every layer and KV head in turn, so a long
+ * context streams from memory as in a decode step; the hot
  * variant repeats layer 0, head 0, whose context then stays in the CPU
  * caches and only the cost of walking the table remains.
  *
@@ -97,20 +98,20 @@ static void layout_fill(attn_layout *a, const kern_ops *ops, const kvlm_config *
                 }
 }
 
-/* One pass per layer and query head, as the engine's attend() walks a
- * block table; out receives n_layer x n_head x head_dim floats. */
+/* One pass per layer and KV head over the query heads of its group, as
+ * the engine's decode walks a block table (hot: one query head of layer
+ * 0, the same K/V every time); out receives n_layer x n_head x head_dim
+ * floats, scores holds group x n. */
 static void sweep(const attn_layout *a, const kern_ops *ops, const kvlm_config *c, int hot, int n, const float *q,
                   float *scores, float *out) {
     const kvlm_kv *kv = a->kv;
-    const int hd = c->head_dim, group = c->n_head / c->n_kv_head;
-    const int layers = hot ? 1 : c->n_layer, heads = hot ? 1 : c->n_head;
+    const int hd = c->head_dim, group = hot ? 1 : c->n_head / c->n_kv_head;
+    const int layers = hot ? 1 : c->n_layer, kv_heads = hot ? 1 : c->n_kv_head;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int l = 0; l < layers; l++)
-        for (int h = 0; h < heads; h++) {
-            const int kh = h / group;
-            const float *qh = q + ((size_t)l * c->n_head + h) * hd;
-            float *oh = out + ((size_t)l * c->n_head + h) * hd;
-            attn_head(ops, kv, a->table, l, kh, qh, n, scale, scores, oh);
+        for (int kh = 0; kh < kv_heads; kh++) {
+            const size_t h0 = (size_t)l * c->n_head + (size_t)kh * group;
+            attn_heads(ops, kv, a->table, l, kh, group, q + h0 * hd, n, scale, scores, out + h0 * hd);
         }
 }
 
@@ -170,7 +171,7 @@ int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *o
     const size_t all_heads = (size_t)c->n_layer * c->n_head, hd = (size_t)c->head_dim;
     const size_t heads = o.hot ? 1 : all_heads; /* passes per sweep */
     attn_layout lay[2] = {{0}}; /* 0 contiguous, 1 paged */
-    float *q = malloc(all_heads * hd * sizeof(float)), *scores = malloc((size_t)o.ctx_len * sizeof(float));
+    float *q = malloc(all_heads * hd * sizeof(float)), *scores = malloc((size_t)o.ctx_len * (size_t)(c->n_head / c->n_kv_head) * sizeof(float));
     float *row = malloc(hd * sizeof(float));
     float *out[2] = {calloc(all_heads * hd, sizeof(float)), calloc(all_heads * hd, sizeof(float))};
     double *t[2] = {malloc((size_t)o.rounds * sizeof(double)), malloc((size_t)o.rounds * sizeof(double))};

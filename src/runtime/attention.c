@@ -58,9 +58,9 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
     }
 }
 
-void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
-               int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, table, layer, kv_head, 1, q, 0, n, scale, scores, out);
+void attn_heads(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
+                const float *q, int n, float scale, float *scores, float *out) {
+    attn_range(ops, kv, table, layer, kv_head, heads, q, 0, n, scale, scores, out);
 }
 
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,

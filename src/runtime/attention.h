@@ -11,10 +11,12 @@
 #include "kernels/kernels.h"
 #include "runtime/kvcache.h"
 
-/* out[0..head_dim) = softmax(scale * q . K[0..n)) . V[0..n) for layer and
- * kv_head, K and V read through table; scores holds n floats of scratch. */
-void attn_head(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, const float *q,
-               int n, float scale, float *scores, float *out);
+/* For the `heads` query heads that share kv_head (q + h * head_dim the
+ * query of head h): out + h * head_dim = softmax(scale * q_h . K[0..n)) .
+ * V[0..n) for layer, K and V read through table once for all the heads;
+ * scores holds heads * n floats of scratch. */
+void attn_heads(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
+                const float *q, int n, float scale, float *scores, float *out);
 /* The same over positions [lo, n) of sequence seq (its block table): lo
  * is 0, or the start of a sliding window; scores holds n - lo floats. */
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
