@@ -221,6 +221,12 @@ static void test_expressions(void **state) {
            NULL, "True 1");
     expect_prefix("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
                   NULL, NULL, "ERROR: template line 1: lists or dicts nested too deeply to print");
+    /* Text that is not UTF-8 (a fuzzer finding: a string starting with a
+     * continuation byte was cut into one piece more than its code points,
+     * and written past its list): stray continuation bytes at the start
+     * make one piece. */
+    expect("{{ '\x80" "ab'[1:] | length }}|{% for c in '\x80\x80" "a' %}<{{ c }}>{% endfor %}", NULL,
+           "2|<\x80\x80><a>");
     expect("{{ {'a': [1, 'x', none, true, 1.0, 1e20, 0.1]} }}", NULL, "{'a': [1, 'x', None, True, 1.0, 1e+20, 0.1]}");
     expect("{{ \"it's\" }} {{ ['it\\'s'] }} {{ 'tab\\there\\u00e9\\n' }}", NULL, "it's [\"it's\"] tab\there\u00e9\n");
     expect("{{ m.content }}|{{ m['role'] }}|{{ m.missing }}|{{ m.missing is defined }}", "{\"m\":{\"role\":\"r\"}}",

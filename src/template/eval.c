@@ -72,6 +72,19 @@ int tpl_getattr(rctx *R, const tn *at, tv obj, const char *name, tv *out) {
     return 0;
 }
 
+/* How many pieces tpl_iterate cuts a string into: each lead byte with the
+ * continuation bytes after it, and stray continuation bytes at the start
+ * (not UTF-8, but a template's text may hold them) one piece. */
+static size_t str_pieces(const char *p, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; c++) {
+        size_t j = i + 1;
+        while (j < n && ((unsigned char)p[j] & 0xC0) == 0x80) j++;
+        i = j;
+    }
+    return c;
+}
+
 int tpl_iterate(rctx *R, const tn *at, tv v, tv_list **items) {
     static tv_list empty = {0, 0, NULL};
     tv l;
@@ -85,7 +98,7 @@ int tpl_iterate(rctx *R, const tn *at, tv v, tv_list **items) {
         *items = l.l;
         return 0;
     case TV_STR: {
-        size_t n = tv_utf8_len(v.s.p, v.s.n), k = 0;
+        size_t n = str_pieces(v.s.p, v.s.n), k = 0;
         l = tv_list_new(R->a, n, 0);
         if (l.k != TV_LIST) return rx_oom(R, at);
         for (size_t i = 0; i < v.s.n;) {
