@@ -203,9 +203,7 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
 }
 
 void kern_softmax(const kern_ops *ops, float *x, int n) {
-    const vec_softmax_ops *v = ops->isa == KVLM_ISA_AVX512 || ops->isa == KVLM_ISA_AVX512_VNNI ? &vec_softmax_avx512
-                               : ops->isa == KVLM_ISA_AVX2 || ops->isa == KVLM_ISA_AVX2_VNNI ? &vec_softmax_avx2
-                                                                                            : &vec_softmax_scalar;
+    const vec_softmax_ops *v = vec_softmax_of(ops->isa);
     const float mx = v->max(x, (size_t)n);
     const double sum = v->exp_sum(x, x, (size_t)n, mx);
     v->div(x, (size_t)n, (float)sum);

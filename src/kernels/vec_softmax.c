@@ -71,9 +71,7 @@ static size_t keep_ge_scalar(const float *p, size_t n, float cut, int32_t *out) 
 
 const vec_softmax_ops vec_softmax_scalar = {KVLM_ISA_SCALAR, max_scalar, div_scalar, exp_sum_scalar, keep_ge_scalar};
 
-const vec_softmax_ops *vec_softmax_select(kvlm_isa isa) {
-    if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
-    if (!kern_cpu_supports(isa)) return NULL;
+const vec_softmax_ops *vec_softmax_of(kvlm_isa isa) {
     switch (isa) {
     case KVLM_ISA_SCALAR: return &vec_softmax_scalar;
     case KVLM_ISA_AVX2:
@@ -82,4 +80,9 @@ const vec_softmax_ops *vec_softmax_select(kvlm_isa isa) {
     case KVLM_ISA_AVX512_VNNI: return &vec_softmax_avx512;
     default: return NULL;
     }
+}
+
+const vec_softmax_ops *vec_softmax_select(kvlm_isa isa) {
+    if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
+    return kern_cpu_supports(isa) ? vec_softmax_of(isa) : NULL;
 }

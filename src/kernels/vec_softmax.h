@@ -56,5 +56,8 @@ extern const vec_softmax_ops vec_softmax_avx512;
 
 /* The ops for isa (AUTO: the best the CPU has); NULL if the CPU lacks it. */
 const vec_softmax_ops *vec_softmax_select(kvlm_isa isa);
+/* The ops of a resolved isa the caller knows the CPU has (a kern_ops'
+ * isa), without asking the CPU again: for per-call use on hot paths. */
+const vec_softmax_ops *vec_softmax_of(kvlm_isa isa);
 
 #endif

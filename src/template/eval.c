@@ -72,17 +72,13 @@ int tpl_getattr(rctx *R, const tn *at, tv obj, const char *name, tv *out) {
     return 0;
 }
 
-/* How many pieces tpl_iterate cuts a string into: each lead byte with the
- * continuation bytes after it, and stray continuation bytes at the start
- * (not UTF-8, but a template's text may hold them) one piece. */
-static size_t str_pieces(const char *p, size_t n) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; c++) {
-        size_t j = i + 1;
-        while (j < n && ((unsigned char)p[j] & 0xC0) == 0x80) j++;
-        i = j;
-    }
-    return c;
+/* The end of the piece of a string that starts at i: the byte at i with the
+ * continuation bytes after it (so stray continuation bytes at the start,
+ * not UTF-8 but possible in a template's text, make one piece). */
+static size_t piece_end(const char *p, size_t n, size_t i) {
+    size_t j = i + 1;
+    while (j < n && ((unsigned char)p[j] & 0xC0) == 0x80) j++;
+    return j;
 }
 
 int tpl_iterate(rctx *R, const tn *at, tv v, tv_list **items) {
@@ -98,14 +94,13 @@ int tpl_iterate(rctx *R, const tn *at, tv v, tv_list **items) {
         *items = l.l;
         return 0;
     case TV_STR: {
-        size_t n = str_pieces(v.s.p, v.s.n), k = 0;
+        size_t n = 0, k = 0;
+        for (size_t i = 0; i < v.s.n; i = piece_end(v.s.p, v.s.n, i)) n++;
         l = tv_list_new(R->a, n, 0);
         if (l.k != TV_LIST) return rx_oom(R, at);
-        for (size_t i = 0; i < v.s.n;) {
-            size_t j = i + 1;
-            while (j < v.s.n && ((unsigned char)v.s.p[j] & 0xC0) == 0x80) j++;
+        for (size_t i = 0, j; i < v.s.n; i = j) {
+            j = piece_end(v.s.p, v.s.n, i);
             l.l->v[k++] = tv_strn(v.s.p + i, j - i);
-            i = j;
         }
         *items = l.l;
         return 0;
