@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "kvlm_measure.h"
 #include "kernels/kernels.h"
 #include "kernels/q4_0_packed.h"
 #include "kernels/quant.h"
@@ -524,17 +525,19 @@ static void test_q4_0_packed(void **state) {
 /* kvlm_model_repack on a synthetic Q4_0 Llama: nothing for other ISAs;
  * with avx512-vnni every layer matrix and the head get their packed form
  * (q4_0_pack's bytes), the bytes returned and kept are the sum of
- * q4_0_packed_size over them, and a second call adds nothing. */
+ * q4_0_packed_size over them, kvlm_model_decode_bytes counts the copies'
+ * bytes, and a second call adds nothing. */
 static void test_model_repack(void **state) {
     (void)state;
     kvlm_error err;
     kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q4_0, 3, &err);
     assert_non_null(m);
+    const size_t decode_before = kvlm_model_decode_bytes(m);
     assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX2), 0);
     assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX512), 0);
     const size_t added = kvlm_model_repack(m, KVLM_ISA_AUTO);
     assert_int_equal(kvlm_model_repacked_bytes(m), added);
-    size_t want = 0;
+    size_t want = 0, decode_want = decode_before;
     int n = 0;
     for (int l = 0; l <= m->cfg.n_layer; l++) {
         model_layer *L = l < m->cfg.n_layer ? &m->layers[l] : NULL;
@@ -556,9 +559,13 @@ static void test_model_repack(void **state) {
             free(p);
             want += size;
             n++;
+            /* the roofline counts what decode reads: the packed copy of the rows it uses */
+            const int rows = L ? w->rows : m->cfg.vocab_size;
+            decode_want += q4_0_packed_size(rows, w->cols) - (size_t)rows * (w->cols / 32) * 18;
         }
     }
     assert_int_equal(added, want);
+    assert_int_equal(kvlm_model_decode_bytes(m), decode_want);
     assert_int_equal(n, kvlm_isa_best() == KVLM_ISA_AVX512_VNNI ? 7 * m->cfg.n_layer + 1 : 0);
     assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AUTO), 0);
     assert_int_equal(kvlm_model_repacked_bytes(m), added);

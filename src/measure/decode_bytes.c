@@ -2,20 +2,26 @@
  * The weights one decode step reads (kvlm_model_decode_bytes and
  * kvlm_measure_weight_read_bandwidth, see kvlm_measure.h; the ranges in
  * measure/decode_ranges.h): every weight matrix once in its stored dtype
- * (quantised rows at their block size), the output head, and one row of
- * each embedding table. The numerator of the decode roofline; vectors
+ * (quantised rows at their block size; a Q4_0 matrix with a packed copy
+ * for decode in the copy's bytes), the output head, and one row of each
+ * embedding table. The numerator of the decode roofline; vectors
  * (norms, biases) are not counted.
  */
 #include <stdlib.h>
 
+#include "kernels/q4_0_packed.h"
 #include "kvlm_measure.h"
 #include "measure/decode_ranges.h"
 #include "model/model.h"
 #include "tensor.h"
 
+/* rows of w as decode reads them: from the packed copy when there is one
+ * (kernels/q4_0_packed.h, whole tiles of 4 rows), else the stored rows. */
 static int add(decode_range *r, int n, int cap, const kern_matrix *w, int rows) {
     if (!w->data || rows <= 0) return n;
-    if (n < cap) r[n] = (decode_range){w->data, (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL)};
+    if (n < cap)
+        r[n] = w->packed ? (decode_range){w->packed, q4_0_packed_size(rows, w->cols)}
+                         : (decode_range){w->data, (size_t)rows * dtype_row_bytes(w->dtype, w->cols, NULL)};
     return n + 1;
 }
 
@@ -24,7 +30,8 @@ int model_decode_ranges(const kvlm_model *m, decode_range *r, int cap) {
     int n = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
-        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up,
+                                   &L->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n = add(r, n, cap, ws[i], ws[i]->rows);
     }
     n = add(r, n, cap, &m->lm_head, c->vocab_size); /* output head */

@@ -163,6 +163,7 @@ void kvlm_model_free(kvlm_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    model_arenas_free(m);
     tensor_set_free(&m->ts);
     free(m);
 }

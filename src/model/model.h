@@ -18,6 +18,8 @@
 
 typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
 
+#define MODEL_MAX_ARENAS 4
+
 /* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
  * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down; Phi-3 uses wqkv and
  * w_gate_up. A NULL bias or norm bias means none (RMSNorm has no bias). */
@@ -51,9 +53,11 @@ struct kvlm_model {
     float *normf_w, *normf_b;
     float *rope_inv_freq;   /* head_dim / 2 frequencies (after llama3 scaling) */
     model_layer *layers;
-    void **owned;           /* buffers to free: vectors, transposed and repacked matrices */
+    void **owned;           /* buffers to free: vectors and transposed matrices */
     size_t repacked_bytes;  /* bytes of the repacked copies (model/repack.c) */
     int n_owned, cap_owned;
+    struct model_arena_map { void *p; size_t bytes; } arenas[MODEL_MAX_ARENAS];
+    int n_arenas;           /* anonymous mappings in 2 MiB pages (model/arena.c) */
 };
 
 /* The file a config was read from, which decides the field names in
@@ -76,5 +80,10 @@ int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err);
 int rope_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */
 void *model_own(kvlm_model *m, void *p);
+/* bytes of zeroed memory the model owns, asked for in 2 MiB pages (NULL
+ * when it cannot be mapped or the model has MODEL_MAX_ARENAS already);
+ * model_arenas_free unmaps them all. */
+void *model_arena(kvlm_model *m, size_t bytes);
+void model_arenas_free(kvlm_model *m);
 
 #endif

@@ -7,8 +7,9 @@
  * file's layout stays mapped for everything else (prefill, the embedding
  * lookup, other ISAs), so the model holds both: the copy of a rows x cols
  * matrix is ceil(rows / 4) * ceil(cols / 128) * 288 bytes, the file's
- * bytes when rows is a multiple of 4 and cols of 128. A matrix whose copy
- * cannot be allocated keeps the file's layout only.
+ * bytes when rows is a multiple of 4 and cols of 128. The copies share one
+ * arena of 2 MiB pages (model/arena.c); when it cannot be mapped every
+ * matrix keeps the file's layout only.
  */
 #include <stdlib.h>
 
@@ -17,30 +18,48 @@
 
 #define TILES_PER_TASK 64
 
-static size_t repack_q4_0(kvlm_model *m, kern_matrix *w) {
+/* Bytes w's packed copy takes in the arena (64-byte aligned), 0 when it
+ * gets none. */
+static size_t arena_bytes(const kern_matrix *w) {
     if (!w->data || w->dtype != KVLM_Q4_0 || w->packed) return 0;
-    const size_t size = q4_0_packed_size(w->rows, w->cols);
+    return (q4_0_packed_size(w->rows, w->cols) + 63) & ~(size_t)63;
+}
+
+/* Packs w at *at of arena and moves *at past it; returns the packed bytes. */
+static size_t pack_into(kern_matrix *w, unsigned char *arena, size_t *at) {
+    const size_t size = arena_bytes(w);
     if (!size) return 0;
-    void *buf = model_own(m, aligned_alloc(64, (size + 63) & ~(size_t)63));
-    if (!buf) return 0;
     const int tiles = (w->rows + 3) / 4;
     #pragma omp parallel for num_threads(kern_load_threads()) schedule(dynamic)
     for (int t = 0; t < tiles; t += TILES_PER_TASK)
-        q4_0_pack(w->data, w->rows, w->cols, t, t + TILES_PER_TASK < tiles ? t + TILES_PER_TASK : tiles, buf);
-    w->packed = buf;
-    return size;
+        q4_0_pack(w->data, w->rows, w->cols, t, t + TILES_PER_TASK < tiles ? t + TILES_PER_TASK : tiles, arena + *at);
+    w->packed = arena + *at;
+    *at += size;
+    return q4_0_packed_size(w->rows, w->cols);
+}
+
+/* Every matrix of the layers and the output head: with arena NULL the
+ * arena bytes they need, else packs them into it and returns the bytes
+ * packed. */
+static size_t repack_all(kvlm_model *m, unsigned char *arena) {
+    size_t total = 0, at = 0;
+    for (int l = 0; l <= m->cfg.n_layer; l++) {
+        model_layer *L = l < m->cfg.n_layer ? &m->layers[l] : NULL;
+        kern_matrix *ws[] = {L ? &L->wqkv : &m->lm_head, L ? &L->wq : NULL, L ? &L->wk : NULL, L ? &L->wv : NULL,
+                             L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
+                             L ? &L->w_gate_up : NULL, L ? &L->w_down : NULL};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]) total += arena ? pack_into(ws[i], arena, &at) : arena_bytes(ws[i]);
+    }
+    return total;
 }
 
 size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa) {
     if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
     if (isa != KVLM_ISA_AVX512_VNNI || !kern_cpu_supports(isa)) return 0;
-    size_t added = 0;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        model_layer *L = &m->layers[l];
-        kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) added += repack_q4_0(m, ws[i]);
-    }
-    added += repack_q4_0(m, &m->lm_head);
+    const size_t need = repack_all(m, NULL);
+    unsigned char *arena = need ? model_arena(m, need) : NULL;
+    const size_t added = arena ? repack_all(m, arena) : 0;
     m->repacked_bytes += added;
     return added;
 }
