@@ -211,7 +211,8 @@ static void test_run_bos_from_files(void **state) {
     free(dir);
 }
 
-/* bench --json carries every section with positive figures. */
+/* bench --json carries every section with positive figures, and the
+ * paired roofline's figures agree with each other. */
 static void test_bench_json(void **state) {
     (void)state;
     char *out = NULL;
@@ -237,6 +238,18 @@ static void test_bench_json(void **state) {
     assert_true(buf >= (size_t)16 << 20 && buf % 32768 == 0);
     assert_int_equal(json_integer_value(json_object_get(j, "bandwidth_buffer_mib")), (json_int_t)(buf >> 20));
     assert_int_equal(json_integer_value(json_object_get(j, "params")), 114944);
+    /* the paired roofline: 4 reads of the decode bytes after each of the 2 decode repeats, mean against mean */
+    const json_t *pr = json_object_get(json_object_get(j, "roofline"), "paired");
+    assert_non_null(pr);
+    assert_int_equal(json_integer_value(json_object_get(pr, "read_passes")), 8);
+    const double read_ms = json_number_value(json_object_get(pr, "read_ms_per_token"));
+    const double dec_ms = json_number_value(json_object_get(pr, "decode_mean_ms_per_token"));
+    const double bytes = json_number_value(json_object_get(j, "decode_bytes_per_token"));
+    assert_true(read_ms > 0 && dec_ms > 0);
+    /* (JSON reals carry 6 significant digits) */
+    assert_float_equal(json_number_value(json_object_get(pr, "ratio")), read_ms / dec_ms, 1e-4 * read_ms / dec_ms);
+    assert_float_equal(json_number_value(json_object_get(pr, "read_gbs")), bytes / read_ms / 1e6,
+                       1e-4 * bytes / read_ms / 1e6);
     json_decref(j);
     free(out);
 }
