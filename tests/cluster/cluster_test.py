@@ -150,25 +150,41 @@ class Balancer:
                                      env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_up([r.name for r in replicas])
 
-    def servers(self):
-        """{server name: status} from the stats page's CSV; a server whose
-        agent has not answered yet counts as "UP, agent pending" (its first
-        answer may still move keys on the hash ring)."""
+    def rows(self):
+        """The stats page's CSV as dicts, one per proxy and server ([] when
+        the page cannot be read)."""
         try:
             c = http.client.HTTPConnection("127.0.0.1", self.stats, timeout=5)
             c.request("GET", "/;csv")
             rows = c.getresponse().read().decode().splitlines()
             c.close()
         except OSError:
-            return {}
+            return []
         head = rows[0].lstrip("# ").split(",")
+        return [dict(zip(head, row.split(","))) for row in rows[1:]]
+
+    def servers(self):
+        """{server name: status} from the stats page's CSV; a server whose
+        agent has not answered yet counts as "UP, agent pending" (its first
+        answer may still move keys on the hash ring)."""
         out = {}
-        for row in rows[1:]:
-            f = dict(zip(head, row.split(",")))
+        for f in self.rows():
             if f.get("pxname") == "kvlm" and f.get("svname") not in ("BACKEND", "FRONTEND"):
                 pending = f["status"] == "UP" and f.get("agent_status") in ("INI", "")
                 out[f["svname"]] = "UP, agent pending" if pending else f["status"]
         return out
+
+    def wait_idle(self, timeout=10):
+        """Waits until HAProxy holds no session on any replica (a response
+        the client has read may still count against its replica for a
+        moment, and the bounded-load hash counts it); returns each
+        replica's status and weight then, "name:status:weight"."""
+        deadline = time.time() + timeout
+        while True:
+            rows = [f for f in self.rows() if f.get("pxname") == "kvlm" and f.get("svname") != "BACKEND"]
+            if (rows and all(f.get("scur") == "0" for f in rows)) or time.time() > deadline:
+                return " ".join("%s:%s:%s" % (f["svname"], f.get("status"), f.get("weight")) for f in rows)
+            time.sleep(0.02)
 
     def wait_up(self, names, timeout=20):
         deadline = time.time() + timeout
@@ -189,13 +205,7 @@ class Balancer:
 
     def bytes_out(self):
         """Bytes the frontend sent to clients (the stats page's bout)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.stats, timeout=5)
-        c.request("GET", "/;csv")
-        rows = c.getresponse().read().decode().splitlines()
-        c.close()
-        head = rows[0].lstrip("# ").split(",")
-        for row in rows[1:]:
-            f = dict(zip(head, row.split(",")))
+        for f in self.rows():
             if f.get("pxname") == "kvlm_api" and f.get("svname") == "FRONTEND":
                 return int(f["bout"])
         return 0
@@ -319,9 +329,10 @@ def compare(args, seed, balance):
 
 
 def sticky(args):
-    """One request at a time (no load to bound): every request of one prefix
-    key must reach one replica, for each source of the key the config
-    reads. Returns {source: [replicas per key]}."""
+    """One request at a time (no load to bound: each is sent once HAProxy
+    holds no session on any replica): every request of one prefix key must
+    reach one replica, for each source of the key the config reads.
+    Returns {source: [replicas per key]}."""
     reps = [Replica(args, "r%d" % i) for i in (1, 2, 3)]
     lb = Balancer(args, reps)
     sources = {
@@ -333,12 +344,17 @@ def sticky(args):
     try:
         for name, send in sources.items():
             seen = {}
+            trail = []
             for i in range(6):
                 for k in range(3):
+                    servers = lb.wait_idle()
                     r = send(i, k)
                     seen.setdefault(i, set()).add(r["replica"] if r["ok"] else "failed")
+                    trail.append("key %d -> %s (%s)" % (i, r["replica"] if r["ok"] else "failed", servers))
             out[name] = [len(v) for v in seen.values()]
             out[name + " replicas"] = sorted(set().union(*seen.values()))
+            if any(len(v) != 1 for v in seen.values()):
+                out[name + " trail"] = trail  # printed on failure: each request's replica and the servers' weights
     finally:
         lb.stop()
         for r in reps:
@@ -508,8 +524,8 @@ def main():
             name, st[name], st[name + " replicas"]))
         if any(n != 1 for n in st[name]) or "failed" in st[name + " replicas"]:
             fails_early = out.setdefault("fails_early", [])
-            fails_early.append("key from the %s: a key reached several replicas or failed: %s %s" % (
-                name, st[name], st[name + " replicas"]))
+            fails_early.append("key from the %s: a key reached several replicas or failed: %s %s; requests: %s" % (
+                name, st[name], st[name + " replicas"], "; ".join(st.get(name + " trail", []))))
     k = kill(args)
     out["kill"] = k
     print("cluster: kill: %d requests, %d in flight on r2 at SIGKILL, %d failed (%d had not reached r2), "
