@@ -178,12 +178,14 @@ class Balancer:
         """Waits until HAProxy holds no session on any replica (a response
         the client has read may still count against its replica for a
         moment, and the bounded-load hash counts it); returns each
-        replica's status and weight then, "name:status:weight"."""
+        replica's status, weight and retry and redispatch counts then,
+        "name:status:weight:wretr:wredis"."""
         deadline = time.time() + timeout
         while True:
             rows = [f for f in self.rows() if f.get("pxname") == "kvlm" and f.get("svname") != "BACKEND"]
             if (rows and all(f.get("scur") == "0" for f in rows)) or time.time() > deadline:
-                return " ".join("%s:%s:%s" % (f["svname"], f.get("status"), f.get("weight")) for f in rows)
+                return " ".join(":".join([f["svname"]] + [f.get(k, "") for k in ("status", "weight", "wretr", "wredis")])
+                                for f in rows)
             time.sleep(0.02)
 
     def wait_up(self, names, timeout=20):
