@@ -164,6 +164,7 @@ typedef struct bench_result {
 
 static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
     gen_result g;
+    const double bytes = (double)kvlm_model_decode_bytes(b->m);
     /* warm-up: pages in the weights and the KV blocks */
     if (one_gen(b, 0, o->pp, 2, &g)) return -1;
     gen_result_free(&g);
@@ -179,7 +180,6 @@ static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
         acc_add(&r->tg_tok_s, 1e3 / ms);
         if (i == 0) r->cache_on_s = g.ttft_s + g.decode_s;
         gen_result_free(&g);
-        const double bytes = (double)kvlm_model_decode_bytes(b->m);
         for (int k = 0; k < PAIRED_READS; k++) {
             const double bw = kvlm_measure_weight_read_bandwidth(b->m, 1, kvlm_engine_threads(b->e));
             if (bw > 0) acc_add(&r->read_ms, bytes / bw * 1e3);

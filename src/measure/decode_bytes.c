@@ -30,8 +30,7 @@ int model_decode_ranges(const kvlm_model *m, decode_range *r, int cap) {
     int n = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
-        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up,
-                                   &L->w_down};
+        const kern_matrix *ws[] = MODEL_LAYER_MATRICES(L);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n = add(r, n, cap, ws[i], ws[i]->rows);
     }
     n = add(r, n, cap, &m->lm_head, c->vocab_size); /* output head */

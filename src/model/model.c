@@ -163,7 +163,7 @@ void kvlm_model_free(kvlm_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    model_arenas_free(m);
+    model_arena_free(m);
     tensor_set_free(&m->ts);
     free(m);
 }
@@ -184,8 +184,7 @@ size_t kvlm_model_param_count(const kvlm_model *m) {
     n += C + (m->normf_b ? C : 0);
     for (int l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
-        const kern_matrix *ws[] = {&L->wqkv, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up,
-                                   &L->w_down};
+        const kern_matrix *ws[] = MODEL_LAYER_MATRICES(L);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
         n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
              (L->b_up ? F : 0) + (L->b_down ? C : 0) + (L->q_norm ? 2 * (size_t)c->head_dim : 0);

@@ -18,11 +18,15 @@
 
 typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
 
-#define MODEL_MAX_ARENAS 4
-
 /* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
  * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down; Phi-3 uses wqkv and
  * w_gate_up. A NULL bias or norm bias means none (RMSNorm has no bias). */
+/* Every weight matrix of a layer, as an array initializer of pointers
+ * (those a block design does not use have data NULL): the one list that
+ * parameter counts, decode byte counts and load-time repacking walk. */
+#define MODEL_LAYER_MATRICES(L) \
+    {&(L)->wqkv, &(L)->wq, &(L)->wk, &(L)->wv, &(L)->wo, &(L)->w_gate, &(L)->w_up, &(L)->w_gate_up, &(L)->w_down}
+
 typedef struct model_layer {
     float *norm1_w, *norm1_b;
     kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C] rows q, k, v; data NULL when split */
@@ -56,8 +60,8 @@ struct kvlm_model {
     void **owned;           /* buffers to free: vectors and transposed matrices */
     size_t repacked_bytes;  /* bytes of the repacked copies (model/repack.c) */
     int n_owned, cap_owned;
-    struct model_arena_map { void *p; size_t bytes; } arenas[MODEL_MAX_ARENAS];
-    int n_arenas;           /* anonymous mappings in 2 MiB pages (model/arena.c) */
+    void *arena;            /* anonymous mapping in 2 MiB pages (model/arena.c), or NULL */
+    size_t arena_bytes;
 };
 
 /* The file a config was read from, which decides the field names in
@@ -81,9 +85,9 @@ int rope_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */
 void *model_own(kvlm_model *m, void *p);
 /* bytes of zeroed memory the model owns, asked for in 2 MiB pages (NULL
- * when it cannot be mapped or the model has MODEL_MAX_ARENAS already);
- * model_arenas_free unmaps them all. */
+ * when it cannot be mapped or the model has its arena already);
+ * model_arena_free unmaps it. */
 void *model_arena(kvlm_model *m, size_t bytes);
-void model_arenas_free(kvlm_model *m);
+void model_arena_free(kvlm_model *m);
 
 #endif

@@ -38,20 +38,21 @@ static size_t pack_into(kern_matrix *w, unsigned char *arena, size_t *at) {
     return q4_0_packed_size(w->rows, w->cols);
 }
 
+/* w's arena bytes (arena NULL), or packs it there (returns the bytes packed). */
+static size_t size_or_pack(kern_matrix *w, unsigned char *arena, size_t *at) {
+    return arena ? pack_into(w, arena, at) : arena_bytes(w);
+}
+
 /* Every matrix of the layers and the output head: with arena NULL the
  * arena bytes they need, else packs them into it and returns the bytes
  * packed. */
 static size_t repack_all(kvlm_model *m, unsigned char *arena) {
     size_t total = 0, at = 0;
-    for (int l = 0; l <= m->cfg.n_layer; l++) {
-        model_layer *L = l < m->cfg.n_layer ? &m->layers[l] : NULL;
-        kern_matrix *ws[] = {L ? &L->wqkv : &m->lm_head, L ? &L->wq : NULL, L ? &L->wk : NULL, L ? &L->wv : NULL,
-                             L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
-                             L ? &L->w_gate_up : NULL, L ? &L->w_down : NULL};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]) total += arena ? pack_into(ws[i], arena, &at) : arena_bytes(ws[i]);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        kern_matrix *ws[] = MODEL_LAYER_MATRICES(&m->layers[l]);
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) total += size_or_pack(ws[i], arena, &at);
     }
-    return total;
+    return total + size_or_pack(&m->lm_head, arena, &at);
 }
 
 size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa) {
