@@ -49,6 +49,23 @@ double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
  * embedding row); the numerator of the bandwidth roofline. */
 size_t kvlm_model_decode_bytes(const kvlm_model *m);
 
+/* The kernel that multiplies batches of rows (prefill, batched decode) by
+ * each of m's f32 / f16 / bf16 weight matrices under isa: packed panels or
+ * tiles straight from the stored weights. Both give the same bits; each
+ * process times the two once per weight dtype and input width K and keeps
+ * the faster (KVLM_FLOAT_BATCH=packed or =direct skips the timing). One
+ * entry per distinct (dtype, K) of m's float matrices, measuring any not
+ * yet measured; returns the number of entries (at most cap written), 0 if
+ * m has no float matrices or isa has one kernel only. */
+typedef struct kvlm_float_batch_choice {
+    kvlm_dtype dtype;
+    int cols;                    /* K: the matrices' input features */
+    int direct;                  /* 1: tiles from the stored weights, 0: packed panels */
+    int forced;                  /* chosen by KVLM_FLOAT_BATCH, nothing timed */
+    double packed_us, direct_us; /* best time of each form on a 48 x K x 48 batch */
+} kvlm_float_batch_choice;
+int kvlm_model_float_batch(const kvlm_model *m, kvlm_isa isa, kvlm_float_batch_choice *out, int cap);
+
 /* ----------------------------------------------------------- benchmarks */
 
 /* Best-of-`passes` read bandwidth in bytes/s: `threads` threads (0: one per

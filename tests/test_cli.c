@@ -254,6 +254,56 @@ static void test_bench_json(void **state) {
     free(out);
 }
 
+/* bench reports the float batch kernel of each (dtype, K) of the model's
+ * float matrices: gpt2-tiny (f32, K = 64 and 256) gets two measured
+ * entries, each the faster of its two times; KVLM_FLOAT_BATCH sets the
+ * kernel without timing. The scalar set has one kernel: no entries. */
+static void test_bench_float_batch(void **state) {
+    (void)state;
+    const char *forms[] = {NULL, "packed", "direct"};
+    for (int f = 0; f < 3; f++) {
+        if (forms[f]) setenv("KVLM_FLOAT_BATCH", forms[f], 1);
+        else unsetenv("KVLM_FLOAT_BATCH");
+        char *out = NULL;
+        assert_int_equal(
+            th_run_kvlm(&out, "bench --synthetic gpt2-tiny --pp 8 --tg 2 --repeats 1 --bw-mib 16 "
+                              "--no-cache-test --json 2>/dev/null"), 0);
+        unsetenv("KVLM_FLOAT_BATCH");
+        json_error_t je;
+        json_t *j = json_loads(out, 0, &je);
+        if (!j) fail_msg("bench output is not JSON: %s\n%s", je.text, out);
+        const json_t *fb = json_object_get(j, "float_batch");
+        if (kvlm_isa_best() == KVLM_ISA_SCALAR) assert_null(fb);
+        else {
+            assert_int_equal(json_array_size(fb), 2);
+            for (size_t i = 0; i < 2; i++) {
+                const json_t *e = json_array_get(fb, i);
+                assert_string_equal(json_string_value(json_object_get(e, "dtype")), "f32");
+                assert_int_equal(json_integer_value(json_object_get(e, "cols")), i ? 256 : 64);
+                const char *kernel = json_string_value(json_object_get(e, "kernel"));
+                const double tp = json_number_value(json_object_get(e, "packed_us"));
+                const double td = json_number_value(json_object_get(e, "direct_us"));
+                assert_int_equal(json_is_true(json_object_get(e, "forced")), forms[f] != NULL);
+                if (forms[f]) assert_string_equal(kernel, forms[f]);
+                else {
+                    assert_true(tp > 0 && td > 0);
+                    assert_string_equal(kernel, td < tp ? "direct" : "packed");
+                }
+            }
+        }
+        json_decref(j);
+        free(out);
+    }
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "bench --synthetic gpt2-tiny --isa scalar --pp 8 --tg 2 --repeats 1 "
+                                       "--bw-mib 16 --no-cache-test --json 2>/dev/null"), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    assert_non_null(j);
+    assert_null(json_object_get(j, "float_batch"));
+    json_decref(j);
+    free(out);
+}
+
 /* sample-stats and gen-stats JSON on the reference model. */
 static void test_measurement_commands(void **state) {
     (void)state;
@@ -657,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_run_llama),
         cmocka_unit_test(test_run_bos_from_files),
         cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_bench_float_batch),
         cmocka_unit_test(test_measurement_commands),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_readme_tokenize),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "kernels/float_batch.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "tensor.h"
@@ -76,7 +77,8 @@ static void test_matmul(void **state) {
  * into 2 blocks by the 16-lane set (one panel in the 8-lane set) and
  * K = 2100 into 5 and 3 blocks, with a vector tail. 125 rows at K = 2100
  * (and at K = 1000 in the 16-lane set) and 450 rows at K = 600 span two
- * or more blocks of x rows. */
+ * or more blocks of x rows. The direct form (matmul_rows_direct, never
+ * packed) gives every batch the same bits. */
 static void test_matmul_row1_equals_batch(void **state) {
     (void)state;
     const int Ns[] = {7, 8, 15, 16, 31, 45}, Ks[] = {24, 40, 56, 96, 129, 600, 1000, 2100},
@@ -93,18 +95,52 @@ static void test_matmul_row1_equals_batch(void **state) {
                         const int M = Ms[a], N = Ns[b], K = Ks[c];
                         void *w = make_weights(dts[d], N, K, &seed);
                         float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);
-                        float *one = malloc((size_t)N * 4);
+                        float *one = malloc((size_t)N * 4), *direct = malloc((size_t)M * N * 4);
                         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
                         kern_matrix km = {dts[d], w, N, K, NULL};
                         ops->matmul_rows(x, M, &km, 0, N, NULL, batch, N);
+                        ops->matmul_rows_direct(x, M, &km, 0, N, NULL, direct, N);
                         for (int m = 0; m < M; m++) {
                             ops->matmul_rows(x + (size_t)m * K, 1, &km, 0, N, NULL, one, N);
                             if (memcmp(one, batch + (size_t)m * N, (size_t)N * 4))
                                 fail_msg("%s %s M=%d N=%d K=%d row %d: decode differs from batch",
                                          kvlm_isa_name(simd[s]), kvlm_dtype_name(dts[d]), M, N, K, m);
+                            if (memcmp(one, direct + (size_t)m * N, (size_t)N * 4))
+                                fail_msg("%s %s M=%d N=%d K=%d row %d: decode differs from the direct batch",
+                                         kvlm_isa_name(simd[s]), kvlm_dtype_name(dts[d]), M, N, K, m);
                         }
-                        free(w), free(x), free(batch), free(one);
+                        free(w), free(x), free(batch), free(one), free(direct);
                     }
+    }
+}
+
+/* The float batch choice: each SIMD set measures both forms once per
+ * weight dtype and K (two positive times, the faster one chosen and
+ * handed out by kern_float_batch_rows for batches, never for one row),
+ * keeps the answer (a second query measures nothing), and has no choice
+ * for quantised weights or the scalar set. */
+static void test_float_batch_choice(void **state) {
+    (void)state;
+    const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
+    assert_int_equal(kern_float_batch_get(kern_select(KVLM_ISA_SCALAR), KVLM_F32, 64, NULL), -1);
+    for (size_t s = 0; s < 2; s++) {
+        const kern_ops *ops = kern_select(simd[s]);
+        if (!ops) continue;
+        assert_int_equal(kern_float_batch_get(ops, KVLM_Q8_0, 64, NULL), -1);
+        for (size_t d = 0; d < 3; d++) {
+            kern_float_batch fb, again;
+            const int direct = kern_float_batch_get(ops, dts[d], 200, &fb);
+            assert_true(direct == 0 || direct == 1);
+            assert_int_equal(fb.direct, direct);
+            assert_false(fb.forced);
+            assert_true(fb.packed_us > 0 && fb.direct_us > 0);
+            assert_int_equal(direct, fb.direct_us < fb.packed_us);
+            assert_int_equal(kern_float_batch_get(ops, dts[d], 200, &again), direct);
+            assert_true(again.packed_us == fb.packed_us && again.direct_us == fb.direct_us);
+            kern_matrix km = {dts[d], NULL, 16, 200, NULL};
+            assert_ptr_equal(kern_float_batch_rows(ops, &km, 1), ops->matmul_rows);
+            assert_ptr_equal(kern_float_batch_rows(ops, &km, 8), direct ? ops->matmul_rows_direct : ops->matmul_rows);
+        }
     }
 }
 
@@ -254,10 +290,12 @@ static void test_half_conversions(void **state) {
 }
 
 int main(void) {
+    unsetenv("KVLM_FLOAT_BATCH"); /* test_float_batch_choice checks the measured choice */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_row1_equals_batch),
         cmocka_unit_test(test_matmul_threaded),
+        cmocka_unit_test(test_float_batch_choice),
         cmocka_unit_test(test_attention_and_norms),
         cmocka_unit_test(test_attention_heads),
         cmocka_unit_test(test_softmax),

@@ -217,6 +217,17 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
                             json_pack("{s:i,s:f,s:f,s:f,s:f}", "read_passes", r->read_ms.n, "read_ms_per_token", read_ms,
                                       "read_gbs", wb / read_ms / 1e6, "decode_mean_ms_per_token", tg_mean_ms, "ratio",
                                       read_ms / tg_mean_ms));
+    kvlm_float_batch_choice fb[16];
+    const int nfb = kvlm_model_float_batch(b->m, kvlm_engine_isa(b->e), fb, 16);
+    if (nfb > 0) {
+        json_t *arr = json_array();
+        for (int i = 0; i < nfb && i < 16; i++)
+            json_array_append_new(arr, json_pack("{s:s,s:i,s:s,s:b,s:f,s:f}", "dtype", kvlm_dtype_name(fb[i].dtype),
+                                                 "cols", fb[i].cols, "kernel", fb[i].direct ? "direct" : "packed",
+                                                 "forced", fb[i].forced, "packed_us", fb[i].packed_us, "direct_us",
+                                                 fb[i].direct_us));
+        json_object_set_new(root, "float_batch", arr);
+    }
     if (!o->skip_cache)
         json_object_set_new(root, "cache", json_pack("{s:i,s:i,s:f,s:f,s:f}", "prompt_tokens", o->pp, "new_tokens",
                                                      o->tg, "on_s", r->cache_on_s, "off_s", r->cache_off_s,
@@ -292,6 +303,16 @@ static void print_human(const kvlm_model *m, const json_t *d) {
     if (repacked > 0)
         printf("repacked     %.1f MB: Q4_0 matrices packed for decode, beside the file's layout (--no-repack: none)\n",
                repacked / 1e6);
+    const json_t *fb = json_object_get(d, "float_batch");
+    for (size_t i = 0; i < json_array_size(fb); i++) {
+        const json_t *e = json_array_get(fb, i);
+        printf("%s %s K=%d: %s", i ? "            " : "batches     ", str(e, "dtype"), (int)num(e, "cols", NULL),
+               strcmp(str(e, "kernel"), "direct") ? "packed panels" : "tiles from the stored weights");
+        if (json_is_true(json_object_get(e, "forced"))) printf(" (KVLM_FLOAT_BATCH)\n");
+        else
+            printf(" (a 48 x K x 48 batch: %.1f us packed, %.1f us direct)\n", num(e, "packed_us", NULL),
+                   num(e, "direct_us", NULL));
+    }
     printf("bandwidth    %.1f GB/s read (measured, %d threads, best of 5: %.1f from a %d MiB buffer, %.1f from the\n"
            "             weights themselves; the larger counts)\n\n",
            bw_gbs, (int)num(d, "threads", NULL), num(d, "buffer_bandwidth_gbs", NULL),

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <omp.h>
 
+#include "kernels/float_batch.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_int8.h"
 #include "kernels/team.h"
@@ -70,6 +71,7 @@ int kern_load_threads(void) { return omp_get_num_procs(); }
 
 typedef struct matmul_job {
     const kern_ops *ops;
+    kern_rows_fn rows;   /* ops' matmul_rows form for this batch (kernels/float_batch.h) */
     const float *x;
     const kern_matrix *w;
     const float *bias;
@@ -86,7 +88,7 @@ static void matmul_item(void *ctx, int item, int worker) {
         j->ops->matmul_rows_prep(j->prep, j->prep + j->pre + j->panel * (size_t)worker, j->w, n0, n1, j->bias, j->y,
                                  j->ldy);
     else
-        j->ops->matmul_rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
+        j->rows(j->x, j->M, j->w, n0, n1, j->bias, j->y, j->ldy);
 }
 
 /* A staged matmul (kern_team_stage): the job, then x's copy or prepared
@@ -95,6 +97,7 @@ static void matmul_item(void *ctx, int item, int worker) {
  * weights. Its private outputs are M rows of `step` floats. */
 typedef struct staged_matmul {
     const kern_ops *ops;
+    kern_rows_fn rows;
     kern_matrix w;      /* a copy: the caller's may live on its stack */
     const float *bias;  /* weights: unchanged while the team lives */
     float *y;
@@ -117,7 +120,7 @@ static void staged_matmul_item(const void *ctx, int item, int worker, void *out)
     if (j->prep)
         j->ops->matmul_rows_prep(j->prep, j->panels + j->panel * (size_t)worker, &j->w, n0, n1, j->bias, y, ldy);
     else
-        j->ops->matmul_rows(j->x, j->M, &j->w, n0, n1, j->bias, y, ldy);
+        j->rows(j->x, j->M, &j->w, n0, n1, j->bias, y, ldy);
 }
 
 static void staged_matmul_commit(const void *ctx, int item, const void *out) {
@@ -141,8 +144,9 @@ static unsigned char *team_scratch(kern_team *team, size_t n) {
 
 /* Stages the matmul and runs it as a stealable region; returns 0, or -1
  * when it cannot be staged (nothing ran). */
-static int matmul_staged(const kern_ops *ops, kern_team *team, const float *x, int M, const kern_matrix *w,
-                         const float *bias, float *y, int ldy, int step, size_t pre, size_t panel) {
+static int matmul_staged(const kern_ops *ops, kern_rows_fn rows, kern_team *team, const float *x, int M,
+                         const kern_matrix *w, const float *bias, float *y, int ldy, int step, size_t pre,
+                         size_t panel) {
     const int N = w->rows, items = (N + step - 1) / step, K = w->cols;
     const size_t head = (sizeof(staged_matmul) + 63) & ~(size_t)63;
     const size_t input = pre ? pre : (((size_t)M * K * sizeof(float) + 63) & ~(size_t)63);
@@ -150,7 +154,7 @@ static int matmul_staged(const kern_ops *ops, kern_team *team, const float *x, i
                                            (size_t)M * step * sizeof(float));
     if (!stage) return -1;
     staged_matmul *j = (staged_matmul *)stage;
-    *j = (staged_matmul){ops, *w, bias, y, M, ldy, step, N, NULL, NULL, stage + head + input, panel};
+    *j = (staged_matmul){ops, rows, *w, bias, y, M, ldy, step, N, NULL, NULL, stage + head + input, panel};
     if (pre) {
         ops->matmul_prep(x, M, w, 0, M, stage + head);
         j->prep = stage + head;
@@ -177,9 +181,10 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     const int N = w->rows;
     double work = (double)M * N * w->cols;
     const int nt = team->threads;
+    const kern_rows_fn rows = kern_float_batch_rows(ops, w, M);
     if (nt <= 1 || work < 65536.0) {
         kern_team_note(team);
-        ops->matmul_rows(x, M, w, 0, N, bias, y, ldy);
+        rows(x, M, w, 0, N, bias, y, ldy);
         return;
     }
     int chunks = nt * 8;
@@ -188,9 +193,9 @@ void kern_matmul(const kern_ops *ops, kern_team *team, const float *x, int M, co
     size_t panel = 0, pre = ops->matmul_prep_bytes && team->pool ? ops->matmul_prep_bytes(M, w, &panel) : 0;
     if (pre) pre = (pre + 63) & ~(size_t)63, panel = (panel + 63) & ~(size_t)63;
     if (team->pool && (pre || M <= STAGE_COPY_ROWS) &&
-        !matmul_staged(ops, team, x, M, w, bias, y, ldy, step, pre, panel))
+        !matmul_staged(ops, rows, team, x, M, w, bias, y, ldy, step, pre, panel))
         return;
-    matmul_job j = {ops, x, w, bias, y, M, ldy, step, N, NULL, 0, 0};
+    matmul_job j = {ops, rows, x, w, bias, y, M, ldy, step, N, NULL, 0, 0};
     /* the prepared form of x is made once, on the caller, then shared */
     if (pre) {
         unsigned char *buf = team_scratch(team, pre + panel * (size_t)nt);

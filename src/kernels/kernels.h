@@ -38,6 +38,11 @@ typedef struct kern_ops {
      * n0 <= n < n1 (one thread's share; bias may be NULL). */
     void (*matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
                         const float *bias, float *y, int ldy);
+    /* matmul_rows for f32 / f16 / bf16 weights without packing them into
+     * panels at any batch size (NULL in sets that never pack): the same
+     * bits, faster on some CPUs (kernels/float_batch.h picks one). */
+    void (*matmul_rows_direct)(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                               const float *bias, float *y, int ldy);
     /* scores[j] = scale * dot(q, k_j) for j < n, k_j = k + j * d in kv dtype
      * (f32, f16, or Q8_0 with d a multiple of 32: rows of d / 32 blocks). */
     void (*attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,

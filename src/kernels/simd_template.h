@@ -308,8 +308,10 @@ AI void mm_row1_t(const float *x, const kern_matrix *w, int n0, int n1, const fl
     if (n < n1) mm_row1_tile(x, K, w->data, t, 1, n, 0, bias, y);
 }
 
-static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
-                                     const float *bias, float *y, int ldy) {
+/* matmul_rows, and matmul_rows_direct (packed = 0: float batches straight
+ * from the stored weights, as below PK_MIN_M; the same bits). */
+AI void mm_rows_any(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                    int ldy, int packed) {
     if (M == 1) {
         switch (w->dtype) {
         case KVLM_F16: mm_row1_t(x, w, n0, n1, bias, y, KVLM_F16); return;
@@ -318,7 +320,7 @@ static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w
         default: break;
         }
     }
-    if (M >= PK_MIN_M && w->cols >= VW) {
+    if (packed && M >= PK_MIN_M && w->cols >= VW) {
         switch (w->dtype) {
         case KVLM_F16: mm_packed_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F16); return;
         case KVLM_BF16: mm_packed_t(x, M, w, n0, n1, bias, y, ldy, KVLM_BF16); return;
@@ -333,6 +335,16 @@ static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w
     case KVLM_F32: mm_rows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_F32); break;
     default: KERNEL_NAME(quant_wide_matmul_rows)(x, M, w, n0, n1, bias, y, ldy); break;
     }
+}
+
+static void KERNEL_NAME(matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                     const float *bias, float *y, int ldy) {
+    mm_rows_any(x, M, w, n0, n1, bias, y, ldy, 1);
+}
+
+static void KERNEL_NAME(matmul_rows_direct)(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                            const float *bias, float *y, int ldy) {
+    mm_rows_any(x, M, w, n0, n1, bias, y, ldy, 0);
 }
 
 AI void scores_t(const float *q, const void *k, kvlm_dtype t, int n, int d, float scale,
@@ -675,6 +687,7 @@ static void KERNEL_NAME(store_row)(void *dst, kvlm_dtype t, const float *x, int 
 const kern_ops KERNEL_NAME(kern_ops) = {
     .isa = KERNEL_ISA,
     .matmul_rows = KERNEL_NAME(matmul_rows),
+    .matmul_rows_direct = KERNEL_NAME(matmul_rows_direct),
     .attn_scores = KERNEL_NAME(attn_scores),
     .attn_accum = KERNEL_NAME(attn_accum),
     .attn_scores_heads = KERNEL_NAME(attn_scores_heads),

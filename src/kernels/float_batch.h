@@ -1,0 +1,41 @@
+/*
+ * Which kernel multiplies a batch of rows (prefill, batched decode) by
+ * f32 / f16 / bf16 weights: an ISA's packed panels (matmul_rows: weights
+ * widened into an f32 panel once and swept by every row of the batch) or
+ * its tiles straight from the stored weights (matmul_rows_direct). Both
+ * give the same bits; which one is faster depends on the CPU (packed on
+ * the Intel Xeons measured, direct on AMD Zen 4, by 1.2-1.6x either way),
+ * so each process measures the two once per ISA, weight dtype and K (the
+ * input features: from 768 to 8192 the faster form changed with K for f32
+ * on Zen 4), on the thread that first needs the answer, and keeps the
+ * faster.
+ * KVLM_FLOAT_BATCH=packed or =direct in the environment skips the
+ * measurement (benchmarks comparing the two, tests of each).
+ */
+#ifndef KVLM_KERNELS_FLOAT_BATCH_H
+#define KVLM_KERNELS_FLOAT_BATCH_H
+
+#include "kernels/kernels.h"
+
+typedef void (*kern_rows_fn)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                             float *y, int ldy);
+
+/* What was chosen for one ISA and dtype, and the measurement behind it. */
+typedef struct kern_float_batch {
+    int direct;              /* 1: matmul_rows_direct, 0: matmul_rows */
+    int forced;              /* set by KVLM_FLOAT_BATCH, nothing measured */
+    double packed_us, direct_us; /* best time of each on the measured shape */
+} kern_float_batch;
+
+/* The matmul_rows form for an M-row batch of w under ops: ops->matmul_rows
+ * unless w is f32 / f16 / bf16, M >= 2, ops has a direct form and it
+ * measured faster for w's dtype and K. Measures on first use (0.1-5 ms,
+ * growing with K). */
+kern_rows_fn kern_float_batch_rows(const kern_ops *ops, const kern_matrix *w, int M);
+
+/* The choice for ops, a float dtype t and K input features (measuring it
+ * if not yet done): 1 direct, 0 packed, -1 if t is not a float dtype, ops
+ * has only one form or the process holds too many choices (packed). */
+int kern_float_batch_get(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *out);
+
+#endif
