@@ -64,26 +64,44 @@ AI float mm_finish(float s, const float *xr, const void *w, kvlm_dtype t, size_t
     return s + (bias ? bias[col] : 0.0f);
 }
 
+/* Software prefetch of the weight rows a tile reads next (the decode
+ * tile, and the first small-batch tile of each weight group): locality
+ * MM_PF_LOC (1 = prefetcht2, into L2), on when MM_PF_ON; both may be set on
+ * the command line for experiments (see mm_row1_tile for the measurements
+ * behind the defaults). */
+#ifndef MM_PF_LOC
+#define MM_PF_LOC 1
+#endif
+#ifndef MM_PF_ON
+#define MM_PF_ON 1
+#endif
+
 /* One MR x NR tile: y[m+i][n+j] for i < mr, j < nr (compile-time constants
- * once inlined into the switch arms below). */
+ * once inlined into the switch arms below); pf: prefetch the nr weight
+ * rows after this tile's, at the same K offsets, into L2. */
 #define NR_ALL (NR1 > NR_MAX ? NR1 : NR_MAX)
 
 AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int nr, int m,
-                int n, const float *bias, float *y, int ldy) {
+                int n, int pf, const float *bias, float *y, int ldy) {
     vf acc[MR_MAX][NR_ALL];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
     const float *xr = x + (size_t)m * K;
-    const size_t wr = (size_t)n * K;
+    const size_t wr = (size_t)n * K, es = t == KVLM_F32 ? 4 : 2, row_bytes = (size_t)K * es;
+    const char *next = (const char *)w + (size_t)(n + nr) * row_bytes;
     int k = 0;
     for (; k + VW <= K; k += VW) {
         vf xv[MR_MAX];
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) xv[i] = V_LOADU(xr + (size_t)i * K + k);
+        const size_t off = (size_t)k * es;
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
+            if (MM_PF_ON && pf && off % 64 < VW * es)
+                for (size_t q = 0; q < VW * es; q += 64)
+                    __builtin_prefetch(next + (size_t)j * row_bytes + off + q, 0, MM_PF_LOC);
             vf wv = load_w(w, t, wr + (size_t)j * K + k);
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
@@ -114,12 +132,15 @@ AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, c
         const int m1 = m0 + mb < M ? m0 + mb : M, full = m0 + (m1 - m0) / MR_MAX * MR_MAX;
         int n = n0;
         for (; n + NR_MAX <= n1; n += NR_MAX) {
-            for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, bias, y, ldy);
-            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, NR_MAX, m, n, bias, y, ldy);
+            /* the first tile of each weight group prefetches the next group into L2 */
+            const int pf = n + 2 * NR_MAX <= n1;
+            for (int m = m0; m < full; m += MR_MAX)
+                mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, pf && m == m0, bias, y, ldy);
+            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, NR_MAX, m, n, pf && m == m0, bias, y, ldy);
         }
         for (; n < n1; n++) {
-            for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, bias, y, ldy);
-            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, 1, m, n, bias, y, ldy);
+            for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, 0, bias, y, ldy);
+            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, 1, m, n, 0, bias, y, ldy);
         }
     }
 }
@@ -250,15 +271,7 @@ AI void mm_packed_t(const float *x, int M, const kern_matrix *w, int n0, int n1,
  * prefetch. On an AMD EPYC Zen 4 (2 cores), prefetcht2 against prefetcht0,
  * decode tokens/s alternated: GPT-2 f16 1.29-1.38x, f32 1.07-1.29x, 1B
  * f16 1.31-1.35x (prefetchnta 1.02-1.13x, none 0.98x); the int8 decode
- * kernels prefetch into L2 as well. MM_PF_LOC (__builtin_prefetch's
- * locality: 1 = prefetcht2) and MM_PF_ON may be set on the command line
- * for such experiments; the shipped values are these defaults. */
-#ifndef MM_PF_LOC
-#define MM_PF_LOC 1
-#endif
-#ifndef MM_PF_ON
-#define MM_PF_ON 1
-#endif
+ * kernels prefetch into L2 as well (MM_PF_LOC, MM_PF_ON above). */
 AI void mm_row1_tile(const float *x, int K, const void *w, kvlm_dtype t, int nr, int n, int pf,
                      const float *bias, float *y) {
     vf acc[NR1];
