@@ -118,6 +118,17 @@ AI void mm_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int 
     }
 }
 
+/* The rows [m, m1) left after whole MR_MAX-row tiles (fewer than
+ * MR_MAX) against nr weight rows: tiles of 4, 2 and 1 rows, so a weight
+ * group is read once per tile, not once per row. pf as for mm_tile, on
+ * the first tile only. */
+AI void mm_rest(const float *x, int K, const void *wd, kvlm_dtype t, int nr, int m, int m1, int n, int pf,
+                const float *bias, float *y, int ldy) {
+    if (MR_MAX > 4 && m + 4 <= m1) mm_tile(x, K, wd, t, 4, nr, m, n, pf, bias, y, ldy), m += 4, pf = 0;
+    if (MR_MAX > 2 && m + 2 <= m1) mm_tile(x, K, wd, t, 2, nr, m, n, pf, bias, y, ldy), m += 2, pf = 0;
+    if (m < m1) mm_tile(x, K, wd, t, 1, nr, m, n, pf, bias, y, ldy);
+}
+
 /* Rows [n0, n1) of W against all M rows of x, for one weight dtype,
  * straight from the stored weights (small batches). The rows of x are
  * taken in blocks that stay in L2 (about 256 KB); within a block each
@@ -136,11 +147,11 @@ AI void mm_rows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, c
             const int pf = n + 2 * NR_MAX <= n1;
             for (int m = m0; m < full; m += MR_MAX)
                 mm_tile(x, K, wd, t, MR_MAX, NR_MAX, m, n, pf && m == m0, bias, y, ldy);
-            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, NR_MAX, m, n, pf && m == m0, bias, y, ldy);
+            mm_rest(x, K, wd, t, NR_MAX, full, m1, n, pf && full == m0, bias, y, ldy);
         }
         for (; n < n1; n++) {
             for (int m = m0; m < full; m += MR_MAX) mm_tile(x, K, wd, t, MR_MAX, 1, m, n, 0, bias, y, ldy);
-            for (int m = full; m < m1; m++) mm_tile(x, K, wd, t, 1, 1, m, n, 0, bias, y, ldy);
+            mm_rest(x, K, wd, t, 1, full, m1, n, 0, bias, y, ldy);
         }
     }
 }
