@@ -30,9 +30,12 @@
 #define AI static inline __attribute__((always_inline))
 
 #define QP_MAX_M 3
-/* Bytes ahead of each tile's stream requested into L2: 8 KB streamed the
- * 1B model's 695 MB step fastest of 1-16 KB in a throwaway driver
- * (docs/performance.md, "AMD EPYC Zen 4"). */
+/* Bytes ahead of each tile's stream requested into L2, at least: 8 KB
+ * streamed the 1B model's 695 MB step fastest of 1-16 KB in a throwaway
+ * driver (docs/performance.md, "AMD EPYC Zen 4"); the distance is the
+ * bytes of the tiles read side by side when those are more (the same
+ * place in the next tiles: 1B decode 1.09-1.10x, GPT-2 0.99-1.05x, in
+ * one process alternated; "Q4_0 prefetch one step of tiles ahead"). */
 #define QP_PREFETCH 8192
 
 /* The activations of one group (4 blocks) of one row of x: x[j] holds
@@ -94,6 +97,10 @@ AI __m128 qp_rows4(__m512 a) {
  * groups at G + m * ng); M and nt compile-time. The four sums of tile i
  * against row m go to out[(m * nt + i) * 4 ..]. */
 AI void qp_tiles(const qp_group *G, int M, int ng, const unsigned char *pk, int t, int nt, float *out) {
+    /* the same place in the next nt tiles (the nt streams read now are
+     * adjacent, so a shorter distance lands in lines already on their way),
+     * at least QP_PREFETCH ahead */
+    const size_t next = (size_t)nt * ng * Q4P_GROUP_BYTES, pfd = next > QP_PREFETCH ? next : QP_PREFETCH;
     const __m512i m4 = _mm512_set1_epi8(15);
     const unsigned char *base = pk + (size_t)t * ng * Q4P_GROUP_BYTES;
     __m512 acc[QP_MAX_M][4];
@@ -104,7 +111,7 @@ AI void qp_tiles(const qp_group *G, int M, int ng, const unsigned char *pk, int 
     for (int g = 0; g < ng; g++) {
 #pragma GCC unroll 4
         for (int i = 0; i < nt; i++) {
-            const unsigned char *q = base + ((size_t)i * ng + g) * Q4P_GROUP_BYTES + QP_PREFETCH;
+            const unsigned char *q = base + ((size_t)i * ng + g) * Q4P_GROUP_BYTES + pfd;
             for (int o = 0; o < Q4P_GROUP_BYTES; o += 64) _mm_prefetch((const char *)(q + o), _MM_HINT_T2);
         }
         /* r: the low nibbles' sums from the start values; rh (one row of x):
