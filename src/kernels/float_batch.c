@@ -10,9 +10,10 @@
 #include "kernels/float_batch.h"
 #include "tensor.h"
 
-/* 48 rows of x against 48 weight rows of the call's K (x and weights 96
- * KB-1.5 MB, in L2 as a prefill item's sweep is; 0.15-38 MFLOP per call),
- * ROUNDS alternated rounds, best call of each form. */
+/* 48 rows of x against 48 weight rows of the call's K (2 x 48 x 48 x K
+ * flops per call; x and weights in L2 up to K = 8192 f32, as a prefill
+ * item's sweep is), CAL_ROUNDS alternated rounds, the first one a warm-up,
+ * best call of each form. Past CAL_MAX_K nothing is timed (packed). */
 enum { CAL_M = 48, CAL_N = 48, CAL_ROUNDS = 6, CAL_MAX_K = 65536 };
 
 typedef struct choice {
@@ -55,7 +56,7 @@ static void measure(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *
         s = s * 1664525u + 1013904223u, dtype_store(t, wd, i, (float)(s >> 8) / 16777216.0f - 0.5f);
     const kern_matrix w = {t, wd, CAL_N, K, NULL};
     double bp = 1e30, bd = 1e30;
-    for (int r = 0; r < CAL_ROUNDS; r++) { /* the first round warms caches and pages */
+    for (int r = 0; r < CAL_ROUNDS; r++) {
         if (r & 1) {
             bd = timed(ops->matmul_rows_direct, x, &w, y, r ? bd : 1e30);
             bp = timed(ops->matmul_rows, x, &w, y, r ? bp : 1e30);

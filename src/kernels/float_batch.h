@@ -3,14 +3,15 @@
  * f32 / f16 / bf16 weights: an ISA's packed panels (matmul_rows: weights
  * widened into an f32 panel once and swept by every row of the batch) or
  * its tiles straight from the stored weights (matmul_rows_direct). Both
- * give the same bits; which one is faster depends on the CPU (packed on
- * the Intel Xeons measured, direct on AMD Zen 4, by 1.2-1.6x either way),
+ * give the same bits; which one is faster depends on the CPU (packed
+ * 1.06-1.7x on an Intel Xeon against an earlier direct kernel, direct
+ * 1.1-1.6x on AMD Zen 4 for f16, docs/performance.md),
  * so each process measures the two once per ISA, weight dtype and K (the
  * input features: from 768 to 8192 the faster form changed with K for f32
  * on Zen 4), on the thread that first needs the answer, and keeps the
  * faster.
  * KVLM_FLOAT_BATCH=packed or =direct in the environment skips the
- * measurement (benchmarks comparing the two, tests of each).
+ * measurement (benchmarks comparing the two); any other value is ignored.
  */
 #ifndef KVLM_KERNELS_FLOAT_BATCH_H
 #define KVLM_KERNELS_FLOAT_BATCH_H
