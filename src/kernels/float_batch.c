@@ -12,9 +12,10 @@
 
 /* 48 rows of x against 48 weight rows of the call's K (2 x 48 x 48 x K
  * flops per call; x and weights in L2 up to K = 8192 f32, as a prefill
- * item's sweep is), CAL_ROUNDS alternated rounds, the first one a warm-up,
- * best call of each form. Past CAL_MAX_K nothing is timed (packed). */
-enum { CAL_M = 48, CAL_N = 48, CAL_ROUNDS = 6, CAL_MAX_K = 65536 };
+ * item's sweep is): one warm-up call of each form, then CAL_ROUNDS rounds
+ * alternating which goes first, best call of each. Past CAL_MAX_K nothing
+ * is timed (packed). */
+enum { CAL_M = 48, CAL_N = 48, CAL_ROUNDS = 5, CAL_MAX_K = 65536 };
 
 typedef struct choice {
     int slot, dtype, K;
@@ -35,13 +36,6 @@ static int isa_slot(kvlm_isa isa) {
     return (int)isa;
 }
 
-static double timed(kern_rows_fn fn, const float *x, const kern_matrix *w, float *y, double best) {
-    const double t0 = kvlm_now();
-    fn(x, CAL_M, w, 0, CAL_N, NULL, y, CAL_N);
-    const double t = kvlm_now() - t0;
-    return t < best ? t : best;
-}
-
 static void measure(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *out) {
     const size_t nx = (size_t)CAL_M * K, nw = (size_t)CAL_N * K;
     float *x = malloc(sizeof(float) * nx), *y = malloc(sizeof(float) * CAL_M * CAL_N);
@@ -55,19 +49,19 @@ static void measure(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *
     for (size_t i = 0; i < nw; i++)
         s = s * 1664525u + 1013904223u, dtype_store(t, wd, i, (float)(s >> 8) / 16777216.0f - 0.5f);
     const kern_matrix w = {t, wd, CAL_N, K, NULL};
-    double bp = 1e30, bd = 1e30;
-    for (int r = 0; r < CAL_ROUNDS; r++) {
-        if (r & 1) {
-            bd = timed(ops->matmul_rows_direct, x, &w, y, r ? bd : 1e30);
-            bp = timed(ops->matmul_rows, x, &w, y, r ? bp : 1e30);
-        } else {
-            bp = timed(ops->matmul_rows, x, &w, y, r ? bp : 1e30);
-            bd = timed(ops->matmul_rows_direct, x, &w, y, r ? bd : 1e30);
+    const kern_rows_fn fn[2] = {ops->matmul_rows, ops->matmul_rows_direct};
+    double best[2] = {1e30, 1e30};
+    for (int f = 0; f < 2; f++) fn[f](x, CAL_M, &w, 0, CAL_N, NULL, y, CAL_N);
+    for (int r = 0; r < CAL_ROUNDS; r++)
+        for (int h = 0; h < 2; h++) {
+            const int f = h ^ (r & 1);
+            const double t0 = kvlm_now();
+            fn[f](x, CAL_M, &w, 0, CAL_N, NULL, y, CAL_N);
+            const double dt = kvlm_now() - t0;
+            if (dt < best[f]) best[f] = dt;
         }
-        if (!r) bp = bd = 1e30;
-    }
-    out->direct = bd < bp;
-    out->packed_us = bp * 1e6, out->direct_us = bd * 1e6;
+    out->direct = best[1] < best[0];
+    out->packed_us = best[0] * 1e6, out->direct_us = best[1] * 1e6;
     free(x), free(y), free(wd);
 }
 

@@ -3,7 +3,8 @@
  * in transparent huge pages (MADV_HUGEPAGE) and unmapped with the model
  * (today the packed Q4_0 copies of model/repack.c). Decode streams every
  * weight once per token; in 4 KiB pages each page is a TLB entry and a
- * point where the hardware prefetchers stop. Measured gains are small (Q4_0 decode 1.02x in paired runs; docs/performance.md, "Weights in
+ * point where the hardware prefetchers stop. Measured gains are small
+ * (Q4_0 decode 1.02x in paired runs; docs/performance.md, "Weights in
  * huge pages"). The kernel may still hand out 4 KiB pages (fragmented
  * memory, or transparent huge pages set to "never"); the memory works
  * either way.

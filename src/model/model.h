@@ -21,12 +21,6 @@ typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
 /* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
  * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down; Phi-3 uses wqkv and
  * w_gate_up. A NULL bias or norm bias means none (RMSNorm has no bias). */
-/* Every weight matrix of a layer, as an array initializer of pointers
- * (those a block design does not use have data NULL): the one list that
- * parameter counts, decode byte counts and load-time repacking walk. */
-#define MODEL_LAYER_MATRICES(L) \
-    {&(L)->wqkv, &(L)->wq, &(L)->wk, &(L)->wv, &(L)->wo, &(L)->w_gate, &(L)->w_up, &(L)->w_gate_up, &(L)->w_down}
-
 typedef struct model_layer {
     float *norm1_w, *norm1_b;
     kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C] rows q, k, v; data NULL when split */
@@ -43,6 +37,13 @@ typedef struct model_layer {
     kern_matrix w_down;        /* [C, F] */
     float *b_down;
 } model_layer;
+
+/* Every weight matrix of a layer, as an array initializer of pointers
+ * (those a block design does not use have data NULL): the one list that
+ * parameter counts, decode byte counts, load-time repacking and the float
+ * batch report walk. */
+#define MODEL_LAYER_MATRICES(L) \
+    {&(L)->wqkv, &(L)->wq, &(L)->wk, &(L)->wv, &(L)->wo, &(L)->w_gate, &(L)->w_up, &(L)->w_gate_up, &(L)->w_down}
 
 struct kvlm_model {
     kvlm_config cfg;
