@@ -276,6 +276,8 @@ typedef enum kvlm_isa {
                              weights (AVX512-VNNI dot products) */
     KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
                              weights (AVX-VNNI dot products) */
+    KVLM_ISA_AVX512_BF16, /* avx512-vnni, with bf16 activations for bf16 weights
+                             (AVX512-BF16 dot products) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

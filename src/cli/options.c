@@ -46,13 +46,13 @@ static int set_dtype(const cli_spec *s, const char *f, const char *v) { return p
 static int set_kv_dtype(const cli_spec *s, const char *f, const char *v) { return parse_dtype(f, v, 1, &s->mf->kv_dtype); }
 
 static int set_isa(const cli_spec *s, const char *f, const char *v) {
-    static const char *names[] = {"auto", "scalar", "avx2", "avx512", "avx512-vnni", "avx2-vnni"};
-    for (int i = 0; i < 6; i++)
+    static const char *names[] = {"auto", "scalar", "avx2", "avx512", "avx512-vnni", "avx2-vnni", "avx512-bf16"};
+    for (int i = 0; i < 7; i++)
         if (!strcmp(v, names[i])) {
             s->mf->isa = (kvlm_isa)i;
             return 0;
         }
-    fprintf(stderr, "kvlm: %s: '%s' is not one of auto, scalar, avx2, avx512, avx512-vnni, avx2-vnni\n", f, v);
+    fprintf(stderr, "kvlm: %s: '%s' is not one of auto, scalar, avx2, avx512, avx512-vnni, avx2-vnni, avx512-bf16\n", f, v);
     return -1;
 }
 
@@ -134,9 +134,10 @@ static const shared_opt shared[] = {
      "fastest measured; the engine runs fewer while other programs keep a core busy)", set_threads},
     {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
      "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
-     "Q4_K, Q5_K and Q6_K weights)", set_isa},
+     "Q4_K, Q5_K and Q6_K weights), avx512-bf16 (avx512-vnni with bf16\n"
+     "activations for bf16 weights)", set_isa},
     {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: no packed copy of the Q4_0\n"
-     "matrices for avx512-vnni decode (which holds about the file's Q4_0 bytes\n"
+     "matrices for avx512-vnni / avx512-bf16 decode (which holds about the file's Q4_0 bytes\n"
      "again in memory)", set_no_repack},
     {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default), f16 or q8_0 (int8 with an f16 scale\n"
      "per 32 numbers: 34 bytes per 32, head dim a multiple of 32)", set_kv_dtype},

@@ -45,7 +45,7 @@ const attn_tile_ops *attn_tile_select(kvlm_isa isa) {
     switch (isa) {
     case KVLM_ISA_SCALAR: return &attn_tile_scalar;
     case KVLM_ISA_AVX2: case KVLM_ISA_AVX2_VNNI: return &attn_tile_avx2;
-    case KVLM_ISA_AVX512: case KVLM_ISA_AVX512_VNNI: return &attn_tile_avx512;
+    case KVLM_ISA_AVX512: case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX512_BF16: return &attn_tile_avx512;
     default: return NULL;
     }
 }

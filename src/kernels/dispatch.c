@@ -9,6 +9,7 @@
 #include <string.h>
 #include <omp.h>
 
+#include "kernels/bf16_dot.h"
 #include "kernels/float_batch.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_int8.h"
@@ -30,12 +31,16 @@ int kern_cpu_supports(kvlm_isa isa) {
         return kern_cpu_supports(KVLM_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
     case KVLM_ISA_AVX2_VNNI:
         return kern_cpu_supports(KVLM_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
+    case KVLM_ISA_AVX512_BF16:
+        return kern_cpu_supports(KVLM_ISA_AVX512_VNNI) && __builtin_cpu_supports("avx512bf16");
     default: return 0;
     }
 }
 
-/* Int8 activations (the -vnni levels) where the CPU has the dot products. */
+/* Int8 activations (the -vnni levels) and bf16 ones where the CPU has the
+ * dot products. */
 kvlm_isa kvlm_isa_best(void) {
+    if (kern_cpu_supports(KVLM_ISA_AVX512_BF16)) return KVLM_ISA_AVX512_BF16;
     if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) return KVLM_ISA_AVX512_VNNI;
     if (kern_cpu_supports(KVLM_ISA_AVX512)) return KVLM_ISA_AVX512;
     if (kern_cpu_supports(KVLM_ISA_AVX2_VNNI)) return KVLM_ISA_AVX2_VNNI;
@@ -51,6 +56,7 @@ const char *kvlm_isa_name(kvlm_isa isa) {
     case KVLM_ISA_AVX512: return "avx512";
     case KVLM_ISA_AVX512_VNNI: return "avx512-vnni";
     case KVLM_ISA_AVX2_VNNI: return "avx2-vnni";
+    case KVLM_ISA_AVX512_BF16: return "avx512-bf16";
     }
     return "?";
 }
@@ -63,6 +69,7 @@ const kern_ops *kern_select(kvlm_isa isa) {
     case KVLM_ISA_AVX2: return &kern_ops_avx2;
     case KVLM_ISA_AVX512: return &kern_ops_avx512;
     case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX2_VNNI: return quant_int8_ops(isa);
+    case KVLM_ISA_AVX512_BF16: return bf16_dot_ops();
     default: return NULL;
     }
 }

@@ -77,7 +77,7 @@ const vec_softmax_ops *vec_softmax_of(kvlm_isa isa) {
     case KVLM_ISA_AVX2:
     case KVLM_ISA_AVX2_VNNI: return &vec_softmax_avx2; /* -vnni sets differ in matmul only */
     case KVLM_ISA_AVX512:
-    case KVLM_ISA_AVX512_VNNI: return &vec_softmax_avx512;
+    case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX512_BF16: return &vec_softmax_avx512;
     default: return NULL;
     }
 }

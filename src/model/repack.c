@@ -57,7 +57,7 @@ static size_t repack_all(kvlm_model *m, unsigned char *arena) {
 
 size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa) {
     if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
-    if (isa != KVLM_ISA_AVX512_VNNI || !kern_cpu_supports(isa)) return 0;
+    if ((isa != KVLM_ISA_AVX512_VNNI && isa != KVLM_ISA_AVX512_BF16) || !kern_cpu_supports(isa)) return 0;
     const size_t need = repack_all(m, NULL);
     unsigned char *arena = need ? model_arena(m, need) : NULL;
     const size_t added = arena ? repack_all(m, arena) : 0;
