@@ -287,12 +287,12 @@ kvlm_isa kvlm_isa_best(void);
 /* Adds copies of the model's weight matrices in the layouts the kernels of
  * isa (KVLM_ISA_AUTO: the best this CPU has) read faster, in memory the
  * model owns, and returns the bytes added (0: nothing applies). Today:
- * with avx512-vnni, every Q4_0 matrix of the layers and the output head,
- * packed for decode (1-3 rows per matmul): ceil(rows / 4) * ceil(cols /
- * 128) * 288 bytes each, as many as the file's when rows is a multiple of
- * 4 and cols of 128. Prefill and every other ISA keep reading the file's
- * layout, so decode runs faster at the cost of a second copy
- * (docs/performance.md). Call once, after loading and before creating
+ * with avx512-vnni and avx512-bf16, every Q4_0 matrix of the layers and
+ * the output head, packed for decode (1-3 rows per matmul): ceil(rows / 4)
+ * * ceil(cols / 128) * 288 bytes each, as many as the file's when rows is
+ * a multiple of 4 and cols of 128. Prefill and every other ISA keep
+ * reading the file's layout, so decode runs faster at the cost of a second
+ * copy (docs/performance.md). Call once, after loading and before creating
  * engines; engines of other ISAs ignore the copies. */
 size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa);
 /* The bytes kvlm_model_repack has added. */
