@@ -79,7 +79,7 @@ static void rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0
  * (decode and small batches) or one allocation; without memory for that,
  * the stack buffer's worth of rows at a time (the same bits: each output
  * row depends only on its own row of x). */
-enum { STACK_VALUES = 16384 };
+enum { STACK_VALUES = 8192 }; /* 16 KB: one row of K <= 8192 */
 
 static void bf16_rows(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
                       int ldy) {
