@@ -11,10 +11,10 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Register tiles: MR rows of x by NR weight rows (24 accumulators, 4 + 1
- * loads per step), NR1 weight rows for a single row of x (decode). Rows of
- * x are taken in blocks of at most XB_BLOCK bytes, so a block stays in L2
- * while every weight tile sweeps it. */
+/* Register tiles: MR rows of x by NR weight rows (24 accumulators; 4 + 6
+ * loads per 32-value step), NR1 weight rows for a single row of x
+ * (decode). Rows of x are taken in blocks of at most XB_BLOCK bytes, so a
+ * block stays in L2 while every weight tile sweeps it. */
 enum { MR = 4, NR = 6, NR1 = 8, XB_BLOCK = 131072 };
 
 void bf16_dot_prep_avx512(const float *x, int K, int m0, int m1, uint16_t *xb) {
