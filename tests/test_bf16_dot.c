@@ -37,8 +37,6 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
-static double bf16_value(uint16_t h) { return from_bits((uint32_t)h << 16); }
-
 static const kern_ops *bf16_ops_or_skip(void) {
     if (!kern_cpu_supports(KVLM_ISA_AVX512_BF16)) {
         printf("  this CPU has no AVX512-BF16: skipped\n");
@@ -110,7 +108,7 @@ static double check_shape(const kern_ops *ops, int M, int N, int K, int n0, int 
             }
             double S = 0;
             for (int k = 0; k < K; k++)
-                S += fabs(bf16_value(bf16_dot_round(x[(size_t)m * K + k])) * bf16_value(w[(size_t)n * K + k]));
+                S += fabs((double)bf16_to_f32(bf16_dot_round(x[(size_t)m * K + k])) * bf16_to_f32(w[(size_t)n * K + k]));
             const double e = fabs((double)y[i] - r[i]) / (1.0 + S);
             if (!(e <= 1e-6))
                 fail_msg("M %d N %d K %d n0 %d: y[%d][%d] = %.9g, reference %.9g (S %.3g)", M, N, K, n0, m, n, y[i],

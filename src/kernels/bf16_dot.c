@@ -16,17 +16,8 @@
 uint16_t bf16_dot_round(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
     if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u); /* zero or subnormal: signed zero */
-    u += 0x7fffu + ((u >> 16) & 1u);                                       /* nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
-
-static double bf16_value(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return f32_to_bf16(x);                                              /* nearest, ties to even; NaN quietened */
 }
 
 void bf16_dot_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -37,7 +28,7 @@ void bf16_dot_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, in
         for (int n = n0; n < n1; n++) {
             double acc = 0;
             for (int k = 0; k < K; k++)
-                acc += bf16_value(bf16_dot_round(x[(size_t)m * K + k])) * bf16_value(wd[(size_t)n * K + k]);
+                acc += (double)bf16_to_f32(bf16_dot_round(x[(size_t)m * K + k])) * bf16_to_f32(wd[(size_t)n * K + k]);
             y[(size_t)m * ldy + n] = (float)acc + (bias ? bias[n] : 0.0f);
         }
 }
@@ -111,18 +102,12 @@ static void matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int
     else vnni->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
 }
 
-static void matmul_rows_direct(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
-                               float *y, int ldy) {
-    if (w->dtype == KVLM_BF16 && M >= 1) bf16_rows(x, M, w, n0, n1, bias, y, ldy);
-    else vnni->matmul_rows_direct(x, M, w, n0, n1, bias, y, ldy);
-}
-
 static void build_ops(void) {
     vnni = quant_int8_ops(KVLM_ISA_AVX512_VNNI);
     ops_bf16 = *vnni;
     ops_bf16.isa = KVLM_ISA_AVX512_BF16;
     ops_bf16.matmul_rows = matmul_rows;
-    ops_bf16.matmul_rows_direct = matmul_rows_direct;
+    ops_bf16.batch_forms &= ~(1u << KVLM_BF16); /* one form for bf16: this file's */
     ops_bf16.matmul_prep_bytes = prep_bytes;
     ops_bf16.matmul_prep = prep;
     ops_bf16.matmul_rows_prep = rows_prep;

@@ -29,9 +29,8 @@ static choice choices[MAX_CHOICES];
 static int count;
 static pthread_mutex_t measuring = PTHREAD_MUTEX_INITIALIZER;
 
-/* The -vnni and -bf16 sets run their base set's float kernels (bf16
- * weights at the -bf16 level excepted, kern_float_batch_get): one
- * measurement. */
+/* The -vnni and -bf16 sets run their base set's float kernels (for the
+ * dtypes of their batch_forms): one measurement. */
 static int isa_slot(kvlm_isa isa) {
     if (isa == KVLM_ISA_AVX512_VNNI || isa == KVLM_ISA_AVX512_BF16) return KVLM_ISA_AVX512;
     if (isa == KVLM_ISA_AVX2_VNNI) return KVLM_ISA_AVX2;
@@ -74,8 +73,7 @@ static const choice *find(int slot, kvlm_dtype t, int K, int n) {
 }
 
 int kern_float_batch_get(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *out) {
-    if ((t != KVLM_F32 && t != KVLM_F16 && t != KVLM_BF16) || !ops->matmul_rows_direct || K < 1) return -1;
-    if (t == KVLM_BF16 && ops->isa == KVLM_ISA_AVX512_BF16) return -1; /* one form: kernels/bf16_dot.h */
+    if ((unsigned)t >= 32 || !(ops->batch_forms >> t & 1u) || !ops->matmul_rows_direct || K < 1) return -1;
     const int slot = isa_slot(ops->isa);
     const choice *c = find(slot, t, K, __atomic_load_n(&count, __ATOMIC_ACQUIRE));
     if (!c) {

@@ -29,14 +29,15 @@ typedef struct kern_float_batch {
 } kern_float_batch;
 
 /* The matmul_rows form for an M-row batch of w under ops: ops->matmul_rows
- * unless w is f32 / f16 / bf16, M >= 2, ops has a direct form and it
- * measured faster for w's dtype and K. Measures on first use (0.1-5 ms,
+ * unless w's dtype is in ops->batch_forms, M >= 2 and the direct form
+ * measured faster for that dtype and K. Measures on first use (0.1-5 ms,
  * growing with K). */
 kern_rows_fn kern_float_batch_rows(const kern_ops *ops, const kern_matrix *w, int M);
 
 /* The choice for ops, a float dtype t and K input features (measuring it
- * if not yet done): 1 direct, 0 packed, -1 if t is not a float dtype, ops
- * has only one form or the process holds too many choices (packed). */
+ * if not yet done): 1 direct, 0 packed, -1 if ops has one form for t (t
+ * not in ops->batch_forms) or the process holds too many choices
+ * (packed). */
 int kern_float_batch_get(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *out);
 
 #endif

@@ -38,11 +38,15 @@ typedef struct kern_ops {
      * n0 <= n < n1 (one thread's share; bias may be NULL). */
     void (*matmul_rows)(const float *x, int M, const kern_matrix *w, int n0, int n1,
                         const float *bias, float *y, int ldy);
-    /* matmul_rows for f32 / f16 / bf16 weights without packing them into
-     * panels at any batch size (NULL in sets that never pack): the same
-     * bits, faster on some CPUs (kernels/float_batch.h picks one). */
+    /* matmul_rows for the weight dtypes in batch_forms without packing
+     * them into panels at any batch size (NULL in sets that never pack):
+     * the same bits, faster on some CPUs (kernels/float_batch.h picks one). */
     void (*matmul_rows_direct)(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                const float *bias, float *y, int ldy);
+    /* Bit 1 << dtype for each weight dtype whose batches have those two
+     * forms (f32, f16, bf16 in the avx2 / avx512 sets; 0 without a
+     * direct form). */
+    unsigned batch_forms;
     /* scores[j] = scale * dot(q, k_j) for j < n, k_j = k + j * d in kv dtype
      * (f32, f16, or Q8_0 with d a multiple of 32: rows of d / 32 blocks). */
     void (*attn_scores)(const float *q, const void *k, kvlm_dtype kt, int n, int d,

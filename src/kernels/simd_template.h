@@ -712,6 +712,7 @@ const kern_ops KERNEL_NAME(kern_ops) = {
     .isa = KERNEL_ISA,
     .matmul_rows = KERNEL_NAME(matmul_rows),
     .matmul_rows_direct = KERNEL_NAME(matmul_rows_direct),
+    .batch_forms = 1u << KVLM_F32 | 1u << KVLM_F16 | 1u << KVLM_BF16,
     .attn_scores = KERNEL_NAME(attn_scores),
     .attn_accum = KERNEL_NAME(attn_accum),
     .attn_scores_heads = KERNEL_NAME(attn_scores_heads),
