@@ -2,7 +2,7 @@
  * Decode matmul throughput per weight dtype (f32, f16, bf16 and every block
  * type; the types kvlm cannot quantise to get pseudo-random codes with small
  * f16 scales): one activation row times an [N, K] matrix (default 8192 x 2048, a 1B Llama's MLP shape), on all
- * threads, for every ISA the CPU has. Each timed call reads a different
+ * threads, for every kernel level the CPU has (int8 and bf16 activations too). Each timed call reads a different
  * matrix from a ring of them that together exceed 1 GiB, so the weights
  * come from DRAM as in a real decode step, not from a large last-level
  * cache. Prints the weight bytes read per second (median call) next to the
@@ -116,7 +116,8 @@ int main(int argc, char **argv) {
     }
     const kvlm_dtype dts[] = {KVLM_F32,  KVLM_F16,  KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0,   KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1,
                               KVLM_IQ4_NL, KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR,      KVLM_ISA_AVX2,        KVLM_ISA_AVX512,
+                             KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512_BF16};
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)N * 4);
     if (!x || !y) return 1;
     for (int k = 0; k < K; k++) x[k] = wval(0, k);
@@ -125,7 +126,7 @@ int main(int argc, char **argv) {
            calls);
     printf("measured read bandwidth (%s, 1 GiB): %.2f GB/s\n",
            cpu_mode ? "one thread, CPU time" : "kvlm_measure_read_bandwidth", bw / 1e9);
-    printf("%-7s %-7s %9s %9s %10s %10s %9s %9s\n", "dtype", "isa", "B/weight", "matrix MB", "med GB/s", "best GB/s",
+    printf("%-7s %-11s %9s %9s %10s %10s %9s %9s\n", "dtype", "isa", "B/weight", "matrix MB", "med GB/s", "best GB/s",
            "bw GB/s", "roofline");
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
         if (argc > 5 && !strstr(argv[5], kvlm_dtype_name(dts[d]))) continue; /* only the listed dtypes */
@@ -146,7 +147,7 @@ int main(int argc, char **argv) {
             }
             free(row);
         }
-        for (size_t s = 0; s < 3; s++) {
+        for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {
             const kern_ops *ops = kern_select(isas[s]);
             if (!ops) continue;
             const int r = isas[s] == KVLM_ISA_SCALAR ? 3 : calls;
@@ -161,7 +162,7 @@ int main(int argc, char **argv) {
             /* the machine may be shared: re-measure the roofline next to each run */
             const double bw_now = isas[s] == KVLM_ISA_SCALAR ? bw : bandwidth(3);
             const double med = mb / t[r / 2], best = mb / t[0];
-            printf("%-7s %-7s %9.4f %9.1f %10.2f %10.2f %9.2f %8.0f%%\n", kvlm_dtype_name(dts[d]),
+            printf("%-7s %-11s %9.4f %9.1f %10.2f %10.2f %9.2f %8.0f%%\n", kvlm_dtype_name(dts[d]),
                    kvlm_isa_name(isas[s]), (double)rb / K, mb / 1e6, med / 1e9, best / 1e9, bw_now / 1e9,
                    100.0 * med / bw_now);
             free(t);

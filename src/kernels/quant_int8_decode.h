@@ -134,6 +134,53 @@ KAI void kd_scales_k4(const unsigned char *p, uint64_t *sc, uint64_t *mn) {
     *mn = (uint64_t)(u1 & lo6) | (uint64_t)m47 << 32;
 }
 
+#if KD_ZMM
+/* 128-bit lane r (compile-time after unrolling) of v. */
+KAI __m128i kd_lane(__m512i v, int r) {
+    switch (r) {
+    case 0: return _mm512_castsi512_si128(v);
+    case 1: return _mm512_extracti32x4_epi32(v, 1);
+    case 2: return _mm512_extracti32x4_epi32(v, 2);
+    default: return _mm512_extracti32x4_epi32(v, 3);
+    }
+}
+
+/* The heads (d, dmin, 12 scale bytes: the first 16 bytes) of nr <= 4 Q4_K
+ * / Q5_K blocks rb bytes apart, unpacked side by side in one zmm: lane r
+ * holds row r's 8 scales then 8 mins (kd_scales_k4's bytes, with the same
+ * word operations on 4 rows at once). For each row, daz[r]'s low 8 lanes
+ * become the lane scales sc_j * (d * dx_j) and accmz[r]'s high 8 lanes
+ * accumulate m_j * (dmin * dx_j * sum(q_j)) by one FMA, the products and
+ * rounding of the scalar form (dxsq: dx8 then sq8 of the activation). */
+KAI void kd_heads_k4(const unsigned char *b, size_t rb, int nr, __m512 dxsq, __m512 *daz, __m512 *accmz) {
+    __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
+    if (nr > 1) h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(b + rb)), 1);
+    if (nr > 2) h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(b + 2 * rb)), 2);
+    if (nr > 3) h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(b + 3 * rb)), 3);
+    /* words per lane: d | dmin << 16, u0, u1, u2 */
+    const __m512i a = _mm512_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)); /* u0, u2, u1, u2 */
+    const __m512i c = _mm512_shuffle_epi32(h, _MM_SHUFFLE(2, 2, 1, 1)); /* u0, u0, u1, u1 */
+    const int lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
+                                         _mm512_set4_epi32(lo4, lo6, lo4, lo6));
+    const __m512i high = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(c, 6), _mm512_set4_epi32(lo2, 0, lo2, 0)), 4);
+    const __m512i sm = _mm512_or_si512(low, high);
+    /* d, dmin of rows 0..3 as 8 floats */
+    const __m256 dd = _mm256_cvtph_ps(
+        _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h)));
+    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        const __m512 s16 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(kd_lane(sm, r)));
+        const __m512 f =
+            _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(2 * r)), _mm512_castps256_ps512(dd)),
+                          dxsq);
+        daz[r] = _mm512_mul_ps(s16, f);
+        accmz[r] = _mm512_mask3_fmadd_ps(s16, f, accmz[r], 0xff00);
+    }
+}
+#endif
+
 KAI __m256 kd_u8x8_to_f(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v))); }
 
 /* Bit b of each byte of qh moved to bit 4 (other bits 0). */
@@ -163,9 +210,9 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm256_setzero_ps();
 #if KD_ZMM
-    __m512 accz[KD_NR];
+    __m512 accz[KD_NR], accmz[KD_NR];
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps();
+    for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps(), accmz[r] = _mm512_setzero_ps();
 #endif
     const __m256i m4 = _mm256_set1_epi8(15);
     (void)m4; /* the ymm paths only */
@@ -249,21 +296,18 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                 }
 #endif
         } else {
-            _Alignas(32) float da[KD_NR][8];
-            const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
-#pragma GCC unroll 8
-            for (int r = 0; r < nr; r++) {
-                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
-                uint64_t sc, mn;
-                kd_scales_k4(b + 4, &sc, &mn);
-                const __m256 d = _mm256_set1_ps(kd_half(b)), dmin = _mm256_set1_ps(kd_half(b + 2));
-                _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
-                accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
-            }
 #if KD_ZMM
             /* Blocks 2p and 2p + 1 in one zmm: the 32 code bytes broadcast
              * to both halves, the high half shifted to its high nibbles;
-             * the lane scales spread from da with one permute. */
+             * the lane scales spread from daz with one permute. The heads
+             * of 4 rows are unpacked together (kd_heads_k4): one row at a
+             * time in scalar words they cost as many instructions as the
+             * products. */
+            __m512 daz[KD_NR];
+            const __m512 dxsq = _mm512_load_ps(A->dx8); /* dx8, then sq8 */
+#pragma GCC unroll 2
+            for (int g = 0; g < nr; g += 4)
+                kd_heads_k4(wr + (size_t)g * rb + (size_t)s * bb, rb, nr - g < 4 ? nr - g : 4, dxsq, daz + g, accmz + g);
             const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4), m4z = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
@@ -284,12 +328,23 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         const __m512i hb = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
                         c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
                     }
-                    const __m512 sc = _mm512_permutexvar_ps(ip, _mm512_castps256_ps512(_mm256_load_ps(da[r])));
+                    const __m512 sc = _mm512_permutexvar_ps(ip, daz[r]);
                     accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c, xz)), sc,
                                               accz[r]);
                 }
             }
 #else
+            _Alignas(32) float da[KD_NR][8];
+            const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
+                uint64_t sc, mn;
+                kd_scales_k4(b + 4, &sc, &mn);
+                const __m256 d = _mm256_set1_ps(kd_half(b)), dmin = _mm256_set1_ps(kd_half(b + 2));
+                _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
+                accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
+            }
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
@@ -318,6 +373,7 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
     for (int r = 0; r < nr; r++) {
 #if KD_ZMM
         acc[r] = _mm256_add_ps(acc[r], _mm256_add_ps(_mm512_castps512_ps256(accz[r]), _mm512_extractf32x8_ps(accz[r], 1)));
+        accm[r] = _mm512_extractf32x8_ps(accmz[r], 1);
 #endif
         y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
     }
