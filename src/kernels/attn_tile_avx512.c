@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/vec_f32_avx512.h"
 #include "kernels/vec_softmax.h"
 
 #include "kernels/vec_exp_avx512.h"
@@ -22,31 +23,12 @@ static inline __m512 uninf16(__m512 m) {
     return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), _mm512_setzero_ps());
 }
 
-static inline __m512 load_bf16_16(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
-#define VW 16
 #define KP 16
-#define vf __m512
 #define vi __m512i
-#define V_ZERO() _mm512_setzero_ps()
-#define V_SET1(s) _mm512_set1_ps(s)
-#define V_LOADU(p) _mm512_loadu_ps(p)
-#define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
-#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define V_ADD(a, b) _mm512_add_ps((a), (b))
-#define V_SUB(a, b) _mm512_sub_ps((a), (b))
-#define V_MUL(a, b) _mm512_mul_ps((a), (b))
-#define V_MAX(a, b) _mm512_max_ps((a), (b))
 #define VI_LOADU(p) _mm512_loadu_si512((const void *)(p))
 #define V_HIDE(s, lo, hi, pos) hide16((s), (lo), (hi), (pos))
 #define V_EXPZ(x) vec_exp16(x)
 #define V_UNINF(m) uninf16(m)
-#define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define V_LOAD_BF16(p) load_bf16_16(p)
-#define V_LOAD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
-#define S_F16(h) _cvtsh_ss(h)
 #define TILE_NAME(n) attn_tile_##n##_avx512
 
 #include "kernels/attn_tile_body.h"

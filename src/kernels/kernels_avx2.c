@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/vec_f32_avx2.h"
 
 static inline __m256 exp_avx2(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
@@ -31,11 +32,6 @@ static inline float hsum_avx2(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-static inline __m256 load_bf16_avx2(const uint16_t *p) {
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
 /* out[j] = horizontal sum of v[j] for j < 8, pairing lanes (l, l + 4),
@@ -70,26 +66,11 @@ static inline void store_i8_avx2(int8_t *p, __m256 v) {
     _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(w, w));
 }
 
-#define VW 8
-#define vf __m256
-#define V_ZERO() _mm256_setzero_ps()
-#define V_SET1(s) _mm256_set1_ps(s)
-#define V_LOADU(p) _mm256_loadu_ps(p)
-#define V_STOREU(p, v) _mm256_storeu_ps((p), (v))
-#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define V_ADD(a, b) _mm256_add_ps((a), (b))
-#define V_SUB(a, b) _mm256_sub_ps((a), (b))
-#define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_DIV(a, b) _mm256_div_ps((a), (b))
-#define V_MAX(a, b) _mm256_max_ps((a), (b))
 #define V_MIN(a, b) _mm256_min_ps((a), (b))
 #define V_REDUCE(v) hsum_avx2(v)
-#define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define V_LOAD_BF16(p) load_bf16_avx2(p)
 #define V_STORE_F16(p, v) \
     _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-#define V_LOAD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
-#define S_F16(h) _cvtsh_ss(h)
 #define V_ABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (v))
 #define V_ROUND_AWAY(v) round_away_avx2(v)
 #define V_STORE_I8(p, v) store_i8_avx2((p), (v))

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/vec_f32_avx512.h"
 #include "kernels/reduce_avx512.h"
 
 static inline __m512 exp_avx512(__m512 x) {
@@ -27,37 +28,17 @@ static inline __m512 exp_avx512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-static inline __m512 load_bf16_avx512(const uint16_t *p) {
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-
 static inline __m512 round_away_avx512(__m512 v) {
     const __m512 a = _mm512_roundscale_ps(_mm512_add_ps(_mm512_abs_ps(v), _mm512_set1_ps(0.5f)),
                                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     return _mm512_or_ps(a, _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
 }
 
-#define VW 16
-#define vf __m512
-#define V_ZERO() _mm512_setzero_ps()
-#define V_SET1(s) _mm512_set1_ps(s)
-#define V_LOADU(p) _mm512_loadu_ps(p)
-#define V_STOREU(p, v) _mm512_storeu_ps((p), (v))
-#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define V_ADD(a, b) _mm512_add_ps((a), (b))
-#define V_SUB(a, b) _mm512_sub_ps((a), (b))
-#define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_DIV(a, b) _mm512_div_ps((a), (b))
-#define V_MAX(a, b) _mm512_max_ps((a), (b))
 #define V_MIN(a, b) _mm512_min_ps((a), (b))
 #define V_REDUCE(v) _mm512_reduce_add_ps(v)
-#define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define V_LOAD_BF16(p) load_bf16_avx512(p)
 #define V_STORE_F16(p, v) \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-#define V_LOAD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
-#define S_F16(h) _cvtsh_ss(h)
 #define V_ABS(v) _mm512_abs_ps(v)
 #define V_ROUND_AWAY(v) round_away_avx512(v)
 #define V_STORE_I8(p, v) _mm_storeu_si128((__m128i *)(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)))
