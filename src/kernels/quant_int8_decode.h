@@ -120,6 +120,17 @@ static void KDNAME(kd_quantize)(const float *x, int M, int K, kvlm_dtype t, kd_a
                     A->sq8[j] = A->dx8[j] * (float)kd_hsum_i(KD_DP(_mm256_setzero_si256(), ones, q));
                 }
             }
+#if KD_ZMM
+            /* Q4_K / Q5_K: codes in block order 0 2 1 3 4 6 5 7, the order
+             * of the nibbles in 64 bytes of a weight block (kd_tile) */
+            if (t != KVLM_Q6_K)
+                for (int j = 1; j < 8; j += 4) {
+                    int8_t tmp[32];
+                    memcpy(tmp, A->q + 32 * j, 32);
+                    memcpy(A->q + 32 * j, A->q + 32 * (j + 1), 32);
+                    memcpy(A->q + 32 * (j + 1), tmp, 32);
+                }
+#endif
         }
 }
 
@@ -297,40 +308,47 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
 #endif
         } else {
 #if KD_ZMM
-            /* Blocks 2p and 2p + 1 in one zmm: the 32 code bytes broadcast
-             * to both halves, the high half shifted to its high nibbles;
-             * the lane scales spread from daz with one permute. The heads
-             * of 4 rows are unpacked together (kd_heads_k4): one row at a
-             * time in scalar words they cost as many instructions as the
+            /* 64 code bytes (values 128P .. 128P + 127) per load: their low
+             * nibbles are blocks 4P and 4P + 2, their high nibbles blocks
+             * 4P + 1 and 4P + 3, two zmm of codes against activations
+             * stored in that block order (kd_quantize); the lane scales
+             * spread from daz with one permute per zmm. The heads of 4
+             * rows are unpacked together (kd_heads_k4): one row at a time
+             * in scalar words they cost as many instructions as the
              * products. */
             __m512 daz[KD_NR];
             const __m512 dxsq = _mm512_load_ps(A->dx8); /* dx8, then sq8 */
 #pragma GCC unroll 2
             for (int g = 0; g < nr; g += 4)
                 kd_heads_k4(wr + (size_t)g * rb + (size_t)s * bb, rb, nr - g < 4 ? nr - g : 4, dxsq, daz + g, accmz + g);
-            const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4), m4z = _mm512_set1_epi8(15);
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const __m512i xz = _mm512_load_si512((const void *)(A->q + 64 * p));
-                const __m512i ip = _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1,
-                                                     2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
-                                                     2 * p + 1);
+            const __m512i m4z = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+            const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+#pragma GCC unroll 2
+            for (int P = 0; P < 2; P++) {
+                const __m512i xlo = _mm512_load_si512((const void *)(A->q + 128 * P));
+                const __m512i xhi = _mm512_load_si512((const void *)(A->q + 128 * P + 64));
+                /* block ids of the two halves: 4P, 4P + 2 (low nibbles), 4P + 1, 4P + 3 */
+                const __m512i ilo = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P));
+                const __m512i ihi = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P + 1));
 #pragma GCC unroll 8
                 for (int r = 0; r < nr; r++) {
                     const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
                     const unsigned char *qs = t == KVLM_Q4_K ? ((const blk_q4_k *)b)->qs : ((const blk_q5_k *)b)->qs;
-                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * p)));
-                    __m512i c = _mm512_and_si512(_mm512_srlv_epi64(q, sh), m4z);
+                    const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * P));
+                    __m512i clo = _mm512_and_si512(q, m4z), chi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4z);
                     if (t == KVLM_Q5_K) {
+                        /* bit j of qh[l] is the fifth bit of block j's value l */
                         const __m512i qh =
                             _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const blk_q5_k *)b)->qh));
-                        const __m512i hs = _mm512_add_epi64(_mm512_srli_epi64(sh, 2), _mm512_set1_epi64(2 * p));
-                        const __m512i hb = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
-                        c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
+                        const __m512i hlo = _mm512_and_si512(_mm512_srlv_epi64(qh, _mm512_cvtepi32_epi64(_mm256_setr_epi32(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2))), one);
+                        const __m512i hhi = _mm512_and_si512(_mm512_srlv_epi64(qh, _mm512_cvtepi32_epi64(_mm256_setr_epi32(4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3))), one);
+                        clo = _mm512_or_si512(clo, _mm512_slli_epi16(hlo, 4));
+                        chi = _mm512_or_si512(chi, _mm512_slli_epi16(hhi, 4));
                     }
-                    const __m512 sc = _mm512_permutexvar_ps(ip, daz[r]);
-                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c, xz)), sc,
-                                              accz[r]);
+                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), clo, xlo)),
+                                              _mm512_permutexvar_ps(ilo, daz[r]), accz[r]);
+                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), chi, xhi)),
+                                              _mm512_permutexvar_ps(ihi, daz[r]), accz[r]);
                 }
             }
 #else
