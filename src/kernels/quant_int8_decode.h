@@ -16,9 +16,13 @@
  * quant_int8_quantize_row_*, bit-equal to the C quantiser), exact int32
  * block sums. Per 256-value super-block and weight row:
  *  - Q4_K / Q5_K: the 8 sub-block scales and mins are unpacked from their
- *    12 bytes with 32-bit word operations; the lane scales d * sc * dx_j
- *    are stored for broadcast, and the min term dmin * m_j * dx_j * sum(q_j)
- *    is one FMA of 8 lanes (sum(q_j) precomputed per activation block).
+ *    12 bytes with 32-bit word operations (with AVX-512, for 4 weight rows
+ *    at once in one zmm, kd_heads_k4); the lane scales d * sc * dx_j are
+ *    stored for broadcast (zmm: kept in a register and permuted), and the
+ *    min term dmin * m_j * dx_j * sum(q_j) is one FMA of 8 lanes (sum(q_j)
+ *    precomputed per activation block). With AVX-512 the codes are read 64
+ *    bytes at a time, whose low and high nibbles are two zmm of two blocks
+ *    each; the activation codes are stored in that block order.
  *  - Q6_K: the constant code offset 32 is folded into the start value of
  *    each vpdpbusd (-32 * the lane's sum of 4 codes, precomputed), and the
  *    16 sub-block scales d * scales[s] * dx are spread to lanes with one
