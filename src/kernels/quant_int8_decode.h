@@ -178,11 +178,12 @@ KAI void kd_heads_k4(const unsigned char *b, size_t rb, int nr, __m512 dxsq, __m
     const int lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
     const __m512i low = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_set4_epi32(4, 0, 0, 0)),
                                          _mm512_set4_epi32(lo4, lo6, lo4, lo6));
-    const __m512i high = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(c, 6), _mm512_set4_epi32(lo2, 0, lo2, 0)), 4);
+    const __m512i high =
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(c, 6), _mm512_set4_epi32(lo2, 0, lo2, 0)), 4);
     const __m512i sm = _mm512_or_si512(low, high);
     /* d, dmin of rows 0..3 as 8 floats */
-    const __m256 dd = _mm256_cvtph_ps(
-        _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h)));
+    const __m512i words0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(words0, h)));
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++) {
@@ -334,6 +335,9 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                 /* block ids of the two halves: 4P, 4P + 2 (low nibbles), 4P + 1, 4P + 3 */
                 const __m512i ilo = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P));
                 const __m512i ihi = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P + 1));
+                /* Q5_K: bit j of qh[l] is the fifth bit of block j's value l */
+                const __m512i hlo = _mm512_setr_epi64(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2);
+                const __m512i hhi = _mm512_add_epi64(hlo, _mm512_set1_epi64(1));
 #pragma GCC unroll 8
                 for (int r = 0; r < nr; r++) {
                     const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
@@ -341,13 +345,10 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                     const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * P));
                     __m512i clo = _mm512_and_si512(q, m4z), chi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4z);
                     if (t == KVLM_Q5_K) {
-                        /* bit j of qh[l] is the fifth bit of block j's value l */
                         const __m512i qh =
                             _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const blk_q5_k *)b)->qh));
-                        const __m512i hlo = _mm512_and_si512(_mm512_srlv_epi64(qh, _mm512_cvtepi32_epi64(_mm256_setr_epi32(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2))), one);
-                        const __m512i hhi = _mm512_and_si512(_mm512_srlv_epi64(qh, _mm512_cvtepi32_epi64(_mm256_setr_epi32(4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3))), one);
-                        clo = _mm512_or_si512(clo, _mm512_slli_epi16(hlo, 4));
-                        chi = _mm512_or_si512(chi, _mm512_slli_epi16(hhi, 4));
+                        clo = _mm512_or_si512(clo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, hlo), one), 4));
+                        chi = _mm512_or_si512(chi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, hhi), one), 4));
                     }
                     accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), clo, xlo)),
                                               _mm512_permutexvar_ps(ilo, daz[r]), accz[r]);
