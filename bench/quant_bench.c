@@ -1,11 +1,12 @@
 /*
  * Decode matmul throughput per weight dtype (f32, f16, bf16 and every block
  * type; the types kvlm cannot quantise to get pseudo-random codes with small
- * f16 scales): one activation row times an [N, K] matrix (default 8192 x 2048, a 1B Llama's MLP shape), on all
- * threads, for every kernel level the CPU has (int8 and bf16 activations too). Each timed call reads a different
- * matrix from a ring of them that together exceed 1 GiB, so the weights
- * come from DRAM as in a real decode step, not from a large last-level
- * cache. Prints the weight bytes read per second (median call) next to the
+ * f16 scales): one activation row times an [N, K] matrix (default 8192 x
+ * 2048, a 1B Llama's MLP shape), on all threads, for every kernel level the
+ * CPU has (the int8- and bf16-activation levels too). Each timed call reads
+ * a different matrix from a ring of them that together exceed 1 GiB, so the
+ * weights come from DRAM as in a real decode step, not from a large
+ * last-level cache. Prints the weight bytes read per second (median call) next to the
  * read bandwidth measured right after (kvlm_measure_read_bandwidth, the
  * roofline `kvlm bench` uses; re-measured per row because a shared machine's
  * bandwidth drifts). `make bench-quant`; never part of `make test`.
