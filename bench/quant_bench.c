@@ -6,10 +6,10 @@
  * CPU has (the int8- and bf16-activation levels too). Each timed call reads
  * a different matrix from a ring of them that together exceed 1 GiB, so the
  * weights come from DRAM as in a real decode step, not from a large
- * last-level cache. Prints the weight bytes read per second (median call) next to the
- * read bandwidth measured right after (kvlm_measure_read_bandwidth, the
- * roofline `kvlm bench` uses; re-measured per row because a shared machine's
- * bandwidth drifts). `make bench-quant`; never part of `make test`.
+ * last-level cache. Prints the weight bytes read per second (median call)
+ * next to the read bandwidth measured right after
+ * (kvlm_measure_read_bandwidth, the roofline `kvlm bench` uses; re-measured
+ * per row because a shared machine's bandwidth drifts). `make bench-quant`; never part of `make test`.
  *
  * usage: quant_bench [N K [calls [cpu|wall [DTYPE,...]]]]
  *

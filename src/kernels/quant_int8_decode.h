@@ -327,14 +327,14 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
             for (int g = 0; g < nr; g += 4)
                 kd_heads_k4(wr + (size_t)g * rb + (size_t)s * bb, rb, nr - g < 4 ? nr - g : 4, dxsq, daz + g, accmz + g);
             const __m512i m4z = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
-            const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+            const __m512i blk_pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
 #pragma GCC unroll 2
             for (int P = 0; P < 2; P++) {
                 const __m512i xlo = _mm512_load_si512((const void *)(A->q + 128 * P));
                 const __m512i xhi = _mm512_load_si512((const void *)(A->q + 128 * P + 64));
                 /* block ids of the two halves: 4P, 4P + 2 (low nibbles), 4P + 1, 4P + 3 */
-                const __m512i ilo = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P));
-                const __m512i ihi = _mm512_add_epi32(half, _mm512_set1_epi32(4 * P + 1));
+                const __m512i ilo = _mm512_add_epi32(blk_pair, _mm512_set1_epi32(4 * P));
+                const __m512i ihi = _mm512_add_epi32(blk_pair, _mm512_set1_epi32(4 * P + 1));
                 /* Q5_K: bit j of qh[l] is the fifth bit of block j's value l */
                 const __m512i hlo = _mm512_setr_epi64(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2);
                 const __m512i hhi = _mm512_add_epi64(hlo, _mm512_set1_epi64(1));
