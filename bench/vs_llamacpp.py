@@ -18,6 +18,15 @@ worst and best round (a ratio taken within one round, so a busy moment on
 a shared machine slows both sides of it). --contend runs one busy process
 (`yes`) pinned to CPU 0 during every run of both programs: the shared
 machine case.
+
+A second table puts decode against memory: the bytes one decode step
+reads (kvlm's count for the file: every weight matrix once, the token
+embedding once more when the output head shares it), each program's tg
+tokens/s times those bytes, and the plain read of the same bytes that kvlm
+bench times between its decode repeats (its paired roofline, JSON
+roofline.paired.read_gbs) in the same round, with each program's share of
+that read. Where both shares are near 1, decode runs at the memory's rate
+in both programs and no kernel can widen the tg ratio.
 """
 import argparse
 import json
@@ -32,7 +41,8 @@ def run_kvlm(kvlm, path, a):
            "--threads", str(a.threads), "--kv-dtype", "f16", "--no-cache-test", "--bw-mib", "64", "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     j = json.loads(out)
-    return j["pp"]["median_tok_s"], j["tg"]["median_tok_s"], j["weight_dtype"]
+    read = j["roofline"].get("paired", {}).get("read_gbs", 0.0)
+    return j["pp"]["median_tok_s"], j["tg"]["median_tok_s"], j["weight_dtype"], j["decode_bytes_per_token"], read
 
 
 def llama_rows(bench, path, a, extra):
@@ -65,9 +75,11 @@ def spread(xs):
     return f"{statistics.median(xs):8.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
 
-def ratios(ks, ls):
-    r = [k / l for k, l in zip(ks, ls)]
-    return f"{statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
+def ratios(ks, ls, unit="x"):
+    r = [k / l for k, l in zip(ks, ls) if l > 0]
+    if not r:
+        return "-"
+    return f"{statistics.median(r):.2f}{unit} ({min(r):.2f}-{max(r):.2f})"
 
 
 def main():
@@ -91,20 +103,31 @@ def main():
           f"ratios: median (worst-best round)")
     print("| file | weights | kvlm pp t/s | llama.cpp pp t/s | pp ratio | kvlm tg t/s | llama.cpp tg t/s | tg ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    memory = []
     for path in a.files:
-        k_pp, k_tg, l_pp, l_tg = [], [], [], []
-        dtype = "?"
+        k_pp, k_tg, l_pp, l_tg, reads = [], [], [], [], []
+        dtype, nbytes = "?", 0
         for r in range(a.rounds):
             order = (0, 1) if r % 2 == 0 else (1, 0)
             for who in order:
                 if who == 0:
-                    p, t, dtype = contended(lambda: run_kvlm(a.kvlm, path, a), a.contend)
-                    k_pp.append(p), k_tg.append(t)
+                    p, t, dtype, nbytes, read = contended(lambda: run_kvlm(a.kvlm, path, a), a.contend)
+                    k_pp.append(p), k_tg.append(t), reads.append(read)
                 else:
                     p, t = contended(lambda: run_llama(a.llama_bench, path, a), a.contend)
                     l_pp.append(p), l_tg.append(t)
         print(f"| {os.path.basename(path)} | {dtype} | {spread(k_pp)} | {spread(l_pp)} | {ratios(k_pp, l_pp)} "
               f"| {spread(k_tg)} | {spread(l_tg)} | {ratios(k_tg, l_tg)} |", flush=True)
+        memory.append((path, nbytes, [t * nbytes / 1e9 for t in k_tg], [t * nbytes / 1e9 for t in l_tg], reads))
+    print()
+    print(f"# decode against memory: GB/s = tg tokens/s x bytes per token; plain read: kvlm bench's paired read "
+          f"of the same bytes in the same round; shares per round: median (lowest-highest)")
+    print("| file | bytes per token | kvlm tg GB/s | llama.cpp tg GB/s | plain read GB/s | kvlm / read "
+          "| llama.cpp / read |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for path, nbytes, k_gbs, l_gbs, reads in memory:
+        print(f"| {os.path.basename(path)} | {nbytes / 1e6:,.1f} MB | {spread(k_gbs)} | {spread(l_gbs)} "
+              f"| {spread(reads)} | {ratios(k_gbs, reads, '')} | {ratios(l_gbs, reads, '')} |")
 
 
 if __name__ == "__main__":
