@@ -20,8 +20,8 @@ a shared machine slows both sides of it). --contend runs one busy process
 machine case.
 
 A second table puts decode against memory: the bytes one decode step
-reads (kvlm's count for the file: every weight matrix once, the token
-embedding once more when the output head shares it), each program's tg
+reads (kvlm's count for the file: every weight matrix in full, the output
+head, one row of each embedding table), each program's tg
 tokens/s times those bytes, and the plain read of the same bytes that kvlm
 bench times between its decode repeats (its paired roofline, JSON
 roofline.paired.read_gbs) in the same round, with each program's share of
