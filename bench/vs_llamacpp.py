@@ -75,6 +75,11 @@ def spread(xs):
     return f"{statistics.median(xs):8.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
 
+def gbs(tok_s, nbytes):
+    """Decode tokens/s as GB/s of weights read (nbytes per token)."""
+    return [t * nbytes / 1e9 for t in tok_s]
+
+
 def ratios(ks, ls, unit="x"):
     r = [k / l for k, l in zip(ks, ls) if l > 0]
     if not r:
@@ -118,7 +123,7 @@ def main():
                     l_pp.append(p), l_tg.append(t)
         print(f"| {os.path.basename(path)} | {dtype} | {spread(k_pp)} | {spread(l_pp)} | {ratios(k_pp, l_pp)} "
               f"| {spread(k_tg)} | {spread(l_tg)} | {ratios(k_tg, l_tg)} |", flush=True)
-        memory.append((path, nbytes, [t * nbytes / 1e9 for t in k_tg], [t * nbytes / 1e9 for t in l_tg], reads))
+        memory.append((path, nbytes, gbs(k_tg, nbytes), gbs(l_tg, nbytes), reads))
     print()
     print(f"# decode against memory: GB/s = tg tokens/s x bytes per token; plain read: kvlm bench's paired read "
           f"of the same bytes in the same round; shares per round: median (lowest-highest)")
