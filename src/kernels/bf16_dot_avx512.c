@@ -13,9 +13,11 @@
 
 /* Register tiles: MR rows of x by NR weight rows (24 accumulators; 4 + 6
  * loads per 32-value step), NR1 weight rows for a single row of x
- * (decode). Rows of x are taken in blocks of at most XB_BLOCK bytes, so a
- * block stays in L2 while every weight tile sweeps it. */
-enum { MR = 4, NR = 6, NR1 = 8, XB_BLOCK = 131072 };
+ * (decode). Rows of x are taken in blocks of at most XB_BLOCK bytes (a
+ * quarter of a 1 MB L2), so a block stays in L2 while every weight tile
+ * sweeps it; 128 KB blocks measured 2-14% slower on Zen 4 (more passes
+ * over the weights, docs/performance.md). */
+enum { MR = 4, NR = 6, NR1 = 8, XB_BLOCK = 262144 };
 
 void bf16_dot_prep_avx512(const float *x, int K, int m0, int m1, uint16_t *xb) {
     const int ks = bf16_dot_stride(K);
@@ -39,10 +41,12 @@ void bf16_dot_prep_avx512(const float *x, int K, int m0, int m1, uint16_t *xb) {
 
 /* One mr x nr tile (constants once inlined): y[m + i][n + j]. The K tail
  * (K not a multiple of 32) is one more step with the weights masked; x's
- * padding is zero. pf: request the nr weight rows after this tile's, at
- * the same offsets, into L2 (one line per row per step). */
-AI void tile(const uint16_t *xb, int ks, const uint16_t *w, int K, int mr, int nr, int m, int n, int pf,
-             const float *bias, float *y, int ldy) {
+ * padding is zero. Prefetches into L2, spread over the steps: pfr, the nr
+ * weight rows after this tile's at the same offsets (one line per row per
+ * step; decode); pfn > 0, the pfn cache lines from pf in address order (a
+ * slice of the next weight tile; batches). */
+AI void tile(const uint16_t *xb, int ks, const uint16_t *w, int K, int mr, int nr, int m, int n, int pfr,
+             const char *pf, int pfn, const float *bias, float *y, int ldy) {
     __m512 acc[MR][NR1];
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
@@ -51,14 +55,17 @@ AI void tile(const uint16_t *xb, int ks, const uint16_t *w, int K, int mr, int n
     const uint16_t *xr = xb + (size_t)m * ks, *wr = w + (size_t)n * K;
     const char *next = (const char *)(wr + (size_t)nr * K);
     const size_t rb = (size_t)K * sizeof(uint16_t);
-    int k = 0;
+    const int steps = K / 32, per_step = pfn > 0 && steps > 0 ? (pfn + steps - 1) / steps : 0;
+    int k = 0, line = 0;
     for (; k + 32 <= K; k += 32) {
+        for (const int end = line + per_step < pfn ? line + per_step : pfn; line < end; line++)
+            __builtin_prefetch(pf + (size_t)line * 64, 0, 1);
         __m512bh xv[MR];
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) xv[i] = (__m512bh)_mm512_loadu_si512(xr + (size_t)i * ks + k);
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
-            if (pf) __builtin_prefetch(next + (size_t)j * rb + (size_t)k * sizeof(uint16_t), 0, 1);
+            if (pfr) __builtin_prefetch(next + (size_t)j * rb + (size_t)k * sizeof(uint16_t), 0, 1);
             const __m512bh wv = (__m512bh)_mm512_loadu_si512(wr + (size_t)j * K + k);
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
@@ -88,14 +95,33 @@ AI void tile(const uint16_t *xb, int ks, const uint16_t *w, int K, int mr, int n
     }
 }
 
+/* The slice of a prefetch that starts at cache line `line` of the `lines`
+ * at next: its address (NULL once nothing is left) and its length. */
+static inline const char *slice_at(const char *next, int line, int lines) {
+    return line < lines ? next + (size_t)line * 64 : NULL;
+}
+static inline int slice_len(int slice, int line, int lines) {
+    return line >= lines ? 0 : slice < lines - line ? slice : lines - line;
+}
+
 /* Rows [m0, m1) of x against nr weight rows: whole MR tiles, then tiles of
- * 2 and 1 rows; pf on the first tile only. */
-AI void tile_rows(const uint16_t *xb, int ks, const uint16_t *w, int K, int nr, int m0, int m1, int n, int pf,
-                  const float *bias, float *y, int ldy) {
-    int m = m0;
-    for (; m + MR <= m1; m += MR, pf = 0) tile(xb, ks, w, K, MR, nr, m, n, pf, bias, y, ldy);
-    if (m + 2 <= m1) tile(xb, ks, w, K, 2, nr, m, n, pf, bias, y, ldy), m += 2, pf = 0;
-    if (m < m1) tile(xb, ks, w, K, 1, nr, m, n, pf, bias, y, ldy);
+ * 2 and 1 rows. The nb bytes at next (the next weight tile; NULL: none)
+ * are prefetched in equal slices, one per row tile, so the whole sweep
+ * overlaps the fetch instead of its first tile alone. */
+AI void tile_rows(const uint16_t *xb, int ks, const uint16_t *w, int K, int nr, int m0, int m1, int n,
+                  const char *next, size_t nb, const float *bias, float *y, int ldy) {
+    const int tiles = (m1 - m0 + MR - 1) / MR, lines = next ? (int)((nb + 63) / 64) : 0;
+    const int slice = (lines + tiles - 1) / tiles;
+    int m = m0, line = 0;
+    for (; m + MR <= m1; m += MR, line += slice)
+        tile(xb, ks, w, K, MR, nr, m, n, 0, slice_at(next, line, lines), slice_len(slice, line, lines), bias, y,
+             ldy);
+    if (m + 2 <= m1) {
+        tile(xb, ks, w, K, 2, nr, m, n, 0, slice_at(next, line, lines), slice_len(slice, line, lines), bias, y, ldy);
+        m += 2, line += slice;
+    }
+    if (m < m1)
+        tile(xb, ks, w, K, 1, nr, m, n, 0, slice_at(next, line, lines), slice_len(slice, line, lines), bias, y, ldy);
 }
 
 void bf16_dot_rows_avx512(const uint16_t *xb, int M, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -104,10 +130,10 @@ void bf16_dot_rows_avx512(const uint16_t *xb, int M, const kern_matrix *w, int n
     const uint16_t *wd = w->data;
     if (M == 1) {
         int n = n0;
-        for (; n + NR1 <= n1; n += NR1) tile(xb, ks, wd, K, 1, NR1, 0, n, n + 2 * NR1 <= n1, bias, y, ldy);
-        if (n + 4 <= n1) tile(xb, ks, wd, K, 1, 4, 0, n, 0, bias, y, ldy), n += 4;
-        if (n + 2 <= n1) tile(xb, ks, wd, K, 1, 2, 0, n, 0, bias, y, ldy), n += 2;
-        if (n < n1) tile(xb, ks, wd, K, 1, 1, 0, n, 0, bias, y, ldy);
+        for (; n + NR1 <= n1; n += NR1) tile(xb, ks, wd, K, 1, NR1, 0, n, n + 2 * NR1 <= n1, NULL, 0, bias, y, ldy);
+        if (n + 4 <= n1) tile(xb, ks, wd, K, 1, 4, 0, n, 0, NULL, 0, bias, y, ldy), n += 4;
+        if (n + 2 <= n1) tile(xb, ks, wd, K, 1, 2, 0, n, 0, NULL, 0, bias, y, ldy), n += 2;
+        if (n < n1) tile(xb, ks, wd, K, 1, 1, 0, n, 0, NULL, 0, bias, y, ldy);
         return;
     }
     int mb = XB_BLOCK / (ks * (int)sizeof(uint16_t));
@@ -115,9 +141,12 @@ void bf16_dot_rows_avx512(const uint16_t *xb, int M, const kern_matrix *w, int n
     for (int m0 = 0; m0 < M; m0 += mb) {
         const int m1 = m0 + mb < M ? m0 + mb : M;
         int n = n0;
-        for (; n + NR <= n1; n += NR) tile_rows(xb, ks, wd, K, NR, m0, m1, n, n + 2 * NR <= n1, bias, y, ldy);
-        if (n + 4 <= n1) tile_rows(xb, ks, wd, K, 4, m0, m1, n, 0, bias, y, ldy), n += 4;
-        if (n + 2 <= n1) tile_rows(xb, ks, wd, K, 2, m0, m1, n, 0, bias, y, ldy), n += 2;
-        if (n < n1) tile_rows(xb, ks, wd, K, 1, m0, m1, n, 0, bias, y, ldy);
+        for (; n + NR <= n1; n += NR) {
+            const char *next = n + 2 * NR <= n1 ? (const char *)(wd + (size_t)(n + NR) * K) : NULL;
+            tile_rows(xb, ks, wd, K, NR, m0, m1, n, next, (size_t)NR * K * sizeof(uint16_t), bias, y, ldy);
+        }
+        if (n + 4 <= n1) tile_rows(xb, ks, wd, K, 4, m0, m1, n, NULL, 0, bias, y, ldy), n += 4;
+        if (n + 2 <= n1) tile_rows(xb, ks, wd, K, 2, m0, m1, n, NULL, 0, bias, y, ldy), n += 2;
+        if (n < n1) tile_rows(xb, ks, wd, K, 1, m0, m1, n, NULL, 0, bias, y, ldy);
     }
 }
