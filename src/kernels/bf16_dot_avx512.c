@@ -15,8 +15,8 @@
  * loads per 32-value step), NR1 weight rows for a single row of x
  * (decode). Rows of x are taken in blocks of at most XB_BLOCK bytes (a
  * quarter of a 1 MB L2), so a block stays in L2 while every weight tile
- * sweeps it; 128 KB blocks measured 2-14% slower on Zen 4 (more passes
- * over the weights, docs/performance.md). */
+ * sweeps it (with 128 KB blocks and the next tile fetched during the first
+ * row tile, batches were up to 14% slower on Zen 4: docs/performance.md). */
 enum { MR = 4, NR = 6, NR1 = 8, XB_BLOCK = 262144 };
 
 void bf16_dot_prep_avx512(const float *x, int K, int m0, int m1, uint16_t *xb) {
