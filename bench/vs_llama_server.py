@@ -3,13 +3,15 @@
 
     bench/vs_llama_server.py --llama-server PATH/llama-server [--kvlm build/kvlm]
         [--rounds 2] [--concurrency 1,4,16] [-n 48] [--max-tokens 64]
-        [--threads 2] [--seed-base 1] [--lock /tmp/kvlm-bench.lock] [--kvlm-arg=--max-prefill-tokens=32 ...]
+        [--threads 2] [--kv-dtype f16] [--seed-base 1] [--lock /tmp/kvlm-bench.lock]
+        [--kvlm-arg=--max-prefill-tokens=32 ...]
         FILE.gguf
 
 Both servers are started once, on free local ports, with the same thread
-count (llama-server: -c 4096 -np 16, continuous batching, as
-`llama-server -m FILE -t 2 -c 4096 -np 16 --port P`; kvlm serve with its
-defaults, 16 sequences). The same closed-loop load, `kvlm loadgen --url URL
+count and the same KV cache type (--kv-dtype, default f16, llama-server's
+own default; llama-server: -c 4096 -np 16, continuous batching, as
+`llama-server -m FILE -t 2 -c 4096 -np 16 -ctk f16 -ctv f16 --port P`;
+kvlm serve with `--kv-dtype f16` and its other defaults, 16 sequences). The same closed-loop load, `kvlm loadgen --url URL
 --concurrency C -n N --max-tokens M --seed S` (streamed /v1/completions,
 32-token prompts of ids, ignore_eos, temperature 1), then runs against each in turn:
 for every concurrency and round kvlm first, then llama-server, the order
@@ -84,6 +86,8 @@ def main():
     ap.add_argument("-n", type=int, default=48)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kv-dtype", default="f16", choices=["f32", "f16", "q8_0"],
+                    help="KV cache type of both servers (kvlm --kv-dtype, llama-server -ctk/-ctv)")
     ap.add_argument("--seed-base", type=int, default=1, help="prompts of run (C, round) use seed base + 1000 C + round")
     ap.add_argument("--lock", default="/tmp/kvlm-bench.lock", help="flock file per loadgen run ('' for none)")
     ap.add_argument("--kvlm-arg", action="append", default=[], help="extra kvlm serve argument (repeatable)")
@@ -94,10 +98,10 @@ def main():
 
     kp, lp = free_port(), free_port()
     kurl, lurl = f"http://127.0.0.1:{kp}", f"http://127.0.0.1:{lp}"
-    kvlm = subprocess.Popen([a.kvlm, "serve", "-m", a.file, "--port", str(kp), "--threads", str(a.threads)]
-                            + a.kvlm_arg, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kvlm = subprocess.Popen([a.kvlm, "serve", "-m", a.file, "--port", str(kp), "--threads", str(a.threads),
+                             "--kv-dtype", a.kv_dtype] + a.kvlm_arg, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     llama = subprocess.Popen([a.llama_server, "-m", a.file, "-t", str(a.threads), "-c", "4096", "-np", "16",
-                              "--port", str(lp)] + a.llama_arg,
+                              "-ctk", a.kv_dtype, "-ctv", a.kv_dtype, "--port", str(lp)] + a.llama_arg,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = []
     try:
@@ -120,7 +124,7 @@ def main():
             p.wait()
 
     print(f"{os.path.basename(a.file)}: {a.n} requests x {a.max_tokens} tokens, {a.threads} threads, "
-          f"{a.rounds} rounds; median (min-max); ratios per round: median (worst)")
+          f"KV {a.kv_dtype}, {a.rounds} rounds; median (min-max); ratios per round: median (worst)")
     print(f"{'C':>3} | {'kvlm tok/s':>20} | {'llama tok/s':>20} | {'tok/s ratio':>14} | "
           f"{'kvlm TTFT p50 ms':>22} | {'llama TTFT p50 ms':>22} | {'TTFT llama/kvlm':>16}")
     for c in conc:
