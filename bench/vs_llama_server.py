@@ -11,10 +11,11 @@ Both servers are started once, on free local ports, with the same thread
 count and the same KV cache type (--kv-dtype, default f16, llama-server's
 own default; llama-server: -c 4096 -np 16, continuous batching, as
 `llama-server -m FILE -t 2 -c 4096 -np 16 -ctk f16 -ctv f16 --port P`;
-kvlm serve with `--kv-dtype f16` and its other defaults, 16 sequences). The same closed-loop load, `kvlm loadgen --url URL
---concurrency C -n N --max-tokens M --seed S` (streamed /v1/completions,
-32-token prompts of ids, ignore_eos, temperature 1), then runs against each in turn:
-for every concurrency and round kvlm first, then llama-server, the order
+kvlm serve with `--kv-dtype f16` and its other defaults, 16 sequences).
+The same closed-loop load, `kvlm loadgen --url URL --concurrency C -n N
+--max-tokens M --seed S` (streamed /v1/completions, 32-token prompts of
+ids, ignore_eos, temperature 1), then runs against each in turn: for
+every concurrency and round kvlm first, then llama-server, the order
 flipping every round. Each loadgen run takes the lock file (flock), so on a
 shared machine nobody else's benchmark runs beside it; the idle server
 waits on a socket meanwhile. The prompts are new in every run (the seed S
