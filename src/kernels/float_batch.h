@@ -5,7 +5,7 @@
  * its tiles straight from the stored weights (matmul_rows_direct). Both
  * give the same bits; which one is faster depends on the CPU (packed
  * 1.06-1.7x on an Intel Xeon against an earlier direct kernel, direct
- * 1.1-1.6x on AMD Zen 4 for f16, docs/performance.md),
+ * 1.1-1.4x on AMD Zen 4 for f16, docs/performance.md),
  * so each process measures the two once per ISA, weight dtype and K (the
  * input features: from 768 to 8192 the faster form changed with K for f32
  * on Zen 4), on the thread that first needs the answer, and keeps the

@@ -48,8 +48,7 @@
  * row per step): 1B Q6_K decode 5.8 -> 10.2 tokens/s against none
  * (docs/performance.md, "K-quant decode"). prefetcht2 rather than
  * prefetcht0: 3-5% more bytes per second from DRAM at 2 threads in a
- * throwaway driver (docs/performance.md, "Decode against the bandwidth
- * roofline"). The KD_* knobs may be set on the command line for such
+ * throwaway driver (the same section). The KD_* knobs may be set on the command line for such
  * experiments; the shipped values are these defaults. */
 #ifndef KD_PREFETCH
 #define KD_PREFETCH 1

@@ -32,10 +32,10 @@
 #define QP_MAX_M 3
 /* Bytes ahead of each tile's stream requested into L2, at least: 8 KB
  * streamed the 1B model's 695 MB step fastest of 1-16 KB in a throwaway
- * driver (docs/performance.md, "AMD EPYC Zen 4"); the distance is the
+ * driver (docs/performance.md, "Packed Q4_0 copies"); the distance is the
  * bytes of the tiles read side by side when those are more (the same
  * place in the next tiles: 1B decode 1.09-1.10x, GPT-2 0.99-1.05x, in
- * one process alternated; "Q4_0 prefetch one step of tiles ahead"). */
+ * one process alternated, the same section). */
 #define QP_PREFETCH 8192
 
 /* The activations of one group (4 blocks) of one row of x: x[j] holds

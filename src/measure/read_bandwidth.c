@@ -55,7 +55,8 @@ static size_t largest_cache_bytes(void) {
  * (MADV_HUGEPAGE; the kernel may still give 4 KiB ones). Weights mapped
  * from a file can come in 2 MiB folios (ext4 on Linux 6.18 here), and a
  * buffer of 4 KiB pages read 10-25% slower than those same weights
- * (docs/performance.md, "AMD EPYC Zen 4"). NULL if it cannot be mapped. */
+ * (docs/performance.md, "Decode against the bandwidth roofline"). NULL
+ * if it cannot be mapped. */
 static uint64_t *probe_buffer(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
