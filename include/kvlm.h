@@ -152,7 +152,8 @@ typedef struct kvlm_config {
 kvlm_model *kvlm_model_load(const char *path, kvlm_error *err);
 
 /* Builds a model with random weights and the exact shapes of a known
- * checkpoint ("gpt2-124m", "gpt2-tiny"), for speed and memory figures.
+ * checkpoint ("gpt2-124m", "gpt2-355m", "gpt2-tiny", "llama-1b",
+ * "llama-tiny"), for speed and memory figures.
  * dtype: f32, f16, bf16, q8_0 or q4_0 (the types the library can quantise
  * to); any other is KVLM_ERR_UNSUPPORTED. */
 kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype,

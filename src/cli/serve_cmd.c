@@ -230,8 +230,9 @@ typedef struct loader {
 
 static void *load_main(void *arg) {
     loader *l = arg;
-    /* Test hook (tests/test_server_loading.c): wait until this file exists
-     * before loading, so a test sees the loading state as long as it needs. */
+    /* Test hook (tests/test_server_ops.c, tests/test_server_replica.c):
+     * wait until this file exists before loading, so a test sees the
+     * loading state as long as it needs. */
     const char *gate = getenv("KVLM_TEST_LOAD_GATE");
     while (gate && *gate && access(gate, F_OK)) usleep(10000);
     const double t0 = kvlm_now();
