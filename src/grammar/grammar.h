@@ -138,10 +138,6 @@ void gr_matcher_free(gr_matcher *m);
 int gr_matcher_advance(gr_matcher *m, const void *bytes, size_t n);
 /* 1 when the bytes consumed so far form a complete sentence. */
 int gr_matcher_accepting(const gr_matcher *m);
-/* 1 when some byte can still be consumed. */
-int gr_matcher_can_continue(const gr_matcher *m);
-/* Back to the start state. */
-void gr_matcher_reset(gr_matcher *m);
 
 /* The state as stacks (internal, for token_mask.c): sorted node ids. */
 typedef struct gr_state {

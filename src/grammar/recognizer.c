@@ -229,8 +229,6 @@ int gr_matcher_reset_state(gr_matcher *m) {
     return 0;
 }
 
-void gr_matcher_reset(gr_matcher *m) { (void)gr_matcher_reset_state(m); }
-
 void gr_matcher_free(gr_matcher *m) {
     if (!m) return;
     free(m->pos);
@@ -309,9 +307,3 @@ oom:
 }
 
 int gr_matcher_accepting(const gr_matcher *m) { return m->cur.n > 0 && m->cur.a[0] == 0; }
-
-int gr_matcher_can_continue(const gr_matcher *m) {
-    for (size_t i = 0; i < m->cur.n; i++)
-        if (m->cur.a[i] != 0) return 1;
-    return 0;
-}
