@@ -358,11 +358,6 @@ int tv_str_of(tpl_buf *b, tv v) {
     return repr_in(b, v, 1, &path);
 }
 
-int tv_repr(tpl_buf *b, tv v) {
-    repr_path path = {.n = 0};
-    return repr_in(b, v, 0, &path);
-}
-
 /* ------------------------------------------------------------------- json */
 
 /* One code point of UTF-8 at p[*i] (advancing *i); invalid bytes give themselves. */

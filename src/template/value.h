@@ -140,8 +140,6 @@ void tpl_buf_free(tpl_buf *b);
  * deeper than TV_MAX_NESTING (value.c). */
 int tv_str_of(tpl_buf *b, tv v);
 #define TV_TOO_DEEP "lists or dicts nested too deeply to print"
-/* Python repr(v); fails as tv_str_of does. */
-int tv_repr(tpl_buf *b, tv v);
 /* Python's repr of a float (shortest round-trip, "1.0", "1e+16", "inf"). */
 void tv_float_repr(tpl_buf *b, double f);
 
