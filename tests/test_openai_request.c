@@ -495,10 +495,14 @@ static void test_speculation(void **state) {
                 "unknown_parameter", "kvlm_speculation", "Unrecognized argument 'kvlm_speculation.depth' (draft, k, ngram)");
     expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":4}", 0, &plain_tpl, 400, "invalid_type", "kvlm_speculation",
                 "'kvlm_speculation' must be an object");
-    expect_fail("{\"prompt\":\"a\",\"regex\":\"[a-z]+\",\"kvlm_speculation\":{\"draft\":\"ngram\"}}", 0, &plain_tpl,
-                400, "unsupported_value", "kvlm_speculation",
-                "speculative decoding does not support grammar constraints (response_format, grammar, regex, a "
-                "forced tool call)");
+    /* a grammar and speculation together */
+    expect_ok("{\"prompt\":\"a\",\"regex\":\"[a-z]+\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"k\":5}}", 0, &plain_tpl,
+              &rq);
+    assert_int_equal(rq.format, API_FORMAT_REGEX);
+    assert_int_equal(rq.speculation_given, 1);
+    assert_int_equal(rq.speculation.mode, KVLM_DRAFT_NGRAM);
+    assert_int_equal(rq.speculation.k, 5);
+    api_request_free(&rq);
 }
 
 int main(void) {

@@ -68,9 +68,6 @@ static int parse(int argc, char **argv, run_opts *o) {
     if ((o->draft.model || o->draft.ngram) && o->no_cache)
         return cli_usage_error(&spec, "speculative decoding (--draft, --draft-ngram) needs the KV cache: not with "
                                "--no-cache");
-    if ((o->draft.model || o->draft.ngram) && (o->json_schema || o->grammar || o->regex))
-        return cli_usage_error(&spec, "speculative decoding (--draft, --draft-ngram) does not support --json-schema, "
-                               "--grammar or --regex");
     return 0;
 }
 

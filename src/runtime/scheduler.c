@@ -23,16 +23,18 @@
  * computed the prompt, then fork its blocks and sample from the same
  * logits with their own seeds.
  *
- * Ending a choice is decided here and nowhere else (next_token): the token
- * is drawn, added to the penalty history, its log-probabilities taken, its
- * text released through the choice's kvlm_text_stream (stop strings, UTF-8);
- * then an eos id or a completed stop string ends it with STOP, max_tokens
- * or the context window with LENGTH. on_token sees every token, the
- * ending one included; on_finish gets the text still held back.
- *
- * A request with a grammar gives each choice a matcher (runtime/constrain.c
- * masks the logits row before the sampler; the matcher advances by the
- * drawn token's bytes). Preemption keeps it, as it keeps the tokens.
+ * A token is chosen in one place, dec_token (runtime/decide.c), for a
+ * plain decode step and for every verified draft alike: the choice's
+ * grammar masks the row, the sampler draws (or verifies a draft against
+ * the masked row), and the token is emitted: added to the penalty history,
+ * its log-probabilities taken, its text released through the choice's
+ * kvlm_text_stream (stop strings, UTF-8), the grammar matcher advanced by
+ * its bytes. It returns why the choice ends: an eos id or a completed stop
+ * string with STOP, max_tokens or the context window with LENGTH, a
+ * complete grammar with STOP; the scheduler then ends it (finish).
+ * on_token sees every token, the ending one included; on_finish gets the
+ * text still held back. A request with a grammar gives each choice a
+ * matcher; preemption keeps it, as it keeps the tokens.
  *
  * Under the recompute policy a choice keeps no KV between tokens: before a
  * step, one that has drawn a token since its KV was last dropped is
@@ -43,11 +45,12 @@
  * decoding choice of a request that asks for it gets up to k drafted
  * tokens (prompt lookup over its own tokens, or the draft model, whose
  * steps are batched across choices); the plan gives it 1 + drafts rows
- * and logits for each; after the step the drafts are verified in order,
- * each kept token going through next_token's bookkeeping (emit) with the
- * logits row of its position, and the cache is truncated back to the
- * tokens kept. So a batch can hold drafted and plain decodes and prefills
- * together.
+ * and logits for each; after the step each row goes through dec_token in
+ * order (verifying draft j against row j, masked by the grammar as it
+ * stands after the drafts kept before it; the row after the last kept
+ * draft draws), and the cache is truncated back to the tokens kept. So a
+ * batch can hold drafted and plain decodes and prefills together, and a
+ * grammar holds with speculation as without.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,43 +58,11 @@
 
 #include "error.h"
 #include "runtime/constrain.h"
+#include "runtime/decide.h"
 #include "runtime/kvcache.h"
+#include "runtime/sched_choice.h"
 #include "runtime/sched_view.h"
 #include "runtime/speculative.h"
-
-enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
-
-typedef struct sched_req sched_req;
-
-typedef struct sched_choice {
-    sched_req *req;
-    int index, state, seq;
-    int32_t *tokens;       /* prompt + generated, capacity n_ctx */
-    int n_tokens, n_computed, generated, chunk;
-    kvlm_sampler *smp;
-    kvlm_text_stream *text; /* NULL unless the request asked for text */
-    int stale;             /* recompute: drew a token since its KV was last dropped */
-    gr_matcher *gm;        /* the request's grammar, at the bytes drawn so far (NULL: none);
-                              preemption keeps it, as it keeps the tokens */
-    const gr_trie *trie;   /* the vocabulary trie the masks walk (with gm) */
-    uint64_t admitted;     /* admission order, for choosing whom to preempt */
-    /* speculative decoding (the request's kvlm_speculation) */
-    int32_t draft[SPEC_MAX_K];
-    int n_draft;           /* drafts riding on this step's decode item */
-    float *q;              /* draft model: k x vocab, each draft's distribution */
-    kvlm_sampler *dsmp;    /* draft model: the draft chain */
-    int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
-    int drafted, accepted;
-    int no_spec;           /* drafts no more (a sliding window refused a rollback) */
-} sched_choice;
-
-struct sched_req {
-    int64_t id;
-    kvlm_request_params p; /* prompt and eos_ids point at copies owned here */
-    sched_choice *choices;
-    int n_done;
-    int counted;           /* prompt tokens counted once, not on recomputation */
-};
 
 struct kvlm_sched {
     kvlm_engine *e;
@@ -106,11 +77,8 @@ struct kvlm_sched {
     kvlm_batch_item *items;
     sched_choice **item_choice;
     float *logits;
-    int32_t *top_ids;
-    float *top_lps;
+    dec_ctx dec;           /* the token decision's sizes and scratch rows */
     cst_tries tries;       /* vocabulary tries of grammar requests */
-    float *masked;         /* one masked logits row (allocated at the first grammar) */
-    uint64_t *mask_bits;
     uint64_t admit_counter;
     int64_t next_id;
     kvlm_sched_stats st;
@@ -119,7 +87,6 @@ struct kvlm_sched {
     kvlm_kv *draft_kv;
     spec_job *jobs;        /* one draft-model job per running choice */
     sched_choice **job_choice;
-    float *vp;             /* verification scratch: one distribution */
 };
 
 kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
@@ -141,9 +108,9 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     s->item_choice = malloc((size_t)m * sizeof *s->item_choice);
     s->logits_cap = (size_t)m * vocab;
     s->logits = malloc(s->logits_cap * sizeof(float));
-    s->top_ids = malloc(100 * sizeof(int32_t));
-    s->top_lps = malloc(100 * sizeof(float));
-    if (!s->items || !s->item_choice || !s->logits || !s->top_ids || !s->top_lps) {
+    s->dec = (dec_ctx){.vocab = vocab, .n_ctx = kv_n_ctx(kv), .recompute = s->o.recompute,
+                       .top_ids = malloc(100 * sizeof(int32_t)), .top_lps = malloc(100 * sizeof(float)), .st = &s->st};
+    if (!s->items || !s->item_choice || !s->logits || !s->dec.top_ids || !s->dec.top_lps) {
         kvlm_sched_free(s);
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         return NULL;
@@ -171,19 +138,19 @@ void kvlm_sched_free(kvlm_sched *s) {
     if (!s) return;
     for (int i = 0; i < s->n_reqs; i++) free_req(s, s->reqs[i]);
     cst_tries_free(&s->tries);
-    free(s->masked);
-    free(s->mask_bits);
+    free(s->dec.masked);
+    free(s->dec.mask_bits);
+    free(s->dec.p);
+    free(s->dec.top_ids);
+    free(s->dec.top_lps);
     free(s->reqs);
     free(s->wait);
     free(s->run);
     free(s->items);
     free(s->item_choice);
     free(s->logits);
-    free(s->top_ids);
-    free(s->top_lps);
     free(s->jobs);
     free(s->job_choice);
-    free(s->vp);
     free(s);
 }
 
@@ -222,13 +189,11 @@ static int check_speculation(kvlm_sched *s, const kvlm_request_params *p, kvlm_s
     if (sp->k < 0 || sp->k > SPEC_MAX_K || sp->ngram < 0 || sp->ngram > SPEC_MAX_NGRAM)
         return kvlm_error_set(err, KVLM_ERR_ARG, "speculation: k %d (1..%d), ngram %d (1..%d)", sp->k, SPEC_MAX_K,
                               sp->ngram, SPEC_MAX_NGRAM);
-    if (p->grammar)
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "speculative decoding does not support grammar constraints");
     if (s->o.recompute)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "speculative decoding needs the KV cache (not with recompute)");
     if (sp->mode == KVLM_DRAFT_MODEL && !s->draft_e)
         return kvlm_error_set(err, KVLM_ERR_ARG, "speculation: no draft model is loaded");
-    if (!s->vp && !(s->vp = malloc((size_t)s->vocab * sizeof *s->vp)))
+    if (!s->dec.p && !(s->dec.p = malloc((size_t)s->vocab * sizeof *s->dec.p)))
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (sp->k == 0) sp->k = 4;
     if (sp->ngram == 0) sp->ngram = 3;
@@ -298,14 +263,14 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
     kvlm_speculation spec;
     int src = check_speculation(s, p, &spec, err);
     if (src) return src;
-    if (p->grammar && !s->masked) {
-        s->masked = malloc((size_t)s->vocab * sizeof *s->masked);
-        s->mask_bits = malloc(((size_t)s->vocab + 63) / 64 * sizeof *s->mask_bits);
-        if (!s->masked || !s->mask_bits) {
-            free(s->masked);
-            free(s->mask_bits);
-            s->masked = NULL;
-            s->mask_bits = NULL;
+    if (p->grammar && !s->dec.masked) {
+        s->dec.masked = malloc((size_t)s->vocab * sizeof *s->dec.masked);
+        s->dec.mask_bits = malloc(((size_t)s->vocab + 63) / 64 * sizeof *s->dec.mask_bits);
+        if (!s->dec.masked || !s->dec.mask_bits) {
+            free(s->dec.masked);
+            free(s->dec.mask_bits);
+            s->dec.masked = NULL;
+            s->dec.mask_bits = NULL;
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         }
     }
@@ -576,70 +541,12 @@ static void fork_siblings(kvlm_sched *s, sched_choice *first, sched_choice **gro
     }
 }
 
-static int is_eos(const sched_req *r, int32_t id) {
-    for (int i = 0; i < r->p.n_eos; i++)
-        if (r->p.eos_ids[i] == id) return 1;
-    return 0;
-}
-
-static int emit(kvlm_sched *s, sched_choice *c, int32_t id, const float *logits);
-
-/* Samples the next token of a choice whose tokens are all computed, tells
- * the caller, and ends the choice when it is done: the only place that
- * decides. Returns 1 when the choice has ended (c may be freed). */
+/* Draws the next token of a choice whose tokens are all computed from the
+ * logits row of its next position (dec_token: mask, sample, emit) and
+ * ends the choice when it is done. Returns 1 when it has ended (c may be
+ * freed). */
 static int next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
-    sched_req *r = c->req;
-    int32_t id;
-    if (c->gm) {
-        /* The grammar masks before every processor; logprobs below stay the
-         * model's (the unmasked row). Nothing allowed: the output is
-         * complete (STOP) or the vocabulary cannot continue it (ERROR). */
-        int n = cst_mask_logits(c->gm, c->trie, logits, s->masked, s->mask_bits, s->vocab, r->p.eos_ids, r->p.n_eos);
-        if (n <= 0) {
-            finish(s, c, n == 0 && gr_matcher_accepting(c->gm) ? KVLM_FINISH_STOP : KVLM_FINISH_ERROR);
-            return 1;
-        }
-        id = kvlm_sampler_next(c->smp, s->masked);
-        size_t len = 0;
-        const char *piece = is_eos(r, id) ? "" : kvlm_tokenizer_piece(r->p.tokenizer, id, &len);
-        if (!piece || (len > 0 && gr_matcher_advance(c->gm, piece, len) != 0)) {
-            finish(s, c, KVLM_FINISH_ERROR); /* every allowed token banned by logit_bias, or memory ran out */
-            return 1;
-        }
-    } else {
-        id = kvlm_sampler_next(c->smp, logits);
-    }
-    return emit(s, c, id, logits);
-}
-
-/* The chosen token id of a choice, drawn from (or verified against) the
- * logits row of its position: appended, counted, reported with its
- * log-probabilities and text, and the choice ended when it is done.
- * Returns 1 when the choice has ended (c may be freed). */
-static int emit(kvlm_sched *s, sched_choice *c, int32_t id, const float *logits) {
-    sched_req *r = c->req;
-    kvlm_sampler_accept(c->smp, &id, 1);
-    c->tokens[c->n_tokens++] = id;
-    c->generated++;
-    c->stale = s->o.recompute;
-    s->st.generated_tokens++;
-    const int eos = is_eos(r, id);
-    /* The log-softmax costs a pass over the vocabulary: only when asked. */
-    kvlm_token_event ev = {.choice = c->index, .id = id, .logprob = NAN, .text = "", .entropy = NAN};
-    if (r->p.logprobs) ev.logprob = kvlm_token_logprob(logits, s->vocab, id);
-    if (r->p.entropy) ev.entropy = kvlm_logits_entropy(logits, s->vocab);
-    if (r->p.logprobs > 0) {
-        ev.top_n = kvlm_top_logprobs(logits, s->vocab, r->p.logprobs, s->top_ids, s->top_lps);
-        ev.top_ids = s->top_ids;
-        ev.top_logprobs = s->top_lps;
-    }
-    int stop = 0; /* 1: a stop string completed; < 0: out of memory */
-    if (c->text && !eos) stop = kvlm_text_stream_push(c->text, id, &ev.text, &ev.text_len);
-    if (r->p.on_token && r->p.on_token(r->p.user, &ev) && stop == 0) stop = 1;
-    kvlm_finish why = stop < 0          ? KVLM_FINISH_ERROR
-                      : stop || eos     ? KVLM_FINISH_STOP
-                      : c->generated >= r->p.max_tokens || c->n_tokens >= kv_n_ctx(s->kv) ? KVLM_FINISH_LENGTH
-                                        : KVLM_FINISH_NONE;
+    const kvlm_finish why = dec_token(&s->dec, c, logits, -1, NULL, NULL);
     if (why == KVLM_FINISH_NONE) return 0;
     finish(s, c, why);
     return 1;
@@ -684,20 +591,21 @@ static int verify(kvlm_sched *s, sched_choice *c, const float *rows, kvlm_error 
     c->drafted += nd;
     s->st.drafted_tokens += (uint64_t)nd;
     s->st.spec_items++;
-    int j = 0;
-    for (; j < nd; j++) {
+    /* Row j decides the token after j kept drafts: draft j verified, or
+     * (after the last draft) a plain draw. The first token not kept from a
+     * draft ends the loop. */
+    for (int j = 0; j <= nd; j++) {
         const float *row = rows + (size_t)j * s->vocab;
-        int32_t id;
-        const int kept = spec_verify(c->smp, row, c->draft[j], c->q ? c->q + (size_t)j * s->vocab : NULL, s->vp, &id);
-        if (kept) {
-            c->accepted++;
-            s->st.accepted_tokens++;
+        const float *q = j < nd && c->q ? c->q + (size_t)j * s->vocab : NULL;
+        int kept = 0;
+        const kvlm_finish why = dec_token(&s->dec, c, row, j < nd ? c->draft[j] : -1, q, &kept);
+        if (why != KVLM_FINISH_NONE) {
+            finish(s, c, why);
+            return 0;
         }
-        if (emit(s, c, id, row)) return 0;
         if (!kept) break;
         c->n_computed++; /* the draft kept is this token, its K/V already written */
     }
-    if (j == nd && next_token(s, c, rows + (size_t)nd * s->vocab)) return 0;
     c->n_draft = 0;
     kvlm_error terr;
     if (kvlm_kv_seq_truncate(s->kv, c->seq, c->n_computed, &terr)) {

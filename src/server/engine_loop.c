@@ -200,8 +200,8 @@ static void submit(srv *s, job *j) {
                                    .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
                                    .user = &j->runs[p], .entropy = j->rq.kvlm_entropy};
         structured_attach(&prm, j->grammar);
-        /* the request's speculation, else the server's (never with a grammar) */
-        if (!j->grammar) prm.speculation = j->rq.speculation_given ? j->rq.speculation : s->cfg.speculation;
+        /* the request's speculation, else the server's */
+        prm.speculation = j->rq.speculation_given ? j->rq.speculation : s->cfg.speculation;
         kvlm_error err;
         int64_t id = kvlm_sched_submit(s->sched, &prm, &err);
         if (id < 0) {

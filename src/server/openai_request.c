@@ -590,8 +590,7 @@ static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, 
 }
 
 /* kvlm's "kvlm_speculation": null, or {"draft": "none" | "ngram" | "model",
- * "k": 1..16, "ngram": 1..8} (docs/speculative.md); not with a grammar
- * (response_format, grammar, regex, a forced tool call). */
+ * "k": 1..16, "ngram": 1..8} (docs/speculative.md). */
 static int parse_speculation(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
     static const char *const keys[] = {"draft", "k", "ngram", NULL};
     static const char *const modes[] = {"none", "ngram", "model", NULL};
@@ -631,11 +630,6 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
     if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
         return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");
-    if (rq->speculation.mode != KVLM_DRAFT_NONE &&
-        (rq->format != API_FORMAT_TEXT || rq->tool_choice == API_TOOLS_REQUIRED || rq->tool_choice == API_TOOLS_NAMED))
-        return api_fail(e, 400, "unsupported_value", "kvlm_speculation",
-                        "speculative decoding does not support grammar constraints (response_format, grammar, "
-                        "regex, a forced tool call)");
     return 0;
 }
 
