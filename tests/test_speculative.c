@@ -8,7 +8,8 @@
  * against the distribution computed from the model, penalties included);
  * a cache rolled back over rejected drafts equals one that never held them
  * (tokens, blocks, invariants, the next step's logits); what speculation
- * does not support is refused by name. With a sliding window, a rollback
+ * does not support (the recompute policy) is refused by name; with a
+ * grammar see test_spec_grammar.c. With a sliding window, a rollback
  * into blocks the window gave back recomputes the context and the output
  * is still the same.
  */
@@ -493,25 +494,13 @@ static void test_refusals(void **state) {
     p.speculation = (kvlm_speculation){(kvlm_draft_mode)7, 2, 2};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "unknown draft mode 7"));
-    kvlm_grammar *g = kvlm_grammar_from_regex("[a-z]+", 6, &err);
-    kvlm_tokenizer *tok = kvlm_tokenizer_load("models/gpt2-tokenizer", &err);
-    assert_non_null(g);
-    assert_non_null(tok);
     p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 2};
-    p.grammar = g;
-    p.tokenizer = tok;
-    assert_int_equal(kvlm_sched_submit(r.s, &p, &err), KVLM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "grammar"));
-    kvlm_grammar_free(g);
-    kvlm_tokenizer_free(tok);
     rig_close(&r);
     /* recompute keeps no cache to verify in */
     kvlm_model *m = kvlm_model_load(TARGET, &err);
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
     kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
     kvlm_sched *s = kvlm_sched_create(e, kv, VOCAB, &(kvlm_sched_options){.recompute = 1}, &err);
-    p.grammar = NULL;
-    p.tokenizer = NULL;
     assert_int_equal(kvlm_sched_submit(s, &p, &err), KVLM_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "recompute"));
     /* a draft with another vocabulary */
@@ -538,7 +527,6 @@ static void test_cli(void **state) {
         {"run -m " TARGET " --ids 1,2,3 --draft-k 17", 2, "--draft-k: 17 is outside [1, 16]"},
         {"run -m " TARGET " --ids 1,2,3 --draft-ngram 9", 2, "--draft-ngram: 9 is outside [1, 8]"},
         {"run -m " TARGET " --ids 1,2,3 --draft-ngram 2 --no-cache", 2, "needs the KV cache: not with --no-cache"},
-        {"run -m " TARGET " --ids 1,2,3 --draft-ngram 2 --regex a", 2, "does not support --json-schema"},
         {"run -m " TARGET " --ids 1,2,3 -n 4 --draft models/shakespeare-llama", 2,
          "its vocabulary has 50257 tokens, the model's 200"},
         {"bench -m " TARGET " -p hello", 2, "they need --draft or --draft-ngram"},

@@ -4,8 +4,9 @@
  * speculation, whether the draft comes from its default, a request's
  * "kvlm_speculation" model or prompt lookup; usage reports the drafted and
  * kept tokens and /metrics sums them; n > 1 sampled choices all run to
- * max_tokens; a grammar request is served without the default speculation,
- * and refused when it asks for it.
+ * max_tokens; a response_format json_schema request with prompt lookup
+ * gives the content it gives without speculation, and a grammar request
+ * takes the server's default.
  */
 #include "server_harness.h"
 
@@ -79,15 +80,11 @@ static void test_choices_and_grammar(void **state) {
     drafted_sum += jint(j, "usage.kvlm_speculation.drafted_tokens");
     accepted_sum += jint(j, "usage.kvlm_speculation.accepted_tokens");
     json_decref(j);
-    /* the default does not apply to a grammar request; asking for it is refused */
+    /* a grammar request takes the server's default speculation */
     j = post(sv.port, "/v1/completions", "{\"prompt\":\"ROMEO:\",\"max_tokens\":6,\"regex\":\"[a-z]+\"}", 200);
-    assert_null(jget(j, "usage.kvlm_speculation"));
-    json_decref(j);
-    j = post(sv.port, "/v1/completions",
-             "{\"prompt\":\"ROMEO:\",\"max_tokens\":6,\"regex\":\"[a-z]+\",\"kvlm_speculation\":{\"draft\":\"model\"}}",
-             400);
-    assert_string_equal(jstr(j, "error.param"), "kvlm_speculation");
-    assert_string_equal(jstr(j, "error.code"), "unsupported_value");
+    assert_non_null(jget(j, "usage.kvlm_speculation"));
+    drafted_sum += jint(j, "usage.kvlm_speculation.drafted_tokens");
+    accepted_sum += jint(j, "usage.kvlm_speculation.accepted_tokens");
     json_decref(j);
     /* /metrics sums what the responses reported */
     assert_float_equal(metric(sv.port, "kvlm_speculative_drafted_tokens_total"), (double)drafted_sum, 0);
@@ -95,11 +92,54 @@ static void test_choices_and_grammar(void **state) {
     assert_true(drafted_sum > accepted_sum && accepted_sum > 0);
 }
 
+/* The content of a greedy json_schema completion with the given
+ * kvlm_speculation; counts its drafted and kept tokens. */
+static char *schema_content(const char *spec, json_int_t *drafted, json_int_t *accepted) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"ROMEO:\"}],\"max_tokens\":100,\"temperature\":0,"
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"speech\",\"schema\":"
+             "{\"type\":\"object\",\"properties\":{\"lines\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+             "\"maxLength\":40},\"maxItems\":2}},\"required\":[\"lines\"]}}},\"kvlm_speculation\":%s}",
+             spec);
+    json_t *j = post(sv.port, "/v1/chat/completions", body, 200);
+    assert_string_equal(jstr(j, "choices.0.finish_reason"), "stop");
+    char *content = strdup(jstr(j, "choices.0.message.content"));
+    *drafted = jget(j, "usage.kvlm_speculation") ? jint(j, "usage.kvlm_speculation.drafted_tokens") : 0;
+    *accepted = jget(j, "usage.kvlm_speculation") ? jint(j, "usage.kvlm_speculation.accepted_tokens") : 0;
+    drafted_sum += *drafted;
+    accepted_sum += *accepted;
+    json_decref(j);
+    return content;
+}
+
+/* response_format json_schema with prompt lookup: 200 and, at temperature
+ * 0, the content of the same request without speculation, which is valid
+ * JSON with the schema's array. */
+static void test_schema_ngram(void **state) {
+    (void)state;
+    json_int_t d0, a0, d1, a1;
+    char *plain = schema_content("{\"draft\":\"none\"}", &d0, &a0);
+    char *ngram = schema_content("{\"draft\":\"ngram\",\"ngram\":3}", &d1, &a1);
+    assert_string_equal(plain, ngram);
+    assert_int_equal(d0, 0);
+    if (!(d1 > 0 && a1 > 0 && a1 < d1)) fail_msg("%lld drafted, %lld kept", (long long)d1, (long long)a1);
+    json_error_t jerr;
+    json_t *doc = json_loads(plain, 0, &jerr);
+    assert_non_null(doc);
+    assert_true(json_is_array(json_object_get(doc, "lines")));
+    assert_int_equal(json_object_size(doc), 1);
+    json_decref(doc);
+    free(plain);
+    free(ngram);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_speculative_server")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_text),
+        cmocka_unit_test(test_schema_ngram),
         cmocka_unit_test(test_choices_and_grammar),
     };
     int failed = cmocka_run_group_tests_name("speculative_server", tests, setup, teardown);
