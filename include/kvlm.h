@@ -500,7 +500,9 @@ typedef struct kvlm_finish_event {
  * for each), and they are verified so that the output follows exactly the
  * distribution of decoding without speculation (greedy: the same tokens);
  * rejected tokens are rolled back from the KV cache. Every sampling
- * setting applies; a grammar and the recompute policy are refused. */
+ * setting and a grammar apply (each draft is verified against its row
+ * masked at the grammar state the tokens before it reached); the
+ * recompute policy is refused. */
 typedef enum kvlm_draft_mode {
     KVLM_DRAFT_NONE = 0,
     KVLM_DRAFT_NGRAM,   /* prompt lookup: what followed the latest earlier occurrence

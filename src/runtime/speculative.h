@@ -18,8 +18,10 @@
  *
  * The scheduler (runtime/scheduler.c) owns the loop: it asks for drafts
  * before planning a step, feeds each decoding choice its last token and
- * drafts as one item with logits for every row, verifies here, and rolls
- * the target cache (and the draft model's) back over rejected tokens with
+ * drafts as one item with logits for every row, verifies each row through
+ * dec_token (runtime/decide.c, which first masks it with the request's
+ * grammar, so p here is the masked chain's), and rolls the target cache
+ * (and the draft model's) back over rejected tokens with
  * kvlm_kv_seq_truncate.
  */
 #ifndef KVLM_RUNTIME_SPECULATIVE_H
