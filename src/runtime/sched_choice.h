@@ -35,7 +35,7 @@ typedef struct sched_choice {
     float *q;              /* draft model: k x vocab, each draft's distribution */
     kvlm_sampler *dsmp;    /* draft model: the draft chain */
     int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
-    int drafted, accepted; /* drafts verified for this choice, and kept */
+    int drafted, accepted; /* tokens drafted for this choice, and how many were kept */
     int no_spec;           /* drafts no more (a sliding window refused a rollback) */
 } sched_choice;
 
