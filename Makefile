@@ -42,11 +42,18 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
-LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/template/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c src/grammar/*.c)
+# Three floors: the library (libkvlm, everything below src/app), the code
+# the programs share on top of it (libkvlm_app.a: chat templates, the OpenAI
+# codecs, tool-call parsing, KV sizing), and the programs (src/cli,
+# src/server), which use the library only through include/ (make
+# check-boundary).
+LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c src/tokenizer/*.c src/model/*.c src/runtime/*.c src/measure/*.c src/grammar/*.c)
+APP_SRC  := $(wildcard src/app/*.c src/app/template/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TSAN_TESTS := test_server test_chat_server test_run_server test_scheduler test_team test_threads test_stop \
@@ -106,7 +113,11 @@ $(BUILD)/libkvlm.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm.a
+$(BUILD)/libkvlm_app.a: $(APP_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The web page (web/, docs/web.md) is compiled into kvlm: tools/embed_files
@@ -126,26 +137,13 @@ $(BUILD)/web_files.o: $(BUILD)/web_files.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 -include $(BUILD)/web_files.d
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/helpers.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# The request parser is a server file, not a library one: its unit test
-# links the server objects it needs.
-SRV_PARSER_OBJ := $(patsubst %,$(BUILD)/src/server/%.o,openai_request openai_structured chat_template tool_calls \
-                    structured json_text sbuf)
-$(BUILD)/tests/test_openai_request: $(BUILD)/tests/test_openai_request.o $(BUILD)/tests/helpers.o $(SRV_PARSER_OBJ) \
-		$(BUILD)/libkvlm.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
-
-
-# The tool-call parser's unit test, likewise.
-$(BUILD)/tests/test_tool_calls: $(BUILD)/tests/test_tool_calls.o $(BUILD)/tests/helpers.o \
-		$(patsubst %,$(BUILD)/src/server/%.o,tool_calls sbuf) $(BUILD)/libkvlm.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
-
-# The agent-check responder's unit test, likewise.
+# The agent-check responder is the server's own (a TCP socket of its own,
+# docs/deploy.md), not shared code: its unit test links that one object.
 $(BUILD)/tests/test_agent_check: $(BUILD)/tests/test_agent_check.o $(BUILD)/tests/helpers.o \
-		$(BUILD)/src/server/agent_check.o $(BUILD)/libkvlm.a
+		$(BUILD)/src/server/agent_check.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/tests/%.o: tests/%.c
@@ -191,7 +189,7 @@ screenshots: $(BUILD)/kvlm setup-browser
 # packages (headers, cmocka) still missing and returns at once when all are
 # present, so `make`, `make test` or `make run` work first on a fresh
 # machine. Order-only: running it never makes an object out of date.
-$(LIB_OBJ) $(CLI_OBJ) $(TESTS:=.o) $(BUILD)/tests/helpers.o: | setup
+$(LIB_OBJ) $(APP_OBJ) $(CLI_OBJ) $(TESTS:=.o) $(BUILD)/tests/helpers.o: | setup
 
 bench: $(BUILD)/kvlm
 	./bench/run.sh $(BUILD)/kvlm
@@ -212,7 +210,7 @@ fixtures:
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 # ---------------------------------------------------------------------------
 # Tokenizer benchmark (bench/tokenizer_bench.c): encode MB/s on one thread,
@@ -424,9 +422,10 @@ FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_NATIVE_SRC := $(filter src/kernels/% %_avx2.c %_avx512.c,$(LIB_SRC))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out $(FUZZ_NATIVE_SRC),$(LIB_SRC)))
 FUZZ_KERN_OBJ := $(patsubst %.c,build/%.o,$(FUZZ_NATIVE_SRC))
-FUZZ_SRV_SRC := src/server/openai_request.c src/server/openai_structured.c src/server/chat_template.c \
-                src/server/tool_calls.c src/server/json_text.c src/server/sbuf.c
-FUZZ_SRV_OBJ := $(FUZZ_SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+# The programs' shared code (src/app: the request parser, chat templates,
+# tool-call parsing) is instrumented like the library and goes in the same
+# archive.
+FUZZ_APP_OBJ := $(APP_SRC:%.c=$(FUZZ_BUILD)/%.o)
 TARGET       ?= gguf
 SECONDS      ?= 60
 FUZZ_SMOKE_SECONDS    ?= 8
@@ -436,7 +435,7 @@ FUZZ_JOBS    ?= 1
 $(FUZZ_BUILD)/%.o: %.c | setup-fuzz
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Ifuzz -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_SRV_OBJ) $(FUZZ_KERN_OBJ)
+$(FUZZ_BUILD)/libkvlm-fuzz.a: $(FUZZ_LIB_OBJ) $(FUZZ_APP_OBJ) $(FUZZ_KERN_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libkvlm-fuzz.a
@@ -456,7 +455,7 @@ $(FUZZ_TARGETS:%=fuzz-campaign-%): fuzz-campaign-%: $(FUZZ_BUILD)/fuzz_%
 fuzz-keep: fuzz-build
 	@for t in $(FUZZ_TARGETS); do ./fuzz/keep.sh $(FUZZ_BUILD) $$t || exit 1; done
 
--include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRV_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_APP_OBJ:.o=.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%.d)
 
 # ---------------------------------------------------------------------------
 # Soak (bench/soak.py, docs/server.md "Soak"): mixed load against kvlm serve

@@ -16,7 +16,7 @@
 
 #include "fuzz_common.h"
 #include "kvlm.h"
-#include "server/openai_request.h"
+#include "app/openai_request.h"
 
 static kvlm_tokenizer *tok;
 static chat_template tpl;

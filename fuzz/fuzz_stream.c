@@ -18,7 +18,7 @@
 
 #include "fuzz_common.h"
 #include "kvlm.h"
-#include "server/json_text.h"
+#include "app/json_text.h"
 
 static kvlm_tokenizer *tok;
 

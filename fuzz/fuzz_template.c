@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "fuzz_common.h"
-#include "template/template.h"
+#include "app/template/template.h"
 
 static const char default_messages[] =
     "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi <b> & \\u00e9\"},"

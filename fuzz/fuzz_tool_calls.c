@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 typedef struct sum {
     tc_result r;

@@ -24,7 +24,7 @@
  * its line and column.
  */
 #include "server_harness.h"
-#include "template/template.h"
+#include "app/template/template.h"
 
 #define GPT2 "models/shakespeare-gpt2"
 #define GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"

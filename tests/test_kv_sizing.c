@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 #include "kvlm.h"
 
 #define TINY "tests/fixtures/gpt2/hf_f32"

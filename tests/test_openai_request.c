@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "server/openai_request.h"
-#include "server/structured.h"
+#include "app/openai_request.h"
+#include "app/structured.h"
 
 static kvlm_tokenizer *tok;
 static chat_template tools_tpl, plain_tpl;

@@ -21,7 +21,7 @@
 #include <jansson.h>
 
 #include "helpers.h"
-#include "template/template.h"
+#include "app/template/template.h"
 
 #define DIR "tests/fixtures/templates/"
 #define NOW 1721997296LL /* 2024-07-26 12:34:56 UTC, as tools/template_reference.py */

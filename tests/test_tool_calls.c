@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "helpers.h"
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 typedef struct want_call {
     const char *name, *args;

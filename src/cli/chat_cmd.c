@@ -24,7 +24,7 @@
 #include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
-#include "cli/json_text.h"
+#include "app/json_text.h"
 #include "cli/options.h"
 #include "cli/session.h"
 
@@ -92,7 +92,7 @@ static void show_text(void *user, const char *text, size_t n, float logprob) {
 
 /* A reply as one line of JSON (--json). */
 static void print_json_reply(FILE *out, const gen_result *g, int n_prompt) {
-    json_t *j = json_pack("{sosssisi}", "content", cli_json_text(g->text, g->text_len), "finish_reason",
+    json_t *j = json_pack("{sosssisi}", "content", ts_json_string(g->text, g->text_len), "finish_reason",
                           gen_finish_name(g->finish), "prompt_tokens", n_prompt, "completion_tokens", g->n_ids);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     fprintf(out, "%s\n", s ? s : "{}");

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/json_text.h"
+#include "app/json_text.h"
 
 static int has_system(const chat_conv *cv) {
     const char *role = json_string_value(json_object_get(json_array_get(cv->messages, 0), "role"));
@@ -14,7 +14,7 @@ static int has_system(const chat_conv *cv) {
 }
 
 static json_t *message(const char *role, const char *content, size_t n) {
-    json_t *c = cli_json_text(content, n);
+    json_t *c = ts_json_string(content, n);
     if (json_is_null(c)) return NULL;
     return json_pack("{ssso}", "role", role, "content", c);
 }

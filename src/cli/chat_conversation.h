@@ -17,8 +17,8 @@
 
 #include "kvlm.h"
 #include "kvlm_tokenizer.h"
-#include "server/chat_template.h"
-#include "server/sbuf.h"
+#include "app/chat_template.h"
+#include "app/sbuf.h"
 
 typedef struct chat_conv {
     json_t *messages;             /* array of {"role", "content"} */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/sbuf.h"
+#include "app/sbuf.h"
 
 #define KEY_CTRL_C 3
 #define KEY_CTRL_D 4

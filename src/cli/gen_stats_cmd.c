@@ -17,7 +17,7 @@
 #include "cli/measure.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/json_text.h"
+#include "app/json_text.h"
 #include "kvlm_measure.h"
 
 typedef struct setting {
@@ -99,7 +99,7 @@ static json_t *run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, c
         row = json_pack("{s:s,s:f,s:f,s:i,s:f,s:f,s:i,s:o,s:o}", "setting", st->name, "temperature",
                         (double)st->temperature, "top_p", (double)st->top_p, "top_k", st->top_k, "distinct_ratio",
                         distinct, "repeated_4gram_rate", rep4, "tokens", g.n_ids, "text",
-                        cli_json_text(g.text, g.text_len), "ids", ids);
+                        ts_json_string(g.text, g.text_len), "ids", ids);
         fprintf(stderr, "gen-stats: %s done\n", st->name);
     }
     gen_result_free(&g);

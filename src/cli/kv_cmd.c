@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/measure.h"
 #include "cli/options.h"
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 
 #define MAX_CTX KV_MAX_CTX
 #define MAX_ROWS 8

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "cli/session.h"
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 #include "kvlm.h"
 
 /* ------------------------------------------------------- sample-stats */

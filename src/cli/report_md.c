@@ -15,7 +15,7 @@
 
 #include "cli/report.h"
 #include "cli/svg_chart.h"
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 
 static const json_t *jobj(const json_t *o, const char *k) { return json_object_get(o, k); }
 static double jnum(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }

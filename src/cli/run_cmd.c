@@ -22,7 +22,7 @@
 #include "cli/generate.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/json_text.h"
+#include "app/json_text.h"
 
 typedef struct run_opts {
     model_flags mf;
@@ -153,7 +153,7 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     for (int i = 0; i < g->n_ids; i++) json_array_append_new(ids, json_integer(g->ids[i]));
     json_object_set_new(root, "prompt_ids", pids);
     json_object_set_new(root, "ids", ids);
-    json_object_set_new(root, "text", has_text ? cli_json_text(g->text, g->text_len) : json_null());
+    json_object_set_new(root, "text", has_text ? ts_json_string(g->text, g->text_len) : json_null());
     json_object_set_new(root, "finish_reason", json_string(gen_finish_name(g->finish)));
     json_object_set_new(js, "prompt_tokens", json_integer(st->prompt_tokens));
     json_object_set_new(js, "generated_tokens", json_integer(st->generated));

@@ -17,7 +17,7 @@
 #include "cli/measure.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/json_text.h"
+#include "app/json_text.h"
 #include "kvlm_measure.h"
 
 #define MAX_TEMPS 32
@@ -128,7 +128,7 @@ static json_t *top_tokens(const cli_session *ss, const float *lg, int V, int top
         piece_text(ss, ids[i], piece, sizeof piece);
         /* a token may hold part of a UTF-8 character: U+FFFD in JSON */
         json_array_append_new(top, json_pack("{s:i,s:o,s:f}", "id", ids[i], "piece",
-                                             cli_json_text(piece, strlen(piece)), "p", exp(lp[i])));
+                                             ts_json_string(piece, strlen(piece)), "p", exp(lp[i])));
     }
     return top;
 }

@@ -18,7 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "cli/json_text.h"
+#include "app/json_text.h"
 #include "kvlm.h"
 
 /* Joins argv[0..n) with single spaces. */
@@ -76,7 +76,7 @@ static void print_ids(const kvlm_tokenizer *t, const int32_t *ids, size_t n, int
             json_array_append_new(a, json_integer(ids[i]));
             size_t plen;
             const char *p = pa ? kvlm_tokenizer_piece(t, ids[i], &plen) : NULL;
-            if (pa) json_array_append_new(pa, cli_json_text(p, p ? plen : 0));
+            if (pa) json_array_append_new(pa, ts_json_string(p, p ? plen : 0));
         }
         json_t *doc = json_pack("{s:o,s:I}", "ids", a, "n_tokens", (json_int_t)n);
         if (doc && pa) json_object_set_new(doc, "pieces", pa);
@@ -202,7 +202,7 @@ int cli_detokenize(int argc, char **argv) {
         json_t *a = json_array();
         for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
         json_t *exact = json_stringn(text ? text : "", tlen); /* NULL: not valid UTF-8 */
-        json_t *doc = json_pack("{s:o,s:o,s:I,s:b}", "ids", a, "text", cli_json_text(text, tlen), "bytes",
+        json_t *doc = json_pack("{s:o,s:o,s:I,s:b}", "ids", a, "text", ts_json_string(text, tlen), "bytes",
                                 (json_int_t)tlen, "utf8", exact != NULL);
         json_decref(exact);
         rc = print_json_doc(doc) ? 1 : 0;

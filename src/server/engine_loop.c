@@ -29,7 +29,7 @@
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/srv.h"
-#include "server/structured.h"
+#include "app/structured.h"
 #include "server/tool_stream.h"
 
 #define WATCH_INTERVAL 0.1

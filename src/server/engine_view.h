@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "kvlm.h"
-#include "server/sbuf.h"
+#include "app/sbuf.h"
 
 typedef struct srv srv;
 typedef struct engine_view engine_view;

@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "server/srv.h"
-#include "server/structured.h"
-#include "server/tool_calls.h"
+#include "app/structured.h"
+#include "app/tool_calls.h"
 
 job *job_new(srv *s, api_request *rq, kvlm_error *err) {
     job *j = calloc(1, sizeof *j);

@@ -12,7 +12,7 @@
 
 #include "kvlm_measure.h"
 #include "runtime/kvcache.h"
-#include "server/json_text.h"
+#include "app/json_text.h"
 
 #define MAX_TOP 50
 #define MAX_TEMPERATURE 10.0

@@ -13,7 +13,7 @@
 #define KVLM_SERVER_METRICS_H
 
 #include "kvlm.h"
-#include "server/sbuf.h"
+#include "app/sbuf.h"
 
 typedef struct srv_metrics srv_metrics;
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 const char *resp_finish_name(kvlm_finish f) {
     switch (f) {

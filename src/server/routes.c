@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 #include "runtime/kvcache.h"
 #include "server/engine_view.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/static_files.h"
-#include "server/structured.h"
+#include "app/structured.h"
 #include "kvlm_measure.h"
 
 static const char *const json_ctype = "application/json";

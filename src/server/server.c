@@ -16,7 +16,7 @@
 
 #include "server/http.h"
 #include "server/srv.h"
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 static void model_name(srv *s) {
     if (s->cfg.served_name && *s->cfg.served_name) {

@@ -26,14 +26,14 @@
 #include "kvlm.h"
 #include "server/access_log.h"
 #include "server/agent_check.h"
-#include "server/chat_template.h"
+#include "app/chat_template.h"
 #include "server/conn_guard.h"
 #include "server/engine_view.h"
 #include "server/metrics.h"
-#include "server/openai_request.h"
-#include "server/sbuf.h"
+#include "app/openai_request.h"
+#include "app/sbuf.h"
 #include "server/server.h"
-#include "server/json_text.h"
+#include "app/json_text.h"
 
 struct MHD_Connection;
 struct MHD_Daemon;

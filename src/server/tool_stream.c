@@ -4,7 +4,7 @@
 #include "server/tool_stream.h"
 
 #include "server/openai_response.h"
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 typedef struct emit_ctx {
     job *j;

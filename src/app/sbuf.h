@@ -4,8 +4,8 @@
  * bytes themselves may contain NULs. An allocation failure sets `failed`
  * and later appends become no-ops, so callers check once at the end.
  */
-#ifndef KVLM_SERVER_SBUF_H
-#define KVLM_SERVER_SBUF_H
+#ifndef KVLM_APP_SBUF_H
+#define KVLM_APP_SBUF_H
 
 #include <stddef.h>
 

@@ -9,8 +9,8 @@
  * Every product is overflow-checked; a figure that does not fit in 64 bits
  * is an error, never a wrapped number.
  */
-#ifndef KVLM_KV_SIZING_H
-#define KVLM_KV_SIZING_H
+#ifndef KVLM_APP_KV_SIZING_H
+#define KVLM_APP_KV_SIZING_H
 
 #include <stddef.h>
 #include <stdint.h>

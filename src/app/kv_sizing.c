@@ -6,7 +6,7 @@
  * can run. Formatting lives here too so that every command prints sizes
  * the same way (binary units, at most two decimals).
  */
-#include "measure/kv_sizing.h"
+#include "app/kv_sizing.h"
 
 #include <ctype.h>
 #include <libgen.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "template/eval.h"
+#include "app/template/eval.h"
 
 enum { FN_RANGE = 1, FN_NAMESPACE, FN_DICT, FN_RAISE, FN_STRFTIME };
 enum { RUN_OK = 0, RUN_BREAK = 1, RUN_CONTINUE = 2 };

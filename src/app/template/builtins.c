@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "template/eval.h"
+#include "app/template/eval.h"
 
 #define IS(s) (!strcmp(name, s))
 

@@ -12,7 +12,7 @@
  * JSON string is decoded with jansson, the arguments are kept as the
  * model's text. Nothing here knows about HTTP or OpenAI's shapes.
  */
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 #include <jansson.h>
 #include <stdlib.h>

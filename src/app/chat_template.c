@@ -2,7 +2,7 @@
  * Chat templates: finding the model's template, parsing it once at start-up
  * and rendering conversations with it (see chat_template.h).
  */
-#include "server/chat_template.h"
+#include "app/chat_template.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "formats/gguf.h"
 #include "formats/tensor_set.h"
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 #define MAX_TEMPLATE_BYTES (1u << 20)
 

@@ -8,14 +8,13 @@
  * one trailing newline of the template is dropped. Line and column of each
  * token are counted on that normalised text.
  */
-#include "template/lex.h"
+#include "app/template/lex.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
 
 typedef struct lexer {
     const char *s;

@@ -4,14 +4,14 @@
  * response_format schema; when it fails, each tool is compiled alone so
  * the error can name the one at fault.
  */
-#include "server/structured.h"
+#include "app/structured.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 /* {"type":"object","properties":{"name":{"const":N},KEY:PARAMS},
  * "required":["name",KEY],"additionalProperties":false} for one tool. */

@@ -26,12 +26,12 @@
  * against the tool's schema (the grammar constraint does that when the
  * request forces a call); a call cut off by max_tokens keeps what came.
  */
-#ifndef KVLM_SERVER_TOOL_CALLS_H
-#define KVLM_SERVER_TOOL_CALLS_H
+#ifndef KVLM_APP_TOOL_CALLS_H
+#define KVLM_APP_TOOL_CALLS_H
 
 #include <stddef.h>
 
-#include "server/sbuf.h"
+#include "app/sbuf.h"
 
 typedef enum tc_family {
     TC_FAMILY_GENERIC = 0,

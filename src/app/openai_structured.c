@@ -4,12 +4,12 @@
  * and the tools as JSON, for the constraint built later; nothing here
  * compiles anything.
  */
-#include "server/openai_structured.h"
+#include "app/openai_structured.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/tool_calls.h"
+#include "app/tool_calls.h"
 
 /* OpenAI's rule for function and schema names: 1-64 of [A-Za-z0-9_-]. */
 static int valid_name(const char *s, size_t n) {

@@ -10,7 +10,7 @@
 #ifndef KVLM_TEMPLATE_AST_H
 #define KVLM_TEMPLATE_AST_H
 
-#include "template/value.h"
+#include "app/template/value.h"
 
 typedef enum tn_kind {
     /* statements */

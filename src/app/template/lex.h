@@ -8,7 +8,7 @@
 #define KVLM_TEMPLATE_LEX_H
 
 #include "kvlm.h"
-#include "template/value.h"
+#include "app/template/value.h"
 
 enum tpl_tok_kind {
     TK_EOF,

@@ -21,14 +21,14 @@
  * at tokenizer.ggml.bos/eos_token_id. A template that does not parse is an
  * error at load time naming the file, line and column.
  */
-#ifndef KVLM_SERVER_CHAT_TEMPLATE_H
-#define KVLM_SERVER_CHAT_TEMPLATE_H
+#ifndef KVLM_APP_CHAT_TEMPLATE_H
+#define KVLM_APP_CHAT_TEMPLATE_H
 
 #include <jansson.h>
 
 #include "kvlm.h"
-#include "server/sbuf.h"
-#include "template/template.h"
+#include "app/sbuf.h"
+#include "app/template/template.h"
 
 typedef struct chat_template {
     tpl_template *main;     /* NULL: the plain template */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/ast.h"
-#include "template/lex.h"
-#include "template/template.h"
+#include "app/template/ast.h"
+#include "app/template/lex.h"
+#include "app/template/template.h"
 
 #define MAX_NEST 200
 

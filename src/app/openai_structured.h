@@ -15,12 +15,12 @@
  * a response_format, grammar or regex, the tools are shown but the output
  * is content (it has the requested format), never parsed for calls.
  */
-#ifndef KVLM_SERVER_OPENAI_STRUCTURED_H
-#define KVLM_SERVER_OPENAI_STRUCTURED_H
+#ifndef KVLM_APP_OPENAI_STRUCTURED_H
+#define KVLM_APP_OPENAI_STRUCTURED_H
 
 #include <jansson.h>
 
-#include "server/openai_request.h"
+#include "app/openai_request.h"
 
 #define API_MAX_TOOLS 128
 #define API_MAX_GRAMMAR_BYTES (64 * 1024)

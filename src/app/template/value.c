@@ -2,7 +2,7 @@
  * Values of the Jinja interpreter: the arena, containers, Python equality,
  * ordering and truthiness, str()/repr() and json.dumps (see value.h).
  */
-#include "template/value.h"
+#include "app/template/value.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Growable byte buffer (see sbuf.h). */
-#include "server/sbuf.h"
+#include "app/sbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
 #ifndef KVLM_TEMPLATE_EVAL_H
 #define KVLM_TEMPLATE_EVAL_H
 
-#include "template/ast.h"
-#include "template/template.h"
+#include "app/template/ast.h"
+#include "app/template/template.h"
 
 typedef struct rscope {
     struct rscope *parent;

@@ -12,11 +12,11 @@
  * a 400 naming the field. A grammar is compiled per request on the HTTP
  * thread and freed with the job.
  */
-#ifndef KVLM_SERVER_STRUCTURED_H
-#define KVLM_SERVER_STRUCTURED_H
+#ifndef KVLM_APP_STRUCTURED_H
+#define KVLM_APP_STRUCTURED_H
 
 #include "kvlm.h"
-#include "server/openai_request.h"
+#include "app/openai_request.h"
 
 struct kvlm_grammar;
 

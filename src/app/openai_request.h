@@ -20,15 +20,15 @@
  * by the model's chat template (chat_template.h); a template's
  * raise_exception is a 400 with its message.
  */
-#ifndef KVLM_SERVER_OPENAI_REQUEST_H
-#define KVLM_SERVER_OPENAI_REQUEST_H
+#ifndef KVLM_APP_OPENAI_REQUEST_H
+#define KVLM_APP_OPENAI_REQUEST_H
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvlm.h"
-#include "server/chat_template.h"
+#include "app/chat_template.h"
 
 typedef struct api_error {
     int status;           /* HTTP status */

@@ -6,7 +6,7 @@
  * and range; prompts are tokenised and must leave room for the completion
  * in the context window and in the KV pool. The first failure wins.
  */
-#include "server/openai_request.h"
+#include "app/openai_request.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_text.h"
-#include "server/openai_structured.h"
-#include "server/sbuf.h"
+#include "app/json_text.h"
+#include "app/openai_structured.h"
+#include "app/sbuf.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_BYTES 1024
