@@ -111,6 +111,12 @@ size_t kvlm_dtype_size(kvlm_dtype t);
  * "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl"),
  * case-insensitive, and "float32", "float16", "bfloat16". Returns 0 or -1. */
 int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
+/* The storage unit of t: returns the bytes of one block and sets *values
+ * (may be NULL) to the values it holds: 1 and the element size for f32,
+ * f16 and bf16; 32 (Q8_0 .. Q5_1, IQ4_NL) or 256 (the K-quants) and the
+ * block's bytes for the block-quantised types. 0 for a value that is no
+ * dtype. n values stored as t take ceil(n / *values) blocks. */
+size_t kvlm_dtype_block(kvlm_dtype t, int *values);
 
 /* ----------------------------------------------------------------- model */
 
@@ -179,6 +185,16 @@ size_t kvlm_model_param_count(const kvlm_model *m);
  * Returns 0. */
 int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
+/* Bytes of weights a checkpoint holds, without loading it: the sum of its
+ * tensors' sizes as its headers declare them, for the paths
+ * kvlm_config_load takes (a config.json counts the weights beside it) and
+ * GGUF files; *params (may be NULL) receives their element count. Stored
+ * buffers that are not parameters (GPT-2's "attn.bias" causal masks,
+ * "inv_freq" rotary tables) are left out. The files are mapped to read
+ * their headers; no weight is touched. Returns 0, or an error naming the
+ * file (KVLM_ERR_IO when there is no weight file). */
+int kvlm_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err);
+
 /* -------------------------------------------------------------- KV cache */
 
 typedef struct kvlm_kv kvlm_kv;
@@ -229,9 +245,19 @@ typedef struct kvlm_kv_stats {
 /* KV bytes one token costs in a cache of dtype t for a model of config c:
  * 2 x layers x KV heads x (head_dim x 4 for f32, x 2 for f16; head_dim +
  * 2 x head_dim / 32 for q8_0, the int8 values and one f16 scale per 32).
- * 0 when t is not a KV dtype or the head dim does not divide into its
- * blocks (kvlm_kv_create then refuses it). */
+ * 0 when t is not a KV dtype, the head dim does not divide into its
+ * blocks (kvlm_kv_create then refuses it) or the product does not fit in
+ * a size_t. */
 size_t kvlm_kv_bytes_per_token(const kvlm_config *c, kvlm_dtype t);
+
+/* 1 when a KV cache stores t (f32, f16, q8_0), else 0: the one rule for
+ * which dtypes kvlm_kv_options.dtype, kvlm run --kv-dtype and kvlm kv
+ * accept. */
+int kvlm_kv_dtype_supported(kvlm_dtype t);
+/* Parses a KV cache dtype: a kvlm_dtype_parse name that
+ * kvlm_kv_dtype_supported accepts. Returns 0, or KVLM_ERR_ARG with err
+ * naming s and listing the KV dtypes. */
+int kvlm_kv_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err);
 
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
                         kvlm_error *err);
@@ -263,6 +289,33 @@ size_t kvlm_kv_available_blocks(const kvlm_kv *kv);
  * copy-on-write of a shared last block). */
 size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len);
 void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
+
+/* A cache's fixed shape, as kvlm_kv_create settled it (defaults applied). */
+typedef struct kvlm_kv_info {
+    kvlm_dtype dtype;          /* KVLM_F32, KVLM_F16 or KVLM_Q8_0 */
+    int block_size;            /* tokens per block */
+    int max_seqs;              /* sequences it can hold at once */
+    int n_ctx;                 /* longest sequence: the model's context window */
+    size_t n_blocks;           /* blocks in the pool (kvlm_kv_stats.blocks_total) */
+} kvlm_kv_info;
+void kvlm_kv_get_info(const kvlm_kv *kv, kvlm_kv_info *info);
+
+/* The live block view, for pictures of the pool (kvlm serve's GET
+ * /kvlm/engine, docs/engine-view.md). Read-only; call it from the thread
+ * that drives the cache, between steps. */
+
+/* The state of every block: refs[b] receives block b's reference count
+ * (sequences holding it; more than 1: shared), cached[b] 1 for a block no
+ * sequence holds but the prefix cache keeps (evictable), else 0. Both
+ * arrays have room for cap entries; returns 0, or KVLM_ERR_ARG when cap is
+ * less than kvlm_kv_info.n_blocks (nothing written). */
+int kvlm_kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached, size_t cap, kvlm_error *err);
+/* seq's block table: *table receives its block numbers in position order
+ * (position p is in block (*table)[p / block_size]; -1 for a block a
+ * sliding window released), valid until the sequence next changes.
+ * Returns how many (enough for its length and any pending append), or
+ * KVLM_ERR_ARG when seq is no live sequence. */
+int kvlm_kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table, kvlm_error *err);
 
 /* ---------------------------------------------------------------- engine */
 
@@ -606,6 +659,28 @@ void kvlm_sched_cancel(kvlm_sched *s, int64_t id);
 int kvlm_sched_step(kvlm_sched *s, kvlm_error *err);
 int kvlm_sched_has_work(const kvlm_sched *s);
 void kvlm_sched_get_stats(const kvlm_sched *s, kvlm_sched_stats *st);
+
+/* The scheduler's view of one choice, for live views of what it is doing
+ * (kvlm serve's GET /kvlm/engine). */
+typedef struct kvlm_sched_choice_info {
+    void *user;        /* the request's kvlm_request_params.user */
+    int64_t request;   /* kvlm_sched_submit's id */
+    int choice;        /* index within the request */
+    int running;       /* 1: in the batch; 0: in the waiting queue (new or preempted) */
+    int seq;           /* its KV sequence (kvlm_kv_seq_blocks); -1 while waiting */
+    int n_prompt;      /* prompt tokens */
+    int n_tokens;      /* prompt + generated */
+    int n_computed;    /* tokens whose K/V are in the cache */
+    int generated;     /* tokens drawn so far */
+    int max_tokens;    /* the request's max_tokens */
+} kvlm_sched_choice_info;
+/* Writes the running choices in batch order, then the waiting ones in
+ * queue order, at most cap of them (out may be NULL when cap is 0);
+ * returns how many there are in all. The choices an n > 1 request keeps
+ * back until its first has computed the prompt (they then fork its
+ * blocks) are in neither list. Read-only; call it between steps from the
+ * thread that steps the scheduler. */
+int kvlm_sched_list_choices(const kvlm_sched *s, kvlm_sched_choice_info *out, int cap);
 /* Gives the scheduler a draft model for KVLM_DRAFT_MODEL requests: an
  * engine over its own KV cache (with as many sequences as the target's),
  * both owned by the caller and outliving the scheduler. Its vocabulary

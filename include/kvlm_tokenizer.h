@@ -98,6 +98,24 @@ int32_t kvlm_tokenizer_bos_id(const kvlm_tokenizer *t);
  * encodes with KVLM_ENCODE_ADD_SPECIAL (tokenizer.json's post_processor,
  * tokenizer_config.json's add_bos_token, GGUF's add_bos_token). */
 int kvlm_tokenizer_add_bos(const kvlm_tokenizer *t);
+
+/* What a GGUF file says about chat, for a chat-template renderer (kvlm
+ * serve, kvlm chat): its templates and the text of its BOS and EOS
+ * tokens. Each string is malloc'ed, NUL-terminated, and NULL when the
+ * file does not have it. */
+typedef struct kvlm_gguf_chat {
+    char *chat_template;     /* tokenizer.chat_template */
+    char *tool_use_template; /* tokenizer.chat_template.tool_use */
+    char *bos_token;         /* the token tokenizer.ggml.bos_token_id names */
+    char *eos_token;         /* the token tokenizer.ggml.eos_token_id names */
+} kvlm_gguf_chat;
+/* Reads them from the GGUF file at path (kvlm_model_tokenizer_path of a
+ * GGUF model) without loading the model. Returns 0, or a negative
+ * kvlm_status naming the file or the key (a tokenizer.chat_template that
+ * is not a string: KVLM_ERR_FORMAT; a tool_use one is then left out);
+ * out is then all NULL. */
+int kvlm_gguf_chat_load(const char *path, kvlm_gguf_chat *out, struct kvlm_error *err);
+void kvlm_gguf_chat_free(kvlm_gguf_chat *c);
 /* 1 if id is a special token (matched in text only when allowed). */
 int kvlm_tokenizer_is_special(const kvlm_tokenizer *t, int32_t id);
 /* The file(s) the tokenizer was loaded from, for messages. */

@@ -51,6 +51,12 @@ size_t dtype_block_bytes(kvlm_dtype t) {
     }
 }
 
+size_t kvlm_dtype_block(kvlm_dtype t, int *values) {
+    const size_t bytes = dtype_is_valid(t) ? dtype_block_bytes(t) : 0;
+    if (values) *values = bytes ? dtype_block_len(t) : 0;
+    return bytes;
+}
+
 size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok) {
     const int64_t bl = dtype_block_len(t);
     const size_t bb = dtype_block_bytes(t);

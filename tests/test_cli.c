@@ -403,6 +403,40 @@ static json_int_t jint_at(json_t *j, const char *a, const char *b) {
     return json_integer_value(v);
 }
 
+/* One rule for KV cache dtypes (kvlm_kv_dtype_parse): kvlm run, serve and
+ * bench (the shared engine flags) and kvlm kv (sizing only) refuse bf16
+ * with the same status and the same message, and agree on q8_0. */
+static void test_kv_dtype_one_rule(void **state) {
+    (void)state;
+    static const char *const refusal = "--kv-dtype: 'bf16' is not a KV cache dtype (f32, f16 or q8_0)\n";
+    static const char *const cmds[][2] = {
+        {"run -m " TINY " --ids 1 -n 1 --kv-dtype bf16", "kvlm: "},
+        {"serve -m " TINY " --kv-dtype bf16", "kvlm: "},
+        {"bench -m " TINY " --kv-dtype bf16", "kvlm: "},
+        {"kv --preset gpt2-124m --kv-dtype bf16", "kvlm kv: "},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *out = expect_exit(2, cmds[i][0]);
+        char want[200];
+        snprintf(want, sizeof want, "%s%s", cmds[i][1], refusal);
+        if (strncmp(out, want, strlen(want))) fail_msg("kvlm %s printed:\n%s\nwant first:\n%s", cmds[i][0], out, want);
+        free(out);
+    }
+    /* q8_0 is a KV dtype for both, and both refuse it for TINY's head dim
+     * of 16, which is no whole number of its 32-value blocks ... */
+    char *out = expect_exit(2, "run -m " TINY " --ids 1 -n 1 --kv-dtype q8_0");
+    assert_non_null(strstr(out, "multiple of 32"));
+    free(out);
+    out = expect_exit(2, "kv -m " TINY " --kv-dtype q8_0");
+    assert_non_null(strstr(out, "multiple of 32"));
+    free(out);
+    /* ... and size GPT-2 124M's q8_0 cache as the library does: 2 x 12 x 12 x 68 */
+    json_t *j = expect_json("kv --preset gpt2-124m --kv-dtype q8_0 --json");
+    json_t *m0 = json_array_get(json_object_get(j, "models"), 0);
+    assert_int_equal(jint_at(m0, "bytes_per_token", NULL), 19584);
+    json_decref(j);
+}
+
 /* tokenize / detokenize as docs/tokenizer.md shows them, and --json. */
 static void test_readme_tokenize(void **state) {
     (void)state;
@@ -701,6 +735,7 @@ static void test_option_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_bytes_gpt2_124m),
+        cmocka_unit_test(test_kv_dtype_one_rule),
         cmocka_unit_test(test_json_and_no_cache),
         cmocka_unit_test(test_repack_same_tokens),
         cmocka_unit_test(test_seeded_sampling),

@@ -49,7 +49,7 @@ static void test_preset_bytes(void **state) {
         assert_non_null(m);
         uint64_t bpt, t;
         char h[48];
-        assert_int_equal(kvs_bytes_per_token(m, KVS_F16, &bpt), 0);
+        assert_int_equal(kvs_bytes_per_token(m, KVLM_F16, &bpt), 0);
         assert_int_equal(bpt, c->bpt);
         assert_string_equal(kvs_human_bytes(bpt, h, sizeof h), c->h_bpt);
         assert_int_equal(kvs_mul(bpt, 4096, &t), 0);
@@ -61,31 +61,47 @@ static void test_preset_bytes(void **state) {
     }
     const kvs_model *g = kvs_preset_find("GPT2-124M"); /* names are case-insensitive */
     uint64_t v;
-    assert_int_equal(kvs_bytes_per_token(g, KVS_F32, &v), 0);
+    assert_int_equal(kvs_bytes_per_token(g, KVLM_F32, &v), 0);
     assert_int_equal(v, 73728);
-    assert_int_equal(kvs_bytes_per_token(g, KVS_BF16, &v), 0);
+    assert_int_equal(kvs_bytes_per_token(g, KVLM_F16, &v), 0);
     assert_int_equal(v, 36864);
+    /* the library's own figure, one source for sizing and the cache */
+    kvlm_config gc = {.n_layer = 12, .n_head = 12, .n_kv_head = 12, .head_dim = 64, .n_ctx = 1024};
+    assert_int_equal(kvlm_kv_bytes_per_token(&gc, KVLM_F32), 73728);
+    /* bf16 is no KV dtype: no size, the same answer kvlm_kv_create gives */
+    assert_int_equal(kvs_bytes_per_token(g, KVLM_BF16, &v), -1);
+    assert_false(kvlm_kv_dtype_supported(KVLM_BF16));
+    kvlm_dtype kt = KVLM_F32;
+    kvlm_error kerr;
+    assert_int_equal(kvlm_kv_dtype_parse("bf16", &kt, &kerr), KVLM_ERR_ARG);
+    assert_string_equal(kerr.msg, "'bf16' is not a KV cache dtype (f32, f16 or q8_0)");
+    assert_int_equal(kvlm_kv_dtype_parse("Q8_0", &kt, &kerr), 0);
+    assert_int_equal(kt, KVLM_Q8_0);
     /* q8_0: 2 x 12 layers x 12 KV heads x (64 int8 + 2 f16 scales of 2 B) */
-    assert_int_equal(kvs_bytes_per_token(g, KVS_Q8_0, &v), 0);
+    assert_int_equal(kvs_bytes_per_token(g, KVLM_Q8_0, &v), 0);
     assert_int_equal(v, 2 * 12 * 12 * (64 + 2 * 2));
     assert_int_equal(v, 19584);
     /* a head dim that is not whole blocks of 32 has no q8_0 size */
     kvs_model odd = *g;
     odd.head_dim = 48;
-    assert_false(kvs_head_fits(&odd, KVS_Q8_0));
-    assert_int_equal(kvs_bytes_per_token(&odd, KVS_Q8_0, &v), -1);
-    assert_true(kvs_head_fits(&odd, KVS_F16));
+    assert_int_equal(kvs_bytes_per_token(&odd, KVLM_Q8_0, &v), -1);
+    assert_int_equal(kvs_bytes_per_token(&odd, KVLM_F16, &v), 0);
+    assert_int_equal(v, 2 * 12 * 12 * 48 * 2);
     /* bytes of numbers: whole blocks */
-    assert_int_equal(kvs_numbers_bytes(KVS_Q8_0, 64, &v), 0);
+    assert_int_equal(kvs_numbers_bytes(KVLM_Q8_0, 64, &v), 0);
     assert_int_equal(v, 68);
-    assert_int_equal(kvs_numbers_bytes(KVS_Q8_0, 33, &v), 0);
+    assert_int_equal(kvs_numbers_bytes(KVLM_Q8_0, 33, &v), 0);
     assert_int_equal(v, 68);
-    assert_int_equal(kvs_numbers_bytes(KVS_F32, 33, &v), 0);
+    assert_int_equal(kvs_numbers_bytes(KVLM_F32, 33, &v), 0);
     assert_int_equal(v, 132);
-    assert_true(kvs_dtype_bytes(KVS_Q8_0) == 1.0625);
+    assert_true(kvs_dtype_bytes(KVLM_Q8_0) == 1.0625);
+    /* weights may be any dtype: Q4_K's 256-value blocks of 144 bytes */
+    assert_int_equal(kvs_numbers_bytes(KVLM_Q4_K, 257, &v), 0);
+    assert_int_equal(v, 288);
+    assert_int_equal(kvs_numbers_bytes((kvlm_dtype)99, 1, &v), -1);
     /* Llama 2 70B: 64 query heads over 8 KV heads, an MHA twin is 8x. */
     const kvs_model *l70 = kvs_preset_find("llama-2-70b");
-    assert_int_equal(kvs_mha_bytes_per_token(l70, KVS_F16, &v), 0);
+    assert_int_equal(kvs_mha_bytes_per_token(l70, KVLM_F16, &v), 0);
     assert_int_equal(v * 4096, 10 * GiB);
     assert_int_equal(l70->params, 68976648192ull);
     assert_null(kvs_preset_find("llama-4"));
@@ -351,19 +367,19 @@ static void test_weight_bytes(void **state) {
     if (!m) fail_msg("%s", err.msg);
     assert_int_equal(kvlm_model_param_count(m), 114944);
     kvlm_model_free(m);
-    assert_int_equal(kvs_weight_bytes(TINY, &b, &p, &err), 0);
+    assert_int_equal(kvlm_weight_bytes(TINY, &b, &p, &err), 0);
     assert_int_equal(p, 114944);
     assert_int_equal(b, 4 * 114944);
-    assert_int_equal(kvs_weight_bytes(TINY "/config.json", &b, NULL, &err), 0);
+    assert_int_equal(kvlm_weight_bytes(TINY "/config.json", &b, NULL, &err), 0);
     assert_int_equal(b, 4 * 114944);
-    assert_int_equal(kvs_weight_bytes(TINY "/model.safetensors", &b, NULL, &err), 0);
+    assert_int_equal(kvlm_weight_bytes(TINY "/model.safetensors", &b, NULL, &err), 0);
     assert_int_equal(b, 4 * 114944);
-    assert_int_equal(kvs_weight_bytes("tests/fixtures/gpt2/hf_f16", &b, &p, &err), 0);
+    assert_int_equal(kvlm_weight_bytes("tests/fixtures/gpt2/hf_f16", &b, &p, &err), 0);
     assert_int_equal(p, 114944);
     assert_int_equal(b, 2 * 114944);
-    assert_int_equal(kvs_weight_bytes("tests/fixtures/gpt2/hf_bf16_sharded", &b, &p, &err), 0);
+    assert_int_equal(kvlm_weight_bytes("tests/fixtures/gpt2/hf_bf16_sharded", &b, &p, &err), 0);
     assert_int_equal(b, 2 * p);
-    assert_int_equal(kvs_weight_bytes("tests/fixtures/no-such-model", &b, &p, &err), KVLM_ERR_IO);
+    assert_int_equal(kvlm_weight_bytes("tests/fixtures/no-such-model", &b, &p, &err), KVLM_ERR_IO);
     assert_non_null(strstr(err.msg, "no-such-model"));
 }
 
@@ -456,10 +472,7 @@ static void test_cli_dtypes_and_ctx(void **state) {
     assert_true(json_real_value(json_object_get(j, "bytes_per_number")) == 1.0625);
     assert_string_equal(json_string_value(json_object_get(j, "kv_dtype")), "q8_0");
     json_decref(j);
-    j = kv_json("--preset llama-3.1-8b --kv-dtype q8"); /* the short name */
-    assert_int_equal(jint(model0(j), "bytes_per_token"), 69632);
-    json_decref(j);
-    j = kv_json("--preset qwen2.5-7b --kv-dtype bf16");
+    j = kv_json("--preset qwen2.5-7b --kv-dtype f16");
     assert_int_equal(jint(model0(j), "bytes_per_token"), 57344);
     json_decref(j);
 }

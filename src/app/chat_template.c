@@ -9,8 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "formats/gguf.h"
-#include "formats/tensor_set.h"
 #include "app/tool_calls.h"
 
 #define MAX_TEMPLATE_BYTES (1u << 20)
@@ -117,58 +115,28 @@ static int is_gguf(const char *path) {
 /* tokenizer.chat_template (and .tool_use) and the bos/eos token strings of
  * a GGUF file. Returns 1 when a template was found, 0 when none, -1. */
 static int from_gguf(chat_template *t, const char *path, int want_template, kvlm_error *err) {
-    tensor_set ts;
-    gguf_meta meta = {0};
-    tensor_set_init(&ts);
-    int rc = gguf_load(&ts, &meta, path, err) ? -1 : 0;
-    const gguf_kv *toks = rc ? NULL : gguf_meta_find(&meta, "tokenizer.ggml.tokens");
-    static const char *const keys[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
-    for (int k = 0; toks && toks->elem == GGUF_TYPE_STRING && k < 2; k++) {
-        const gguf_kv *id = gguf_meta_find(&meta, keys[k]);
-        if (!id || !gguf_type_is_int(id->elem) || id->n != 1) continue;
-        int64_t v = gguf_kv_int(id, 0);
-        if (v < 0 || (uint64_t)v >= toks->n) continue;
-        gguf_str s = gguf_kv_str(toks, (uint64_t)v);
-        set_token(k ? t->eos : t->bos, sizeof t->bos, s.s, s.len);
-    }
-    const gguf_kv *ct = rc || !want_template ? NULL : gguf_meta_find(&meta, "tokenizer.chat_template");
-    const gguf_kv *tu = rc ? NULL : gguf_meta_find(&meta, "tokenizer.chat_template.tool_use");
+    kvlm_gguf_chat g;
+    int rc = kvlm_gguf_chat_load(path, &g, err) ? -1 : 0;
+    if (!rc && g.bos_token) set_token(t->bos, sizeof t->bos, g.bos_token, strlen(g.bos_token));
+    if (!rc && g.eos_token) set_token(t->eos, sizeof t->eos, g.eos_token, strlen(g.eos_token));
     char w[300];
-    if (ct && (ct->type != GGUF_TYPE_STRING || !ct->strs))
-        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: tokenizer.chat_template must be a string", path);
-    if (!rc && ct) {
-        gguf_str s = gguf_kv_str(ct, 0);
+    if (!rc && want_template && g.chat_template) {
+        const size_t n = strlen(g.chat_template);
         snprintf(w, sizeof w, "%s tokenizer.chat_template", path);
-        /* the text is in the mapping: copy it NUL-terminated for note_template */
-        char *src = malloc(s.len + 1);
-        if (!src) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-        else {
-            memcpy(src, s.s, s.len);
-            src[s.len] = 0;
-            rc = parse_one(&t->main, src, s.len, w, err);
-            if (!rc) note_template(t, src);
-            free(src);
-        }
-        if (!rc && tu && tu->type == GGUF_TYPE_STRING && tu->strs) {
-            gguf_str u = gguf_kv_str(tu, 0);
+        rc = parse_one(&t->main, g.chat_template, n, w, err);
+        if (!rc) note_template(t, g.chat_template);
+        if (!rc && g.tool_use_template) {
             snprintf(w, sizeof w, "%s tokenizer.chat_template.tool_use", path);
-            char *usrc = malloc(u.len + 1);
-            if (!usrc) rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-            else {
-                memcpy(usrc, u.s, u.len);
-                usrc[u.len] = 0;
-                rc = parse_one(&t->tool_use, usrc, u.len, w, err);
-                if (!rc) note_template(t, usrc);
-                free(usrc);
-            }
+            rc = parse_one(&t->tool_use, g.tool_use_template, strlen(g.tool_use_template), w, err);
+            if (!rc) note_template(t, g.tool_use_template);
         }
         if (!rc)
-            snprintf(t->origin, sizeof t->origin, "%s tokenizer.chat_template (%zu bytes%s)", path, s.len,
+            snprintf(t->origin, sizeof t->origin, "%s tokenizer.chat_template (%zu bytes%s)", path, n,
                      t->tool_use ? ", with a tool_use template" : "");
     }
-    gguf_meta_free(&meta);
-    tensor_set_free(&ts);
-    return rc ? -1 : t->main != NULL;
+    const int found = !rc && t->main != NULL;
+    kvlm_gguf_chat_free(&g);
+    return rc ? -1 : found;
 }
 
 static int from_file(chat_template *t, const char *file, kvlm_error *err) {

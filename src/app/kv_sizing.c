@@ -1,5 +1,5 @@
 /*
- * KV cache sizing maths, presets and capacity planning (see measure/kv_sizing.h).
+ * KV cache sizing maths, presets and capacity planning (see app/kv_sizing.h).
  *
  * The presets carry the shapes from each model's published config.json and
  * the published parameter counts; they are data for sizing, not models kvlm
@@ -9,48 +9,25 @@
 #include "app/kv_sizing.h"
 
 #include <ctype.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-
-#include "error.h"
-#include "formats/gguf.h"
-#include "formats/llmc.h"
-#include "formats/safetensors.h"
 
 /* ---------------------------------------------------------------- dtypes */
 
-static const struct { const char *name; unsigned block, block_bytes; } dtypes[] = {
-    [KVS_F32] = {"f32", 1, 4}, [KVS_F16] = {"f16", 1, 2}, [KVS_BF16] = {"bf16", 1, 2}, [KVS_Q8_0] = {"q8_0", 32, 34},
-};
-
-int kvs_dtype_parse(const char *s, kvs_dtype *out) {
-    if (s && !strcasecmp(s, "q8")) { /* the short name */
-        *out = KVS_Q8_0;
-        return 0;
-    }
-    for (int i = 0; s && i < (int)(sizeof dtypes / sizeof dtypes[0]); i++)
-        if (!strcasecmp(s, dtypes[i].name)) {
-            *out = (kvs_dtype)i;
-            return 0;
-        }
-    return -1;
+int kvs_numbers_bytes(kvlm_dtype t, uint64_t n, uint64_t *out) {
+    int values = 0;
+    const size_t block = kvlm_dtype_block(t, &values);
+    if (!block || values <= 0) return -1;
+    const uint64_t bl = (uint64_t)values;
+    return kvs_mul(n / bl + (n % bl != 0), block, out);
 }
 
-const char *kvs_dtype_name(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].name : "?"; }
-unsigned kvs_dtype_block(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].block : 0; }
-unsigned kvs_dtype_block_bytes(kvs_dtype t) { return (unsigned)t <= KVS_Q8_0 ? dtypes[t].block_bytes : 0; }
-double kvs_dtype_bytes(kvs_dtype t) {
-    return (unsigned)t <= KVS_Q8_0 ? (double)dtypes[t].block_bytes / dtypes[t].block : 0;
-}
-
-int kvs_numbers_bytes(kvs_dtype t, uint64_t n, uint64_t *out) {
-    const uint64_t bl = kvs_dtype_block(t);
-    if (!bl) return -1;
-    return kvs_mul(n / bl + (n % bl != 0), kvs_dtype_block_bytes(t), out);
+double kvs_dtype_bytes(kvlm_dtype t) {
+    int values = 0;
+    const size_t block = kvlm_dtype_block(t, &values);
+    return block && values > 0 ? (double)block / values : 0;
 }
 
 /* --------------------------------------------------------------- presets */
@@ -97,24 +74,26 @@ void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path)
 
 int kvs_mul(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
 
-int kvs_head_fits(const kvs_model *m, kvs_dtype t) {
-    return kvs_dtype_block(t) && m->head_dim > 0 && m->head_dim % kvs_dtype_block(t) == 0;
+/* m's shape as the library's config, with heads KV heads. */
+static int per_token(const kvs_model *m, int heads, kvlm_dtype t, uint64_t *out) {
+    kvlm_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = m->n_layer;
+    c.n_head = m->n_head;
+    c.n_kv_head = heads;
+    c.head_dim = m->head_dim;
+    c.n_ctx = m->max_ctx;
+    const size_t v = kvlm_kv_bytes_per_token(&c, t);
+    if (!v) return -1;
+    *out = (uint64_t)v;
+    return 0;
 }
 
-static int per_token(const kvs_model *m, int heads, kvs_dtype t, uint64_t *out) {
-    if (m->n_layer <= 0 || heads <= 0 || !kvs_head_fits(m, t)) return -1;
-    uint64_t v, head;
-    return kvs_numbers_bytes(t, (uint64_t)m->head_dim, &head) ||
-                   kvs_mul(2u * (uint64_t)m->n_layer, (uint64_t)heads, &v) || kvs_mul(v, head, out)
-               ? -1
-               : 0;
-}
-
-int kvs_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out) {
+int kvs_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out) {
     return per_token(m, m->n_kv_head, t, out);
 }
 
-int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out) {
+int kvs_mha_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out) {
     return per_token(m, m->n_head, t, out);
 }
 
@@ -142,80 +121,6 @@ int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
     out->contig_requests = out->kv_memory / out->contig_bytes;
     out->paged_requests = out->kv_memory / out->paged_bytes;
     return KVLM_OK;
-}
-
-/* --------------------------------------------------------- weight bytes */
-
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int has_suffix(const char *s, const char *suf) {
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && !strcmp(s + n - k, suf);
-}
-
-/* Loads the tensor headers of the checkpoint in dir into ts. */
-static int load_dir(tensor_set *ts, const char *dir, kvlm_error *err) {
-    char p[4200];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-    if (stat(p, &st) == 0) return safetensors_load_index(ts, p, err);
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    if (stat(p, &st) == 0) return safetensors_load(ts, p, err);
-    return kvlm_error_set(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory", dir);
-}
-
-static int load_any(tensor_set *ts, const char *path, kvlm_error *err) {
-    struct stat st;
-    if (stat(path, &st) != 0) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
-    if (is_dir(path)) return load_dir(ts, path, err);
-    if (has_suffix(path, ".index.json")) return safetensors_load_index(ts, path, err);
-    if (has_suffix(path, ".safetensors")) return safetensors_load(ts, path, err);
-    if (has_suffix(path, ".json")) {
-        char *dup = strdup(path);
-        if (!dup) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-        int rc = load_dir(ts, dirname(dup), err);
-        free(dup);
-        return rc;
-    }
-    unsigned char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f) fclose(f);
-    if (n == sizeof magic && !memcmp(magic, "GGUF", 4)) {
-        gguf_meta g = {0};
-        int rc = gguf_load(ts, &g, path, err);
-        gguf_meta_free(&g);
-        return rc;
-    }
-    llmc_header h;
-    return llmc_load(ts, path, &h, err);
-}
-
-/* Buffers some checkpoints store beside the parameters (GPT-2's causal
- * masks, older Llama rotary tables): never read by kvlm, so never resident. */
-static int is_buffer(const char *name) {
-    return has_suffix(name, ".attn.bias") || has_suffix(name, ".attn.masked_bias") || has_suffix(name, ".inv_freq");
-}
-
-int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err) {
-    tensor_set ts;
-    tensor_set_init(&ts);
-    int rc = load_any(&ts, path, err);
-    uint64_t sum = 0, count = 0;
-    for (int i = 0; !rc && i < ts.n_items; i++)
-        if (!is_buffer(ts.items[i].name) &&
-            (__builtin_add_overflow(sum, (uint64_t)tensor_nbytes(&ts.items[i].t), &sum) ||
-             __builtin_add_overflow(count, (uint64_t)tensor_numel(&ts.items[i].t), &count)))
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: weight bytes do not fit in 64 bits", path);
-    tensor_set_free(&ts);
-    if (!rc) {
-        *bytes = sum;
-        if (params) *params = count;
-    }
-    return rc;
 }
 
 /* ------------------------------------------------------------ formatting */

@@ -3,8 +3,10 @@
  * per context, the built-in presets of well-known models, and capacity
  * planning (how many requests fit in a memory budget under contiguous
  * max-length reservation vs paged allocation). Pure arithmetic on shapes:
- * no model is run and no weights are read, except kvs_weight_bytes, which
- * sums the tensor sizes declared by a checkpoint's headers.
+ * no model is run and no weights are read. The facts come from the
+ * library: a model's shape from kvlm_config_load, the bytes per token from
+ * kvlm_kv_bytes_per_token, dtype sizes from kvlm_dtype_block and weight
+ * bytes from kvlm_weight_bytes, so kvlm kv and the engine never disagree.
  *
  * Every product is overflow-checked; a figure that does not fit in 64 bits
  * is an error, never a wrapped number.
@@ -17,24 +19,12 @@
 
 #include "kvlm.h"
 
-/* Storage formats for cached numbers (or weights). q8_0 is kvlm's 8-bit
- * KV format (and GGUF's Q8_0): blocks of 32 numbers, each 32 int8 and one
- * f16 scale, 34 bytes, so a head of head_dim numbers costs head_dim +
- * 2 x head_dim / 32 bytes and head_dim must be a multiple of 32. */
-typedef enum kvs_dtype { KVS_F32 = 0, KVS_F16, KVS_BF16, KVS_Q8_0 } kvs_dtype;
-
-/* "f32", "f16", "bf16", "q8_0" (also "q8"), case-insensitive. Returns 0 or -1. */
-int kvs_dtype_parse(const char *s, kvs_dtype *out);
-const char *kvs_dtype_name(kvs_dtype t);
-/* Bytes per number: 4, 2, 2, and 34 / 32 = 1.0625 for q8_0. */
-double kvs_dtype_bytes(kvs_dtype t);
-/* Numbers per block (1, or 32 for q8_0) and the bytes of a block (the
- * element size, or 34). */
-unsigned kvs_dtype_block(kvs_dtype t);
-unsigned kvs_dtype_block_bytes(kvs_dtype t);
-/* Bytes of n numbers stored as whole blocks (n rounded up to the block).
- * 0 or -1 (overflow). */
-int kvs_numbers_bytes(kvs_dtype t, uint64_t n, uint64_t *out);
+/* Bytes of n numbers stored as t (kvlm_dtype_block: whole blocks, n
+ * rounded up to the block). 0, or -1 for a value that is no dtype or on
+ * overflow. */
+int kvs_numbers_bytes(kvlm_dtype t, uint64_t n, uint64_t *out);
+/* Bytes per number: 4, 2, and 34 / 32 = 1.0625 for q8_0 (0: no dtype). */
+double kvs_dtype_bytes(kvlm_dtype t);
 
 /* What sizing needs to know about a model. */
 typedef struct kvs_model {
@@ -58,14 +48,13 @@ const char *kvs_preset_names(void);
 /* Fills m from a loaded config; name and label are the path. */
 void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path);
 
-/* 2 x layers x KV heads x the bytes of one head (head dim x bytes per
- * number; q8_0: head dim + 2 x head dim / 32). 0, or -1 on overflow or a
- * head dim that is not whole blocks of t (kvs_head_fits). */
-int kvs_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
-/* 1 when a head of m divides into t's blocks (q8_0: head dim a multiple of 32). */
-int kvs_head_fits(const kvs_model *m, kvs_dtype t);
+/* The library's KV bytes per token (kvlm_kv_bytes_per_token) of m's
+ * shape in a cache of dtype t: 2 x layers x KV heads x the bytes of one
+ * head. 0, or -1 when t is not a KV dtype (kvlm_kv_dtype_supported) or
+ * m's head dim is not whole blocks of it (q8_0: a multiple of 32). */
+int kvs_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out);
 /* The same for a multi-head twin (one KV head per query head). */
-int kvs_mha_bytes_per_token(const kvs_model *m, kvs_dtype t, uint64_t *out);
+int kvs_mha_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out);
 /* a x b, 0 or -1 on overflow. */
 int kvs_mul(uint64_t a, uint64_t b, uint64_t *out);
 
@@ -95,16 +84,6 @@ typedef struct kvs_plan {
  * a product beyond 64 bits). weights > memory is not an error here: the
  * plan says weights_fit = 0 and the caller decides. */
 int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err);
-
-/* Bytes of weights a checkpoint holds: the sum of its tensors' sizes as
- * its headers declare them (a model directory, a .safetensors file or
- * index, a config.json with weights beside it, a .gguf file, an llm.c
- * .bin), and the number of parameters (elements; params may be NULL).
- * Stored buffers that are not parameters (GPT-2 "attn.bias" causal masks,
- * "inv_freq" rotary tables) are left out. Files are mapped to read the
- * headers; the weights themselves are not touched. Returns 0,
- * or an error naming the file (KVLM_ERR_IO if there is no weight file). */
-int kvs_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_error *err);
 
 /* Binary units with at most two decimals, trailing zeros trimmed:
  * "512 B", "36 KiB", "1.25 GiB", "4.5 GiB". Returns buf. */

@@ -4,7 +4,7 @@
  * cannot run yet are sized too), the grouped-query saving against a
  * multi-head twin, and capacity planning: how many requests fit in a
  * memory budget with contiguous max-length reservation vs paged blocks.
- * All arithmetic is in measure/kv_sizing.c; this file parses flags and prints.
+ * All arithmetic is in app/kv_sizing.c; this file parses flags and prints.
  * measure_kv (measure.h) returns the --json document for `kvlm report`.
  * Exit status: 0 ok, 1 model not readable, 2 bad flag or impossible plan.
  */
@@ -27,7 +27,7 @@
 typedef kv_request kv_opts;
 
 kv_request kv_request_default(void) {
-    return (kv_request){.kv_dtype = KVS_F16, .weight_dtype = KVS_F16, .ctx = {4096, 131072}, .n_ctx = 2};
+    return (kv_request){.kv_dtype = KVLM_F16, .weight_dtype = KVLM_F16, .ctx = {4096, 131072}, .n_ctx = 2};
 }
 
 typedef struct kv_row {
@@ -80,9 +80,19 @@ static int parse_ctx_list(const char *flag, const char *s, void *dst) {
     return 0;
 }
 
-static int parse_dtype(const char *flag, const char *s, void *out) {
-    if (!kvs_dtype_parse(s, out)) return 0;
-    fprintf(stderr, "kvlm kv: %s: '%s' is not one of f32, f16, bf16, q8_0\n", flag, s);
+/* The KV cache takes what the library's one rule accepts, with its message
+ * (kvlm run --kv-dtype gives the same). */
+static int parse_kv_dtype(const char *flag, const char *s, void *out) {
+    kvlm_error err;
+    if (!kvlm_kv_dtype_parse(s, out, &err)) return 0;
+    fprintf(stderr, "kvlm kv: %s: %s\n", flag, err.msg);
+    return -1;
+}
+
+static int parse_weight_dtype(const char *flag, const char *s, void *out) {
+    if (!kvlm_dtype_parse(s, out)) return 0;
+    fprintf(stderr, "kvlm kv: %s: '%s' is not a dtype (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+                    "q4_k, q5_k, q6_k, iq4_nl)\n", flag, s);
     return -1;
 }
 
@@ -107,9 +117,9 @@ static int parse(int argc, char **argv, kv_opts *o, int *json) {
         CLI_STR("--preset", "NAME", "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b,\nllama-2-70b, llama-2-7b",
                 &o->preset),
         CLI_FN("--kv-dtype", "T",
-               "f32, f16 (default), bf16, q8_0 (kvlm's 8-bit KV: per 32 numbers\n"
+               "f32, f16 (default), q8_0 (kvlm's 8-bit KV: per 32 numbers\n"
                "32 int8 and an f16 scale, 34 bytes; head dim a multiple of 32)",
-               parse_dtype, &o->kv_dtype),
+               parse_kv_dtype, &o->kv_dtype),
         CLI_FN("--ctx", "N[,N...]", "context lengths to total (default 4096,131072)", parse_ctx_list, o),
         CLI_HEADING("capacity planning (needs --memory):"),
         {.names = "--memory", .metavar = "SIZE",
@@ -121,9 +131,10 @@ static int parse(int argc, char **argv, kv_opts *o, int *json) {
                  "preset; for -m, the tensors in the model's weight files)",
          .kind = OPT_FN, .fn = parse_size, .dst = &o->weights, .given = &o->have_weights},
         {.names = "--weight-dtype", .metavar = "T",
-         .help = "f32, f16 (default for presets), bf16, q8_0; with -m, counts\n"
-                 "the model's parameters at this dtype instead of as stored",
-         .kind = OPT_FN, .fn = parse_dtype, .dst = &o->weight_dtype, .given = &o->have_weight_dtype},
+         .help = "f32, f16 (default for presets), bf16, q8_0 or another GGUF\n"
+                 "type (q4_0, q4_k, ...); with -m, counts the model's parameters\n"
+                 "at this dtype instead of as stored",
+         .kind = OPT_FN, .fn = parse_weight_dtype, .dst = &o->weight_dtype, .given = &o->have_weight_dtype},
         {.names = "--ctx-len", .metavar = "L", .help = "tokens reserved per request (default: the model's max context)",
          .kind = OPT_FN, .fn = parse_length, .dst = &o->ctx_len, .given = &ctx_len_given},
         {.names = "--mean-len", .metavar = "M", .help = "mean tokens per request (default L/4)", .kind = OPT_FN,
@@ -179,7 +190,7 @@ static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
     }
     if (is_preset) {
         if (kvs_numbers_bytes(o->weight_dtype, r->m.params, &r->weights)) return 2;
-        snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
+        snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvlm_dtype_name(o->weight_dtype));
         r->have_weights = 1;
         return 0;
     }
@@ -189,13 +200,13 @@ static int row_weights(kv_row *r, const kv_opts *o, int is_preset) {
         fprintf(stderr, "kvlm kv: --weights-bytes is required: the weights of %s are not known\n", r->m.label);
         return 2;
     }
-    if (!kvs_weight_bytes(o->model, &r->weights, &r->m.params, &err)) {
+    if (!kvlm_weight_bytes(o->model, &r->weights, &r->m.params, &err)) {
         r->have_weights = 1;
         snprintf(r->weights_from, sizeof r->weights_from, "weight files");
         /* --weight-dtype: the same parameters stored another way */
         if (o->have_weight_dtype) {
             if (kvs_numbers_bytes(o->weight_dtype, r->m.params, &r->weights)) return 2;
-            snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvs_dtype_name(o->weight_dtype));
+            snprintf(r->weights_from, sizeof r->weights_from, "params x %s", kvlm_dtype_name(o->weight_dtype));
         }
         return 0;
     }
@@ -232,9 +243,11 @@ static int row_plan(kv_row *r, const kv_opts *o, int single) {
 }
 
 static int build_row(kv_row *r, const kv_opts *o, int is_preset, int single) {
-    if (!kvs_head_fits(&r->m, o->kv_dtype)) {
-        fprintf(stderr, "kvlm kv: %s: --kv-dtype %s needs a head dim that is a multiple of %u (it has %d)\n",
-                r->m.label, kvs_dtype_name(o->kv_dtype), kvs_dtype_block(o->kv_dtype), r->m.head_dim);
+    int block = 0;
+    kvlm_dtype_block(o->kv_dtype, &block);
+    if (block > 1 && (r->m.head_dim <= 0 || r->m.head_dim % block)) {
+        fprintf(stderr, "kvlm kv: %s: --kv-dtype %s needs a head dim that is a multiple of %d (it has %d)\n",
+                r->m.label, kvlm_dtype_name(o->kv_dtype), block, r->m.head_dim);
         return 2;
     }
     if (kvs_bytes_per_token(&r->m, o->kv_dtype, &r->bpt) || kvs_mha_bytes_per_token(&r->m, o->kv_dtype, &r->mha_bpt) ||
@@ -304,12 +317,12 @@ static const char *pct(double x, char *buf, size_t cap) {
 }
 
 static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
-    if (o->kv_dtype == KVS_Q8_0) {
+    if (o->kv_dtype == KVLM_Q8_0) {
         printf("KV cache in q8_0 (per 32 numbers: 32 int8 and one f16 scale, 34 bytes)\n");
         printf("  bytes per token = 2 (K and V) x layers x KV heads x (head dim + 2 x head dim / 32)\n");
     } else {
-        unsigned nbytes = kvs_dtype_block_bytes(o->kv_dtype);
-        printf("KV cache in %s (%u byte%s per number)\n", kvs_dtype_name(o->kv_dtype), nbytes, nbytes > 1 ? "s" : "");
+        unsigned nbytes = (unsigned)kvlm_dtype_size(o->kv_dtype);
+        printf("KV cache in %s (%u byte%s per number)\n", kvlm_dtype_name(o->kv_dtype), nbytes, nbytes > 1 ? "s" : "");
         printf("  bytes per token = 2 (K and V) x layers x KV heads x head dim x %u\n", nbytes);
     }
     printf("  total           = bytes per token x tokens\n");
@@ -384,7 +397,7 @@ static void print_plan_worked(const kv_row *w) {
 static void print_plan(const kv_row *rows, int n, const kv_opts *o) {
     char p1[16], p2[16];
     printf("\ncapacity plan: %s (%s B) of memory, KV %s, block size %llu\n", HB(o->memory), TH(o->memory),
-           kvs_dtype_name(o->kv_dtype), (unsigned long long)(o->block_size ? o->block_size : 16));
+           kvlm_dtype_name(o->kv_dtype), (unsigned long long)(o->block_size ? o->block_size : 16));
     printf("  KV memory   = memory - weights\n");
     printf("  contiguous  = floor(KV memory / (ctx-len x bytes per token)): each request reserves its\n"
            "                maximum length up front\n");
@@ -468,10 +481,10 @@ static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_m
         if (w->have_plan) json_object_set_new(m, "plan", plan_json(w));
         json_array_append_new(models, m);
     }
-    const int q8 = o->kv_dtype == KVS_Q8_0;
-    json_t *root = json_pack("{s:s,s:o,s:s,s:o,s:o}", "kv_dtype", kvs_dtype_name(o->kv_dtype), "bytes_per_number",
+    const int q8 = o->kv_dtype == KVLM_Q8_0;
+    json_t *root = json_pack("{s:s,s:o,s:s,s:o,s:o}", "kv_dtype", kvlm_dtype_name(o->kv_dtype), "bytes_per_number",
                              q8 ? json_real(kvs_dtype_bytes(o->kv_dtype))
-                                : json_integer((json_int_t)kvs_dtype_block_bytes(o->kv_dtype)),
+                                : json_integer((json_int_t)kvlm_dtype_size(o->kv_dtype)),
                              "formula",
                              q8 ? "bytes per token = 2 x layers x KV heads x (head dim + 2 x head dim / 32)"
                                 : "bytes per token = 2 x layers x KV heads x head dim x bytes per number",

@@ -87,7 +87,7 @@ typedef struct kv_request {
     const kvlm_config *config;
     const char *label;
     const char *preset;
-    kvs_dtype kv_dtype, weight_dtype;
+    kvlm_dtype kv_dtype, weight_dtype;
     uint64_t ctx[KV_MAX_CTX];
     int n_ctx;
     int have_memory, have_weights, have_weight_dtype;

@@ -34,10 +34,16 @@ static int set_ids(const cli_spec *s, const char *f, const char *v) { (void)f; s
 static int set_file(const cli_spec *s, const char *f, const char *v) { (void)f; s->mf->file = v; return 0; }
 static int set_json(const cli_spec *s, const char *f, const char *v) { (void)f, (void)v; *s->json = 1; return 0; }
 
+/* --kv-dtype follows the library's one rule, with its message (kvlm kv
+ * gives the same). */
 static int parse_dtype(const char *flag, const char *s, int kv, kvlm_dtype *out) {
-    if (kvlm_dtype_parse(s, out) || (kv && *out != KVLM_F32 && *out != KVLM_F16 && *out != KVLM_Q8_0)) {
-        fprintf(stderr, "kvlm: %s: '%s' is not one of %s\n", flag, s,
-                kv ? "f32, f16, q8_0" : "f32, f16, bf16, q8_0, q4_0");
+    kvlm_error err;
+    if (kv && kvlm_kv_dtype_parse(s, out, &err)) {
+        fprintf(stderr, "kvlm: %s: %s\n", flag, err.msg);
+        return -1;
+    }
+    if (!kv && kvlm_dtype_parse(s, out)) {
+        fprintf(stderr, "kvlm: %s: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", flag, s);
         return -1;
     }
     return 0;

@@ -222,7 +222,7 @@ static int run_kv(const cli_session *ss, const model_flags *mf, json_t *root) {
     json_t *model = measure_kv(&rq, &status);
     if (!model) return status;
     json_object_set_new(root, "kv_model", model);
-    rq.kv_dtype = mf->kv_dtype == KVLM_F16 ? KVS_F16 : mf->kv_dtype == KVLM_Q8_0 ? KVS_Q8_0 : KVS_F32;
+    rq.kv_dtype = mf->kv_dtype;
     rq.ctx[0] = (uint64_t)ss->c->n_ctx, rq.n_ctx = 1;
     json_t *engine = measure_kv(&rq, &status);
     if (!engine) return status;

@@ -6,15 +6,14 @@
  */
 #include "model/model.h"
 
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "error.h"
 #include "formats/hf_config.h"
 #include "formats/llmc.h"
+#include "formats/probe.h"
 #include "formats/safetensors.h"
 
 /* The config fields under the names each source file gives them, so that a
@@ -72,25 +71,8 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
     return KVLM_OK;
 }
 
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static int ends_with(const char *s, const char *suf) {
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && !strcmp(s + n - k, suf);
-}
-
 /* Hugging Face: config.json beside the weights (one file or an index). */
-static int load_hf(kvlm_model *m, const char *dir, const char *weights, int sharded, kvlm_error *err) {
-    char cfg_path[4200];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+static int load_hf(kvlm_model *m, const char *cfg_path, const char *weights, int sharded, kvlm_error *err) {
     int rc = hf_config_load(cfg_path, &m->cfg, err);
     if (rc) return rc;
     const int gpt2 = !strcmp(m->cfg.arch, "gpt2");
@@ -115,35 +97,20 @@ static int load_llmc(kvlm_model *m, const char *path, kvlm_error *err) {
 }
 
 static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
-    char weights[4200];
-    if (is_dir(path)) {
-        snprintf(m->dir, sizeof m->dir, "%s", path);
-        snprintf(weights, sizeof weights, "%s/model.safetensors.index.json", path);
-        if (exists(weights)) return load_hf(m, path, weights, 1, err);
-        snprintf(weights, sizeof weights, "%s/model.safetensors", path);
-        if (exists(weights)) return load_hf(m, path, weights, 0, err);
-        return kvlm_error_set(err, KVLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
-                              path);
-    }
-    if (!exists(path)) return kvlm_error_set(err, KVLM_ERR_IO, "%s: no such file or directory", path);
-    char *dup = strdup(path);
-    snprintf(m->dir, sizeof m->dir, "%s", dirname(dup));
-    free(dup);
-    if (ends_with(path, ".safetensors")) return load_hf(m, m->dir, path, 0, err);
-    if (ends_with(path, ".index.json")) return load_hf(m, m->dir, path, 1, err);
-    mapped_file f;
-    int rc = mapped_file_open(&f, path, err);
-    if (rc) return rc;
-    int llmc = llmc_sniff(f.data, f.size), gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
-    mapped_file_close(&f);
-    if (llmc) return load_llmc(m, path, err);
-    if (gguf) {
+    probe_result *p = malloc(sizeof *p);
+    if (!p) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    int rc = probe_model_path(path, p, err);
+    if (!rc) snprintf(m->dir, sizeof m->dir, "%s", p->dir);
+    if (!rc && p->kind == PROBE_HF) {
+        rc = p->weights[0] ? load_hf(m, p->config, p->weights, p->sharded, err) : probe_no_weights(p, err);
+    } else if (!rc && p->kind == PROBE_LLMC) {
+        rc = load_llmc(m, path, err);
+    } else if (!rc) {
         snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s", path);
-        return model_load_gguf(m, path, err);
+        rc = model_load_gguf(m, path, err);
     }
-    return kvlm_error_set(err, KVLM_ERR_FORMAT,
-                          "%s: unrecognised model file (expected a Hugging Face directory, .safetensors, "
-                          "model.safetensors.index.json, a GGUF file or an llm.c checkpoint)", path);
+    free(p);
+    return rc;
 }
 
 kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {

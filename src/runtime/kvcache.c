@@ -140,7 +140,11 @@ size_t kv_row_bytes(kvlm_dtype t, int head_dim) {
 
 size_t kvlm_kv_bytes_per_token(const kvlm_config *c, kvlm_dtype t) {
     if (c->n_layer <= 0 || c->n_kv_head <= 0) return 0;
-    return 2 * (size_t)c->n_layer * (size_t)c->n_kv_head * kv_row_bytes(t, c->head_dim);
+    size_t v;
+    if (__builtin_mul_overflow(2 * (size_t)c->n_layer, (size_t)c->n_kv_head, &v) ||
+        __builtin_mul_overflow(v, kv_row_bytes(t, c->head_dim), &v))
+        return 0; /* a shape beyond the address space has no cache either */
+    return v;
 }
 
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_error *err) {
@@ -148,7 +152,7 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kvlm_kv_options o = opt ? *opt : (kvlm_kv_options){0};
     if (o.block_size == 0) o.block_size = 16;
     if (o.max_seqs == 0) o.max_seqs = 1;
-    if (o.dtype != KVLM_F32 && o.dtype != KVLM_F16 && o.dtype != KVLM_Q8_0) {
+    if (!kvlm_kv_dtype_supported(o.dtype)) {
         kvlm_error_set(err, KVLM_ERR_ARG, "kv dtype %s is not supported (f32, f16, q8_0)", kvlm_dtype_name(o.dtype));
         return NULL;
     }
@@ -250,6 +254,7 @@ int kv_block_size(const kvlm_kv *kv) { return kv->block_size; }
 int kv_max_seqs(const kvlm_kv *kv) { return kv->max_seqs; }
 int kv_n_ctx(const kvlm_kv *kv) { return kv->n_ctx; }
 kvlm_dtype kv_dtype(const kvlm_kv *kv) { return kv->dtype; }
+size_t kv_n_blocks(const kvlm_kv *kv) { return kv->n_blocks; }
 
 int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c) {
     const int window = c->sliding_window > 0 && c->sliding_window < c->n_ctx ? c->sliding_window : 0;

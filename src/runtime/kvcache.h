@@ -55,6 +55,7 @@ int kv_block_size(const kvlm_kv *kv);
 int kv_max_seqs(const kvlm_kv *kv);
 int kv_n_ctx(const kvlm_kv *kv);
 kvlm_dtype kv_dtype(const kvlm_kv *kv);
+size_t kv_n_blocks(const kvlm_kv *kv);
 /* Bytes of one head's K (or V) of one token in dtype t: head_dim values of
  * f32 or f16, or head_dim / 32 Q8_0 blocks of 34 bytes (32 int8 and an
  * f16 scale). 0 when t is not a KV dtype or head_dim is not a whole number

@@ -12,18 +12,8 @@
 
 #include "kvlm.h"
 
-typedef struct sched_choice_info {
-    void *user;        /* the request's kvlm_request_params.user */
-    int64_t request;   /* kvlm_sched_submit's id */
-    int choice;        /* index within the request */
-    int running;       /* 1: in the batch; 0: in the waiting queue (new or preempted) */
-    int seq;           /* its KV sequence; -1 while waiting */
-    int n_prompt;      /* prompt tokens */
-    int n_tokens;      /* prompt + generated */
-    int n_computed;    /* tokens whose K/V are in the cache */
-    int generated;     /* tokens drawn so far */
-    int max_tokens;    /* the request's max_tokens */
-} sched_choice_info;
+/* The record is the public one (kvlm.h), so the list can be handed out as is. */
+typedef kvlm_sched_choice_info sched_choice_info;
 
 /* Writes the running choices in batch order, then the waiting ones in
  * queue order, at most cap of them; returns how many there are in all.

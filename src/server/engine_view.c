@@ -13,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/kvcache.h"
-#include "runtime/sched_view.h"
 #include "server/srv.h"
 
 #define BUILD_INTERVAL 0.1 /* seconds between snapshots while requests run */
@@ -43,7 +41,7 @@ struct engine_view {
     unsigned char *cached;
     char *text;                  /* the per-block parts of a snapshot, written here first */
     size_t n_refs;
-    sched_choice_info *choices;
+    kvlm_sched_choice_info *choices;
     int cap_choices;
     char *model_json;            /* the model name as a JSON string */
     sbuf spare;                  /* the buffer the next snapshot is written into */
@@ -210,7 +208,7 @@ static int grow_buffers(engine_view *v, size_t n_blocks, int n_choices) {
         v->n_refs = n_blocks;
     }
     if (n_choices > v->cap_choices) {
-        sched_choice_info *c = realloc(v->choices, (size_t)n_choices * sizeof *c);
+        kvlm_sched_choice_info *c = realloc(v->choices, (size_t)n_choices * sizeof *c);
         if (!c) return -1;
         v->choices = c;
         v->cap_choices = n_choices;
@@ -245,7 +243,7 @@ static size_t put_count(char *out, int x) {
     return n;
 }
 
-static void write_choice(sbuf *o, srv *s, const sched_choice_info *c, double now) {
+static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, double now) {
     const prompt_run *pr = c->user;
     const job *j = pr->j;
     const int api_choice = pr->index * j->rq.n + c->choice;
@@ -261,7 +259,7 @@ static void write_choice(sbuf *o, srv *s, const sched_choice_info *c, double now
                 j->id, api_choice, decode ? "decode" : "prefill", c->n_prompt, c->generated, c->max_tokens, pr->cached,
                 kvlm_kv_seq_len(s->kv, c->seq));
     const int *table;
-    const int nb = kv_seq_blocks(s->kv, c->seq, &table);
+    const int nb = kvlm_kv_seq_blocks(s->kv, c->seq, &table, NULL);
     for (int b = 0; b < nb; b++) {
         char num[16];
         size_t n = 0;
@@ -276,23 +274,25 @@ static void write_choice(sbuf *o, srv *s, const sched_choice_info *c, double now
 static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm_kv_stats *kv) {
     const double t0 = thread_cpu_now();
     const size_t nb = kv->blocks_total;
-    const int nc = sched_list_choices(s->sched, NULL, 0);
+    const int nc = kvlm_sched_list_choices(s->sched, NULL, 0);
     if (!v->model_json) {
         json_t *name = json_string(s->model_name);
         v->model_json = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
         json_decref(name);
     }
     if (!v->model_json || grow_buffers(v, nb, nc)) return; /* out of memory: the last snapshot stays */
-    kv_block_states(s->kv, v->refs, v->cached);
-    sched_list_choices(s->sched, v->choices, nc);
+    if (kvlm_kv_block_states(s->kv, v->refs, v->cached, v->n_refs, NULL)) return;
+    kvlm_sched_list_choices(s->sched, v->choices, nc);
     sbuf *o = &v->spare;
     o->len = 0;
     o->failed = 0;
-    const int bs = kv_block_size(s->kv);
+    kvlm_kv_info info;
+    kvlm_kv_get_info(s->kv, &info);
+    const int bs = info.block_size;
     sbuf_printf(o,
                 "{\"time\":%.3f,\"model\":%s,\"step\":%llu,\"kv\":{\"block_size\":%d,\"n_blocks\":%zu,"
                 "\"dtype\":\"%s\",\"bytes_per_token\":%zu,\"bytes_per_block\":%zu,\"blocks\":\"",
-                wall_now(), v->model_json, (unsigned long long)st->steps, bs, nb, kvlm_dtype_name(kv_dtype(s->kv)),
+                wall_now(), v->model_json, (unsigned long long)st->steps, bs, nb, kvlm_dtype_name(info.dtype),
                 kv->bytes_per_token, kv->block_bytes);
     /* the per-block parts (about 10 us per thousand blocks): written by hand, added at once */
     for (size_t b = 0; b < nb; b++)

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "kvlm_measure.h"
-#include "runtime/kvcache.h"
 #include "app/json_text.h"
 
 #define MAX_TOP 50

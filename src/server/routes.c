@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "app/kv_sizing.h"
-#include "runtime/kvcache.h"
 #include "server/engine_view.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
@@ -109,8 +108,10 @@ static void reply_text(reply *r, char *body, size_t len) {
  * token in each cache dtype and the pool this server runs. */
 static void model_info(srv *s, reply *r) {
     const kvlm_config *c = s->c;
-    const kvlm_dtype kvt = kv_dtype(s->kv);
-    const int bs = kv_block_size(s->kv);
+    kvlm_kv_info info;
+    kvlm_kv_get_info(s->kv, &info);
+    const kvlm_dtype kvt = info.dtype;
+    const int bs = info.block_size;
     uint64_t wbytes = 0;
     kvlm_error err;
     const char *path = kvlm_model_tokenizer_path(s->m);
@@ -118,7 +119,7 @@ static void model_info(srv *s, reply *r) {
                                 (json_int_t)kvlm_model_param_count(s->m), "decode_bytes",
                                 (json_int_t)kvlm_model_decode_bytes(s->m));
     json_object_set_new(weights, "bytes",
-                        path && *path && !kvs_weight_bytes(path, &wbytes, NULL, &err) ? json_integer((json_int_t)wbytes)
+                        path && *path && !kvlm_weight_bytes(path, &wbytes, NULL, &err) ? json_integer((json_int_t)wbytes)
                                                                                    : json_null());
     json_t *j = json_pack(
         "{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o,"
@@ -130,7 +131,7 @@ static void model_info(srv *s, reply *r) {
         "bytes_per_token_by_dtype", "f32", (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F32), "f16",
         (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F16), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
         "pool_tokens", (json_int_t)(s->kv_blocks * (size_t)bs), "pool_bytes", (json_int_t)s->kv_pool_bytes,
-        "max_seqs", kv_max_seqs(s->kv));
+        "max_seqs", info.max_seqs);
     /* q8_0 only where the head dim is whole blocks of 32 (the cache refuses it otherwise) */
     const size_t q8 = kvlm_kv_bytes_per_token(c, KVLM_Q8_0);
     if (j && q8)
