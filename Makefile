@@ -120,6 +120,19 @@ $(BUILD)/libkvlm_app.a: $(APP_OBJ)
 $(BUILD)/kvlm: $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The library/app boundary (docs/architecture.md): `make check-boundary`
+# links the kvlm program against libkvlm.so, which exports only the public
+# API, so a program or src/app calling a library-internal function fails the
+# link; and scripts/check_boundary.sh fails when src/cli, src/server or
+# src/app includes a library header other than include/*.h. A few seconds;
+# `make test` runs it first.
+.PHONY: check-boundary
+$(BUILD)/kvlm-shared: $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.so
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/web_files.o $(BUILD)/libkvlm_app.a -L$(BUILD) -l:libkvlm.so $(LDLIBS)
+check-boundary: $(BUILD)/kvlm-shared
+	./scripts/check_boundary.sh
+	@echo "check-boundary: kvlm links against libkvlm.so; src/cli, src/server and src/app include only include/*.h from the library"
+
 # The web page (web/, docs/web.md) is compiled into kvlm: tools/embed_files
 # writes its files as C arrays with their entity tags into
 # $(BUILD)/web_files.c. The list of files is a prerequisite of its own, so
@@ -168,7 +181,7 @@ else
 test-tsan-ci:
 	@$(MAKE) --no-print-directory SANITIZE=thread test-tsan-ci
 
-test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF)
+test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF) check-boundary
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
 endif
 
