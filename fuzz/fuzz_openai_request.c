@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the OpenAI request parser (src/server/openai_request.c)
+ * libFuzzer target: the OpenAI request parser (src/app/openai_request.c)
  * with the GPT-2 tokenizer and a chat template that renders tools
  * (tests/fixtures/templates/Qwen-Qwen2.5-7B-Instruct.jinja). The first
  * byte picks the endpoint: /v1/completions, /v1/chat/completions,

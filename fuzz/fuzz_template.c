@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the chat-template engine (src/template/: lexer,
+ * libFuzzer target: the chat-template engine (src/app/template/: lexer,
  * parser, evaluator, builtins). The input is a template, then optionally
  * "\n#####\n" and a JSON value given to it as `messages` (a fixed
  * conversation with a system, user, assistant-with-tool-call and tool turn

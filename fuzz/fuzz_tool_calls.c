@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the tool-call parser (src/server/tool_calls.c) on
+ * libFuzzer target: the tool-call parser (src/app/tool_calls.c) on
  * arbitrary model output.
  *
  * Input: the first byte picks the family (generic, hermes, llama3,

@@ -1,5 +1,5 @@
 /*
- * The OpenAI request parser (src/server/openai_request.c) as a unit, with
+ * The OpenAI request parser (src/app/openai_request.c) as a unit, with
  * the shipped GPT-2 tokenizer (models/gpt2-tokenizer) and two chat
  * templates: one that renders tools (a fixture template) and the plain
  * one, which does not.

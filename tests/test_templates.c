@@ -1,5 +1,5 @@
 /*
- * The Jinja interpreter (src/template/) against Python's jinja2.
+ * The Jinja interpreter (src/app/template/) against Python's jinja2.
  *
  * Group 1, the corpus: every real chat template of
  * tests/fixtures/templates/ (manifest.json, with provenance) rendered with

@@ -1,5 +1,5 @@
 /*
- * The tool-call output parser (src/server/tool_calls.c) on synthetic model
+ * The tool-call output parser (src/app/tool_calls.c) on synthetic model
  * outputs of each template family: the call syntax the family's template
  * writes for an assistant's tool call (as jinja2 renders the fixture
  * templates in tests/fixtures/templates/expected.json), near misses that

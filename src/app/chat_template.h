@@ -1,7 +1,7 @@
 /*
  * Chat prompts: a list of messages rendered into the text the model
  * continues, with the model's own Jinja chat template run by kvlm's
- * interpreter (src/template/, docs/chat-templates.md).
+ * interpreter (src/app/template/, docs/chat-templates.md).
  *
  * Where the template comes from, first found wins:
  *   --chat-template FILE   a Jinja file (or a tokenizer_config.json whose

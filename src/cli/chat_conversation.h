@@ -2,7 +2,7 @@
  * The conversation of `kvlm chat`: its messages in the OpenAI shape
  * ({"role", "content"}, an optional system message first), rendered with
  * the model's chat template exactly as kvlm serve renders the messages of
- * /v1/chat/completions (server/chat_template.h: the same template search,
+ * /v1/chat/completions (app/chat_template.h: the same template search,
  * the same rendering, special tokens matched only when a Jinja template
  * wrote the text, BOS when the model's files ask for it), and saved as a
  * request body. Replies stopped with Ctrl-C stay in the conversation as

@@ -1,5 +1,5 @@
 /*
- * Values of the Jinja interpreter (src/template/): the Python objects a chat
+ * Values of the Jinja interpreter (src/app/template/): the Python objects a chat
  * template sees (None, bool, int, float, str, list/tuple, dict, namespace,
  * macros and built-in functions) plus jinja2's Undefined, and the arena that
  * owns them.
