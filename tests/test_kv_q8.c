@@ -122,7 +122,7 @@ static void test_bytes_per_token(void **state) {
     kvlm_model_free(m);
     const th_cli_case bad[] = {
         {"run -m " TINY " --ids 1,2 -n 2 --kv-dtype q8_0", 2, "multiple of 32"},
-        {"run -m " GPT2 " -p hi -n 2 --kv-dtype q4_0", 2, "f32, f16, q8_0"},
+        {"run -m " GPT2 " -p hi -n 2 --kv-dtype q4_0", 2, "is not a KV cache dtype (f32, f16 or q8_0)"},
     };
     th_expect_cli(bad, sizeof bad / sizeof *bad);
     char *out = NULL;
