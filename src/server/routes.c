@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/kv_sizing.h"
 #include "server/engine_view.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
