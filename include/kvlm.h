@@ -353,8 +353,9 @@ size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa);
 size_t kvlm_model_repacked_bytes(const kvlm_model *m);
 
 typedef struct kvlm_engine_options {
-    int threads;       /* threads of every parallel region of a step (0: every
-                          processor the process may run on). The engine's own
+    int threads;       /* threads of every parallel region of a step (0:
+                          kvlm_default_threads, one per physical core the
+                          process may run on). The engine's own
                           count: omp_set_num_threads / OMP_NUM_THREADS and other
                           engines do not change it, and it sets nothing
                           process-wide. */
@@ -370,6 +371,15 @@ typedef struct kvlm_batch_item {
     int logits_all;    /* 1: logits for every new token; 0: only the last; -1: none
                           (a prefill chunk that does not end the prompt) */
 } kvlm_batch_item;
+
+/* The thread count an engine created with threads 0 runs: one per
+ * physical core in the process's affinity mask (SMT siblings, read from
+ * /sys/devices/system/cpu/cpuN/topology, not counted; every processor of
+ * the mask when sysfs has no topology), at least 1 and at most 1024. Never
+ * fails. When why is not NULL, writes the reason there (why_size bytes,
+ * NUL-terminated), e.g. "2 physical cores available to this process; no
+ * SMT siblings". */
+int kvlm_default_threads(char *why, size_t why_size);
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv,
                                 const kvlm_engine_options *opt, kvlm_error *err);

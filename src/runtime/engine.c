@@ -31,13 +31,12 @@
  * Invariant: a failed step leaves every sequence as it was.
  */
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/attention.h"
 #include "error.h"
+#include "kernels/cores.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/team.h"
@@ -74,16 +73,12 @@ struct kvlm_engine {
     unsigned char *tile_scratch; /* team.threads x tile_bytes */
 };
 
-/* The default thread count: every processor the process may run on (its
- * affinity mask, so taskset and cpusets bound it). Measured on a 2-core
- * machine, 2 threads beat 1 for prefill and decode of GPT-2 and Llama 1B
- * shapes (docs/performance.md, "A shared machine"); when another process
- * holds a core, the pool itself runs fewer threads (kernels/team.c). */
-static int engine_default_threads(void) {
-    cpu_set_t set;
-    const int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 1024 ? 1024 : n;
-}
+/* The default thread count: one per physical core the process may run on
+ * (its affinity mask, so taskset and cpusets bound it; SMT siblings not
+ * counted, kernels/cores.c). Measured on a 2-core machine, 2 threads beat
+ * 1 for prefill and decode of GPT-2 and Llama 1B shapes; when another
+ * process holds a core, the pool itself runs fewer threads (kernels/team.c). */
+int kvlm_default_threads(char *why, size_t why_size) { return kern_default_threads(why, why_size); }
 
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
     kvlm_engine_options o = opt ? *opt : (kvlm_engine_options){0};
@@ -110,7 +105,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
     e->ff_dim = m->layers[0].w_gate.data || m->layers[0].w_gate_up.data ? 2 * c->n_ff : c->n_ff; /* gate | up */
     e->ops = ops;
-    const int threads = o.threads ? o.threads : engine_default_threads();
+    const int threads = o.threads ? o.threads : kern_default_threads(NULL, 0);
     if (kern_team_open(&e->team, threads)) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "could not start %d engine threads", threads);
         kvlm_engine_free(e);
