@@ -211,6 +211,9 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
         acc_median(&r->pp_tok_s), "tg", "tokens", o->tg, "mean_tok_s", acc_mean(&r->tg_tok_s), "sd_tok_s",
         acc_sd(&r->tg_tok_s), "median_tok_s", acc_median(&r->tg_tok_s), "median_ms_per_token", tpot * 1e3, "roofline",
         "ms_per_token", wb / r->bw * 1e3, "ratio", wb / r->bw / tpot, "effective_gbs", wb / tpot / 1e9);
+    char why[160] = "--threads";
+    if (!o->threads) kvlm_default_threads(why, sizeof why);
+    json_object_set_new(root, "threads_reason", json_string(why));
     const double read_ms = acc_mean(&r->read_ms), tg_mean_ms = acc_mean(&r->tg_ms);
     if (r->read_ms.n && tg_mean_ms > 0)
         json_object_set_new(json_object_get(root, "roofline"), "paired",
@@ -297,8 +300,8 @@ static void print_human(const kvlm_model *m, const json_t *d) {
     printf("model        %s\n", str(d, "model"));
     printf("shape        %d layers, %d heads, %d embd, vocab %d, %.1fM params, %s weights\n", c->n_layer, c->n_head,
            c->n_embd, c->vocab_size, num(d, "params", NULL) / 1e6, str(d, "weight_dtype"));
-    printf("engine       %d threads, %s kernels, KV %s\n", (int)num(d, "threads", NULL), str(d, "isa"),
-           str(d, "kv_dtype"));
+    printf("engine       %d threads (%s), %s kernels, KV %s\n", (int)num(d, "threads", NULL),
+           str(d, "threads_reason"), str(d, "isa"), str(d, "kv_dtype"));
     const double repacked = num(d, "repacked_bytes", NULL);
     if (repacked > 0)
         printf("repacked     %.1f MB: Q4_0 matrices packed for decode, beside the file's layout (--no-repack: none)\n",

@@ -178,9 +178,10 @@ static void banner(const cli_session *ss, const chat_template *tpl, const chat_e
     fprintf(stderr, "kvlm chat: model %s (%s, %d layers, context %d tokens), %s\n",
             o->mf.model ? o->mf.model : o->mf.synthetic, c->arch, c->n_layer, c->n_ctx, kvlm_tokenizer_source(ss->tok));
     fprintf(stderr, "kvlm chat: chat template %s\n", tpl->origin);
-    fprintf(stderr, "kvlm chat: KV cache %s, %d tokens per block, reused across turns; %d threads, %s kernels\n",
+    char why[160];
+    fprintf(stderr, "kvlm chat: KV cache %s, %d tokens per block, reused across turns; %d threads (%s), %s kernels\n",
             kvlm_dtype_name(o->mf.kv_dtype), o->mf.block_size, kvlm_engine_threads(ce->e),
-            kvlm_isa_name(kvlm_engine_isa(ce->e)));
+            session_threads_why(&o->mf, why, sizeof why), kvlm_isa_name(kvlm_engine_isa(ce->e)));
 }
 
 /* The conversation loop on the input; returns the exit status. */

@@ -48,7 +48,7 @@ json_t *measure_gen_stats(const cli_session *ss, const model_flags *mf, const ge
 
 typedef struct bench_params {
     int pp, tg, repeats;   /* pp + tg must fit the context window */
-    int threads;           /* 0: all cores */
+    int threads;           /* 0: kvlm_default_threads */
     kvlm_isa isa;
     kvlm_dtype kv_dtype;
     int block_size;        /* KV block size; 0: 16 */

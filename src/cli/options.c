@@ -136,8 +136,9 @@ static const shared_opt shared[] = {
     {CLI_MODEL, "--dtype", "T", "weight dtype of a synthetic model: f32 (default), f16, bf16, q8_0, q4_0", set_dtype},
     {CLI_TOKENIZER, "--tokenizer", "PATH", "tokenizer directory or file (default: the model's directory)",
      set_tokenizer},
-    {CLI_ENGINE, "--threads", "N", "engine threads (default: every core this process may run on, the\n"
-     "fastest measured; the engine runs fewer while other programs keep a core busy)", set_threads},
+    {CLI_ENGINE, "--threads", "N", "engine threads (default: one per physical core this process may run\n"
+     "on, SMT siblings not counted; the engine runs fewer while other programs\n"
+     "keep a core busy)", set_threads},
     {CLI_ENGINE, "--isa", "NAME", "kernels: auto (default: the best this CPU has), scalar, avx2,\n"
      "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
      "Q4_K, Q5_K and Q6_K weights), avx512-bf16 (avx512-vnni with bf16\n"

@@ -118,10 +118,11 @@ static void head_bytes_text(const kvlm_config *c, kvlm_dtype kvt, char *buf, siz
     }
 }
 
-static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_engine *e, kvlm_dtype kvt,
-                        int block_size) {
-    char head[64];
+static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_engine *e, const model_flags *mf) {
+    const kvlm_dtype kvt = mf->kv_dtype;
+    char head[64], why[160];
     head_bytes_text(c, kvt, head, sizeof head);
+    session_threads_why(mf, why, sizeof why);
     fprintf(stderr,
             "\n--- kvlm stats ---\n"
             "prompt tokens        %d\n"
@@ -129,7 +130,7 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             "time to first token  %.2f ms\n"
             "generated tokens     %d\n"
             "time per out token   %.2f ms (%.1f tokens/s, %d decode steps)\n"
-            "threads / kernels    %d / %s\n"
+            "threads / kernels    %d / %s (threads: %s)\n"
             "repacked weights     %zu bytes (Q4_0 packed for decode; --no-repack: 0)\n"
             "KV dtype             %s, %d tokens per block\n"
             "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n"
@@ -140,14 +141,15 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
             st->prompt_tokens, st->prefill_ms, st->prefill_ms_per_token,
             st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
             st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
-            kvlm_isa_name(kvlm_engine_isa(e)), st->repacked, kvlm_dtype_name(kvt), block_size, st->kv.bytes_per_token,
+            kvlm_isa_name(kvlm_engine_isa(e)), why, st->repacked, kvlm_dtype_name(kvt), mf->block_size, st->kv.bytes_per_token,
             c->n_layer, c->n_kv_head, head, st->kv.bytes_live, st->kv_tokens,
             c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
             st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0, st->drafted,
             st->accepted);
 }
 static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
-                       const run_stats *st, const kvlm_config *c) {
+                       const run_stats *st, const kvlm_config *c, const kvlm_engine *e) {
+    char why[160];
     json_t *root = json_object(), *pids = json_array(), *ids = json_array(), *js = json_object();
     for (int i = 0; i < n_prompt; i++) json_array_append_new(pids, json_integer(prompt[i]));
     for (int i = 0; i < g->n_ids; i++) json_array_append_new(ids, json_integer(g->ids[i]));
@@ -162,6 +164,8 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(js, "prefill_ms_per_token", json_real(st->prefill_ms_per_token));
     json_object_set_new(js, "tpot_ms", json_real(st->tpot_ms));
     json_object_set_new(js, "decode_tokens_per_s", json_real(st->decode_tok_s));
+    json_object_set_new(js, "threads", json_integer(kvlm_engine_threads(e)));
+    json_object_set_new(js, "threads_reason", json_string(session_threads_why(&o->mf, why, sizeof why)));
     json_object_set_new(js, "kv_dtype", json_string(kvlm_dtype_name(o->mf.kv_dtype)));
     json_object_set_new(js, "kv_tokens", json_integer(st->kv_tokens));
     json_object_set_new(js, "kv_bytes", json_integer((json_int_t)st->kv.bytes_live));
@@ -271,8 +275,8 @@ int cli_run(int argc, char **argv) {
     st.decode_tok_s = g.decode_s > 0 ? decoded / g.decode_s : 0;
     st.kv = g.kv;
     st.kv_tokens = (int)g.kv.tokens;
-    if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c);
-    else if (o.stats) print_stats(&st, c, e, o.mf.kv_dtype, o.mf.block_size);
+    if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c, e);
+    else if (o.stats) print_stats(&st, c, e, &o.mf);
     rc = 0;
 out:
     gen_result_free(&g);

@@ -11,6 +11,12 @@ kvlm_engine_options session_engine_options(const model_flags *f) {
     return (kvlm_engine_options){.threads = f->threads, .isa = f->isa};
 }
 
+const char *session_threads_why(const model_flags *f, char *buf, size_t n) {
+    if (f->threads) snprintf(buf, n, "--threads");
+    else kvlm_default_threads(buf, n);
+    return buf;
+}
+
 kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f) {
     kvlm_error err;
     kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);

@@ -35,6 +35,10 @@ int session_open(cli_session *s, const model_flags *f, int need);
 void session_close(cli_session *s);
 /* Engine options from the flags. */
 kvlm_engine_options session_engine_options(const model_flags *f);
+/* Why the engine runs the threads it does, for the set-up lines: "--threads"
+ * when the flag was given, else kvlm_default_threads' reason ("2 physical
+ * cores available to this process; no SMT siblings"). Returns buf. */
+const char *session_threads_why(const model_flags *f, char *buf, size_t n);
 
 /* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
  * set), and repacks its weights for the kernels of f->isa unless

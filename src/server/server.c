@@ -192,7 +192,9 @@ void srv_describe(const srv *s, FILE *f) {
     else if (s->cfg.speculation.mode == KVLM_DRAFT_NGRAM)
         fprintf(f, "kvlm serve: speculative decoding by default: prompt lookup of up to %d-grams, %d tokens per "
                 "step\n", s->cfg.speculation.ngram, s->cfg.speculation.k);
-    fprintf(f, "kvlm serve: %d engine threads, %s kernels\n", kvlm_engine_threads(s->e),
+    char why[160] = "--threads";
+    if (!s->cfg.engine.threads) kvlm_default_threads(why, sizeof why);
+    fprintf(f, "kvlm serve: %d engine threads (%s), %s kernels\n", kvlm_engine_threads(s->e), why,
             kvlm_isa_name(kvlm_engine_isa(s->e)));
     if (kvlm_model_repacked_bytes(s->m))
         fprintf(f, "kvlm serve: Q4_0 weights repacked for decode: %.1f MB beside the file's layout (--no-repack: "
