@@ -193,13 +193,14 @@ static void test_reply_matches_run(void **state) {
     snprintf(want, sizeof want, "generated tokens     %d (", r1.n_ids);
     pc_expect(&p, want);
     pc_expect(&p, "time to first token");
-    /* the KV holds every token but the last drawn: kvlm run's figures */
-    snprintf(want, sizeof want, "KV conversation      %d tokens x 1024 bytes (f32) = %d bytes\n", (int)r1.kv_tokens,
-             (int)r1.kv_tokens * 1024);
+    /* the KV holds every token but the last drawn: kvlm run's figures, in
+     * the default f16 cache (2 x 8 layers x 2 KV heads x 8 dims x 2 B) */
+    snprintf(want, sizeof want, "KV conversation      %d tokens x 512 bytes (f16) = %d bytes\n", (int)r1.kv_tokens,
+             (int)r1.kv_tokens * 512);
     pc_expect(&p, want);
     assert_int_equal(r1.kv_tokens, r1.n_prompt + r1.n_ids - 1);
     snprintf(want, sizeof want, "KV blocks            %d of 4 tokens = %d bytes reserved", (int)(r1.kv_tokens + 3) / 4,
-             (int)(r1.kv_tokens + 3) / 4 * 4 * 1024);
+             (int)(r1.kv_tokens + 3) / 4 * 4 * 512);
     pc_expect(&p, want);
     pc_expect(&p, PROMPT);
 

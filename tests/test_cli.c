@@ -97,7 +97,8 @@ static void test_repack_same_tokens(void **state) {
     for (int i = 0; i < 3; i++) json_decref(r[i]);
 }
 
-/* Greedy ids and logprobs; the same with the cache off. */
+/* Greedy ids and logprobs; the same with the cache off; the default KV
+ * cache is f16. */
 static void test_json_and_no_cache(void **state) {
     (void)state;
     json_t *a = run_json("-m " TINY " --ids '" PROMPT8 "' -n 10 --temp 0 --ignore-eos --logprobs 3");
@@ -123,9 +124,10 @@ static void test_json_and_no_cache(void **state) {
                           "kv_bytes_per_token", "kv_k_shape", "kv_bytes_reserved"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         assert_non_null(json_object_get(json_object_get(a, "stats"), keys[k]));
-    /* tiny model: 2 x 2 layers x 4 heads x 16 x 4 B = 1024 B per token, 17 tokens */
-    assert_int_equal(stat_int(a, "kv_bytes_per_token"), 1024);
-    assert_int_equal(stat_int(a, "kv_bytes"), 17 * 1024);
+    /* tiny model: 2 x 2 layers x 4 heads x 16 x 2 B = 512 B per token, 17 tokens */
+    assert_string_equal(json_string_value(json_object_get(json_object_get(a, "stats"), "kv_dtype")), "f16");
+    assert_int_equal(stat_int(a, "kv_bytes_per_token"), 512);
+    assert_int_equal(stat_int(a, "kv_bytes"), 17 * 512);
     json_decref(a);
     json_decref(b);
 }
@@ -169,9 +171,9 @@ static void test_run_llama(void **state) {
         expect_ids(j, "ids", ids, 16);
         assert_string_equal(json_string_value(json_object_get(j, "text")), "\nIUS:\nIUS:\nIUS:\n\nIUS");
         assert_string_equal(json_string_value(json_object_get(j, "finish_reason")), "length");
-        /* 19 tokens hold 2 x 8 layers x 2 KV heads x 8 x 4 B each but the last */
+        /* 19 tokens hold 2 x 8 layers x 2 KV heads x 8 x 2 B (f16, the default) each but the last */
         assert_int_equal(stat_int(j, "kv_tokens"), 18);
-        assert_int_equal(stat_int(j, "kv_bytes"), 18 * 1024);
+        assert_int_equal(stat_int(j, "kv_bytes"), 18 * 512);
         json_decref(j);
     }
 }
@@ -211,8 +213,9 @@ static void test_run_bos_from_files(void **state) {
     free(dir);
 }
 
-/* bench --json carries every section with positive figures, and the
- * paired roofline's figures agree with each other. */
+/* bench --json carries every section with positive figures, the default
+ * KV dtype and thread count, and the paired roofline's figures agree with
+ * each other. */
 static void test_bench_json(void **state) {
     (void)state;
     char *out = NULL;
@@ -238,6 +241,11 @@ static void test_bench_json(void **state) {
     assert_true(buf >= (size_t)16 << 20 && buf % 32768 == 0);
     assert_int_equal(json_integer_value(json_object_get(j, "bandwidth_buffer_mib")), (json_int_t)(buf >> 20));
     assert_int_equal(json_integer_value(json_object_get(j, "params")), 114944);
+    /* the defaults: KV in f16, one thread per physical core, with the reason */
+    char why[160];
+    assert_string_equal(json_string_value(json_object_get(j, "kv_dtype")), "f16");
+    assert_int_equal(json_integer_value(json_object_get(j, "threads")), kvlm_default_threads(why, sizeof why));
+    assert_string_equal(json_string_value(json_object_get(j, "threads_reason")), why);
     /* the paired roofline: 4 reads of the decode bytes after each of the 2 decode repeats, mean against mean */
     const json_t *pr = json_object_get(json_object_get(j, "roofline"), "paired");
     assert_non_null(pr);
@@ -496,25 +504,42 @@ static void test_readme_kv_gguf(void **state) {
     free(out);
 }
 
-/* The quick start's command and the shipped Llama (directory and GGUF),
- * with fewer tokens. */
+/* The quick start's command (KV in f16 by default, the thread count with
+ * its reason; --kv-dtype f32 keeps the f32 figures) and the shipped Llama
+ * (directory and GGUF), with fewer tokens. */
 static void test_readme_run(void **state) {
     (void)state;
-    char *out = expect_exit(0, "run -m " GPT2 " -p \"ROMEO:\" -n 8 --temp 0.8 --top-k 40 --top-p 0.9 "
-                               "--frequency-penalty 0.7 --penalty-window 6 --stats");
-    const char *lines[] = {"ROMEO:", "prompt tokens        3\n", "generated tokens     8\n",
-                           "KV bytes per token   6144 (2 x 6 layers x 4 KV heads x 32 head dim x 4 B)\n",
-                           "KV live              61440 bytes for 10 tokens\n"};
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        if (!strstr(out, lines[i])) fail_msg("run --stats: no '%s' in:\n%s", lines[i], out);
-    free(out);
+    char why[160], threads[256];
+    const int n_threads = kvlm_default_threads(why, sizeof why);
+    snprintf(threads, sizeof threads, "threads / kernels    %d / %s (threads: %s)\n", n_threads,
+             kvlm_isa_name(kvlm_isa_best()), why);
+    const char *dflt[] = {"ROMEO:", "prompt tokens        3\n", "generated tokens     8\n", threads,
+                          "KV dtype             f16, 16 tokens per block\n",
+                          "KV bytes per token   3072 (2 x 6 layers x 4 KV heads x 32 head dim x 2 B)\n",
+                          "KV live              30720 bytes for 10 tokens\n"};
+    const char *f32[] = {"ROMEO:", "prompt tokens        3\n", "generated tokens     8\n",
+                         "threads / kernels    1 / scalar (threads: --threads)\n",
+                         "KV dtype             f32, 16 tokens per block\n",
+                         "KV bytes per token   6144 (2 x 6 layers x 4 KV heads x 32 head dim x 4 B)\n",
+                         "KV live              61440 bytes for 10 tokens\n"};
+    const char *extra[2] = {"", " --kv-dtype f32 --threads 1 --isa scalar"};
+    const char **lines[2] = {dflt, f32};
+    for (int r = 0; r < 2; r++) {
+        char args[512];
+        snprintf(args, sizeof args, "run -m " GPT2 " -p \"ROMEO:\" -n 8 --temp 0.8 --top-k 40 --top-p 0.9 "
+                 "--frequency-penalty 0.7 --penalty-window 6 --stats%s", extra[r]);
+        char *out = expect_exit(0, args);
+        for (size_t i = 0; i < sizeof dflt / sizeof dflt[0]; i++)
+            if (!strstr(out, lines[r][i])) fail_msg("run --stats%s: no '%s' in:\n%s", extra[r], lines[r][i], out);
+        free(out);
+    }
     const char *models[] = {LLAMA, LLAMA_GGUF};
     for (int i = 0; i < 2; i++) {
         char args[512];
         snprintf(args, sizeof args, "-m %s -p \"ROMEO:\" -n 6 --temp 0 --ignore-eos", models[i]);
         json_t *j = run_json(args);
         assert_int_equal(stat_int(j, "prompt_tokens"), 3);
-        assert_int_equal(stat_int(j, "kv_bytes_per_token"), llama_bytes_per_number(4));
+        assert_int_equal(stat_int(j, "kv_bytes_per_token"), llama_bytes_per_number(2));
         assert_int_equal(json_array_size(json_object_get(j, "ids")), 6);
         json_decref(j);
     }

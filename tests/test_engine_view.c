@@ -112,7 +112,8 @@ static void local_open(local_model *lm) {
     assert_non_null(lm->m);
     lm->tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(lm->m), &err);
     assert_non_null(lm->tok);
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 16, .max_seqs = 1};
+    /* the KV dtype server A runs: kvlm serve's default, f16 */
+    kvlm_kv_options ko = {.dtype = KVLM_F16, .block_size = 16, .max_seqs = 1};
     lm->kv = kvlm_kv_create(lm->m, &ko, &err);
     assert_non_null(lm->kv);
     kvlm_engine_options eo = {.threads = 1};

@@ -9,8 +9,8 @@
  *   for 16 greedy decode steps within LOGIT_TOL, greedy ids identical, on
  *   every kernel set with an f32 KV cache;
  * - llama.cpp's llama-perplexity -c 128 on tests/fixtures/shakespeare_val_
- *   slice.txt: `kvlm perplexity --chunks --context 128` (the same protocol)
- *   scores the same chunks, lands within PPL_REF_REL of the reference's
+ *   slice.txt: `kvlm perplexity --chunks --context 128 --kv-dtype f32` (the
+ *   same protocol, the reference's f32 K/V) scores the same chunks, lands within PPL_REF_REL of the reference's
  *   perplexity under that protocol and within PPL_REL of llama.cpp's value.
  *
  * Tolerances: the reference logits are stored to 5 decimals (5e-6); kvlm
@@ -163,7 +163,8 @@ static double json_num(json_t *o, const char *k) {
  * is PPL_REF_REL with f32 activations, PPL_INT8_REL with int8 ones. */
 static void check_perplexity(const char *path, const expected *x, const char *label, kvlm_isa isa, double ref_rel) {
     char *out = NULL;
-    int st = th_run_kvlm(&out, "perplexity -m %s -f " PPL_TEXT " --chunks --context %d --isa %s --json 2>/dev/null",
+    int st = th_run_kvlm(&out, "perplexity -m %s -f " PPL_TEXT " --chunks --context %d --isa %s --kv-dtype f32 "
+                         "--json 2>/dev/null",
                          path, x->ctx, kvlm_isa_name(isa));
     if (st) fail_msg("%s: kvlm perplexity exit %d: %s", label, st, out);
     json_error_t je;

@@ -185,11 +185,13 @@ static void test_report_files(void **state) {
     /* KV: 2 x 2 layers x 4 heads x 16 dims = 256 numbers per token */
     assert_int_equal(json_array_size(get(r, "kv_presets.models")), 6);
     assert_int_equal(json_integer_value(get(r, "kv_model.models.0.bytes_per_token")), 512);
-    assert_int_equal(json_integer_value(get(r, "kv_model_engine.models.0.bytes_per_token")), 1024);
-    assert_int_equal(json_integer_value(get(r, "kv_model_engine.models.0.max_context_bytes")), 32 * 1024);
+    /* the runs' KV cache: f16, the default of every command that loads a model */
+    assert_string_equal(json_string_value(get(r, "kv_model_engine.kv_dtype")), "f16");
+    assert_int_equal(json_integer_value(get(r, "kv_model_engine.models.0.bytes_per_token")), 512);
+    assert_int_equal(json_integer_value(get(r, "kv_model_engine.models.0.max_context_bytes")), 32 * 512);
     expect_in(md, "| **hf\\_f32 (this model)** | 2 | 4 | 16 | 512 B |");
     expect_in(md, "| GPT-2 124M | 12 | 12 | 64 | 36 KiB | 144 MiB | 4.5 GiB | 1024 | 36 MiB |");
-    expect_in(md, "1024 bytes (1 KiB) per token, 32768 bytes (32 KiB)");
+    expect_in(md, "keep K and V in f16: 512 bytes (512 B) per token, 16384 bytes (16 KiB)");
 
     /* timing */
     json_t *b = get(r, "bench");
@@ -313,7 +315,7 @@ static void test_report_reuses_commands(void **state) {
         assert_int_equal(json_integer_value(get(b, "totals.8.tokens")), 4096);
         assert_int_equal(json_integer_value(get(a, "totals.0.bytes")), json_integer_value(get(b, "totals.8.bytes")));
     }
-    json_t *kvm = command_json("kv -m " TINY " --kv-dtype f32 --ctx 32 --json");
+    json_t *kvm = command_json("kv -m " TINY " --kv-dtype f16 --ctx 32 --json");
     assert_int_equal(json_integer_value(get(kvm, "models.0.totals.0.bytes")),
                      json_integer_value(get(r, "kv_model_engine.models.0.totals.0.bytes")));
     json_decref(kvm);

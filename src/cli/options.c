@@ -11,6 +11,7 @@
 
 void model_flags_init(model_flags *f) {
     memset(f, 0, sizeof *f);
+    f->kv_dtype = KVLM_F16;
     f->block_size = 16;
 }
 
@@ -146,8 +147,9 @@ static const shared_opt shared[] = {
     {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: no packed copy of the Q4_0\n"
      "matrices for avx512-vnni / avx512-bf16 decode (which holds about the file's Q4_0 bytes\n"
      "again in memory)", set_no_repack},
-    {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f32 (default), f16 or q8_0 (int8 with an f16 scale\n"
-     "per 32 numbers: 34 bytes per 32, head dim a multiple of 32)", set_kv_dtype},
+    {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f16 (default: half the bytes of f32), f32 or q8_0\n"
+     "(int8 with an f16 scale per 32 numbers: 34 bytes per 32, head dim a\n"
+     "multiple of 32)", set_kv_dtype},
     {CLI_KV, "--block-size", "N", "tokens per KV block (default 16)", set_block_size},
     {CLI_KV_POOL, "--kv-blocks", "N", "KV pool size in blocks (default: see below)", set_kv_blocks},
     {CLI_KV_POOL, "--kv-mib", "X", "KV pool size in MiB, rounded down to whole blocks (instead of --kv-blocks)",

@@ -54,7 +54,7 @@ typedef struct sampling_flags {
     kvlm_logit_bias bias[MAX_BIAS];
 } sampling_flags;
 
-/* Block size 16, f32 KV, everything else unset. */
+/* Block size 16, f16 KV (llama.cpp's and vLLM's default), everything else unset. */
 void model_flags_init(model_flags *f);
 /* Defaults of the CLI: temperature 0.7, top-p 0.9, seed 1 (docs/sampling.md). */
 void sampling_flags_init(sampling_flags *f);
