@@ -116,7 +116,7 @@ static void test_siblings(void **state) {
 
     /* no SMT: every processor is its own sibling */
     for (int i = 0; i < 4; i++) {
-        char s[4];
+        char s[16];
         snprintf(s, sizeof s, "%d", i);
         put(i, "thread_siblings_list", s);
     }
@@ -129,7 +129,7 @@ static void test_core_ids(void **state) {
     clear(8);
     /* two packages of two cores, two threads each: core ids repeat across packages */
     for (int i = 0; i < 8; i++) {
-        char c[8], p[8];
+        char c[16], p[16];
         snprintf(c, sizeof c, "%d", (i / 2) % 2);
         snprintf(p, sizeof p, "%d", i / 4);
         put(i, "core_id", c);
