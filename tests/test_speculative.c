@@ -11,7 +11,8 @@
  * does not support (the recompute policy) is refused by name; with a
  * grammar see test_spec_grammar.c. With a sliding window, a rollback
  * into blocks the window gave back recomputes the context and the output
- * is still the same.
+ * is still the same. A pool of one context's blocks with drafts rolled
+ * back into indexed blocks runs every request to its length.
  */
 #include <jansson.h>
 #include <math.h>
@@ -518,6 +519,57 @@ static void test_refusals(void **state) {
     kvlm_model_free(m);
 }
 
+/* A pool of exactly one context's blocks (kvlm run's): drafts that
+ * complete a block put it in the prefix index, the rollback leaves the
+ * sequence's tail in it, and the next write must copy it. Near the end of
+ * the context that copy plus the drafts' next block is one block more
+ * than the pool has free: the drafts must give way (fewer drafts this
+ * step), not the request. Sampled text at 0.8 rejects most drafts, so
+ * across these seeds the rollback into an indexed block happens (a
+ * copy-on-write with one sequence and no fork) and every request still
+ * runs to its length. */
+static void test_pool_full_rollback(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_load("models/shakespeare-gpt2", &err);
+    assert_non_null(m);
+    const int n_ctx = kvlm_model_config(m)->n_ctx, vocab = kvlm_model_config(m)->vocab_size;
+    kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
+    kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
+    assert_non_null(e);
+    kvlm_kv_stats ks;
+    kvlm_kv_get_stats(kv, &ks);
+    assert_int_equal(ks.blocks_total, (size_t)n_ctx / 16); /* 8 blocks of 16 for 128 positions */
+    const int32_t prompt[] = {33676, 4720, 25}; /* "ROMEO:" */
+    enum { N = 120 };
+    uint64_t cows = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        kvlm_sched *s = kvlm_sched_create(e, kv, vocab, &(kvlm_sched_options){.max_batch_tokens = 3 + N}, &err);
+        assert_non_null(s);
+        kvlm_sampler_options so = kvlm_sampler_options_default();
+        so.temperature = 0.8f;
+        so.seed = seed;
+        out o;
+        memset(&o, 0, sizeof o);
+        kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = N, .sampling = so,
+                                 .on_token = on_token, .on_finish = on_finish, .user = &o,
+                                 .speculation = {KVLM_DRAFT_NGRAM, 4, 2}};
+        assert_true(kvlm_sched_submit(s, &p, &err) >= 0);
+        while (kvlm_sched_has_work(s))
+            if (kvlm_sched_step(s, &err) < 0) fail_msg("step: %s", err.msg);
+        if (o.why != KVLM_FINISH_LENGTH) fail_msg("seed %d ended with %d, not LENGTH", (int)seed, (int)o.why);
+        assert_true(o.drafted > 0);
+        assert_int_equal(kv_check_invariants(kv, &err), 0);
+        kvlm_sched_free(s);
+    }
+    kvlm_kv_get_stats(kv, &ks);
+    cows = ks.cow_copies;
+    assert_true(cows > 0); /* the situation this test is about did arise */
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    kvlm_model_free(m);
+}
+
 /* The command line: flags checked and named, a draft of another
  * vocabulary refused, and kvlm run's text the same with either drafter. */
 static void test_cli(void **state) {
@@ -586,6 +638,7 @@ int main(void) {
         cmocka_unit_test(test_rollback_state),
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_pool_full_rollback),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -463,6 +463,18 @@ static int admit(kvlm_sched *s, sched_choice *c) {
     return 1;
 }
 
+/* A decode planned with drafts goes without them this step (the caller
+ * sets its chunk): the draft model's cache, which computed all but the
+ * last draft, goes back to the tokens it shares with the target. */
+static void shed_drafts(kvlm_sched *s, sched_choice *c) {
+    c->n_draft = 0;
+    if (c->dseq >= 0 && c->dlen > c->n_computed) {
+        kvlm_error derr;
+        if (kvlm_kv_seq_truncate(s->draft_kv, c->dseq, c->n_computed, &derr)) drop_draft(s, c);
+        else c->dlen = c->n_computed;
+    }
+}
+
 /* Decide each running choice's chunk within the token budget, admitting
  * waiting choices with what is left. */
 static int plan(kvlm_sched *s) {
@@ -477,7 +489,8 @@ static int plan(kvlm_sched *s) {
             const int cap = pass == 0 ? budget : budget < pbudget ? budget : pbudget;
             const int want = pass == 0 ? 1 + c->n_draft : left; /* a decode carries its drafts */
             c->chunk = want < cap ? want : cap;
-            if (pass == 0) c->n_draft = c->chunk > 1 ? c->chunk - 1 : 0;
+            if (pass == 0 && c->chunk > 1) c->n_draft = c->chunk - 1;
+            else if (pass == 0 && c->n_draft > 0) shed_drafts(s, c); /* no room for any */
             budget -= c->chunk;
             if (pass == 1) pbudget -= c->chunk;
         }
@@ -499,14 +512,31 @@ static int plan(kvlm_sched *s) {
     return s->o.max_batch_tokens - budget;
 }
 
-/* Preempts the latest admitted choices until the plan's blocks fit. */
+/* Blocks the plan's chunks need beyond what their sequences hold. */
+static size_t plan_blocks(const kvlm_sched *s) {
+    size_t need = 0;
+    for (int i = 0; i < s->n_run; i++)
+        if (s->run[i]->chunk > 0)
+            need += kvlm_kv_blocks_needed(s->kv, s->run[i]->seq, s->run[i]->n_computed + s->run[i]->chunk);
+    return need;
+}
+
+/* Fits the plan's blocks into the pool: drafts go first (a decode keeps
+ * its one token), then the latest admitted choices are preempted. Drafts
+ * can need a block more than the sequence itself: a block the drafts
+ * completed entered the prefix index, the rollback left the sequence's
+ * tail in it, so the next write copies it (one block) while the drafts
+ * may spill into the next (another); with a pool of one context that is
+ * one more than is free near the end of the context. */
 static void fit_blocks(kvlm_sched *s) {
-    for (;;) {
-        size_t need = 0;
+    if (plan_blocks(s) > kvlm_kv_available_blocks(s->kv))
         for (int i = 0; i < s->n_run; i++)
-            if (s->run[i]->chunk > 0)
-                need += kvlm_kv_blocks_needed(s->kv, s->run[i]->seq, s->run[i]->n_computed + s->run[i]->chunk);
-        if (need <= kvlm_kv_available_blocks(s->kv) || s->n_run == 0) return;
+            if (s->run[i]->n_draft > 0) {
+                shed_drafts(s, s->run[i]);
+                s->run[i]->chunk = 1;
+            }
+    for (;;) {
+        if (plan_blocks(s) <= kvlm_kv_available_blocks(s->kv) || s->n_run == 0) return;
         sched_choice *victim = s->run[0];
         for (int i = 1; i < s->n_run; i++)
             if (s->run[i]->admitted > victim->admitted) victim = s->run[i];
