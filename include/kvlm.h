@@ -577,6 +577,12 @@ typedef struct kvlm_speculation {
     kvlm_draft_mode mode;
     int k;              /* tokens drafted per step, 1..16; 0 means 4 */
     int ngram;          /* prompt lookup: longest n-gram matched, 1..8; 0 means 3 */
+    /* 0: the adaptive policy decides per choice, from its own measured
+     * acceptance and the measured cost of verification steps on this
+     * machine and batch, whether drafting pays at each decode step, and
+     * drafts only then (docs/speculative.md). 1: draft at every step (for
+     * measurements). */
+    int fixed;
 } kvlm_speculation;
 
 typedef struct kvlm_request_params {

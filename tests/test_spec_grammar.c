@@ -176,9 +176,9 @@ static void test_greedy_identical(void **state) {
         int model;
         kvlm_speculation sp;
     } cases[] = {
-        {0, {KVLM_DRAFT_NGRAM, 4, 3}},
-        {0, {KVLM_DRAFT_NGRAM, 8, 1}},
-        {1, {KVLM_DRAFT_MODEL, 4, 0}},
+        {0, {KVLM_DRAFT_NGRAM, 4, 3, 1}},
+        {0, {KVLM_DRAFT_NGRAM, 8, 1, 1}},
+        {1, {KVLM_DRAFT_MODEL, 4, 0, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         rig r = rig_open(cases[c].model);
@@ -359,7 +359,7 @@ static void test_sampled_distribution_model(void **state) {
     int32_t prompt[16];
     const int n = encode(&r, "ROMEO:\nI will", prompt, 16);
     rig_close(&r);
-    sampled_fit(1, (kvlm_speculation){KVLM_DRAFT_MODEL, 2, 0}, prompt, n, g, 1.3f, 2000);
+    sampled_fit(1, (kvlm_speculation){KVLM_DRAFT_MODEL, 2, 0, 1}, prompt, n, g, 1.3f, 2000);
     kvlm_grammar_free(g);
 }
 
@@ -381,7 +381,7 @@ static void test_sampled_distribution_ngram(void **state) {
     assert_int_equal(o.n, 12);
     rig_close(&r);
     memcpy(prompt + n, o.ids, 12 * sizeof *prompt);
-    sampled_fit(0, (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 1}, prompt, n + 12, g, 1.0f, 2000);
+    sampled_fit(0, (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 1, 1}, prompt, n + 12, g, 1.0f, 2000);
     kvlm_grammar_free(g);
 }
 

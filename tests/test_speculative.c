@@ -215,10 +215,10 @@ static void test_greedy_identical(void **state) {
         const char *draft;
         kvlm_speculation sp;
     } cases[] = {
-        {NULL, {KVLM_DRAFT_NGRAM, 3, 2}},
-        {NULL, {KVLM_DRAFT_NGRAM, 16, 1}},
-        {DRAFT_F16, {KVLM_DRAFT_MODEL, 4, 0}},
-        {"synthetic", {KVLM_DRAFT_MODEL, 3, 0}},
+        {NULL, {KVLM_DRAFT_NGRAM, 3, 2, 1}},
+        {NULL, {KVLM_DRAFT_NGRAM, 16, 1, 1}},
+        {DRAFT_F16, {KVLM_DRAFT_MODEL, 4, 0, 1}},
+        {"synthetic", {KVLM_DRAFT_MODEL, 3, 0, 1}},
     };
     rig plain = rig_open(NULL, 1);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -360,7 +360,7 @@ static void sampled_fit(const char *draft, kvlm_speculation sp, const int32_t *p
 static void test_sampled_distribution_model(void **state) {
     (void)state;
     const int32_t prompt[] = {100, 3, 99, 150, 7};
-    sampled_fit(DRAFT_F16, (kvlm_speculation){KVLM_DRAFT_MODEL, 4, 0}, prompt, 5, 1.3f);
+    sampled_fit(DRAFT_F16, (kvlm_speculation){KVLM_DRAFT_MODEL, 4, 0, 1}, prompt, 5, 1.3f);
 }
 
 static void test_sampled_distribution_ngram(void **state) {
@@ -375,7 +375,34 @@ static void test_sampled_distribution_ngram(void **state) {
     generate(&r, prompt, 3, 12, so, (kvlm_speculation){0}, &o);
     rig_close(&r);
     memcpy(prompt + 3, o.ids, 12 * sizeof *prompt);
-    sampled_fit(NULL, (kvlm_speculation){KVLM_DRAFT_NGRAM, 4, 1}, prompt, 15, 1.0f);
+    sampled_fit(NULL, (kvlm_speculation){KVLM_DRAFT_NGRAM, 4, 1, 1}, prompt, 15, 1.0f);
+}
+
+/* Prompt lookup's verification draws each token as plain decoding does
+ * and keeps a draft when the draw is the draft: sampled text (temperature,
+ * top-p, a penalty) is token for token plain decoding's for each seed,
+ * with drafts kept and rejected along the way. */
+static void test_sampled_coupled_ngram(void **state) {
+    (void)state;
+    const int32_t prompt[] = {5, 17, 42, 5, 17, 42, 5, 17};
+    kvlm_sampler_options so = kvlm_sampler_options_default();
+    so.temperature = 0.7f;
+    so.top_p = 0.95f;
+    so.repetition_penalty = 1.05f;
+    rig plain = rig_open(NULL, 1), r = rig_open(NULL, 1);
+    int drafted = 0, accepted = 0;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        so.seed = seed;
+        out a, b;
+        generate(&plain, prompt, 8, 20, so, (kvlm_speculation){0}, &a);
+        generate(&r, prompt, 8, 20, so, (kvlm_speculation){KVLM_DRAFT_NGRAM, 4, 2, 1}, &b);
+        assert_memory_equal(a.ids, b.ids, sizeof a.ids);
+        drafted += b.drafted;
+        accepted += b.accepted;
+    }
+    if (!(accepted > 0 && accepted < drafted)) fail_msg("%d drafted, %d kept", drafted, accepted);
+    rig_close(&plain);
+    rig_close(&r);
 }
 
 /* A sliding-window model (window 5, 4-token blocks): the drafts carry the
@@ -400,7 +427,7 @@ static void test_sliding_window(void **state) {
         rig r = {.s = kvlm_sched_create(e, kv, vocab, NULL, &err)};
         kvlm_sampler_options so = kvlm_sampler_options_default();
         so.temperature = 0;
-        generate(&r, prompt, 10, 20, so, (kvlm_speculation){spec ? KVLM_DRAFT_NGRAM : KVLM_DRAFT_NONE, 4, 1},
+        generate(&r, prompt, 10, 20, so, (kvlm_speculation){spec ? KVLM_DRAFT_NGRAM : KVLM_DRAFT_NONE, 4, 1, 1},
                  &res[spec]);
         kvlm_sched_free(r.s);
         kvlm_engine_free(e);
@@ -483,19 +510,19 @@ static void test_refusals(void **state) {
     const int32_t prompt[] = {1, 2, 3};
     kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = 4,
                              .sampling = kvlm_sampler_options_default(),
-                             .speculation = {KVLM_DRAFT_MODEL, 4, 0}};
+                             .speculation = {KVLM_DRAFT_MODEL, 4, 0, 1}};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "no draft model"));
-    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 17, 0};
+    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 17, 0, 1};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "k 17 (1..16)"));
-    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 9};
+    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 9, 1};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "ngram 9 (1..8)"));
-    p.speculation = (kvlm_speculation){(kvlm_draft_mode)7, 2, 2};
+    p.speculation = (kvlm_speculation){(kvlm_draft_mode)7, 2, 2, 1};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "unknown draft mode 7"));
-    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 2};
+    p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 2, 1};
     rig_close(&r);
     /* recompute keeps no cache to verify in */
     kvlm_model *m = kvlm_model_load(TARGET, &err);
@@ -553,7 +580,7 @@ static void test_pool_full_rollback(void **state) {
         memset(&o, 0, sizeof o);
         kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = N, .sampling = so,
                                  .on_token = on_token, .on_finish = on_finish, .user = &o,
-                                 .speculation = {KVLM_DRAFT_NGRAM, 4, 2}};
+                                 .speculation = {KVLM_DRAFT_NGRAM, 4, 2, 1}}; /* fixed: drafts at every step */
         assert_true(kvlm_sched_submit(s, &p, &err) >= 0);
         while (kvlm_sched_has_work(s))
             if (kvlm_sched_step(s, &err) < 0) fail_msg("step: %s", err.msg);
@@ -635,6 +662,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_sampled_distribution_model),
         cmocka_unit_test(test_sampled_distribution_ngram),
+        cmocka_unit_test(test_sampled_coupled_ngram),
         cmocka_unit_test(test_rollback_state),
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_refusals),

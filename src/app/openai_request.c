@@ -626,7 +626,7 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
     rq->speculation = (kvlm_speculation){!strcmp(mode, "ngram")   ? KVLM_DRAFT_NGRAM
                                          : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
                                                                   : KVLM_DRAFT_NONE,
-                                         (int)k, (int)n};
+                                         (int)k, (int)n, 0};
     if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
         return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");

@@ -204,7 +204,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     c->speculation = (kvlm_speculation){o->draft.model   ? KVLM_DRAFT_MODEL
                                         : o->draft.ngram ? KVLM_DRAFT_NGRAM
                                                          : KVLM_DRAFT_NONE,
-                                        o->draft.k ? o->draft.k : 4, o->draft.ngram};
+                                        o->draft.k ? o->draft.k : 4, o->draft.ngram, 0};
     c->kv_blocks = (size_t)o->mf.kv_blocks;
     c->kv_mib = o->mf.kv_mib;
     c->block_size = o->mf.block_size;

@@ -10,8 +10,18 @@
 #include "runtime/sampler.h"
 
 int spec_verify(kvlm_sampler *s, const float *logits, int32_t draft, const float *q, float *p, int32_t *out) {
+    if (!q) {
+        /* A point mass: draw as plain decoding draws (one uniform, the
+         * same code) and keep the draft when the draw is the draft. It is
+         * kept with probability p(d), and a rejection leaves the draw
+         * distributed as p without d, normalised: the residual. So the
+         * tokens are plain decoding's for the same seed, whatever was
+         * drafted. */
+        *out = kvlm_sampler_next(s, logits);
+        return *out == draft;
+    }
     const int greedy = smp_probs(s, logits, p);
-    const double pd = p[draft], qd = q ? q[draft] : 1.0;
+    const double pd = p[draft], qd = q[draft];
     /* qd > 0: draft was drawn from q. No draw when the ratio is 1 or 0, so a
      * greedy target consumes nothing from the generator. */
     const double ratio = qd > 0 ? pd / qd : 0;
@@ -24,10 +34,7 @@ int spec_verify(kvlm_sampler *s, const float *logits, int32_t draft, const float
         for (int i = 0; i < vocab; i++)
             if (p[i] > 0) { *out = i; return 0; }
     }
-    if (q)
-        for (int i = 0; i < vocab; i++) p[i] = p[i] > q[i] ? p[i] - q[i] : 0;
-    else
-        p[draft] = 0;
+    for (int i = 0; i < vocab; i++) p[i] = p[i] > q[i] ? p[i] - q[i] : 0;
     int32_t id = smp_draw(s, p);
     if (id < 0) { /* p - q vanished in rounding (p == q): the target's own draw */
         smp_probs(s, logits, p);

@@ -38,7 +38,12 @@
  * target's sampler s (whose penalty history holds every token before this
  * position). q: the draft's distribution (vocab entries), NULL for a point
  * mass on draft. p: scratch of vocab floats. Returns 1 and *out = draft
- * when it is kept, 0 and *out = the token drawn from the residual. */
+ * when it is kept, 0 and *out = the token drawn from the residual. With a
+ * point mass (prompt lookup) the token is drawn exactly as plain decoding
+ * draws it and the draft is kept when they agree, which is the same rule
+ * (kept with probability p(d), else a draw from p without d) coupled to
+ * plain decoding: the same seed gives the same tokens with or without
+ * drafts. */
 int spec_verify(kvlm_sampler *s, const float *logits, int32_t draft, const float *q, float *p, int32_t *out);
 
 /* Prompt lookup: the tokens that followed the latest earlier occurrence of
