@@ -11,6 +11,7 @@
 
 #include "kvlm.h"
 #include "runtime/constrain.h"
+#include "runtime/spec_policy.h"
 #include "runtime/speculative.h"
 
 enum { CS_FORKWAIT, CS_WAITING, CS_RUNNING, CS_DONE };
@@ -37,6 +38,9 @@ typedef struct sched_choice {
     int dseq, dlen;        /* draft model: its cache sequence (-1: none) and tokens held */
     int drafted, accepted; /* tokens drafted for this choice, and how many were kept */
     int no_spec;           /* drafts no more (a sliding window refused a rollback) */
+    spec_policy pol;       /* the adaptive policy's state (unless speculation.fixed) */
+    int32_t shadow[SPEC_MAX_K]; /* prompt lookup while not drafting: what it would have drafted */
+    int n_shadow, shadow_at; /* how many (0: none pending), and the token index the first predicts */
 } sched_choice;
 
 struct sched_req {

@@ -50,7 +50,12 @@
  * stands after the drafts kept before it; the row after the last kept
  * draft draws), and the cache is truncated back to the tokens kept. So a
  * batch can hold drafted and plain decodes and prefills together, and a
- * grammar holds with speculation as without.
+ * grammar holds with speculation as without. Unless a request asks for
+ * fixed speculation, each choice drafts only when its adaptive policy
+ * (runtime/spec_policy.h) says drafting pays, from the choice's own
+ * observations and the step times measured here (steps of decodes only,
+ * by rows). Drafts never cost a request its place: a plan that does not
+ * fit the pool drops them before preempting anyone.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -62,6 +67,7 @@
 #include "runtime/kvcache.h"
 #include "runtime/sched_choice.h"
 #include "runtime/sched_view.h"
+#include "runtime/spec_policy.h"
 #include "runtime/speculative.h"
 
 struct kvlm_sched {
@@ -87,7 +93,19 @@ struct kvlm_sched {
     kvlm_kv *draft_kv;
     spec_job *jobs;        /* one draft-model job per running choice */
     sched_choice **job_choice;
+    /* the adaptive speculation policy (runtime/spec_policy.h) */
+    spec_policy_params pp;
+    spec_costs costs;      /* engine step times by rows, measured here */
+    double cost[SPEC_MAX_K + 1]; /* scratch: a choice's cost of n drafts */
+    int step_rows, step_draws; /* the last step: its rows, and the items that drew a token */
+    int costs_pinned;      /* sched_pin_costs: the table is given, not measured */
 };
+
+void sched_pin_costs(kvlm_sched *s, const spec_costs *c) {
+    if (c) s->costs = *c;
+    else memset(&s->costs, 0, sizeof s->costs);
+    s->costs_pinned = c != NULL;
+}
 
 kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm_sched_options *opt,
                               kvlm_error *err) {
@@ -101,6 +119,7 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     s->kv = kv;
     s->vocab = vocab;
     s->o = opt ? *opt : (kvlm_sched_options){0};
+    s->pp = spec_policy_defaults();
     if (s->o.max_batch_tokens <= 0) s->o.max_batch_tokens = 256;
     if (s->o.max_waiting <= 0) s->o.max_waiting = 256;
     const int m = kv_max_seqs(kv);
@@ -318,6 +337,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         else {
             memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
             c->n_tokens = p->n_prompt;
+            spec_policy_init(&c->pol, &s->pp, spec.mode == KVLM_DRAFT_NGRAM);
             kvlm_sampler_accept(c->smp, prompt, p->n_prompt);
         }
     }
@@ -463,9 +483,8 @@ static int admit(kvlm_sched *s, sched_choice *c) {
     return 1;
 }
 
-/* A decode planned with drafts goes without them this step (the caller
- * sets its chunk): the draft model's cache, which computed all but the
- * last draft, goes back to the tokens it shares with the target. */
+/* A decode goes without its drafts this step (the caller sets its chunk);
+ * the draft model's cache goes back to the tokens it shares with the target. */
 static void shed_drafts(kvlm_sched *s, sched_choice *c) {
     c->n_draft = 0;
     if (c->dseq >= 0 && c->dlen > c->n_computed) {
@@ -523,11 +542,9 @@ static size_t plan_blocks(const kvlm_sched *s) {
 
 /* Fits the plan's blocks into the pool: drafts go first (a decode keeps
  * its one token), then the latest admitted choices are preempted. Drafts
- * can need a block more than the sequence itself: a block the drafts
- * completed entered the prefix index, the rollback left the sequence's
- * tail in it, so the next write copies it (one block) while the drafts
- * may spill into the next (another); with a pool of one context that is
- * one more than is free near the end of the context. */
+ * can need a block more than their sequence: after a rollback into a block
+ * the drafts completed (so indexed), the next write copies it while the
+ * drafts may spill into the next; a pool of one context lacks that one. */
 static void fit_blocks(kvlm_sched *s) {
     if (plan_blocks(s) > kvlm_kv_available_blocks(s->kv))
         for (int i = 0; i < s->n_run; i++)
@@ -582,11 +599,27 @@ static int next_token(kvlm_sched *s, sched_choice *c, const float *logits) {
     return 1;
 }
 
+/* A prompt-lookup choice's pending shadow draft, once decided, is an
+ * observation for its policy (spec_shadow_kept). */
+static void shadow_resolve(kvlm_sched *s, sched_choice *c, int k) {
+    const int m = spec_shadow_kept(c->tokens, c->n_tokens, c->shadow_at, c->shadow, c->n_shadow);
+    if (m < 0) return;
+    spec_policy_observe(&c->pol, &s->pp, c->n_shadow, m, 0, s->cost, k);
+    c->n_shadow = 0;
+}
+
 /* Drafts for every decoding choice of a speculating request, at most k
  * and no more than max_tokens and the context window can take after the
- * token the step itself will draw. */
+ * token the step itself will draw. Unless fixed, a choice drafts only when
+ * its policy says it pays at the cost its drafts add to this step; a
+ * prompt-lookup choice that does not looks them up anyway, as a shadow.
+ * A step whose plain row count has no recent time carries no adaptive
+ * drafts, so drafts are measured against a current plain step. */
 static void propose(kvlm_sched *s) {
-    int nj = 0;
+    int nj = 0, draws = 0;
+    for (int i = 0; i < s->n_run; i++) draws += s->run[i]->n_tokens - s->run[i]->n_computed == 1;
+    const int refresh = !s->costs_pinned && spec_costs_stale(&s->costs, draws, 64);
+    int rows = draws; /* this step's rows so far: the decodes and the drafts given out */
     for (int i = 0; i < s->n_run; i++) {
         sched_choice *c = s->run[i];
         const kvlm_speculation *sp = &c->req->p.speculation;
@@ -597,17 +630,33 @@ static void propose(kvlm_sched *s) {
         if (k > room) k = room;
         if (k > ctx_room) k = ctx_room;
         if (k <= 0) continue;
+        if (!sp->fixed) {
+            spec_costs_fill(&s->costs, rows, draws, sp->mode == KVLM_DRAFT_MODEL, sp->k, s->cost);
+            if (sp->mode == KVLM_DRAFT_NGRAM) shadow_resolve(s, c, sp->k);
+            if (refresh || !spec_policy_wants(&c->pol, &s->pp, s->cost, sp->k)) {
+                if (sp->mode == KVLM_DRAFT_NGRAM && c->n_shadow == 0) {
+                    c->n_shadow = spec_draft_ngram(c->tokens, c->n_tokens, sp->ngram, k, c->shadow);
+                    c->shadow_at = c->n_tokens;
+                }
+                continue;
+            }
+            c->n_shadow = 0;
+        }
         if (sp->mode == KVLM_DRAFT_NGRAM) {
             c->n_draft = spec_draft_ngram(c->tokens, c->n_tokens, sp->ngram, k, c->draft);
+            rows += c->n_draft;
             continue;
         }
         s->jobs[nj] = (spec_job){.tokens = c->tokens, .n_tokens = c->n_tokens, .dseq = &c->dseq, .dlen = &c->dlen,
                                  .dsmp = c->dsmp, .k = k, .draft = c->draft, .q = c->q};
         s->job_choice[nj++] = c;
+        rows += k;
     }
     if (nj == 0) return;
     kvlm_error err; /* a failed draft step only means fewer drafts */
+    const double t0 = kvlm_now();
     spec_draft_model(s->draft_e, s->draft_kv, s->vocab, s->jobs, nj, &err);
+    if (!s->costs_pinned) spec_costs_record_draft(&s->costs, nj, kvlm_now() - t0);
     for (int i = 0; i < nj; i++) s->job_choice[i]->n_draft = s->jobs[i].n_draft;
 }
 
@@ -624,6 +673,7 @@ static int verify(kvlm_sched *s, sched_choice *c, const float *rows, kvlm_error 
     /* Row j decides the token after j kept drafts: draft j verified, or
      * (after the last draft) a plain draw. The first token not kept from a
      * draft ends the loop. */
+    int m = 0; /* drafts kept */
     for (int j = 0; j <= nd; j++) {
         const float *row = rows + (size_t)j * s->vocab;
         const float *q = j < nd && c->q ? c->q + (size_t)j * s->vocab : NULL;
@@ -634,9 +684,16 @@ static int verify(kvlm_sched *s, sched_choice *c, const float *rows, kvlm_error 
             return 0;
         }
         if (!kept) break;
+        m++;
         c->n_computed++; /* the draft kept is this token, its K/V already written */
     }
     c->n_draft = 0;
+    const kvlm_speculation *sp = &c->req->p.speculation;
+    if (!sp->fixed) {
+        /* the cost of these drafts in this step (whose time is measured) */
+        spec_costs_fill(&s->costs, s->step_rows - nd, s->step_draws, sp->mode == KVLM_DRAFT_MODEL, sp->k, s->cost);
+        spec_policy_observe(&c->pol, &s->pp, nd, m, 1, s->cost, sp->k);
+    }
     kvlm_error terr;
     if (kvlm_kv_seq_truncate(s->kv, c->seq, c->n_computed, &terr)) {
         /* A sliding window gave back blocks the kept tokens' window still
@@ -710,8 +767,21 @@ int kvlm_sched_step(kvlm_sched *s, kvlm_error *err) {
         s->logits = l;
         s->logits_cap = need;
     }
+    /* A step of decodes only (each row a decode or a draft, with logits)
+     * is timed into the cost table, by its rows. */
+    int rows = 0, draws = 0, decode_only = 1;
+    for (int i = 0; i < n; i++) {
+        const int dec = s->items[i].logits_all == 1 || (s->items[i].n_tokens == 1 && s->items[i].logits_all == 0);
+        rows += dec ? s->items[i].n_tokens : 0;
+        draws += s->items[i].logits_all >= 0;
+        decode_only &= dec;
+    }
+    const double t0 = kvlm_now();
     int rc = kvlm_engine_step(s->e, s->items, n, s->logits, err);
     if (rc) return rc;
+    if (decode_only && !s->costs_pinned) spec_costs_record(&s->costs, rows, kvlm_now() - t0);
+    s->step_rows = rows; /* decode and draft rows (a prefill chunk's are not counted) */
+    s->step_draws = draws;
     s->st.steps++;
     const float *row = s->logits;
     for (int i = 0; i < n; i++) {
