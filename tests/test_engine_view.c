@@ -16,6 +16,11 @@
  * the pool's reference counts exactly and its shared prompt blocks as
  * 's'; once the client hangs up the blocks come back. Without the key
  * every /kvlm route answers 401.
+ *
+ * Both run with --no-draft: block tables, reference counts and cached
+ * blocks are counted exactly, and the drafts of kvlm serve's default
+ * speculation would add blocks (a full block the drafts complete enters
+ * the prefix index) wherever the policy decides to draft.
  */
 #include <math.h>
 #include <sys/time.h>
@@ -32,8 +37,8 @@ static server a, b;
 
 static int setup(void **state) {
     (void)state;
-    if (start_server_in_tempdir(&a, "-m " GPT2 " --threads 1 --max-seqs 4 --access-log off")) return -1;
-    return start_server_in_tempdir(&b, "--synthetic gpt2-124m --threads 2 --max-seqs 2 --api-key " KEY
+    if (start_server_in_tempdir(&a, "-m " GPT2 " --no-draft --threads 1 --max-seqs 4 --access-log off")) return -1;
+    return start_server_in_tempdir(&b, "--synthetic gpt2-124m --no-draft --threads 2 --max-seqs 2 --api-key " KEY
                                        " --cors-origin " ORIGIN " --access-log off");
 }
 

@@ -474,6 +474,15 @@ static void test_speculation(void **state) {
     assert_int_equal(rq.speculation.mode, KVLM_DRAFT_NGRAM);
     assert_int_equal(rq.speculation.k, 6);
     assert_int_equal(rq.speculation.ngram, 2);
+    assert_int_equal(rq.speculation.fixed, 0); /* adaptive unless asked */
+    api_request_free(&rq);
+    expect_ok("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"adaptive\":false}}", 0, &plain_tpl, &rq);
+    assert_int_equal(rq.speculation.fixed, 1);
+    assert_int_equal(rq.speculation.k, 4);
+    assert_int_equal(rq.speculation.ngram, 3);
+    api_request_free(&rq);
+    expect_ok("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"adaptive\":true}}", 0, &plain_tpl, &rq);
+    assert_int_equal(rq.speculation.fixed, 0);
     api_request_free(&rq);
     expect_ok("{" MSG ",\"kvlm_speculation\":{\"draft\":\"none\"}}", 1, &plain_tpl, &rq);
     assert_int_equal(rq.speculation_given, 1);
@@ -492,7 +501,10 @@ static void test_speculation(void **state) {
     expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"ngram\":0}}", 0, &plain_tpl, 400,
                 "invalid_value", "kvlm_speculation.ngram", "'kvlm_speculation.ngram' must be an integer from 1 to 8");
     expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"depth\":2}}", 0, &plain_tpl, 400,
-                "unknown_parameter", "kvlm_speculation", "Unrecognized argument 'kvlm_speculation.depth' (draft, k, ngram)");
+                "unknown_parameter", "kvlm_speculation",
+                "Unrecognized argument 'kvlm_speculation.depth' (draft, k, ngram, adaptive)");
+    expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":{\"draft\":\"ngram\",\"adaptive\":1}}", 0, &plain_tpl, 400,
+                "invalid_type", "kvlm_speculation.adaptive", "'kvlm_speculation.adaptive' must be true or false");
     expect_fail("{\"prompt\":\"a\",\"kvlm_speculation\":4}", 0, &plain_tpl, 400, "invalid_type", "kvlm_speculation",
                 "'kvlm_speculation' must be an object");
     /* a grammar and speculation together */

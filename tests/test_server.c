@@ -15,6 +15,10 @@
  * back (checked through /metrics), a full waiting queue answers 429 with
  * Retry-After, and the per-request timeout ends a long request.
  *
+ * Groups 1 and 2 run with --no-draft: they count blocks, cache hits,
+ * steps and queue places exactly, which drafts would change (the default
+ * speculation is tested in test_speculative_server.c).
+ *
  * Group 3 starts the shipped GPT-2 with --threads 1 and 2, twice each, under
  * 8 concurrent requests: every request is answered and the engine runs no
  * more threads than it was given (threads counted in /proc).
@@ -93,7 +97,7 @@ static int tiny_setup(void **state) {
     if (system(cmd)) return -1;
     snprintf(cmd, sizeof cmd, "%s/tiny", tiny.dir);
     write_tokenizer(cmd);
-    snprintf(args, sizeof args, "-m %s/tiny --max-seqs 8 --block-size 4 --max-body 65536 --threads 1", tiny.dir);
+    snprintf(args, sizeof args, "-m %s/tiny --no-draft --max-seqs 8 --block-size 4 --max-body 65536 --threads 1", tiny.dir);
     return start_server(&tiny, args);
 }
 
@@ -497,7 +501,7 @@ static int big_setup(void **state) {
     snprintf(big.dir, sizeof big.dir, "%s", d);
     free(d);
     char opts[200]; /* --timeout 6, longer under a slow (ThreadSanitizer) build */
-    snprintf(opts, sizeof opts, "--synthetic gpt2-124m --max-seqs 1 --max-waiting 1 --timeout %d --threads 2",
+    snprintf(opts, sizeof opts, "--synthetic gpt2-124m --no-draft --max-seqs 1 --max-waiting 1 --timeout %d --threads 2",
              6 * th_time_scale());
     return start_server(&big, opts);
 }

@@ -401,7 +401,7 @@ static void test_cli(void **state) {
     for (int spec = 0; spec < 2; spec++) {
         char *res = NULL;
         assert_int_equal(th_run_kvlm(&res, "run -m " SHAKES " -p ROMEO: --json-schema %s --temp 0 --json%s", path,
-                                     spec ? " --draft-ngram 3" : ""),
+                                     spec ? " --draft-ngram 3 --draft-fixed" : ""),
                          0);
         json_error_t jerr;
         json_t *doc = json_loads(res, 0, &jerr);

@@ -6,14 +6,18 @@
  * kept tokens and /metrics sums them; n > 1 sampled choices all run to
  * max_tokens; a response_format json_schema request with prompt lookup
  * gives the content it gives without speculation, and a grammar request
- * takes the server's default.
+ * takes the server's default. A server without speculation flags drafts
+ * by prompt lookup by default (usage reports drafted tokens on the looping
+ * greedy text, which is that of a request asking for no speculation, and
+ * sampled text is plain decoding's for its seed); one started with
+ * --no-draft drafts nothing.
  */
 #include "server_harness.h"
 
 #define SHAKES "models/shakespeare-gpt2"
 #define DRAFT "models/shakespeare-llama"
 
-static server sv;
+static server sv, dflt, off;
 
 static int setup(void **state) {
     (void)state;
@@ -21,13 +25,18 @@ static int setup(void **state) {
     if (!d) return -1;
     snprintf(sv.dir, sizeof sv.dir, "%s", d);
     free(d);
-    return start_server(&sv, "-m " SHAKES " --draft " DRAFT " --draft-k 3 --max-seqs 4 --threads 1 --access-log off");
+    return start_server(&sv, "-m " SHAKES " --draft " DRAFT " --draft-k 3 --max-seqs 4 --threads 1 --access-log off") ||
+           start_server_in_tempdir(&dflt, "-m " SHAKES " --max-seqs 2 --threads 1 --access-log off") ||
+           start_server_in_tempdir(&off, "-m " SHAKES " --no-draft --max-seqs 2 --threads 1 --access-log off");
 }
 
 static int teardown(void **state) {
     (void)state;
     if (stop_server(&sv)) dirty_exit = 1;
     th_rmtree(sv.dir);
+    if (stop_server(&dflt) || stop_server(&off)) dirty_exit = 1;
+    th_rmtree(dflt.dir);
+    th_rmtree(off.dir);
     return 0;
 }
 
@@ -120,7 +129,7 @@ static void test_schema_ngram(void **state) {
     (void)state;
     json_int_t d0, a0, d1, a1;
     char *plain = schema_content("{\"draft\":\"none\"}", &d0, &a0);
-    char *ngram = schema_content("{\"draft\":\"ngram\",\"ngram\":3}", &d1, &a1);
+    char *ngram = schema_content("{\"draft\":\"ngram\",\"ngram\":3,\"adaptive\":false}", &d1, &a1);
     assert_string_equal(plain, ngram);
     assert_int_equal(d0, 0);
     if (!(d1 > 0 && a1 > 0 && a1 < d1)) fail_msg("%lld drafted, %lld kept", (long long)d1, (long long)a1);
@@ -134,6 +143,47 @@ static void test_schema_ngram(void **state) {
     free(ngram);
 }
 
+/* A completion of "ROMEO:" from server x; its text, and its drafted
+ * tokens (-1: usage has no kvlm_speculation). */
+static char *complete(server *x, const char *extra, json_int_t *drafted) {
+    char body[512];
+    snprintf(body, sizeof body, "{\"prompt\":\"ROMEO:\",\"max_tokens\":60%s}", extra);
+    json_t *j = post(x->port, "/v1/completions", body, 200);
+    char *text = strdup(jstr(j, "choices.0.text"));
+    *drafted = jget(j, "usage.kvlm_speculation") ? jint(j, "usage.kvlm_speculation.drafted_tokens") : -1;
+    assert_int_equal(jint(j, "usage.completion_tokens"), 60);
+    json_decref(j);
+    return text;
+}
+
+/* kvlm serve without flags: prompt lookup by default, adaptive; its text
+ * is plain decoding's (greedy, and sampled for a seed); --no-draft: none. */
+static void test_default_on(void **state) {
+    (void)state;
+    json_int_t d_dflt, d_none, d_off;
+    /* the greedy text loops ("And I'll not, ..."): the first steps' shadow
+     * drafts are kept, so it drafts whatever the step times say later */
+    char *a = complete(&dflt, ",\"temperature\":0", &d_dflt);
+    char *b = complete(&dflt, ",\"temperature\":0,\"kvlm_speculation\":{\"draft\":\"none\"}", &d_none);
+    char *c = complete(&off, ",\"temperature\":0", &d_off);
+    if (!(d_dflt > 0)) fail_msg("the default drafted %lld tokens", (long long)d_dflt);
+    assert_int_equal(d_none, -1);
+    assert_int_equal(d_off, -1);
+    assert_string_equal(a, b);
+    assert_string_equal(a, c);
+    free(a);
+    free(b);
+    free(c);
+    a = complete(&dflt, ",\"temperature\":0.8,\"seed\":11", &d_dflt);
+    c = complete(&off, ",\"temperature\":0.8,\"seed\":11", &d_off);
+    assert_string_equal(a, c);
+    assert_int_equal(d_off, -1);
+    free(a);
+    free(c);
+    assert_float_equal(metric(off.port, "kvlm_speculative_drafted_tokens_total"), 0, 0);
+    assert_true(metric(dflt.port, "kvlm_speculative_drafted_tokens_total") > 0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_speculative_server")) return 1;
@@ -141,6 +191,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_same_text),
         cmocka_unit_test(test_schema_ngram),
         cmocka_unit_test(test_choices_and_grammar),
+        cmocka_unit_test(test_default_on),
     };
     int failed = cmocka_run_group_tests_name("speculative_server", tests, setup, teardown);
     return failed || dirty_exit;

@@ -590,9 +590,9 @@ static int parse_sampling(json_t *root, const api_limits *lim, api_request *rq, 
 }
 
 /* kvlm's "kvlm_speculation": null, or {"draft": "none" | "ngram" | "model",
- * "k": 1..16, "ngram": 1..8} (docs/speculative.md). */
+ * "k": 1..16, "ngram": 1..8, "adaptive": true | false} (docs/speculative.md). */
 static int parse_speculation(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
-    static const char *const keys[] = {"draft", "k", "ngram", NULL};
+    static const char *const keys[] = {"draft", "k", "ngram", "adaptive", NULL};
     static const char *const modes[] = {"none", "ngram", "model", NULL};
     json_t *v = json_object_get(root, "kvlm_speculation");
     if (!v || json_is_null(v)) return 0;
@@ -602,7 +602,7 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
     json_t *x;
     json_object_foreach(v, key, x) if (!in_list(key, keys))
         return api_fail(e, 400, "unknown_parameter", "kvlm_speculation",
-                        "Unrecognized argument 'kvlm_speculation.%.64s' (draft, k, ngram)", key);
+                        "Unrecognized argument 'kvlm_speculation.%.64s' (draft, k, ngram, adaptive)", key);
     json_t *d = json_object_get(v, "draft");
     if (!is_one_of(d, modes))
         return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
@@ -621,12 +621,16 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
                             ints[i].param, ints[i].hi);
         *out = json_integer_value(f);
     }
+    json_t *a = json_object_get(v, "adaptive");
+    if (a && !json_is_null(a) && !json_is_boolean(a))
+        return api_fail(e, 400, "invalid_type", "kvlm_speculation.adaptive",
+                        "'kvlm_speculation.adaptive' must be true or false");
     const char *mode = json_string_value(d);
     rq->speculation_given = 1;
-    rq->speculation = (kvlm_speculation){!strcmp(mode, "ngram")   ? KVLM_DRAFT_NGRAM
-                                         : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
-                                                                  : KVLM_DRAFT_NONE,
-                                         (int)k, (int)n, 0};
+    rq->speculation = (kvlm_speculation){.mode = !strcmp(mode, "ngram")   ? KVLM_DRAFT_NGRAM
+                                                 : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
+                                                                          : KVLM_DRAFT_NONE,
+                                         .k = (int)k, .ngram = (int)n, .fixed = json_is_false(a)};
     if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
         return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");

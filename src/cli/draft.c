@@ -8,27 +8,37 @@
 
 void draft_flags_init(draft_flags *f) { *f = (draft_flags){0}; }
 
-int draft_flags_check(const draft_flags *f, const char *cmd) {
+int draft_flags_check(const draft_flags *f, const char *cmd, int serve_default) {
     if (f->model && f->ngram) {
         fprintf(stderr, "kvlm %s: --draft and --draft-ngram exclude each other\n", cmd);
         return -1;
     }
-    if (f->k && !f->model && !f->ngram) {
-        fprintf(stderr, "kvlm %s: --draft-k needs --draft or --draft-ngram\n", cmd);
+    if (f->off && (f->model || f->ngram || f->k || f->fixed)) {
+        fprintf(stderr, "kvlm %s: --no-draft excludes --draft, --draft-ngram, --draft-k and --draft-fixed\n", cmd);
+        return -1;
+    }
+    if ((f->k || f->fixed) && !f->model && !f->ngram && !serve_default) {
+        fprintf(stderr, "kvlm %s: %s needs --draft or --draft-ngram\n", cmd, f->k ? "--draft-k" : "--draft-fixed");
         return -1;
     }
     return 0;
 }
 
+kvlm_speculation draft_speculation(const draft_flags *f, int serve_default) {
+    kvlm_speculation sp = {.k = f->k ? f->k : DRAFT_DEFAULT_K, .ngram = f->ngram, .fixed = f->fixed};
+    if (f->model) sp.mode = KVLM_DRAFT_MODEL;
+    else if (f->ngram) sp.mode = KVLM_DRAFT_NGRAM;
+    else if (serve_default && !f->off) {
+        sp.mode = KVLM_DRAFT_NGRAM;
+        sp.ngram = DRAFT_DEFAULT_NGRAM;
+    }
+    return sp;
+}
+
 int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int max_seqs, const model_flags *mf) {
     memset(d, 0, sizeof *d);
-    d->spec.k = f->k ? f->k : 4;
-    if (f->ngram) {
-        d->spec.mode = KVLM_DRAFT_NGRAM;
-        d->spec.ngram = f->ngram;
-    }
+    d->spec = draft_speculation(f, 0);
     if (!f->model) return 0;
-    d->spec.mode = KVLM_DRAFT_MODEL;
     if (!(d->m = cli_load_model(f->model, NULL, KVLM_F32, mf))) return 1;
     const kvlm_config *dc = kvlm_model_config(d->m), *tc = kvlm_model_config(target);
     if (dc->vocab_size != tc->vocab_size) {

@@ -16,7 +16,15 @@ typedef struct draft_flags {
     int k;             /* --draft-k: tokens drafted per step; 0: not given (4) */
     int no_prefix_cache; /* the draft cache without a prefix index (a benchmark repeating
                             one prompt: the draft computes it each time, as the target) */
+    int fixed;         /* --draft-fixed: draft at every step (no adaptive policy) */
+    int off;           /* --no-draft (kvlm serve): no speculation by default */
 } draft_flags;
+
+/* kvlm serve's default speculation without flags: prompt lookup of up to
+ * 3-grams, 4 tokens a step, under the adaptive policy (docs/speculative.md
+ * has the measurements behind the choice). */
+#define DRAFT_DEFAULT_NGRAM 3
+#define DRAFT_DEFAULT_K 4
 
 /* The three rows of a command's cli_opt table. */
 #define DRAFT_OPTS(f)                                                                                              \
@@ -26,11 +34,21 @@ typedef struct draft_flags {
             "latest earlier occurrence of the last N (1..8) tokens", &(f)->ngram, 1, 8),                         \
     CLI_INT("--draft-k", "K", "tokens drafted per step (1..16, default 4)", &(f)->k, 1, 16)
 
+/* run's and serve's: speculation without the adaptive policy. */
+#define DRAFT_FIXED_OPT(f)                                                                                         \
+    CLI_SWITCH("--draft-fixed", "draft at every step (default: only where the measured acceptance and\n"          \
+               "step costs say drafting pays; docs/speculative.md)", &(f)->fixed, 1)
+
 /* Nothing given. */
 void draft_flags_init(draft_flags *f);
 /* 0, or -1 after a usage message when --draft and --draft-ngram are both
- * given, or --draft-k without either. */
-int draft_flags_check(const draft_flags *f, const char *cmd);
+ * given, --draft-k or --draft-fixed without either (unless the command
+ * drafts by default: serve_default), or --no-draft with any of them. */
+int draft_flags_check(const draft_flags *f, const char *cmd, int serve_default);
+/* The speculation requests get from the flags: --draft, --draft-ngram, or
+ * with serve_default and neither (and no --no-draft) prompt lookup with
+ * DRAFT_DEFAULT_NGRAM; mode NONE otherwise. */
+kvlm_speculation draft_speculation(const draft_flags *f, int serve_default);
 
 typedef struct cli_draft {
     kvlm_model *m;     /* with --draft */

@@ -48,6 +48,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         CLI_STR("--grammar", "FILE", "constrain the output to the GBNF grammar in FILE (start rule root)", &o->grammar),
         CLI_STR("--regex", "RE", "constrain the output to match the regular expression RE", &o->regex),
         DRAFT_OPTS(&o->draft),
+        DRAFT_FIXED_OPT(&o->draft),
         CLI_END,
     };
     cli_spec spec = {
@@ -64,7 +65,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (o->logprobs && !o->json) return cli_usage_error(&spec, "--logprobs needs --json");
     if (!!o->json_schema + !!o->grammar + !!o->regex > 1)
         return cli_usage_error(&spec, "--json-schema, --grammar and --regex exclude each other");
-    if (draft_flags_check(&o->draft, "run")) return -1;
+    if (draft_flags_check(&o->draft, "run", 0)) return -1;
     if ((o->draft.model || o->draft.ngram) && o->no_cache)
         return cli_usage_error(&spec, "speculative decoding (--draft, --draft-ngram) needs the KV cache: not with "
                                "--no-cache");

@@ -137,8 +137,11 @@ static int parse(int argc, char **argv, serve_opts *o) {
                 &c->served_name),
         CLI_STR("--chat-template", "NAME|FILE",
                 "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
-        CLI_HEADING("speculative decoding (the default of requests without \"kvlm_speculation\"):"),
+        CLI_HEADING("speculative decoding, the default of requests without \"kvlm_speculation\" (without\n"
+                    "flags: prompt lookup, --draft-ngram 3 --draft-k 4, where it pays; docs/speculative.md):"),
         DRAFT_OPTS(&o->draft),
+        DRAFT_FIXED_OPT(&o->draft),
+        CLI_SWITCH("--no-draft", "no speculation by default", &o->draft.off, 1),
         CLI_HEADING("connections:"),
         CLI_INT("--max-connections", "N",
                 "connections open at once; beyond it new ones are closed at once (default 512,\n"
@@ -200,11 +203,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
                                    c->replica_id);
     }
     if (api_key(o)) return -1;
-    if (draft_flags_check(&o->draft, "serve")) return -1;
-    c->speculation = (kvlm_speculation){o->draft.model   ? KVLM_DRAFT_MODEL
-                                        : o->draft.ngram ? KVLM_DRAFT_NGRAM
-                                                         : KVLM_DRAFT_NONE,
-                                        o->draft.k ? o->draft.k : 4, o->draft.ngram, 0};
+    if (draft_flags_check(&o->draft, "serve", 1)) return -1;
+    c->speculation = draft_speculation(&o->draft, 1);
     c->kv_blocks = (size_t)o->mf.kv_blocks;
     c->kv_mib = o->mf.kv_mib;
     c->block_size = o->mf.block_size;

@@ -186,12 +186,15 @@ void srv_describe(const srv *s, FILE *f) {
     if (chat_renders_tools(&s->tpl))
         fprintf(f, "kvlm serve: tool calls read in the %s syntax (docs/tools.md)\n",
                 tc_family_name((tc_family)s->tpl.tool_family));
+    const char *when = s->cfg.speculation.fixed ? "at every step" : "where it pays (adaptive)";
     if (s->cfg.speculation.mode == KVLM_DRAFT_MODEL)
-        fprintf(f, "kvlm serve: speculative decoding by default: draft model %s, %d tokens per step\n",
-                kvlm_model_source(s->cfg.draft), s->cfg.speculation.k);
+        fprintf(f, "kvlm serve: speculative decoding by default: draft model %s, %d tokens per step, %s\n",
+                kvlm_model_source(s->cfg.draft), s->cfg.speculation.k, when);
     else if (s->cfg.speculation.mode == KVLM_DRAFT_NGRAM)
         fprintf(f, "kvlm serve: speculative decoding by default: prompt lookup of up to %d-grams, %d tokens per "
-                "step\n", s->cfg.speculation.ngram, s->cfg.speculation.k);
+                "step, %s (--no-draft: none)\n", s->cfg.speculation.ngram, s->cfg.speculation.k, when);
+    else
+        fprintf(f, "kvlm serve: no speculative decoding by default\n");
     char why[160] = "--threads";
     if (!s->cfg.engine.threads) kvlm_default_threads(why, sizeof why);
     fprintf(f, "kvlm serve: %d engine threads (%s), %s kernels\n", kvlm_engine_threads(s->e), why,

@@ -51,7 +51,7 @@ typedef struct srv_config {
     int agent_port;            /* HAProxy agent check (agent_check.h); -1: none, 0: any free port */
     /* speculative decoding (docs/speculative.md) */
     kvlm_model *draft;         /* draft model (the caller's, same vocabulary; srv_set_draft); NULL: none */
-    kvlm_speculation speculation; /* for requests without "kvlm_speculation" (and no grammar) */
+    kvlm_speculation speculation; /* for requests without "kvlm_speculation" (mode NONE: none) */
 } srv_config;
 
 typedef struct srv srv;
