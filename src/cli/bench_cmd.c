@@ -80,7 +80,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 &o->p.bw_mib, 16, 1 << 16),
         CLI_SWITCH("--cache-test", "also time generation with the KV cache off (the default)", &o->p.skip_cache, 0),
         CLI_SWITCH("--no-cache-test, --skip-cache-test", "skip the cache on vs off comparison", &o->p.skip_cache, 1),
-        CLI_HEADING("speculative decoding vs plain decoding at temperature 0 and 0.8 (-p/-f: its prompt):"),
+        CLI_HEADING("speculative decoding, fixed and adaptive, vs plain at temperature 0 and 0.8 (-p/-f: its prompt):"),
         DRAFT_OPTS(&o->draft),
         CLI_END,
     };
@@ -97,7 +97,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         .json = &o->json,
     };
     if (cli_parse(&spec, argc, argv)) return -1;
-    if (draft_flags_check(&o->draft, "bench")) return -1;
+    if (draft_flags_check(&o->draft, "bench", 0)) return -1;
     if ((o->mf.prompt || o->mf.ids || o->mf.file) && !o->draft.model && !o->draft.ngram)
         return cli_usage_error(&spec, "-p, --ids and -f give the speculative test's prompt: they need --draft or "
                                "--draft-ngram");
@@ -342,20 +342,32 @@ static void print_human(const kvlm_model *m, const json_t *d) {
                num(cache, "on_s", NULL), num(cache, "off_s", NULL), num(cache, "speedup", NULL));
 }
 
-/* The speculative comparison's lines of the human report. */
+/* The speculative comparison's lines of the human report: per
+ * temperature, plain decoding, fixed speculation and the adaptive policy. */
 static void print_spec(const json_t *sp) {
     const char *model = str(sp, "draft_model");
-    printf("\nspeculative decoding (%s%s%s, k %d), %d-token prompt, %d new tokens, median of %d:\n",
+    printf("\nspeculative decoding (%s%s%s, k %d), %d-token prompt, %d new tokens, median (min-max) of %d,\n"
+           "rows alternated; speed-up: plain / row, per repeat:\n",
            model ? "draft model " : "prompt lookup", model ? model : "", model ? "" : " n-gram",
            (int)num(sp, "k", NULL), (int)num(sp, "prompt_tokens", NULL), (int)num(sp, "new_tokens", NULL),
            (int)num(sp, "repeats", NULL));
-    printf("%-6s %11s %15s %10s %10s %9s\n", "temp", "acceptance", "tok/target step", "plain s", "spec s", "speed-up");
+    printf("%-5s %-9s %10s %8s %10s %22s %19s\n", "temp", "row", "acceptance", "drafted", "tok/step", "seconds",
+           "speed-up");
     const json_t *runs = json_object_get(sp, "runs");
     for (size_t i = 0; i < json_array_size(runs); i++) {
         const json_t *r = json_array_get(runs, i);
-        printf("%-6.1f %10.1f%% %15.2f %10.3f %10.3f %8.2fx\n", num(r, "temperature", NULL),
-               100 * num(r, "acceptance", NULL), num(r, "tokens_per_target_step", NULL), num(r, "plain_s", NULL),
-               num(r, "speculative_s", NULL), num(r, "speedup", NULL));
+        const double t = num(r, "temperature", NULL);
+        printf("%-5.1f %-9s %10s %8s %10s %8.3f (%.3f-%.3f)\n", t, "plain", "-", "-", "1.00", num(r, "plain_s", NULL),
+               num(r, "plain_min_s", NULL), num(r, "plain_max_s", NULL));
+        static const char *const rows[] = {"fixed", "adaptive"};
+        for (int k = 0; k < 2; k++) {
+            const json_t *x = json_object_get(r, rows[k]);
+            printf("%-5.1f %-9s %9.1f%% %8d %10.2f %8.3f (%.3f-%.3f) %7.2fx (%.2f-%.2f)\n", t, rows[k],
+                   100 * num(x, "acceptance", NULL), (int)num(x, "drafted", NULL),
+                   num(x, "tokens_per_target_step", NULL), num(x, "median_s", NULL), num(x, "min_s", NULL),
+                   num(x, "max_s", NULL), num(x, "speedup", NULL), num(x, "speedup_min", NULL),
+                   num(x, "speedup_max", NULL));
+        }
     }
 }
 
