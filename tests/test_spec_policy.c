@@ -198,7 +198,7 @@ static void test_costs_table(void **state) {
     spec_costs_record(&c, 5, 3e-3);
     assert_false(spec_costs_stale(&c, 1, 64));
     assert_true(fabs(spec_costs_time(&c, 3) - 2e-3) < 1e-12); /* interpolated */
-    assert_true(fabs(spec_costs_time(&c, 9) - 3e-3) < 1e-12);  /* the nearest measured */
+    assert_true(fabs(spec_costs_time(&c, 9) - 6e-3) < 1e-12);  /* 3e-3, a quarter more per row */
     spec_costs_fill(&c, 1, 1, 0, 4, cost);
     assert_true(fabs(cost[4] - 3.0) < 1e-9);
     assert_true(fabs(cost[2] - 2.0) < 1e-9);
@@ -212,16 +212,31 @@ static void test_costs_table(void **state) {
     spec_costs_record_draft(&c, 2, 1e-3);
     spec_costs_fill(&c, 4, 4, 1, 4, cost);
     assert_true(fabs(cost[4] - (1 + 4 * 0.5 + 4 * 0.25)) < 1e-9);
-    /* a step descheduled for 100x its time moves the estimate by at most
-     * 0.25 x 3 of it */
+    /* a step descheduled for 100x its time moves the estimate by a tenth
+     * of the estimate; a faster one half way */
     spec_costs_record(&c, 1, 0.1);
-    assert_true(fabs(spec_costs_time(&c, 1) - 1.75e-3) < 1e-12);
+    assert_true(fabs(spec_costs_time(&c, 1) - 1.1e-3) < 1e-12);
+    spec_costs_record(&c, 1, 0.5e-3);
+    assert_true(fabs(spec_costs_time(&c, 1) - 0.8e-3) < 1e-12);
     /* staleness: 64 samples of other row counts */
     for (int i = 0; i < 64; i++) spec_costs_record(&c, 5, 3e-3);
     assert_false(spec_costs_stale(&c, 1, 64));
     spec_costs_record(&c, 5, 3e-3);
     assert_true(spec_costs_stale(&c, 1, 64));
     assert_false(spec_costs_stale(&c, SPEC_COST_ROWS + 1, 64)); /* not tracked */
+    /* past the horizon a time counts as unmeasured: 2 rows interpolate
+     * between 1 and 4 rows while measured, then follow the prior past 1 row */
+    memset(&c, 0, sizeof c);
+    spec_costs_record(&c, 2, 5e-3); /* a cold first step */
+    spec_costs_record(&c, 1, 1e-3);
+    spec_costs_record(&c, 4, 2e-3);
+    assert_true(fabs(spec_costs_time(&c, 2) - 5e-3) < 1e-12);
+    for (int i = 0; i < SPEC_COST_HORIZON; i++) {
+        spec_costs_record(&c, 1, 1e-3);
+        spec_costs_record(&c, 4, 2e-3);
+    }
+    assert_true(fabs(spec_costs_time(&c, 2) - (1e-3 + 1e-3 / 3)) < 1e-12);
+    assert_true(fabs(spec_costs_time(&c, 6) - 2e-3 * 1.5) < 1e-12);
 }
 
 /* A shadow draft is decided by the first token that differs, or by the

@@ -98,13 +98,20 @@ int spec_shadow_kept(const int32_t *tokens, int n_tokens, int at, const int32_t 
 void spec_costs_record(spec_costs *c, int rows, double seconds) {
     if (rows < 1 || rows > SPEC_COST_ROWS || !(seconds > 0)) return;
     double *t = &c->t[rows];
-    if (*t > 0) {
-        const double x = seconds > 4 * *t ? 4 * *t : seconds < *t / 4 ? *t / 4 : seconds;
-        *t += 0.25 * (x - *t);
-    } else {
+    /* Interference on a shared machine only ever slows a step: a faster
+     * sample moves the estimate half way, a slower one a tenth of the way
+     * and by at most its own size, so a cold first step or a descheduled
+     * one fades in a few samples. */
+    if (*t > 0 && c->samples - c->when[rows] <= SPEC_COST_HORIZON)
+        *t += seconds < *t ? 0.5 * (seconds - *t) : 0.1 * ((seconds < 2 * *t ? seconds : 2 * *t) - *t);
+    else
         *t = seconds;
-    }
     c->when[rows] = ++c->samples;
+}
+
+/* A row count's time, if it was measured within the horizon. */
+static double fresh(const spec_costs *c, int rows) {
+    return c->t[rows] > 0 && c->samples - c->when[rows] <= SPEC_COST_HORIZON ? c->t[rows] : 0;
 }
 
 void spec_costs_record_draft(spec_costs *c, int jobs, double seconds) {
@@ -116,17 +123,20 @@ void spec_costs_record_draft(spec_costs *c, int jobs, double seconds) {
 double spec_costs_time(const spec_costs *c, int rows) {
     if (rows < 1) rows = 1;
     if (rows > SPEC_COST_ROWS) rows = SPEC_COST_ROWS;
-    if (c->t[rows] > 0) return c->t[rows];
+    if (fresh(c, rows) > 0) return c->t[rows];
     int lo = rows - 1, hi = rows + 1;
-    while (lo >= 1 && !(c->t[lo] > 0)) lo--;
-    while (hi <= SPEC_COST_ROWS && !(c->t[hi] > 0)) hi++;
+    while (lo >= 1 && !(fresh(c, lo) > 0)) lo--;
+    while (hi <= SPEC_COST_ROWS && !(fresh(c, hi) > 0)) hi++;
     if (lo >= 1 && hi <= SPEC_COST_ROWS) return c->t[lo] + (c->t[hi] - c->t[lo]) * (rows - lo) / (double)(hi - lo);
-    return lo >= 1 ? c->t[lo] : hi <= SPEC_COST_ROWS ? c->t[hi] : 0;
+    /* past the largest row count measured: a quarter of that step per row
+     * more, until a step of this many rows measures it */
+    if (lo >= 1) return c->t[lo] * (1 + 0.25 * (rows - lo));
+    return hi <= SPEC_COST_ROWS ? c->t[hi] : 0;
 }
 
 int spec_costs_stale(const spec_costs *c, int rows, long horizon) {
     if (rows < 1 || rows > SPEC_COST_ROWS) return 0;
-    return !(c->t[rows] > 0) || c->samples - c->when[rows] > horizon;
+    return !(fresh(c, rows) > 0) || c->samples - c->when[rows] > horizon;
 }
 
 void spec_costs_fill(const spec_costs *c, int rows, int tokens, int draft_model, int k, double *cost) {

@@ -98,9 +98,13 @@ int spec_shadow_kept(const int32_t *tokens, int n_tokens, int at, const int32_t 
 #define SPEC_COST_ROWS 256
 
 /* Engine step times by rows, for steps whose every row was a decode or a
- * draft (each row with its logits): an exponentially weighted mean per
- * row count, a sample far from it clipped (a descheduled step on a shared
- * machine moves it by a bounded amount). */
+ * draft (each row with its logits): per row count a running estimate that
+ * follows faster samples quickly and slower ones slowly (interference
+ * only slows a step). A row count not sampled among the last
+ * SPEC_COST_HORIZON samples counts as unmeasured: a time measured once
+ * (perhaps a cold or descheduled step) cannot keep a scheduler from
+ * drafting for good; the drafts that follow the prior measure it again. */
+#define SPEC_COST_HORIZON 256
 typedef struct spec_costs {
     double t[SPEC_COST_ROWS + 1]; /* seconds; 0: never measured */
     long when[SPEC_COST_ROWS + 1]; /* the sample count at the last sample of each row count */
@@ -113,9 +117,11 @@ typedef struct spec_costs {
 void spec_costs_record(spec_costs *c, int rows, double seconds);
 /* Records one draft-model call that drafted for `jobs` choices. */
 void spec_costs_record_draft(spec_costs *c, int jobs, double seconds);
-/* The estimated time of a step of `rows` rows: measured, else interpolated
- * between the nearest measured row counts, else the nearest one measured;
- * 0 when nothing is measured. */
+/* The estimated time of a step of `rows` rows: measured (within the
+ * horizon), else interpolated between the nearest measured row counts; past the largest measured, that
+ * one's time and a quarter of it per row more (a prior that only gates
+ * the first drafts: they measure the real time); below the smallest, that
+ * one's; 0 when nothing is measured. */
 double spec_costs_time(const spec_costs *c, int rows);
 /* 1 when a step of `rows` rows has no sample among the last `horizon`
  * (or none at all): the scheduler then plans a step without drafts, so
