@@ -1,6 +1,6 @@
 /*
  * Speculative decoding in kvlm serve, over HTTP: a server started with a
- * draft model gives, at temperature 0, the text it gives without
+ * draft model (fixed drafting) gives, at temperature 0, the text it gives without
  * speculation, whether the draft comes from its default, a request's
  * "kvlm_speculation" model or prompt lookup; usage reports the drafted and
  * kept tokens and /metrics sums them; n > 1 sampled choices all run to
@@ -25,7 +25,9 @@ static int setup(void **state) {
     if (!d) return -1;
     snprintf(sv.dir, sizeof sv.dir, "%s", d);
     free(d);
-    return start_server(&sv, "-m " SHAKES " --draft " DRAFT " --draft-k 3 --max-seqs 4 --threads 1 --access-log off") ||
+    /* fixed drafting: these tests count drafts that must be made */
+    return start_server(&sv, "-m " SHAKES " --draft " DRAFT " --draft-k 3 --draft-fixed --max-seqs 4 --threads 1 "
+                             "--access-log off") ||
            start_server_in_tempdir(&dflt, "-m " SHAKES " --max-seqs 2 --threads 1 --access-log off") ||
            start_server_in_tempdir(&off, "-m " SHAKES " --no-draft --max-seqs 2 --threads 1 --access-log off");
 }
@@ -69,8 +71,8 @@ static void test_same_text(void **state) {
     (void)state;
     char *plain = greedy(",\"kvlm_speculation\":{\"draft\":\"none\"}", 0);
     char *dflt = greedy("", 1);
-    char *model = greedy(",\"kvlm_speculation\":{\"draft\":\"model\",\"k\":2}", 1);
-    char *ngram = greedy(",\"kvlm_speculation\":{\"draft\":\"ngram\",\"ngram\":2}", 1);
+    char *model = greedy(",\"kvlm_speculation\":{\"draft\":\"model\",\"k\":2,\"adaptive\":false}", 1);
+    char *ngram = greedy(",\"kvlm_speculation\":{\"draft\":\"ngram\",\"ngram\":2,\"adaptive\":false}", 1);
     assert_string_equal(plain, dflt);
     assert_string_equal(plain, model);
     assert_string_equal(plain, ngram);
