@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     }
     const int threads = argc > 2 ? atoi(argv[2]) : 0, runs = argc > 3 ? atoi(argv[3]) : 8;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(argv[1], &err);
+    kvlm_model *m = kvlm_model_load(argv[1], NULL, &err);
     if (!m) {
         fprintf(stderr, "verify_step_bench: %s\n", err.msg);
         return 1;

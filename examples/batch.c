@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         goto done;
     }
 
-    if (!(model = kvlm_model_load(path, &err))) goto done;
+    if (!(model = kvlm_model_load(path, NULL, &err))) goto done;
     const kvlm_config *cfg = kvlm_model_config(model);
     if (!(tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(model), &err))) goto done;
 

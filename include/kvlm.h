@@ -118,6 +118,25 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
  * dtype. n values stored as t take ceil(n / *values) blocks. */
 size_t kvlm_dtype_block(kvlm_dtype t, int *values);
 
+/* ------------------------------------------------------------------- ISA */
+
+typedef enum kvlm_isa {
+    KVLM_ISA_AUTO = 0,   /* best the CPU supports (cpuid) */
+    KVLM_ISA_SCALAR,     /* plain C, the reference path */
+    KVLM_ISA_AVX2,
+    KVLM_ISA_AVX512,
+    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX512-VNNI dot products) */
+    KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+                             weights (AVX-VNNI dot products) */
+    KVLM_ISA_AVX512_BF16, /* avx512-vnni, with bf16 activations for bf16 weights
+                             (AVX512-BF16 dot products) */
+} kvlm_isa;
+
+const char *kvlm_isa_name(kvlm_isa isa);
+/* The ISA AUTO resolves to on this CPU. */
+kvlm_isa kvlm_isa_best(void);
+
 /* ----------------------------------------------------------------- model */
 
 typedef struct kvlm_model kvlm_model;
@@ -152,18 +171,54 @@ typedef struct kvlm_config {
                                    (Hugging Face's convention); 0: the whole context */
 } kvlm_config;
 
+/* How a model is loaded (kvlm_model_default_params gives the defaults;
+ * start from it and set the fields to change, so that a field added in a
+ * later release keeps its default in your program). */
+typedef struct kvlm_model_params {
+    /* The engines' ISA the load-time weight copies are made for
+     * (KVLM_ISA_AUTO: the best this CPU has). Engines of another ISA
+     * ignore the copies. */
+    kvlm_isa isa;
+    /* 1 (default): add copies of the weight matrices in the layouts the
+     * kernels of isa read faster, in memory the model owns. Today: with
+     * avx512-vnni and avx512-bf16, every Q4_0 matrix of the layers and the
+     * output head, packed for decode (1-3 rows per matmul): ceil(rows / 4)
+     * * ceil(cols / 128) * 288 bytes each, as many as the file's when rows
+     * is a multiple of 4 and cols of 128. Prefill and every other ISA keep
+     * reading the file's layout, so decode runs faster at the cost of a
+     * second copy (docs/performance.md). Nothing applies to other ISAs and
+     * dtypes, or to an ISA this CPU lacks (0 bytes added). 0: the file's
+     * layout only (kvlm --no-repack). */
+    int repack;
+    /* 1 (default): weight files are memory-mapped and read in place, paged
+     * in on first use. 0: each weight file is read into memory the model
+     * owns at load (no mapping of the file stays; the whole file is read
+     * once, before kvlm_model_load returns). Ignored by
+     * kvlm_model_synthetic. */
+    int use_mmap;
+} kvlm_model_params;
+
+/* isa KVLM_ISA_AUTO, repack 1, use_mmap 1. */
+kvlm_model_params kvlm_model_default_params(void);
+
 /* Loads a model from a directory (Hugging Face layout) or a single file
- * (llm.c checkpoint, or a .safetensors file with config.json beside it).
- * Weights are memory-mapped and used in their stored dtype. */
-kvlm_model *kvlm_model_load(const char *path, kvlm_error *err);
+ * (llm.c checkpoint, GGUF, or a .safetensors file with config.json beside
+ * it), with params (NULL: kvlm_model_default_params()). Weights are used
+ * in their stored dtype. Returns NULL with err set on failure:
+ * KVLM_ERR_IO for a path that cannot be opened or read, KVLM_ERR_FORMAT
+ * for a malformed file, KVLM_ERR_UNSUPPORTED for an architecture kvlm
+ * does not run, KVLM_ERR_ARG for a params field out of range,
+ * KVLM_ERR_NOMEM when memory (the repacked copies included) ran out. */
+kvlm_model *kvlm_model_load(const char *path, const kvlm_model_params *params, kvlm_error *err);
 
 /* Builds a model with random weights and the exact shapes of a known
  * checkpoint ("gpt2-124m", "gpt2-355m", "gpt2-tiny", "llama-1b",
- * "llama-tiny"), for speed and memory figures.
- * dtype: f32, f16, bf16, q8_0 or q4_0 (the types the library can quantise
- * to); any other is KVLM_ERR_UNSUPPORTED. */
-kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype,
-                                 uint64_t seed, kvlm_error *err);
+ * "llama-tiny"), for speed and memory figures. dtype: f32, f16, bf16,
+ * q8_0 or q4_0 (the types the library can quantise to); any other is
+ * KVLM_ERR_UNSUPPORTED. params as for kvlm_model_load (NULL: defaults;
+ * use_mmap does not apply). */
+kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed,
+                                 const kvlm_model_params *params, kvlm_error *err);
 
 void kvlm_model_free(kvlm_model *m);
 const kvlm_config *kvlm_model_config(const kvlm_model *m);
@@ -175,6 +230,9 @@ const char *kvlm_model_tokenizer_path(const kvlm_model *m);
 /* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
 const char *kvlm_model_source(const kvlm_model *m);
 size_t kvlm_model_param_count(const kvlm_model *m);
+/* The bytes of the load-time weight copies (kvlm_model_params.repack; 0
+ * when none were made). */
+size_t kvlm_model_repacked_bytes(const kvlm_model *m);
 
 /* Reads only the configuration of a model, without mapping its weights:
  * path is a model directory, a config.json (any *.json but an index), a
@@ -320,37 +378,6 @@ int kvlm_kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table, kvlm_error
 /* ---------------------------------------------------------------- engine */
 
 typedef struct kvlm_engine kvlm_engine;
-
-typedef enum kvlm_isa {
-    KVLM_ISA_AUTO = 0,   /* best the CPU supports (cpuid) */
-    KVLM_ISA_SCALAR,     /* plain C, the reference path */
-    KVLM_ISA_AVX2,
-    KVLM_ISA_AVX512,
-    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
-                             weights (AVX512-VNNI dot products) */
-    KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
-                             weights (AVX-VNNI dot products) */
-    KVLM_ISA_AVX512_BF16, /* avx512-vnni, with bf16 activations for bf16 weights
-                             (AVX512-BF16 dot products) */
-} kvlm_isa;
-
-const char *kvlm_isa_name(kvlm_isa isa);
-/* The ISA AUTO resolves to on this CPU. */
-kvlm_isa kvlm_isa_best(void);
-
-/* Adds copies of the model's weight matrices in the layouts the kernels of
- * isa (KVLM_ISA_AUTO: the best this CPU has) read faster, in memory the
- * model owns, and returns the bytes added (0: nothing applies). Today:
- * with avx512-vnni and avx512-bf16, every Q4_0 matrix of the layers and
- * the output head, packed for decode (1-3 rows per matmul): ceil(rows / 4)
- * * ceil(cols / 128) * 288 bytes each, as many as the file's when rows is
- * a multiple of 4 and cols of 128. Prefill and every other ISA keep
- * reading the file's layout, so decode runs faster at the cost of a second
- * copy (docs/performance.md). Call once, after loading and before creating
- * engines; engines of other ISAs ignore the copies. */
-size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa);
-/* The bytes kvlm_model_repack has added. */
-size_t kvlm_model_repacked_bytes(const kvlm_model *m);
 
 typedef struct kvlm_engine_options {
     int threads;       /* threads of every parallel region of a step (0:

@@ -70,7 +70,7 @@ static const tcase cases[] = {
 
 static kvlm_model *shaped_model(const tcase *c, int n_ctx) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, &err);
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, NULL, &err);
     if (!m) fail_msg("synthetic: %s", err.msg);
     m->cfg.n_layer = 2;
     m->cfg.n_kv_head = c->n_kv;
@@ -261,7 +261,7 @@ static void toks(int32_t *t, int n, int seed) {
 static void test_batch_of_sequences(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 7, &err);
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 7, NULL, &err);
     if (!m) fail_msg("synthetic: %s", err.msg);
     const int V = kvlm_model_config(m)->vocab_size;
     int32_t a[31], b[45], c[31];

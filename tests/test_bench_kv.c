@@ -163,7 +163,7 @@ static void test_sections(void **state) {
 static void test_measure_attention(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(TINY, &err);
+    kvlm_model *m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(m);
     for (int hot = 0; hot < 2; hot++) {
         kvlm_attn_bench_options o = {.ctx_len = 30, .block_size = 4, .scatter = 1, .rounds = 3, .hot = hot,

@@ -46,7 +46,7 @@ static void test_shipped_models(void **state) {
     const int32_t eos[1] = {50256};
     for (int i = 0; i < 3; i++) {
         kvlm_error err;
-        kvlm_model *m = kvlm_model_load(paths[i], &err);
+        kvlm_model *m = kvlm_model_load(paths[i], NULL, &err);
         if (!m) fail_msg("%s: %s", paths[i], err.msg);
         kvlm_tokenizer *t = kvlm_tokenizer_load(kvlm_model_tokenizer_path(m), &err);
         if (!t) fail_msg("%s: %s", paths[i], err.msg);
@@ -109,7 +109,7 @@ static void test_add_bos_token(void **state) {
      * both end a generation */
     dir = llama_with_config("{\"add_bos_token\": false, \"eos_token\": {\"content\": \"!\", \"special\": true}}");
     t = kvlm_tokenizer_load(dir, &err);
-    kvlm_model *m = kvlm_model_load(dir, &err);
+    kvlm_model *m = kvlm_model_load(dir, NULL, &err);
     assert_non_null(t);
     assert_non_null(m);
     expect_prompt(t, "ROMEO:", 1, romeo, 3);
@@ -147,7 +147,7 @@ static void test_eos_lists(void **state) {
     (void)state;
     kvlm_error err;
     char *dir = tiny_with("{\"bos_token_id\": 199, \"eos_token_id\": [150, 199]}");
-    kvlm_model *m = kvlm_model_load(dir, &err);
+    kvlm_model *m = kvlm_model_load(dir, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     const kvlm_config *c = kvlm_model_config(m);
     assert_int_equal(c->eos_id, 199);
@@ -164,7 +164,7 @@ static void test_eos_lists(void **state) {
     free(dir);
     /* a single id in generation_config.json */
     dir = tiny_with("{\"eos_token_id\": 3}");
-    m = kvlm_model_load(dir, &err);
+    m = kvlm_model_load(dir, NULL, &err);
     assert_non_null(m);
     const int32_t want2[3] = {199, 7, 3};
     expect_eos(m, NULL, want2, 3);
@@ -184,7 +184,7 @@ static void test_eos_lists(void **state) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         dir = tiny_with(bad[i].json);
-        m = kvlm_model_load(dir, &err);
+        m = kvlm_model_load(dir, NULL, &err);
         if (m || err.code != KVLM_ERR_FORMAT || !strstr(err.msg, bad[i].needle))
             fail_msg("%s: loaded %d, error %d '%s' (want '%s')", bad[i].json, m != NULL, err.code, err.msg,
                      bad[i].needle);

@@ -113,7 +113,7 @@ typedef struct local_model {
 
 static void local_open(local_model *lm) {
     kvlm_error err;
-    lm->m = kvlm_model_load(GPT2, &err);
+    lm->m = kvlm_model_load(GPT2, NULL, &err);
     assert_non_null(lm->m);
     lm->tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(lm->m), &err);
     assert_non_null(lm->tok);

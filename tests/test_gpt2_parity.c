@@ -115,7 +115,7 @@ static void test_all_variants_all_isas(void **state) {
     const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         kvlm_error err;
-        kvlm_model *m = kvlm_model_load(variants[v][1], &err);
+        kvlm_model *m = kvlm_model_load(variants[v][1], NULL, &err);
         if (!m) fail_msg("%s: %s", variants[v][1], err.msg);
         expected ex = load_expected(variants[v][0]);
         assert_int_equal(kvlm_model_config(m)->vocab_size, ex.vocab);
@@ -141,7 +141,7 @@ static void test_all_variants_all_isas(void **state) {
 static void test_cache_equals_recompute(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(FIX "hf_f32", &err);
+    kvlm_model *m = kvlm_model_load(FIX "hf_f32", NULL, &err);
     assert_non_null(m);
     expected ex = load_expected("hf_f32");
     const int V = ex.vocab;
@@ -187,7 +187,7 @@ static void test_cache_equals_recompute(void **state) {
 static void test_batch_of_two(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(FIX "llmc_f32.bin", &err);
+    kvlm_model *m = kvlm_model_load(FIX "llmc_f32.bin", NULL, &err);
     assert_non_null(m);
     expected ex = load_expected("llmc_f32");
     const int V = ex.vocab;

@@ -72,7 +72,7 @@ typedef struct fixture {
 static void fixture_open(fixture *f) {
     kvlm_error err;
     memset(f, 0, sizeof *f);
-    f->m = kvlm_model_load(GPT2, &err);
+    f->m = kvlm_model_load(GPT2, NULL, &err);
     if (!f->m) fail_msg("%s", err.msg);
     f->tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(f->m), &err);
     if (!f->tok) fail_msg("%s", err.msg);

@@ -61,7 +61,7 @@ static float frand(float lo, float hi) {
 /* llama-tiny reshaped: 2 layers, n_kv heads of d, GQA group, context n_ctx. */
 static kvlm_model *shaped_model(int d, int n_kv, int group, int n_ctx) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, &err);
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, NULL, &err);
     if (!m) fail_msg("synthetic: %s", err.msg);
     m->cfg.n_layer = 2;
     m->cfg.n_kv_head = n_kv;
@@ -329,7 +329,7 @@ static double maxdiff(const float *a, const float *b, int n) {
 static void test_sharing_and_truncate(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(GPT2, &err);
+    kvlm_model *m = kvlm_model_load(GPT2, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     rig r = rig_open(m, 1);
     /* "I, what is the matter, and his is a great.\n" */
@@ -411,7 +411,7 @@ static void test_sharing_and_truncate(void **state) {
 static void test_greedy_vs_f16(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(GPT2, &err);
+    kvlm_model *m = kvlm_model_load(GPT2, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     const int V = kvlm_model_config(m)->vocab_size;
     kvlm_kv *k16 = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F16}, &err);

@@ -276,7 +276,7 @@ static void test_config_load(void **state) {
     char st[1100];
     snprintf(st, sizeof st, "%s/model.safetensors", dir);
     assert_int_equal(th_write_file(st, "x", 1), 0);
-    assert_null(kvlm_model_load(dir, &err));
+    assert_null(kvlm_model_load(dir, NULL, &err));
     assert_int_equal(err.code, KVLM_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "model.safetensors"));
     /* num_key_value_heads absent: one KV head per query head. */
@@ -363,7 +363,7 @@ static void test_weight_bytes(void **state) {
     (void)state;
     uint64_t b, p;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(TINY, &err);
+    kvlm_model *m = kvlm_model_load(TINY, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     assert_int_equal(kvlm_model_param_count(m), 114944);
     kvlm_model_free(m);

@@ -111,7 +111,7 @@ static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_fi
  * into them and share the rest). */
 static void property_run(int reserve) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, &err); /* n_ctx 32 */
+    kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, NULL, &err); /* n_ctx 32 */
     assert_non_null(m);
     for (uint32_t seed = 1; seed <= 4; seed++) {
         kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8,
@@ -190,7 +190,7 @@ static void test_property_reserved(void **state) {
 static void test_append_abort_restores(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, &err); /* n_ctx 32 */
+    kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, NULL, &err); /* n_ctx 32 */
     assert_non_null(m);
     kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 5, .max_seqs = 3};
     kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
@@ -282,7 +282,7 @@ typedef struct rig {
 static rig rig_open(kv_block_hash_fn hash) {
     kvlm_error err;
     rig r = {0};
-    r.m = kvlm_model_load(TINY, &err);
+    r.m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(r.m);
     r.V = kvlm_model_config(r.m)->vocab_size;
     kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 6};

@@ -30,7 +30,7 @@ static void check_model(const char *path, const char *expected_path, const char 
     th_expected ex;
     if (th_expected_load(expected_path, &ex)) fail_msg("%s: cannot read", expected_path);
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(path, &err);
+    kvlm_model *m = kvlm_model_load(path, NULL, &err);
     if (!m) fail_msg("%s: %s", path, err.msg);
     const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
     for (size_t i = 0; i < 3; i++) {
@@ -93,7 +93,7 @@ static void test_kv_bytes_gqa(void **state) {
         char dir[256];
         snprintf(dir, sizeof dir, FIX "%s", names[i]);
         kvlm_error err;
-        kvlm_model *m = kvlm_model_load(dir, &err);
+        kvlm_model *m = kvlm_model_load(dir, NULL, &err);
         if (!m) fail_msg("%s: %s", dir, err.msg);
         const kvlm_config *c = kvlm_model_config(m);
         kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F16}, &err);

@@ -202,7 +202,7 @@ static void test_llamacpp_files(void **state) {
         expected x;
         load_expected(xpath, &x);
         kvlm_error err;
-        kvlm_model *m = kvlm_model_load(path, &err);
+        kvlm_model *m = kvlm_model_load(path, NULL, &err);
         if (!m) fail_msg("%s: %s", path, err.msg);
         const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
         for (size_t i = 0; i < 3; i++) {

@@ -78,7 +78,7 @@ static void copy_file(const char *src, const char *dst) {
 static void expect_error(const char *path, int code, const char *file, const char *what) {
     kvlm_error err;
     memset(&err, 0x55, sizeof err);
-    kvlm_model *m = kvlm_model_load(path, &err);
+    kvlm_model *m = kvlm_model_load(path, NULL, &err);
     if (m) {
         kvlm_model_free(m);
         fail_msg("%s: loaded, expected status %d mentioning '%s'", path, code, what);
@@ -93,7 +93,7 @@ static void expect_error(const char *path, int code, const char *file, const cha
 /* Loads path and requires success with the tiny GPT-2's shapes. */
 static void expect_load(const char *path, kvlm_dtype dtype) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(path, &err);
+    kvlm_model *m = kvlm_model_load(path, NULL, &err);
     if (!m) fail_msg("%s: %s", path, err.msg);
     const kvlm_config *c = kvlm_model_config(m);
     assert_int_equal(c->n_layer, 2);

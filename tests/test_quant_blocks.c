@@ -374,10 +374,10 @@ static void test_gguf_types_and_errors(void **state) {
 static void test_synthetic_refuses_read_only_types(void **state) {
     (void)state;
     kvlm_error err = {0};
-    assert_null(kvlm_model_synthetic("llama-tiny", KVLM_Q4_K, 1, &err));
+    assert_null(kvlm_model_synthetic("llama-tiny", KVLM_Q4_K, 1, NULL, &err));
     assert_int_equal(err.code, KVLM_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "cannot quantise to q4_k"));
-    assert_null(kvlm_model_synthetic("llama-tiny", (kvlm_dtype)99, 1, &err));
+    assert_null(kvlm_model_synthetic("llama-tiny", (kvlm_dtype)99, 1, NULL, &err));
     assert_int_equal(err.code, KVLM_ERR_UNSUPPORTED);
 }
 

@@ -522,22 +522,37 @@ static void test_q4_0_packed(void **state) {
     check_q4_0_packed(1, 300, 768, &seed);
 }
 
-/* kvlm_model_repack on a synthetic Q4_0 Llama: nothing for other ISAs;
- * with avx512-vnni (and avx512-bf16, which is avx512-vnni for Q4_0)
- * every layer matrix and the head get their packed form
- * (q4_0_pack's bytes), the bytes returned and kept are the sum of
- * q4_0_packed_size over them, kvlm_model_decode_bytes counts the copies'
- * bytes, and a second call adds nothing. */
+/* Load-time repacking (kvlm_model_params) of a synthetic Q4_0 Llama:
+ * nothing with repack 0 or for other ISAs; with avx512-vnni (and
+ * avx512-bf16, which is avx512-vnni for Q4_0) every layer matrix and the
+ * head get their packed form (q4_0_pack's bytes), the bytes kept are the
+ * sum of q4_0_packed_size over them, and kvlm_model_decode_bytes counts
+ * the copies' bytes. */
+static kvlm_model *q4_0_llama(kvlm_isa isa, int repack) {
+    kvlm_error err;
+    kvlm_model_params mp = kvlm_model_default_params();
+    mp.isa = isa;
+    mp.repack = repack;
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q4_0, 3, &mp, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
 static void test_model_repack(void **state) {
     (void)state;
-    kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q4_0, 3, &err);
-    assert_non_null(m);
-    const size_t decode_before = kvlm_model_decode_bytes(m);
-    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX2), 0);
-    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AVX512), 0);
-    const size_t added = kvlm_model_repack(m, KVLM_ISA_AUTO);
-    assert_int_equal(kvlm_model_repacked_bytes(m), added);
+    kvlm_model *plain = q4_0_llama(KVLM_ISA_AUTO, 0);
+    const size_t decode_before = kvlm_model_decode_bytes(plain);
+    assert_int_equal(kvlm_model_repacked_bytes(plain), 0);
+    kvlm_model_free(plain);
+    const kvlm_isa others[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        kvlm_model *o = q4_0_llama(others[i], 1);
+        assert_int_equal(kvlm_model_repacked_bytes(o), 0);
+        assert_null(o->layers[0].wq.packed);
+        kvlm_model_free(o);
+    }
+    kvlm_model *m = q4_0_llama(KVLM_ISA_AUTO, 1); /* the defaults but for the preset */
+    const size_t added = kvlm_model_repacked_bytes(m);
     const int packs = kvlm_isa_best() == KVLM_ISA_AVX512_VNNI || kvlm_isa_best() == KVLM_ISA_AVX512_BF16;
     size_t want = 0, decode_want = decode_before;
     int n = 0;
@@ -569,8 +584,6 @@ static void test_model_repack(void **state) {
     assert_int_equal(added, want);
     assert_int_equal(kvlm_model_decode_bytes(m), decode_want);
     assert_int_equal(n, packs ? 7 * m->cfg.n_layer + 1 : 0);
-    assert_int_equal(kvlm_model_repack(m, KVLM_ISA_AUTO), 0);
-    assert_int_equal(kvlm_model_repacked_bytes(m), added);
     kvlm_model_free(m);
 }
 

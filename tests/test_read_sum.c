@@ -78,7 +78,7 @@ static void test_best_is_widest(void **state) {
 static void test_weight_ranges(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q8_0, 1, &err);
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_Q8_0, 1, NULL, &err);
     assert_non_null(m);
     const kvlm_config *c = kvlm_model_config(m);
     const int n = model_decode_ranges(m, NULL, 0);

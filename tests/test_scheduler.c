@@ -50,7 +50,7 @@ typedef struct rig {
 static rig rig_open_policy(size_t n_blocks, int max_seqs, int budget, int max_waiting, int recompute) {
     kvlm_error err;
     rig r;
-    r.m = kvlm_model_load(TINY, &err);
+    r.m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(r.m);
     kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = n_blocks, .max_seqs = max_seqs};
     r.kv = kvlm_kv_create(r.m, &ko, &err);

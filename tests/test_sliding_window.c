@@ -119,7 +119,7 @@ static void run_window(kvlm_model *m, const th_expected *ex, kvlm_isa isa) {
 static kvlm_model *load_swa(th_expected *ex) {
     if (th_expected_load(FIX "mistral_swa.expected.json", ex)) fail_msg("mistral_swa.expected.json");
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(FIX "mistral_swa", &err);
+    kvlm_model *m = kvlm_model_load(FIX "mistral_swa", NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
 }
@@ -239,7 +239,7 @@ static void test_family_configs(void **state) {
     assert_int_equal(c.qk_norm, 1), assert_int_equal(c.head_dim, 24), assert_int_equal(c.tie_embeddings, 1);
     /* Phi-3's fused matrices are counted once: the same parameters as the
      * split layout would have. */
-    kvlm_model *m = kvlm_model_load(FIX "phi3", &err);
+    kvlm_model *m = kvlm_model_load(FIX "phi3", NULL, &err);
     assert_non_null(m);
     const size_t C = 64, F = 96, qkv = (4 + 2 * 2) * 16, V = 256;
     assert_int_equal(kvlm_model_param_count(m), 2 * V * C + C + 2 * (2 * C + qkv * C + C * 4 * 16 + 3 * F * C));
@@ -270,7 +270,7 @@ static void edited_copy(const char *variant, const char *dir, const char *key, c
 
 static void expect_refused(const char *path, int code, const char *a, const char *b) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(path, &err);
+    kvlm_model *m = kvlm_model_load(path, NULL, &err);
     if (m) fail_msg("%s loaded; expected '%s'", path, a);
     if (err.code != code || !strstr(err.msg, a) || (b && !strstr(err.msg, b)))
         fail_msg("%s: code %d '%s'; expected %d '%s' '%s'", path, err.code, err.msg, code, a, b ? b : "");
@@ -296,7 +296,7 @@ static void test_refusals(void **state) {
     /* Qwen: a window only on layers max_window_layers.. is refused ... */
     edited_copy("qwen3", dir, "use_sliding_window", "true");
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(dir, &err); /* sliding_window null: no window */
+    kvlm_model *m = kvlm_model_load(dir, NULL, &err); /* sliding_window null: no window */
     assert_non_null(m);
     kvlm_model_free(m);
     char cfg[512];
@@ -311,13 +311,13 @@ static void test_refusals(void **state) {
     json_object_set_new(j, "max_window_layers", json_integer(2));
     json_dump_file(j, cfg, 0);
     json_decref(j);
-    m = kvlm_model_load(dir, &err);
+    m = kvlm_model_load(dir, NULL, &err);
     assert_non_null(m);
     assert_int_equal(kvlm_model_config(m)->sliding_window, 0);
     kvlm_model_free(m);
     /* A window at least as long as the context never masks: stored as 0. */
     edited_copy("phi3", dir, "sliding_window", "64");
-    m = kvlm_model_load(dir, &err);
+    m = kvlm_model_load(dir, NULL, &err);
     assert_non_null(m);
     assert_int_equal(kvlm_model_config(m)->sliding_window, 0);
     kvlm_model_free(m);

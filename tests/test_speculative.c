@@ -137,7 +137,7 @@ typedef struct rig {
 static rig rig_open(const char *draft, int max_seqs) {
     kvlm_error err;
     rig r = {0};
-    r.m = kvlm_model_load(TARGET, &err);
+    r.m = kvlm_model_load(TARGET, NULL, &err);
     assert_non_null(r.m);
     kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = max_seqs};
     r.kv = kvlm_kv_create(r.m, &ko, &err);
@@ -146,8 +146,8 @@ static rig rig_open(const char *draft, int max_seqs) {
     r.s = kvlm_sched_create(r.e, r.kv, VOCAB, &(kvlm_sched_options){.max_batch_tokens = 64}, &err);
     assert_non_null(r.s);
     if (draft) {
-        r.dm = strcmp(draft, "synthetic") == 0 ? kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 99, &err)
-                                               : kvlm_model_load(draft, &err);
+        r.dm = strcmp(draft, "synthetic") == 0 ? kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 99, NULL, &err)
+                                               : kvlm_model_load(draft, NULL, &err);
         assert_non_null(r.dm);
         r.dkv = kvlm_kv_create(r.dm, &ko, &err);
         r.de = kvlm_engine_create(r.dm, r.dkv, &(kvlm_engine_options){.threads = 1}, &err);
@@ -412,7 +412,7 @@ static void test_sampled_coupled_ngram(void **state) {
 static void test_sliding_window(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load("tests/fixtures/llama/mistral_swa", &err);
+    kvlm_model *m = kvlm_model_load("tests/fixtures/llama/mistral_swa", NULL, &err);
     assert_non_null(m);
     const int vocab = kvlm_model_config(m)->vocab_size;
     out res[2];
@@ -465,7 +465,7 @@ static void same_state(const kvlm_kv *a, int sa, const kvlm_kv *b, int sb, int e
 static void test_rollback_state(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(TARGET, &err);
+    kvlm_model *m = kvlm_model_load(TARGET, NULL, &err);
     assert_non_null(m);
     kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 2};
     kvlm_kv *ka = kvlm_kv_create(m, &ko, &err), *kb = kvlm_kv_create(m, &ko, &err);
@@ -525,14 +525,14 @@ static void test_refusals(void **state) {
     p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 2, 2, 1};
     rig_close(&r);
     /* recompute keeps no cache to verify in */
-    kvlm_model *m = kvlm_model_load(TARGET, &err);
+    kvlm_model *m = kvlm_model_load(TARGET, NULL, &err);
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
     kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
     kvlm_sched *s = kvlm_sched_create(e, kv, VOCAB, &(kvlm_sched_options){.recompute = 1}, &err);
     assert_int_equal(kvlm_sched_submit(s, &p, &err), KVLM_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "recompute"));
     /* a draft with another vocabulary */
-    kvlm_model *other = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, &err);
+    kvlm_model *other = kvlm_model_synthetic("llama-tiny", KVLM_F32, 1, NULL, &err);
     kvlm_kv *okv = kvlm_kv_create(other, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
     kvlm_engine *oe = kvlm_engine_create(other, okv, &(kvlm_engine_options){.threads = 1}, &err);
     assert_int_equal(kvlm_sched_set_draft(s, oe, okv, kvlm_model_config(other)->vocab_size, &err), KVLM_ERR_ARG);

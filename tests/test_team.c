@@ -435,7 +435,7 @@ static void test_logits_same_at_any_thread_count(void **state) {
     for (int p = 0; p < 2; p++)
         for (int d = 0; d < 2; d++) {
             kvlm_error err;
-            kvlm_model *m = kvlm_model_synthetic(presets[p], dtypes[d], 5, &err);
+            kvlm_model *m = kvlm_model_synthetic(presets[p], dtypes[d], 5, NULL, &err);
             if (!m) fail_msg("%s", err.msg);
             const int n_ctx = kvlm_model_config(m)->n_ctx, n_decode = 6, n_prompt = n_ctx - n_decode;
             const size_t n = (size_t)n_ctx * kvlm_model_config(m)->vocab_size;

@@ -55,7 +55,7 @@ static int setup(void **state) {
     int rc = json_dump_file(cfg, path, 0);
     json_decref(cfg);
     kvlm_error err;
-    if (rc || !(model = kvlm_model_load(model_dir, &err))) return -1;
+    if (rc || !(model = kvlm_model_load(model_dir, NULL, &err))) return -1;
     V = kvlm_model_config(model)->vocab_size;
     return kvlm_model_config(model)->n_ctx == N_CTX ? 0 : -1;
 }

@@ -297,7 +297,7 @@ static void test_add_bos_eos(void **state) {
 static void test_end_ids(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *model = kvlm_model_load(TINY, &err);
+    kvlm_model *model = kvlm_model_load(TINY, NULL, &err);
     if (!model) fail_msg("%s: %s", TINY, err.msg);
     assert_int_equal(kvlm_model_config(model)->vocab_size, 200);
     const int32_t model_eos = kvlm_model_config(model)->eos_id;

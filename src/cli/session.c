@@ -19,9 +19,11 @@ const char *session_threads_why(const model_flags *f, char *buf, size_t n) {
 
 kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f) {
     kvlm_error err;
-    kvlm_model *m = path ? kvlm_model_load(path, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &err);
+    kvlm_model_params mp = kvlm_model_default_params();
+    mp.isa = f->isa;
+    mp.repack = !f->no_repack;
+    kvlm_model *m = path ? kvlm_model_load(path, &mp, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &mp, &err);
     if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
-    else if (!f->no_repack) kvlm_model_repack(m, f->isa);
     return m;
 }
 

@@ -41,8 +41,8 @@ kvlm_engine_options session_engine_options(const model_flags *f);
 const char *session_threads_why(const model_flags *f, char *buf, size_t n);
 
 /* Loads -m PATH, or a synthetic preset when path is NULL (exactly one is
- * set), and repacks its weights for the kernels of f->isa unless
- * --no-repack (kvlm_model_repack); prints errors. */
+ * set), with its weights repacked for the kernels of f->isa unless
+ * --no-repack (kvlm_model_params); prints errors. */
 kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f);
 
 #endif

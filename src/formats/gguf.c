@@ -429,7 +429,7 @@ static int parse_file(cur *c, tensor_set *ts, gguf_meta *m) {
 int gguf_load(tensor_set *ts, gguf_meta *meta, const char *path, kvlm_error *err) {
     memset(meta, 0, sizeof *meta);
     mapped_file f;
-    int rc = mapped_file_open(&f, path, err);
+    int rc = tensor_set_open(ts, &f, path, err);
     if (rc) return rc;
     int fi = tensor_set_add_file(ts, &f);
     if (fi < 0) {

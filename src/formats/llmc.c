@@ -87,7 +87,7 @@ typedef struct llmc_param {
 
 int llmc_load(tensor_set *ts, const char *path, llmc_header *h, kvlm_error *err) {
     mapped_file f;
-    int rc = mapped_file_open(&f, path, err);
+    int rc = tensor_set_open(ts, &f, path, err);
     if (rc) return rc;
     if ((rc = llmc_parse_header(path, f.data, f.size, h, err))) {
         mapped_file_close(&f);

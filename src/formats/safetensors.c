@@ -142,7 +142,7 @@ done:
 
 int safetensors_load(tensor_set *ts, const char *path, kvlm_error *err) {
     mapped_file f;
-    int rc = mapped_file_open(&f, path, err);
+    int rc = tensor_set_open(ts, &f, path, err);
     if (rc) return rc;
     int fi = tensor_set_add_file(ts, &f);
     if (fi < 0) {

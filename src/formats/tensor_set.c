@@ -7,6 +7,10 @@
 
 void tensor_set_init(tensor_set *ts) { memset(ts, 0, sizeof *ts); }
 
+int tensor_set_open(const tensor_set *ts, mapped_file *f, const char *path, kvlm_error *err) {
+    return ts->read_files ? mapped_file_read(f, path, err) : mapped_file_open(f, path, err);
+}
+
 void tensor_set_free(tensor_set *ts) {
     for (int i = 0; i < ts->n_items; i++) free(ts->items[i].name);
     for (int i = 0; i < ts->n_files; i++) mapped_file_close(&ts->files[i]);

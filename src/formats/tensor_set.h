@@ -1,7 +1,8 @@
 /*
- * A set of named tensor views over one or more memory-mapped files: what
- * every format parser produces and what the model binder consumes. The set
- * owns the mappings; the views stay valid until tensor_set_free.
+ * A set of named tensor views over one or more memory-mapped files (or
+ * copies read into memory, with read_files): what every format parser
+ * produces and what the model binder consumes. The set owns the mappings;
+ * the views stay valid until tensor_set_free.
  */
 #ifndef KVLM_TENSOR_SET_H
 #define KVLM_TENSOR_SET_H
@@ -26,10 +27,13 @@ typedef struct tensor_set {
     named_tensor *items;
     int n_items, cap_items;
     tensor_layout layout;
+    int read_files;    /* 1: tensor_set_open reads files into memory instead of mapping them */
 } tensor_set;
 
 void tensor_set_init(tensor_set *ts);
 void tensor_set_free(tensor_set *ts);
+/* Maps path (or reads it, with read_files) into *f; 0 or a kvlm_status. */
+int tensor_set_open(const tensor_set *ts, mapped_file *f, const char *path, kvlm_error *err);
 /* Takes ownership of an open mapping; returns its index or -1 (no memory). */
 int tensor_set_add_file(tensor_set *ts, mapped_file *f);
 /* Adds a view; name is copied. Returns 0 or -1 (no memory). */

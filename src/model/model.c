@@ -113,15 +113,36 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
     return rc;
 }
 
-kvlm_model *kvlm_model_load(const char *path, kvlm_error *err) {
+kvlm_model_params kvlm_model_default_params(void) {
+    return (kvlm_model_params){.isa = KVLM_ISA_AUTO, .repack = 1, .use_mmap = 1};
+}
+
+int model_check_params(const kvlm_model_params *p, kvlm_error *err) {
+    if ((int)p->isa < KVLM_ISA_AUTO || (int)p->isa > KVLM_ISA_AVX512_BF16)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "model params: isa %d is not a kvlm_isa", (int)p->isa);
+    if (p->repack != 0 && p->repack != 1)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "model params: repack %d is neither 0 nor 1", p->repack);
+    if (p->use_mmap != 0 && p->use_mmap != 1)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "model params: use_mmap %d is neither 0 nor 1", p->use_mmap);
+    return KVLM_OK;
+}
+
+int model_finish_load(kvlm_model *m, const kvlm_model_params *params, kvlm_error *err) {
+    return params->repack ? model_repack(m, params->isa, err) : KVLM_OK;
+}
+
+kvlm_model *kvlm_model_load(const char *path, const kvlm_model_params *params, kvlm_error *err) {
     kvlm_error local;
     if (!err) err = &local;
     kvlm_error_clear(err);
+    const kvlm_model_params p = params ? *params : kvlm_model_default_params();
+    if (model_check_params(&p, err)) return NULL;
     kvlm_model *m = calloc(1, sizeof *m);
     if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);
+    m->ts.read_files = !p.use_mmap;
     if (!path || !*path) kvlm_error_set(err, KVLM_ERR_ARG, "model path is empty");
-    else if (load_path(m, path, err) == KVLM_OK) return m;
+    else if (load_path(m, path, err) == KVLM_OK && model_finish_load(m, &p, err) == KVLM_OK) return m;
     kvlm_model_free(m);
     return NULL;
 }

@@ -90,5 +90,14 @@ void *model_own(kvlm_model *m, void *p);
  * model_arena_free unmaps it. */
 void *model_arena(kvlm_model *m, size_t bytes);
 void model_arena_free(kvlm_model *m);
+/* Adds the packed weight copies the kernels of isa read (model/repack.c);
+ * 0, or KVLM_ERR_NOMEM when their memory cannot be had. Once per model,
+ * after binding. */
+int model_repack(kvlm_model *m, kvlm_isa isa, kvlm_error *err);
+/* KVLM_ERR_ARG naming the field when params hold a value out of range. */
+int model_check_params(const kvlm_model_params *params, kvlm_error *err);
+/* Applies what params ask for after binding (the repacked copies); 0 or
+ * a negative status. */
+int model_finish_load(kvlm_model *m, const kvlm_model_params *params, kvlm_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * Load-time copies of weight matrices in the layouts some kernels read
- * faster (kvlm_model_repack). Today one: on the avx512-vnni kernels, every
+ * faster (kvlm_model_params.repack, made by model_repack once the weights
+ * are bound). Today one: on the avx512-vnni kernels, every
  * Q4_0 matrix of the layers and the output head gets a copy in the packed
  * layout of kernels/q4_0_packed.h (kern_matrix .packed), which the Q4_0
  * decode kernel (1-3 rows of x) reads instead of the file's blocks. The
@@ -8,11 +9,13 @@
  * lookup, other ISAs), so the model holds both: the copy of a rows x cols
  * matrix is ceil(rows / 4) * ceil(cols / 128) * 288 bytes, the file's
  * bytes when rows is a multiple of 4 and cols of 128. The copies share one
- * arena of 2 MiB pages (model/arena.c); when it cannot be mapped every
- * matrix keeps the file's layout only.
+ * arena of 2 MiB pages (model/arena.c); when it cannot be mapped the load
+ * fails with KVLM_ERR_NOMEM (the caller asked for the copies; a model
+ * without them would run slower than asked, silently).
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "kernels/q4_0_packed.h"
 #include "model/model.h"
 
@@ -55,14 +58,19 @@ static size_t repack_all(kvlm_model *m, unsigned char *arena) {
     return total + size_or_pack(&m->lm_head, arena, &at);
 }
 
-size_t kvlm_model_repack(kvlm_model *m, kvlm_isa isa) {
+int model_repack(kvlm_model *m, kvlm_isa isa, kvlm_error *err) {
     if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
-    if ((isa != KVLM_ISA_AVX512_VNNI && isa != KVLM_ISA_AVX512_BF16) || !kern_cpu_supports(isa)) return 0;
+    if ((isa != KVLM_ISA_AVX512_VNNI && isa != KVLM_ISA_AVX512_BF16) || !kern_cpu_supports(isa)) return KVLM_OK;
     const size_t need = repack_all(m, NULL);
-    unsigned char *arena = need ? model_arena(m, need) : NULL;
-    const size_t added = arena ? repack_all(m, arena) : 0;
-    m->repacked_bytes += added;
-    return added;
+    if (!need) return KVLM_OK;
+    unsigned char *arena = model_arena(m, need);
+    if (!arena)
+        return kvlm_error_set(err, KVLM_ERR_NOMEM,
+                              "%s: out of memory for the %zu bytes of weights repacked for %s decode "
+                              "(load without repacking: kvlm --no-repack, kvlm_model_params.repack 0)",
+                              m->source, need, kvlm_isa_name(isa));
+    m->repacked_bytes += repack_all(m, arena);
+    return KVLM_OK;
 }
 
 size_t kvlm_model_repacked_bytes(const kvlm_model *m) { return m->repacked_bytes; }

@@ -149,9 +149,12 @@ static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t s
     return rope_init(m, err);
 }
 
-kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, kvlm_error *err) {
+kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, const kvlm_model_params *params,
+                                 kvlm_error *err) {
     kvlm_error local;
     if (!err) err = &local;
+    const kvlm_model_params mp = params ? *params : kvlm_model_default_params();
+    if (model_check_params(&mp, err)) return NULL;
     const synth_preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (preset && !strcmp(presets[i].name, preset)) p = &presets[i];
@@ -171,7 +174,7 @@ kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t 
     tensor_set_init(&m->ts);
     snprintf(m->source, sizeof m->source, "synthetic %s (random %s weights, seed %llu)", p->name,
              kvlm_dtype_name(dtype), (unsigned long long)seed);
-    if (build(m, p, dtype, seed, err) != KVLM_OK) {
+    if (build(m, p, dtype, seed, err) != KVLM_OK || model_finish_load(m, &mp, err) != KVLM_OK) {
         kvlm_model_free(m);
         return NULL;
     }
