@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
         for (int si = 0; si < 2; si++) {
             for (int r = 0; r < nrows; r++) gaussian(rows + (size_t)r * V, V, sds[si], (uint64_t)(r + 1));
             for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-                kvlm_sampler_options o = kvlm_sampler_options_default();
+                kvlm_sampler_options o = kvlm_sampler_default_params();
                 o.temperature = cfg[c].t, o.top_k = cfg[c].k, o.top_p = cfg[c].p, o.min_p = cfg[c].minp, o.seed = 7;
                 kvlm_error err;
                 kvlm_sampler *s = kvlm_sampler_create(&o, V, &err);

@@ -97,17 +97,20 @@ int main(int argc, char **argv) {
         goto done;
     }
 
-    if (!(model = kvlm_model_load(path, NULL, &err))) goto done;
+    if (!(model = kvlm_model_load(path, NULL /* kvlm_model_default_params() */, &err))) goto done;
     const kvlm_config *cfg = kvlm_model_config(model);
     if (!(tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(model), &err))) goto done;
 
-    /* A pool with room for every request at full context (zeroed options
-     * are the defaults: 16-token blocks, all cores, the best kernels). A
+    /* A pool with room for every request at full context (the other
+     * options keep the defaults: 16-token blocks, all cores, the best
+     * kernels). A
      * smaller n_blocks also works: the scheduler then waits, or preempts
      * and later recomputes a sequence, and the outputs stay the same. */
-    kvlm_kv_options kv_opt = {.dtype = KVLM_F32, .max_seqs = n_req};
-    kvlm_engine_options engine_opt = {0};
-    kvlm_sched_options sched_opt = {0};
+    kvlm_kv_options kv_opt = kvlm_kv_default_params();
+    kv_opt.dtype = KVLM_F32;
+    kv_opt.max_seqs = n_req;
+    kvlm_engine_options engine_opt = kvlm_engine_default_params();
+    kvlm_sched_options sched_opt = kvlm_sched_default_params();
     if (!(kv = kvlm_kv_create(model, &kv_opt, &err))) goto done;
     if (!(engine = kvlm_engine_create(model, kv, &engine_opt, &err))) goto done;
     if (!(sched = kvlm_sched_create(engine, kv, cfg->vocab_size, &sched_opt, &err))) goto done;
@@ -120,20 +123,17 @@ int main(int argc, char **argv) {
         if (kvlm_tokenizer_encode_ex(tok, prompts[i], strlen(prompts[i]), KVLM_ENCODE_ADD_SPECIAL, &ids, &n_ids,
                                      &err))
             goto done;
-        kvlm_request_params p = {
-            .prompt = ids, /* copied by kvlm_sched_submit */
-            .n_prompt = (int)n_ids,
-            .max_tokens = max_tokens,
-            .n_choices = 1,
-            .eos_ids = eos,
-            .n_eos = n_eos,
-            .text = 1,
-            .tokenizer = tok,
-            .sampling = kvlm_sampler_options_default(),
-            .on_token = on_token,
-            .on_finish = on_finish,
-            .user = &out[i],
-        };
+        kvlm_request_params p = kvlm_request_default_params();
+        p.prompt = ids; /* copied by kvlm_sched_submit */
+        p.n_prompt = (int)n_ids;
+        p.max_tokens = max_tokens;
+        p.eos_ids = eos;
+        p.n_eos = n_eos;
+        p.text = 1;
+        p.tokenizer = tok;
+        p.on_token = on_token;
+        p.on_finish = on_finish;
+        p.user = &out[i];
         p.sampling.temperature = 0; /* greedy */
         int64_t id = kvlm_sched_submit(sched, &p, &err);
         free(ids);

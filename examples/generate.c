@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     int32_t *ids = NULL;
     int status = 1;
 
-    if (!(model = kvlm_model_load(path, NULL, &err))) goto done;
+    if (!(model = kvlm_model_load(path, NULL /* kvlm_model_default_params() */, &err))) goto done;
     const kvlm_config *cfg = kvlm_model_config(model);
     if (!(tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(model), &err))) goto done;
 
@@ -69,28 +69,30 @@ int main(int argc, char **argv) {
     }
     if (n_new < 1) n_new = 1;
 
-    /* One sequence; zeroed options are the defaults (16-token blocks, all
-     * cores, the best kernels this CPU has). */
-    kvlm_kv_options kv_opt = {.dtype = KVLM_F32, .max_seqs = 1};
-    kvlm_engine_options engine_opt = {0};
-    kvlm_sched_options sched_opt = {0};
+    /* One sequence in an f32 cache; every other option keeps its default
+     * (16-token blocks, all cores, the best kernels this CPU has). Options
+     * start from the *_default_params() functions, so a field a later
+     * release adds keeps its default here. */
+    kvlm_kv_options kv_opt = kvlm_kv_default_params();
+    kv_opt.dtype = KVLM_F32;
+    kv_opt.max_seqs = 1;
+    kvlm_engine_options engine_opt = kvlm_engine_default_params();
+    kvlm_sched_options sched_opt = kvlm_sched_default_params();
     if (!(kv = kvlm_kv_create(model, &kv_opt, &err))) goto done;
     if (!(engine = kvlm_engine_create(model, kv, &engine_opt, &err))) goto done;
     if (!(sched = kvlm_sched_create(engine, kv, cfg->vocab_size, &sched_opt, &err))) goto done;
 
     int32_t eos[KVLM_MAX_EOS];
-    kvlm_request_params p = {
-        .prompt = ids,
-        .n_prompt = (int)n_ids,
-        .max_tokens = n_new, /* the context window also ends it */
-        .eos_ids = eos,
-        .n_eos = kvlm_eos_ids(model, tok, eos, KVLM_MAX_EOS),
-        .sampling = kvlm_sampler_options_default(),
-        .text = 1,
-        .tokenizer = tok,
-        .on_token = on_token,
-        .on_finish = on_finish,
-    };
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = ids;
+    p.n_prompt = (int)n_ids;
+    p.max_tokens = n_new; /* the context window also ends it */
+    p.eos_ids = eos;
+    p.n_eos = kvlm_eos_ids(model, tok, eos, KVLM_MAX_EOS);
+    p.text = 1;
+    p.tokenizer = tok;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
     p.sampling.temperature = temperature;
     p.sampling.seed = seed;
     printf("%s", prompt);

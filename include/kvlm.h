@@ -257,6 +257,9 @@ int kvlm_weight_bytes(const char *path, uint64_t *bytes, uint64_t *params, kvlm_
 
 typedef struct kvlm_kv kvlm_kv;
 
+/* A KV cache's shape. Initialise with kvlm_kv_default_params() and set
+ * the fields to change (a field added later then keeps its default); a
+ * zero-initialised struct still means the same defaults. */
 typedef struct kvlm_kv_options {
     kvlm_dtype dtype;          /* KVLM_F32, KVLM_F16 or KVLM_Q8_0 (head dim a multiple
                                   of 32: per token and head, head_dim / 32 blocks of an
@@ -274,6 +277,10 @@ typedef struct kvlm_kv_options {
     int no_prefix_cache;       /* 1: do not index full blocks for reuse (always off
                                   when reserve_tokens > 0) */
 } kvlm_kv_options;
+
+/* dtype KVLM_F32, block_size 16, n_blocks 0 (max_seqs full contexts),
+ * max_seqs 1, reserve_tokens 0 (paging), the prefix cache on. */
+kvlm_kv_options kvlm_kv_default_params(void);
 
 typedef struct kvlm_kv_stats {
     size_t bytes_per_token;    /* kvlm_kv_bytes_per_token of the model and dtype */
@@ -379,6 +386,8 @@ int kvlm_kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table, kvlm_error
 
 typedef struct kvlm_engine kvlm_engine;
 
+/* Initialise with kvlm_engine_default_params() (zero fields are the
+ * same defaults). */
 typedef struct kvlm_engine_options {
     int threads;       /* threads of every parallel region of a step (0:
                           kvlm_default_threads, one per physical core the
@@ -386,8 +395,11 @@ typedef struct kvlm_engine_options {
                           count: omp_set_num_threads / OMP_NUM_THREADS and other
                           engines do not change it, and it sets nothing
                           process-wide. */
-    kvlm_isa isa;
+    kvlm_isa isa;      /* KVLM_ISA_AUTO: the best this CPU has */
 } kvlm_engine_options;
+
+/* threads 0 (every processor the process may run on), isa KVLM_ISA_AUTO. */
+kvlm_engine_options kvlm_engine_default_params(void);
 
 /* One sequence's share of a step: n_tokens new tokens appended at the end of
  * the sequence (a prefill chunk or one decode token). */
@@ -434,7 +446,7 @@ typedef struct kvlm_logit_bias {
     float bias;        /* added to the logit; -100 or less bans the token */
 } kvlm_logit_bias;
 
-/* Logits processors, applied in `order` (see kvlm_sampler_options_default):
+/* Logits processors, applied in `order` (see kvlm_sampler_options.order):
  *   penalties    repetition (multiplicative: positive logits divided by it,
  *                negative ones multiplied), frequency (logit -= f x count)
  *                and presence (logit -= p if count > 0), over the last
@@ -467,8 +479,11 @@ typedef struct kvlm_sampler_options {
     uint64_t seed;
 } kvlm_sampler_options;
 
-/* Greedy off, temperature 1, every filter and penalty off, default order. */
-kvlm_sampler_options kvlm_sampler_options_default(void);
+/* Temperature 1 (sampling, not greedy), every filter and penalty off
+ * (top_p 1, repetition_penalty 1), no bias, the default order, seed 0.
+ * Initialise with it: a zero-initialised struct is greedy (temperature 0)
+ * with top_p and repetition_penalty 0, which the sampler reads as off. */
+kvlm_sampler_options kvlm_sampler_default_params(void);
 
 kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab,
                                   kvlm_error *err);
@@ -612,6 +627,13 @@ typedef struct kvlm_speculation {
     int fixed;
 } kvlm_speculation;
 
+/* mode KVLM_DRAFT_NONE, k 4, ngram 3 (zero fields mean the same). */
+kvlm_speculation kvlm_speculation_default_params(void);
+
+/* One request. Initialise with kvlm_request_default_params() and set
+ * the prompt, max_tokens and what else differs. A zero-initialised struct
+ * is still accepted as before, but its `sampling` is then greedy (see
+ * kvlm_sampler_default_params). */
 typedef struct kvlm_request_params {
     const int32_t *prompt;  /* copied at submission */
     int n_prompt;
@@ -663,6 +685,14 @@ typedef struct kvlm_request_params {
     kvlm_speculation speculation;
 } kvlm_request_params;
 
+/* No prompt, max_tokens 16, n_choices 1, no eos ids, logprobs 0, no
+ * deadline, sampling kvlm_sampler_default_params(), no text, stops,
+ * callbacks or grammar, entropy 0, speculation
+ * kvlm_speculation_default_params(). */
+kvlm_request_params kvlm_request_default_params(void);
+
+/* Initialise with kvlm_sched_default_params() (zero fields are the same
+ * defaults). */
 typedef struct kvlm_sched_options {
     int max_batch_tokens;   /* tokens per step, prefill chunks included (0: 256) */
     int max_waiting;        /* queue bound; beyond it submit fails with KVLM_ERR_BUSY (0: 256) */
@@ -679,6 +709,9 @@ typedef struct kvlm_sched_options {
      * reach their first token sooner than one large prefill step). */
     int max_prefill_tokens;
 } kvlm_sched_options;
+
+/* max_batch_tokens 256, max_waiting 256, recompute 0, max_prefill_tokens 0. */
+kvlm_sched_options kvlm_sched_default_params(void);
 
 typedef struct kvlm_sched_stats {
     int running, waiting;

@@ -101,7 +101,7 @@ size_t kvlm_read_bandwidth_buffer_bytes(size_t bytes);
  * CPU time (time slices other processes take on a shared machine are not
  * counted). The two outputs are compared (KVLM_ERR_FORMAT if they differ). */
 typedef struct kvlm_attn_bench_options {
-    int ctx_len;           /* tokens attended over, 1..n_ctx */
+    int ctx_len;           /* tokens attended over, 1..n_ctx; 0 means n_ctx */
     int block_size;        /* paged layout; 0 means 16 */
     int scatter;           /* 1: paged blocks scattered in the pool */
     int rounds;            /* timed rounds per layout; 0 means 5 */
@@ -111,6 +111,12 @@ typedef struct kvlm_attn_bench_options {
     kvlm_dtype kv_dtype;   /* KVLM_F32, KVLM_F16 or KVLM_Q8_0 */
     uint64_t seed;         /* K, V, queries and the scatter */
 } kvlm_attn_bench_options;
+
+/* Initialise with it: ctx_len 0 (the model's context window), block_size
+ * 16, scatter 1, rounds 5, hot 0, isa KVLM_ISA_AUTO, kv_dtype KVLM_F32,
+ * seed 1. (A zero-initialised struct keeps working; it differs in scatter
+ * 0 and seed 0.) */
+kvlm_attn_bench_options kvlm_attn_bench_default_params(void);
 
 typedef struct kvlm_attn_bench_result {
     double contiguous_s, paged_s;               /* CPU seconds per pass, best round */

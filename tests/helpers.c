@@ -108,9 +108,12 @@ void th_expected_free(th_expected *ex) {
 
 double th_parity_run(kvlm_model *m, const th_expected *ex, int isa, int kv_dtype, int no_cache) {
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = (kvlm_dtype)kv_dtype};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = (kvlm_dtype)kv_dtype;
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
-    kvlm_engine_options eo = {.threads = 2, .isa = (kvlm_isa)isa};
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 2;
+    eo.isa = (kvlm_isa)isa;
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     int seq = e ? kvlm_kv_seq_new(kv, &err) : -1;
     const int V = ex->vocab;

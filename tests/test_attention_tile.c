@@ -132,7 +132,9 @@ static void run_case(const tcase *c) {
     kvlm_error err;
     const int n_ctx = c->cached + c->np + 3;
     kvlm_model *m = shaped_model(c, n_ctx);
-    kvlm_kv_options o = {.dtype = c->dt, .block_size = c->bs};
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.dtype = c->dt;
+    o.block_size = c->bs;
     kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
     if (!kv) fail_msg("kv: %s", err.msg);
     const int seq = kvlm_kv_seq_new(kv, &err);
@@ -268,8 +270,14 @@ static void test_batch_of_sequences(void **state) {
     toks(a, 31, 1), toks(b, 45, 2), toks(c, 31, 3);
     for (size_t ii = 0; ii < sizeof isas / sizeof *isas; ii++) {
         if (!kern_cpu_supports(isas[ii])) continue;
-        kvlm_engine_options eo = {.isa = isas[ii], .threads = 2};
-        kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 16, .max_seqs = 4, .no_prefix_cache = 1};
+        kvlm_engine_options eo = kvlm_engine_default_params();
+        eo.isa = isas[ii];
+        eo.threads = 2;
+        kvlm_kv_options ko = kvlm_kv_default_params();
+        ko.dtype = KVLM_F32;
+        ko.block_size = 16;
+        ko.max_seqs = 4;
+        ko.no_prefix_cache = 1;
         /* Together: a's first 11 and c's first 30 positions cached, then one
          * step with a's next 20, all of b (two tiles) and c's last token. */
         kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);

@@ -166,8 +166,14 @@ static void test_measure_attention(void **state) {
     kvlm_model *m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(m);
     for (int hot = 0; hot < 2; hot++) {
-        kvlm_attn_bench_options o = {.ctx_len = 30, .block_size = 4, .scatter = 1, .rounds = 3, .hot = hot,
-                                     .kv_dtype = KVLM_F16, .seed = 7};
+        kvlm_attn_bench_options o = kvlm_attn_bench_default_params();
+        o.ctx_len = 30;
+        o.block_size = 4;
+        o.scatter = 1;
+        o.rounds = 3;
+        o.hot = hot;
+        o.kv_dtype = KVLM_F16;
+        o.seed = 7;
         kvlm_attn_bench_result r;
         if (kvlm_measure_attention(m, &o, &r, &err)) fail_msg("%s", err.msg);
         assert_true(r.contiguous_s > 0 && r.paged_s > 0 && r.paired_ratio > 0);

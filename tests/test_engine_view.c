@@ -118,10 +118,14 @@ static void local_open(local_model *lm) {
     lm->tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(lm->m), &err);
     assert_non_null(lm->tok);
     /* the KV dtype server A runs: kvlm serve's default, f16 */
-    kvlm_kv_options ko = {.dtype = KVLM_F16, .block_size = 16, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F16;
+    ko.block_size = 16;
+    ko.max_seqs = 1;
     lm->kv = kvlm_kv_create(lm->m, &ko, &err);
     assert_non_null(lm->kv);
-    kvlm_engine_options eo = {.threads = 1};
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 1;
     lm->e = kvlm_engine_create(lm->m, lm->kv, &eo, &err);
     assert_non_null(lm->e);
     lm->seq = kvlm_kv_seq_new(lm->kv, &err);

@@ -71,10 +71,13 @@ static double max_abs_diff(const float *a, const float *b, int n) {
  * whole context; returns the worst logit difference. */
 static double run_variant(kvlm_model *m, const expected *ex, kvlm_isa isa, kvlm_dtype kvt, int no_cache) {
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = kvt};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = kvt;
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     assert_non_null(kv);
-    kvlm_engine_options eo = {.threads = 2, .isa = isa};
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 2;
+    eo.isa = isa;
     kvlm_engine *e = kvlm_engine_create(m, kv, &eo, &err);
     assert_non_null(e);
     int seq = kvlm_kv_seq_new(kv, &err);

@@ -76,8 +76,11 @@ static void fixture_open(fixture *f) {
     if (!f->m) fail_msg("%s", err.msg);
     f->tok = kvlm_tokenizer_load(kvlm_model_tokenizer_path(f->m), &err);
     if (!f->tok) fail_msg("%s", err.msg);
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .max_seqs = BATCH};
-    kvlm_engine_options eo = {.threads = 2};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.max_seqs = BATCH;
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 2;
     f->kv = kvlm_kv_create(f->m, &ko, &err);
     f->e = f->kv ? kvlm_engine_create(f->m, f->kv, &eo, &err) : NULL;
     if (!f->e) fail_msg("%s", err.msg);
@@ -102,10 +105,20 @@ static void submit(fixture *f, const kvlm_grammar *g, kvlm_sampler_options so, i
                    out_text *o) {
     kvlm_error err;
     memset(o, 0, sizeof *o);
-    kvlm_request_params p = {.prompt = f->prompt, .n_prompt = (int)f->n_prompt, .max_tokens = max_tokens,
-                             .eos_ids = f->eos, .n_eos = f->n_eos, .logprobs = logprobs, .sampling = so, .text = 1,
-                             .tokenizer = f->tok, .on_token = on_token, .on_finish = on_finish, .user = o,
-                             .grammar = g};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = f->prompt;
+    p.n_prompt = (int)f->n_prompt;
+    p.max_tokens = max_tokens;
+    p.eos_ids = f->eos;
+    p.n_eos = f->n_eos;
+    p.logprobs = logprobs;
+    p.sampling = so;
+    p.text = 1;
+    p.tokenizer = f->tok;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.user = o;
+    p.grammar = g;
     if (kvlm_sched_submit(f->s, &p, &err) < 0) fail_msg("%s", err.msg);
 }
 
@@ -226,7 +239,7 @@ static void test_random_schemas_validate(void **st) {
         if (!g) fail_msg("schema %s: %s", text, err.msg);
         free(text);
         for (int seed = 0; seed < N_SEEDS; seed++) {
-            kvlm_sampler_options so = kvlm_sampler_options_default();
+            kvlm_sampler_options so = kvlm_sampler_default_params();
             so.temperature = 0.9f;
             so.seed = (uint64_t)(i * 100 + seed);
             schemas[pending] = json_incref(sc);
@@ -283,7 +296,7 @@ static void test_max_tokens_mid_json(void **st) {
     kvlm_grammar *g = kvlm_grammar_from_json_schema(sc, strlen(sc), &err);
     assert_non_null(g);
     for (int sampled = 0; sampled < 2; sampled++) {
-        kvlm_sampler_options so = kvlm_sampler_options_default();
+        kvlm_sampler_options so = kvlm_sampler_default_params();
         so.temperature = sampled ? 0.9f : 0.0f;
         out_text o;
         submit(&f, g, so, 6, -1, &o);
@@ -306,7 +319,7 @@ static void test_unconstrained_unchanged(void **st) {
     (void)st;
     fixture f;
     fixture_open(&f);
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0.8f;
     so.seed = 7;
     out_text a, b, c;

@@ -285,7 +285,11 @@ typedef struct rig {
 static rig rig_open(kvlm_model *m, int prefix_cache) {
     kvlm_error err;
     rig r = {.V = kvlm_model_config(m)->vocab_size};
-    kvlm_kv_options o = {.dtype = KVLM_Q8_0, .block_size = 4, .max_seqs = 6, .no_prefix_cache = !prefix_cache};
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.dtype = KVLM_Q8_0;
+    o.block_size = 4;
+    o.max_seqs = 6;
+    o.no_prefix_cache = !prefix_cache;
     r.kv = kvlm_kv_create(m, &o, &err);
     if (!r.kv) fail_msg("kv: %s", err.msg);
     r.e = kvlm_engine_create(m, r.kv, &(kvlm_engine_options){.threads = 2}, &err);

@@ -114,8 +114,12 @@ static void property_run(int reserve) {
     kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, NULL, &err); /* n_ctx 32 */
     assert_non_null(m);
     for (uint32_t seed = 1; seed <= 4; seed++) {
-        kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 20, .max_seqs = 8,
-                             .reserve_tokens = reserve};
+        kvlm_kv_options o = kvlm_kv_default_params();
+        o.dtype = KVLM_F32;
+        o.block_size = 4;
+        o.n_blocks = 20;
+        o.max_seqs = 8;
+        o.reserve_tokens = reserve;
         kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
         assert_non_null(kv);
         assert_int_equal(kv_new_seq_blocks(kv), (size_t)(reserve + 3) / 4);
@@ -192,7 +196,11 @@ static void test_append_abort_restores(void **state) {
     kvlm_error err;
     kvlm_model *m = kvlm_model_synthetic("gpt2-tiny", KVLM_F32, 1, NULL, &err); /* n_ctx 32 */
     assert_non_null(m);
-    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = 5, .max_seqs = 3};
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.dtype = KVLM_F32;
+    o.block_size = 4;
+    o.n_blocks = 5;
+    o.max_seqs = 3;
     kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
     assert_non_null(kv);
     const int32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -285,11 +293,15 @@ static rig rig_open(kv_block_hash_fn hash) {
     r.m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(r.m);
     r.V = kvlm_model_config(r.m)->vocab_size;
-    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 6};
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.dtype = KVLM_F32;
+    o.block_size = 4;
+    o.max_seqs = 6;
     r.kv = kvlm_kv_create(r.m, &o, &err);
     assert_non_null(r.kv);
     assert_int_equal(kv_set_block_hash(r.kv, hash, &err), 0);
-    kvlm_engine_options eo = {.threads = 2};
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 2;
     r.e = kvlm_engine_create(r.m, r.kv, &eo, &err);
     assert_non_null(r.e);
     return r;
@@ -347,7 +359,7 @@ static void test_batched_equals_single(void **state) {
 /* Greedy-free sampled continuation of `seq` with a seeded sampler. */
 static void sample_run(rig *r, int seq, const float *first_logits, uint64_t seed, int n, int32_t *out) {
     kvlm_error err;
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 1.0f, so.seed = seed;
     kvlm_sampler *smp = kvlm_sampler_create(&so, r->V, &err);
     float *lg = malloc((size_t)r->V * 4);
@@ -414,7 +426,10 @@ static void test_prefix_hit_equals_cold(void **state) {
     assert_int_equal(prefixed_run(&r, a, 14, la, &sa), 0);
     kvlm_kv_seq_free(r.kv, sa); /* its full blocks stay cached */
     assert_int_equal(prefixed_run(&r, b, 14, lb, &sb), 12);
-    kvlm_kv_options o = {.dtype = KVLM_F32, .block_size = 4, .no_prefix_cache = 1};
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.dtype = KVLM_F32;
+    o.block_size = 4;
+    o.no_prefix_cache = 1;
     kvlm_error err;
     kvlm_kv *kv2 = kvlm_kv_create(r.m, &o, &err);
     kvlm_engine *e2 = kvlm_engine_create(r.m, kv2, &(kvlm_engine_options){.threads = 2}, &err);

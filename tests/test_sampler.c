@@ -14,7 +14,7 @@
 #define DRAWS 200000
 
 static kvlm_sampler_options opts(float t, int k, float p, uint64_t seed) {
-    kvlm_sampler_options o = kvlm_sampler_options_default();
+    kvlm_sampler_options o = kvlm_sampler_default_params();
     o.temperature = t, o.top_k = k, o.top_p = p, o.seed = seed;
     return o;
 }

@@ -52,10 +52,17 @@ static rig rig_open_policy(size_t n_blocks, int max_seqs, int budget, int max_wa
     rig r;
     r.m = kvlm_model_load(TINY, NULL, &err);
     assert_non_null(r.m);
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .n_blocks = n_blocks, .max_seqs = max_seqs};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.block_size = 4;
+    ko.n_blocks = n_blocks;
+    ko.max_seqs = max_seqs;
     r.kv = kvlm_kv_create(r.m, &ko, &err);
     r.e = kvlm_engine_create(r.m, r.kv, &(kvlm_engine_options){.threads = 2}, &err);
-    kvlm_sched_options so = {.max_batch_tokens = budget, .max_waiting = max_waiting, .recompute = recompute};
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = budget;
+    so.max_waiting = max_waiting;
+    so.recompute = recompute;
     r.s = kvlm_sched_create(r.e, r.kv, 200, &so, &err);
     assert_non_null(r.s);
     return r;
@@ -86,9 +93,14 @@ static const int32_t prompts[6][10] = {
 static const int plen[6] = {10, 3, 7, 1, 5, 10};
 
 static kvlm_request_params params(int i, out *o, int n_choices) {
-    kvlm_request_params p = {.prompt = prompts[i], .n_prompt = plen[i], .max_tokens = 12 + i, .n_choices = n_choices,
-                             .on_token = on_token, .on_finish = on_finish, .user = o};
-    p.sampling = kvlm_sampler_options_default();
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompts[i];
+    p.n_prompt = plen[i];
+    p.max_tokens = 12 + i;
+    p.n_choices = n_choices;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.user = o;
     p.sampling.temperature = i % 2 ? 0.8f : 1.2f;
     p.sampling.top_p = 0.95f;
     p.sampling.seed = 1000 + (uint64_t)i;
@@ -250,10 +262,19 @@ static text_out run_text(rig *r, const kvlm_tokenizer *tok, const int32_t *eos, 
     static const int32_t prompt[4] = {40, 41, 42, 43};
     text_out o;
     memset(&o, 0, sizeof o);
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = max_tokens, .eos_ids = eos,
-                             .n_eos = n_eos, .text = 1, .tokenizer = tok, .stops = stops, .n_stops = n_stops,
-                             .on_token = on_text_token, .on_finish = on_text_finish, .user = &o};
-    p.sampling = kvlm_sampler_options_default();
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = 4;
+    p.max_tokens = max_tokens;
+    p.eos_ids = eos;
+    p.n_eos = n_eos;
+    p.text = 1;
+    p.tokenizer = tok;
+    p.stops = stops;
+    p.n_stops = n_stops;
+    p.on_token = on_text_token;
+    p.on_finish = on_text_finish;
+    p.user = &o;
     p.sampling.temperature = 0;
     kvlm_error err;
     assert_true(kvlm_sched_submit(r->s, &p, &err) >= 0);
@@ -416,10 +437,15 @@ static void test_burst_admission(void **state) {
     n_admitted = 0;
     for (int q = 0; q < 16; q++) {
         for (int i = 0; i < 16; i++) pr[q][i] = (q * 13 + i * 7) % 199; /* no shared prefix */
-        kvlm_request_params p = {.prompt = pr[q], .n_prompt = 16, .max_tokens = 8, .n_choices = 1,
-                                 .on_token = on_token, .on_finish = on_finish, .on_admit = count_admit,
-                                 .user = &o[q]};
-        p.sampling = kvlm_sampler_options_default();
+        kvlm_request_params p = kvlm_request_default_params();
+        p.prompt = pr[q];
+        p.n_prompt = 16;
+        p.max_tokens = 8;
+        p.n_choices = 1;
+        p.on_token = on_token;
+        p.on_finish = on_finish;
+        p.on_admit = count_admit;
+        p.user = &o[q];
         p.sampling.temperature = 0;
         assert_true(kvlm_sched_submit(r.s, &p, &err) >= 0);
     }
@@ -457,7 +483,10 @@ static void test_prefill_budget(void **state) {
     kvlm_error err;
     rig r = rig_open(0, 8, 64, 64);
     kvlm_sched_free(r.s);
-    kvlm_sched_options so = {.max_batch_tokens = 64, .max_waiting = 64, .max_prefill_tokens = 16};
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = 64;
+    so.max_waiting = 64;
+    so.max_prefill_tokens = 16;
     r.s = kvlm_sched_create(r.e, r.kv, 200, &so, &err);
     assert_non_null(r.s);
     int32_t pr[7][10];
@@ -467,10 +496,14 @@ static void test_prefill_budget(void **state) {
     kvlm_request_params p[7];
     for (int q = 0; q < 7; q++) {
         for (int i = 0; i < 10; i++) pr[q][i] = (q * 17 + i * 5 + 1) % 199; /* no shared prefix */
-        p[q] = (kvlm_request_params){.prompt = pr[q], .n_prompt = 10, .max_tokens = 12, .n_choices = 1,
-                                     .on_token = on_token, .on_finish = on_finish, .on_admit = count_admit,
-                                     .user = &o[q]};
-        p[q].sampling = kvlm_sampler_options_default();
+        p[q] = kvlm_request_default_params();
+        p[q].prompt = pr[q];
+        p[q].n_prompt = 10;
+        p[q].max_tokens = 12;
+        p[q].on_token = on_token;
+        p[q].on_finish = on_finish;
+        p[q].on_admit = count_admit;
+        p[q].user = &o[q];
         p[q].sampling.temperature = 0;
     }
     for (int q = 0; q < 6; q++) assert_true(kvlm_sched_submit(r.s, &p[q], &err) >= 0);

@@ -69,7 +69,7 @@ static void verify_fit(const float *q, int32_t fixed, int never_kept, const char
     enum { V = 12, DRAWS = 60000 };
     float lg[V];
     for (int i = 0; i < V; i++) lg[i] = 0.25f * (float)((i * 5) % V);
-    kvlm_sampler_options o = kvlm_sampler_options_default();
+    kvlm_sampler_options o = kvlm_sampler_default_params();
     o.temperature = 0.8f;
     o.top_k = 8;
     o.repetition_penalty = 1.3f;
@@ -139,7 +139,10 @@ static rig rig_open(const char *draft, int max_seqs) {
     rig r = {0};
     r.m = kvlm_model_load(TARGET, NULL, &err);
     assert_non_null(r.m);
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = max_seqs};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.block_size = 4;
+    ko.max_seqs = max_seqs;
     r.kv = kvlm_kv_create(r.m, &ko, &err);
     r.e = kvlm_engine_create(r.m, r.kv, &(kvlm_engine_options){.threads = 1}, &err);
     assert_non_null(r.e);
@@ -195,9 +198,16 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
 static void generate(rig *r, const int32_t *prompt, int n_prompt, int max_tokens, kvlm_sampler_options so,
                      kvlm_speculation sp, out *o) {
     memset(o, 0, sizeof *o);
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens, .logprobs = -1,
-                             .sampling = so, .on_token = on_token, .on_finish = on_finish, .user = o,
-                             .speculation = sp};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = n_prompt;
+    p.max_tokens = max_tokens;
+    p.logprobs = -1;
+    p.sampling = so;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.user = o;
+    p.speculation = sp;
     kvlm_error err;
     if (kvlm_sched_submit(r->s, &p, &err) < 0) fail_msg("submit: %s", err.msg);
     while (kvlm_sched_has_work(r->s))
@@ -208,7 +218,7 @@ static void generate(rig *r, const int32_t *prompt, int n_prompt, int max_tokens
 static void test_greedy_identical(void **state) {
     (void)state;
     const int32_t prompts[3][8] = {{5, 17, 42, 5, 17, 42, 5, 17}, {100, 3, 99, 150, 7, 12, 60, 61}, {9, 9, 9, 9, 9, 9, 9, 9}};
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0;
     so.repetition_penalty = 1.1f; /* penalties apply position by position */
     const struct {
@@ -272,7 +282,7 @@ static void target_probs(kvlm_model *m, const kvlm_sampler_options *so, const in
  * the exact joint distribution of the target. */
 static void sampled_fit(const char *draft, kvlm_speculation sp, const int32_t *prompt, int n_prompt, float penalty) {
     enum { RUNS = 3000 };
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0.9f;
     so.top_k = 3;
     so.repetition_penalty = penalty; /* in p, not in the draft chain's q */
@@ -369,7 +379,7 @@ static void test_sampled_distribution_ngram(void **state) {
      * target draws next have occurred before and a unigram lookup drafts */
     int32_t prompt[15] = {4, 8, 15};
     rig r = rig_open(NULL, 1);
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0;
     out o;
     generate(&r, prompt, 3, 12, so, (kvlm_speculation){0}, &o);
@@ -425,7 +435,7 @@ static void test_sliding_window(void **state) {
         kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .block_size = 4, .max_seqs = 1}, &err);
         kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 1}, &err);
         rig r = {.s = kvlm_sched_create(e, kv, vocab, NULL, &err)};
-        kvlm_sampler_options so = kvlm_sampler_options_default();
+        kvlm_sampler_options so = kvlm_sampler_default_params();
         so.temperature = 0;
         generate(&r, prompt, 10, 20, so, (kvlm_speculation){spec ? KVLM_DRAFT_NGRAM : KVLM_DRAFT_NONE, 4, 1, 1},
                  &res[spec]);
@@ -467,7 +477,10 @@ static void test_rollback_state(void **state) {
     kvlm_error err;
     kvlm_model *m = kvlm_model_load(TARGET, NULL, &err);
     assert_non_null(m);
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .block_size = 4, .max_seqs = 2};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.block_size = 4;
+    ko.max_seqs = 2;
     kvlm_kv *ka = kvlm_kv_create(m, &ko, &err), *kb = kvlm_kv_create(m, &ko, &err);
     kvlm_engine *ea = kvlm_engine_create(m, ka, &(kvlm_engine_options){.threads = 1}, &err);
     kvlm_engine *eb = kvlm_engine_create(m, kb, &(kvlm_engine_options){.threads = 1}, &err);
@@ -508,9 +521,12 @@ static void test_refusals(void **state) {
     kvlm_error err;
     rig r = rig_open(NULL, 1);
     const int32_t prompt[] = {1, 2, 3};
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = 4,
-                             .sampling = kvlm_sampler_options_default(),
-                             .speculation = {KVLM_DRAFT_MODEL, 4, 0, 1}};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = 3;
+    p.max_tokens = 4;
+    p.sampling = kvlm_sampler_default_params();
+    p.speculation = (kvlm_speculation){KVLM_DRAFT_MODEL, 4, 0, 1};
     assert_true(kvlm_sched_submit(r.s, &p, &err) < 0);
     assert_non_null(strstr(err.msg, "no draft model"));
     p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 17, 0, 1};

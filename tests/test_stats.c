@@ -45,7 +45,7 @@ static void test_two_point_and_temperature(void **state) {
     assert_int_equal(st.n90, 1);
     assert_int_equal(kvlm_dist_stats_compute(lg, 2, 0.0f, NULL, &st, &err), KVLM_ERR_ARG);
     /* after top-k 1: one token left, entropy 0 */
-    kvlm_sampler_options o = kvlm_sampler_options_default();
+    kvlm_sampler_options o = kvlm_sampler_default_params();
     o.top_k = 1;
     kvlm_sampler *s = kvlm_sampler_create(&o, 2, &err);
     assert_int_equal(kvlm_dist_stats_compute(lg, 2, 1.0f, s, &st, &err), 0);

@@ -126,7 +126,7 @@ static void test_sampler_same_tokens_every_isa(void **state) {
     int32_t want[5][64];
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
         for (size_t a = 0; a < sizeof isas / sizeof isas[0]; a++) {
-            kvlm_sampler_options o = kvlm_sampler_options_default();
+            kvlm_sampler_options o = kvlm_sampler_default_params();
             o.temperature = cfg[c].t, o.top_k = cfg[c].k, o.top_p = cfg[c].p, o.min_p = cfg[c].minp, o.seed = 5;
             kvlm_error err;
             kvlm_sampler *s = kvlm_sampler_create(&o, V, &err);

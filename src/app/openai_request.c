@@ -627,10 +627,12 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
                         "'kvlm_speculation.adaptive' must be true or false");
     const char *mode = json_string_value(d);
     rq->speculation_given = 1;
-    rq->speculation = (kvlm_speculation){.mode = !strcmp(mode, "ngram")   ? KVLM_DRAFT_NGRAM
-                                                 : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
-                                                                          : KVLM_DRAFT_NONE,
-                                         .k = (int)k, .ngram = (int)n, .fixed = json_is_false(a)};
+    rq->speculation = kvlm_speculation_default_params();
+    rq->speculation.mode = !strcmp(mode, "ngram") ? KVLM_DRAFT_NGRAM : !strcmp(mode, "model") ? KVLM_DRAFT_MODEL
+                                                                                          : KVLM_DRAFT_NONE;
+    rq->speculation.k = (int)k;
+    rq->speculation.ngram = (int)n;
+    rq->speculation.fixed = json_is_false(a);
     if (rq->speculation.mode == KVLM_DRAFT_MODEL && !lim->has_draft)
         return api_fail(e, 400, "invalid_value", "kvlm_speculation.draft",
                         "'kvlm_speculation.draft' \"model\": this server has no draft model (kvlm serve --draft)");
@@ -746,7 +748,7 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
-    rq->sampling = kvlm_sampler_options_default();
+    rq->sampling = kvlm_sampler_default_params();
     json_t *root = parse_body(body, len, e);
     if (!root) return -1;
     int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);

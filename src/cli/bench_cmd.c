@@ -142,7 +142,7 @@ typedef struct bench_ctx {
  * CLI's generation path (recompute: the KV cache off). */
 static int one_gen(bench_ctx *b, int recompute, int pp, int tg, gen_result *g) {
     kvlm_error err;
-    gen_request rq = {.prompt = b->prompt, .n_prompt = pp, .max_new = tg, .sampling = kvlm_sampler_options_default(),
+    gen_request rq = {.prompt = b->prompt, .n_prompt = pp, .max_new = tg, .sampling = kvlm_sampler_default_params(),
                       .recompute = recompute};
     rq.sampling.temperature = 0;
     int rc = gen_run(b->e, b->kv, b->c->vocab_size, &rq, g, &err);
@@ -259,8 +259,14 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
         return NULL;
     }
-    kvlm_kv_options ko = {.dtype = p->kv_dtype, .block_size = p->block_size, .max_seqs = 1, .no_prefix_cache = 1};
-    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = p->kv_dtype;
+    ko.block_size = p->block_size;
+    ko.max_seqs = 1;
+    ko.no_prefix_cache = 1;
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = p->threads;
+    eo.isa = p->isa;
     b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
     if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err))) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");

@@ -297,9 +297,12 @@ static void sample_step(serve_result *r, step_acc *a, const kvlm_kv *kv, const k
 }
 
 static kvlm_request_params request(const workload *w, int i, serve_ctx *ctx) {
-    kvlm_request_params p = {.prompt = w->prompts[i], .n_prompt = w->prompt_len[i], .max_tokens = w->output_len[i],
-                             .on_finish = on_finish, .user = ctx};
-    p.sampling = kvlm_sampler_options_default();
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = w->prompts[i];
+    p.n_prompt = w->prompt_len[i];
+    p.max_tokens = w->output_len[i];
+    p.on_finish = on_finish;
+    p.user = ctx;
     p.sampling.temperature = 0; /* greedy: the lengths, not the text, are the workload */
     return p;
 }
@@ -316,11 +319,17 @@ static int serve(serve_ctx *ctx, const workload *w, int n, int contiguous, serve
     const bkv_opts *o = ctx->o;
     kvlm_error err;
     /* contiguous: every sequence reserves the whole context window at creation */
-    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .n_blocks = ctx->kv_blocks,
-                          .max_seqs = ctx->max_seqs, .reserve_tokens = contiguous ? ctx->c->n_ctx : 0,
-                          .no_prefix_cache = contiguous || !o->prefix_cache};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o->mf.kv_dtype;
+    ko.block_size = o->mf.block_size;
+    ko.n_blocks = ctx->kv_blocks;
+    ko.max_seqs = ctx->max_seqs;
+    ko.reserve_tokens = contiguous ? ctx->c->n_ctx : 0;
+    ko.no_prefix_cache = contiguous || !o->prefix_cache;
     kvlm_engine_options eo = session_engine_options(&o->mf);
-    kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens, .max_waiting = n};
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = o->batch_tokens;
+    so.max_waiting = n;
     kvlm_kv *kv = kvlm_kv_create(ctx->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ctx->m, kv, &eo, &err) : NULL;
     kvlm_sched *s = e ? kvlm_sched_create(e, kv, ctx->c->vocab_size, &so, &err) : NULL;
@@ -415,9 +424,15 @@ static int attention_rows(const bkv_opts *o, kvlm_model *m, attn_row *rows, int 
         attn_row *row = &rows[(*n_rows)++];
         row->len = L;
         for (int hot = 0; hot < 2; hot++) {
-            kvlm_attn_bench_options ao = {.ctx_len = L, .block_size = o->mf.block_size, .scatter = 1,
-                                          .rounds = o->attn_rounds, .hot = hot, .isa = o->mf.isa,
-                                          .kv_dtype = o->mf.kv_dtype, .seed = o->seed};
+            kvlm_attn_bench_options ao = kvlm_attn_bench_default_params();
+            ao.ctx_len = L;
+            ao.block_size = o->mf.block_size;
+            ao.scatter = 1;
+            ao.rounds = o->attn_rounds;
+            ao.hot = hot;
+            ao.isa = o->mf.isa;
+            ao.kv_dtype = o->mf.kv_dtype;
+            ao.seed = o->seed;
             kvlm_error err;
             if (kvlm_measure_attention(m, &ao, &row->r[hot], &err)) {
                 fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
@@ -591,7 +606,10 @@ static void print_footnote(const json_t *d) {
  * contiguous reservation. 0 after printing why the budget is unusable. */
 static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_bytes) {
     const kvlm_config *c = kvlm_model_config(m);
-    kvlm_kv_options ko = {.dtype = o->mf.kv_dtype, .block_size = o->mf.block_size, .n_blocks = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o->mf.kv_dtype;
+    ko.block_size = o->mf.block_size;
+    ko.n_blocks = 1;
     kvlm_error err;
     kvlm_kv *probe = kvlm_kv_create(m, &ko, &err);
     if (!probe) {

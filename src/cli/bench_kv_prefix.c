@@ -34,10 +34,14 @@ typedef struct prefix_rig {
 
 static int rig_open(prefix_rig *g, kvlm_model *m, const model_flags *mf, const bkv_prefix_params *o,
                     int prefix_cache, kvlm_error *err) {
-    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 2,
-                          .no_prefix_cache = !prefix_cache};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = mf->kv_dtype;
+    ko.block_size = mf->block_size;
+    ko.max_seqs = 2;
+    ko.no_prefix_cache = !prefix_cache;
     kvlm_engine_options eo = session_engine_options(mf);
-    kvlm_sched_options so = {.max_batch_tokens = o->batch_tokens};
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = o->batch_tokens;
     const kvlm_config *c = kvlm_model_config(m);
     memset(g, 0, sizeof *g);
     return (g->kv = kvlm_kv_create(m, &ko, err)) && (g->e = kvlm_engine_create(m, g->kv, &eo, err)) &&
@@ -55,9 +59,12 @@ static void rig_close(prefix_rig *g) {
 /* One request alone on a rig; returns its time to first token or < 0. */
 static double timed_request(prefix_rig *g, const int32_t *prompt, int n, int max_tokens, kvlm_error *err) {
     ttft_probe probe = {0};
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = max_tokens,
-                             .on_token = on_first_token, .user = &probe};
-    p.sampling = kvlm_sampler_options_default();
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = n;
+    p.max_tokens = max_tokens;
+    p.on_token = on_first_token;
+    p.user = &probe;
     p.sampling.temperature = 0;
     probe.t0 = kvlm_now();
     if (kvlm_sched_submit(g->s, &p, err) < 0) return -1;

@@ -33,8 +33,8 @@ typedef struct spec_sums {
 static int one(kvlm_engine *e, kvlm_kv *kv, const kvlm_config *c, const int32_t *prompt, int n_prompt, int tg,
                float temp, uint64_t seed, const cli_draft *d, int row, spec_sums *s, int i) {
     kvlm_error err;
-    gen_request rq = {.prompt = prompt, .n_prompt = n_prompt, .max_new = tg, .sampling = kvlm_sampler_options_default(),
-                      .speculation = row == ROW_PLAIN ? (kvlm_speculation){0} : d->spec, .draft = d};
+    gen_request rq = {.prompt = prompt, .n_prompt = n_prompt, .max_new = tg, .sampling = kvlm_sampler_default_params(),
+                      .speculation = row == ROW_PLAIN ? kvlm_speculation_default_params() : d->spec, .draft = d};
     rq.speculation.fixed = row == ROW_FIXED;
     rq.sampling.temperature = temp;
     rq.sampling.seed = seed;
@@ -79,8 +79,14 @@ static json_t *row_json(const spec_sums *plain, const spec_sums *r, int repeats)
 json_t *measure_spec(kvlm_model *m, const bench_params *p, const cli_draft *d, const int32_t *prompt, int n_prompt) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = p->kv_dtype, .block_size = p->block_size, .max_seqs = 1, .no_prefix_cache = 1};
-    kvlm_engine_options eo = {.threads = p->threads, .isa = p->isa};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = p->kv_dtype;
+    ko.block_size = p->block_size;
+    ko.max_seqs = 1;
+    ko.no_prefix_cache = 1;
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = p->threads;
+    eo.isa = p->isa;
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     spec_sums *s = calloc(N_ROWS, sizeof *s);

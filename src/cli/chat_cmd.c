@@ -233,7 +233,10 @@ int cli_chat(int argc, char **argv) {
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
-    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o.mf.kv_dtype;
+    ko.block_size = o.mf.block_size;
+    ko.max_seqs = 1;
     kvlm_engine_options eo = session_engine_options(&o.mf);
     if (!(ce.kv = kvlm_kv_create(ss.m, &ko, &err)) || !(ce.e = kvlm_engine_create(ss.m, ce.kv, &eo, &err))) {
         fprintf(stderr, "kvlm chat: %s\n", err.msg);

@@ -48,7 +48,10 @@ int draft_open(cli_draft *d, const draft_flags *f, const kvlm_model *target, int
     }
     kvlm_error err;
     const kvlm_engine_options eo = session_engine_options(mf);
-    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .max_seqs = max_seqs, .no_prefix_cache = f->no_prefix_cache};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = mf->kv_dtype;
+    ko.max_seqs = max_seqs;
+    ko.no_prefix_cache = f->no_prefix_cache;
     if (!(d->kv = kvlm_kv_create(d->m, &ko, &err)) || !(d->e = kvlm_engine_create(d->m, d->kv, &eo, &err))) {
         fprintf(stderr, "kvlm: --draft %s: %s\n", f->model, err.msg);
         return 1;

@@ -79,7 +79,7 @@ static json_t *run_setting(const cli_session *ss, kvlm_engine *e, kvlm_kv *kv, c
                            const setting *st, int max_new) {
     kvlm_error err;
     gen_request rq = {.prompt = ss->prompt, .n_prompt = (int)ss->n_prompt, .max_new = max_new,
-                      .sampling = kvlm_sampler_options_default(), .text = 1, .tok = ss->tok};
+                      .sampling = kvlm_sampler_default_params(), .text = 1, .tok = ss->tok};
     rq.sampling.temperature = st->temperature, rq.sampling.top_p = st->top_p, rq.sampling.top_k = st->top_k;
     rq.sampling.seed = p->seed;
     int32_t eos[KVLM_MAX_EOS + 1];
@@ -119,7 +119,10 @@ json_t *measure_gen_stats(const cli_session *ss, const model_flags *mf, const ge
         fprintf(stderr, "kvlm gen-stats: -n %d would pass the context window of %d; generating %d\n", p->n,
                 ss->c->n_ctx, max_new);
     }
-    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = mf->kv_dtype;
+    ko.block_size = mf->block_size;
+    ko.max_seqs = 1;
     kvlm_engine_options eo = session_engine_options(mf);
     kvlm_kv *kv = kvlm_kv_create(ss->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ss->m, kv, &eo, &err) : NULL;

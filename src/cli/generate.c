@@ -90,20 +90,34 @@ int gen_run(kvlm_engine *e, kvlm_kv *kv, int vocab, const gen_request *rq, gen_r
     if (rq->text) add_text(&g, "", 0, NAN);
     /* The whole context fits one step: the prompt is prefilled at once,
      * and under recompute every step holds the whole context. */
-    kvlm_sched_options so = {.max_batch_tokens = rq->n_prompt + g.cap, .max_waiting = 1,
-                             .recompute = rq->recompute};
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = rq->n_prompt + g.cap;
+    so.max_waiting = 1;
+    so.recompute = rq->recompute;
     kvlm_sched *s = kvlm_sched_create(e, kv, vocab, &so, err);
     if (!s) return err->code;
     if (draft_attach(rq->draft, s, err)) {
         kvlm_sched_free(s);
         return err->code;
     }
-    kvlm_request_params p = {.prompt = rq->prompt, .n_prompt = rq->n_prompt, .max_tokens = g.cap,
-                             .eos_ids = rq->eos_ids, .n_eos = rq->n_eos, .logprobs = k,
-                             .sampling = rq->sampling, .text = rq->text && !g.prefill_only,
-                             .tokenizer = rq->tok, .stops = rq->stops, .n_stops = rq->n_stops,
-                             .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit, .user = &g,
-                             .grammar = rq->grammar, .speculation = rq->speculation};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = rq->prompt;
+    p.n_prompt = rq->n_prompt;
+    p.max_tokens = g.cap;
+    p.eos_ids = rq->eos_ids;
+    p.n_eos = rq->n_eos;
+    p.logprobs = k;
+    p.sampling = rq->sampling;
+    p.text = rq->text && !g.prefill_only;
+    p.tokenizer = rq->tok;
+    p.stops = rq->stops;
+    p.n_stops = rq->n_stops;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.on_admit = on_admit;
+    p.user = &g;
+    p.grammar = rq->grammar;
+    p.speculation = rq->speculation;
     int rc = 0;
     const double t_submit = kvlm_now();
     const int64_t id = kvlm_sched_submit(s, &p, err);

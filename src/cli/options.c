@@ -17,7 +17,7 @@ void model_flags_init(model_flags *f) {
 
 void sampling_flags_init(sampling_flags *f) {
     memset(f, 0, sizeof *f);
-    f->o = kvlm_sampler_options_default();
+    f->o = kvlm_sampler_default_params();
     f->o.temperature = 0.7f;
     f->o.top_p = 0.9f;
     f->o.seed = 1;

@@ -251,7 +251,10 @@ int cli_perplexity(int argc, char **argv) {
                     ids[i], o.mf.file, c->vocab_size);
             goto out;
         }
-    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o.mf.kv_dtype;
+    ko.block_size = o.mf.block_size;
+    ko.max_seqs = 1;
     kvlm_engine_options eo = session_engine_options(&o.mf);
     ppl_result r = {0};
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||

@@ -230,8 +230,11 @@ int cli_run(int argc, char **argv) {
         max_new = c->n_ctx - n_prompt;
         fprintf(stderr, "kvlm run: -n %d would pass the context window of %d; generating %d\n", o.n, c->n_ctx, max_new);
     }
-    kvlm_kv_options ko = {.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .max_seqs = 1,
-                          .no_prefix_cache = o.no_cache};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o.mf.kv_dtype;
+    ko.block_size = o.mf.block_size;
+    ko.max_seqs = 1;
+    ko.no_prefix_cache = o.no_cache;
     kvlm_engine_options eo = session_engine_options(&o.mf);
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err))) {
         fprintf(stderr, "kvlm: %s\n", err.msg);

@@ -64,7 +64,10 @@ static int parse(int argc, char **argv, ss_opts *o) {
 /* Next-token logits after the prompt (one prefill on a fresh sequence). */
 static float *next_logits(const cli_session *ss, const model_flags *mf) {
     kvlm_error err;
-    kvlm_kv_options ko = {.dtype = mf->kv_dtype, .block_size = mf->block_size, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = mf->kv_dtype;
+    ko.block_size = mf->block_size;
+    ko.max_seqs = 1;
     kvlm_engine_options eo = session_engine_options(mf);
     kvlm_kv *kv = kvlm_kv_create(ss->m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(ss->m, kv, &eo, &err) : NULL;
@@ -106,7 +109,7 @@ static json_t *temp_row(const float *lg, int V, float temp, const sample_stats_p
     kvlm_dist_stats st, sf = {0};
     if (kvlm_dist_stats_compute(lg, V, temp, NULL, &st, err)) return NULL;
     if (filtered) {
-        kvlm_sampler_options so = kvlm_sampler_options_default();
+        kvlm_sampler_options so = kvlm_sampler_default_params();
         so.temperature = temp, so.top_k = p->top_k, so.top_p = p->top_p, so.min_p = p->min_p;
         kvlm_sampler *smp = kvlm_sampler_create(&so, V, err);
         int rc = smp ? kvlm_dist_stats_compute(lg, V, temp, smp, &sf, err) : -1;

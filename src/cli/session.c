@@ -8,7 +8,10 @@
 #include "cli/args.h"
 
 kvlm_engine_options session_engine_options(const model_flags *f) {
-    return (kvlm_engine_options){.threads = f->threads, .isa = f->isa};
+    kvlm_engine_options o = kvlm_engine_default_params();
+    o.threads = f->threads;
+    o.isa = f->isa;
+    return o;
 }
 
 const char *session_threads_why(const model_flags *f, char *buf, size_t n) {

@@ -57,8 +57,12 @@ static int layout_open(attn_layout *a, const kvlm_model *m, const kvlm_attn_benc
                        int scatter, kvlm_error *err) {
     const int nb = (o->ctx_len + bs - 1) / bs;
     const size_t pool = (size_t)nb * (scatter ? SCATTER_SPREAD : 1);
-    kvlm_kv_options ko = {.dtype = o->kv_dtype, .block_size = bs, .n_blocks = pool, .max_seqs = 1,
-                          .no_prefix_cache = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o->kv_dtype;
+    ko.block_size = bs;
+    ko.n_blocks = pool;
+    ko.max_seqs = 1;
+    ko.no_prefix_cache = 1;
     memset(a, 0, sizeof *a);
     a->block_size = bs;
     a->n_blocks = nb;
@@ -156,12 +160,19 @@ static int check_options(const kvlm_config *c, const kvlm_attn_bench_options *o,
     return KVLM_OK;
 }
 
+kvlm_attn_bench_options kvlm_attn_bench_default_params(void) {
+    return (kvlm_attn_bench_options){
+        .ctx_len = 0, .block_size = 16, .scatter = 1, .rounds = 5, .hot = 0, .isa = KVLM_ISA_AUTO, .kv_dtype = KVLM_F32,
+        .seed = 1};
+}
+
 int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *opt, kvlm_attn_bench_result *res,
                            kvlm_error *err) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_attn_bench_options o = *opt;
     if (o.block_size == 0) o.block_size = 16;
     if (o.rounds == 0) o.rounds = 5;
+    if (o.ctx_len == 0) o.ctx_len = c->n_ctx;
     int rc = check_options(c, &o, err);
     if (rc) return rc;
     const kern_ops *ops = kern_select(o.isa);

@@ -80,8 +80,12 @@ struct kvlm_engine {
  * process holds a core, the pool itself runs fewer threads (kernels/team.c). */
 int kvlm_default_threads(char *why, size_t why_size) { return kern_default_threads(why, why_size); }
 
+kvlm_engine_options kvlm_engine_default_params(void) {
+    return (kvlm_engine_options){.threads = 0, .isa = KVLM_ISA_AUTO};
+}
+
 kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_options *opt, kvlm_error *err) {
-    kvlm_engine_options o = opt ? *opt : (kvlm_engine_options){0};
+    kvlm_engine_options o = opt ? *opt : kvlm_engine_default_params();
     const kern_ops *ops = kern_select(o.isa);
     if (!ops) {
         kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "this CPU does not support the %s kernels", kvlm_isa_name(o.isa));

@@ -147,9 +147,13 @@ size_t kvlm_kv_bytes_per_token(const kvlm_config *c, kvlm_dtype t) {
     return v;
 }
 
+kvlm_kv_options kvlm_kv_default_params(void) {
+    return (kvlm_kv_options){.dtype = KVLM_F32, .block_size = 16, .n_blocks = 0, .max_seqs = 1};
+}
+
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_error *err) {
     const kvlm_config *c = kvlm_model_config(m);
-    kvlm_kv_options o = opt ? *opt : (kvlm_kv_options){0};
+    kvlm_kv_options o = opt ? *opt : kvlm_kv_default_params();
     if (o.block_size == 0) o.block_size = 16;
     if (o.max_seqs == 0) o.max_seqs = 1;
     if (!kvlm_kv_dtype_supported(o.dtype)) {

@@ -93,7 +93,7 @@ double smp_rng_uniform(smp_rng *r) {
     return (double)(out >> 11) * (1.0 / 9007199254740992.0);
 }
 
-kvlm_sampler_options kvlm_sampler_options_default(void) {
+kvlm_sampler_options kvlm_sampler_default_params(void) {
     return (kvlm_sampler_options){.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f};
 }
 

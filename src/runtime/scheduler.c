@@ -118,7 +118,7 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
     s->e = e;
     s->kv = kv;
     s->vocab = vocab;
-    s->o = opt ? *opt : (kvlm_sched_options){0};
+    s->o = opt ? *opt : kvlm_sched_default_params();
     s->pp = spec_policy_defaults();
     if (s->o.max_batch_tokens <= 0) s->o.max_batch_tokens = 256;
     if (s->o.max_waiting <= 0) s->o.max_waiting = 256;

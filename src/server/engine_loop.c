@@ -191,14 +191,25 @@ static void submit(srv *s, job *j) {
     if (n_ends > KVLM_MAX_EOS + 1) n_ends = KVLM_MAX_EOS + 1;
     if (j->rq.turn_end >= 0) ends[n_ends++] = j->rq.turn_end;
     for (int p = 0; !gone && p < j->rq.n_prompts; p++) {
-        kvlm_request_params prm = {.prompt = j->rq.prompts[p], .n_prompt = j->rq.n_prompt[p],
-                                   .max_tokens = j->rq.max_new[p], .n_choices = j->rq.n, .eos_ids = ends,
-                                   .n_eos = n_ends,
-                                   .logprobs = j->rq.logprobs ? (j->rq.top_logprobs > 0 ? j->rq.top_logprobs : -1) : 0,
-                                   .deadline = deadline, .sampling = j->rq.sampling, .text = 1, .tokenizer = s->tok,
-                                   .stops = (const char *const *)j->rq.stops, .n_stops = j->rq.n_stops,
-                                   .on_token = on_token, .on_finish = on_finish, .on_admit = on_admit,
-                                   .user = &j->runs[p], .entropy = j->rq.kvlm_entropy};
+        kvlm_request_params prm = kvlm_request_default_params();
+        prm.prompt = j->rq.prompts[p];
+        prm.n_prompt = j->rq.n_prompt[p];
+        prm.max_tokens = j->rq.max_new[p];
+        prm.n_choices = j->rq.n;
+        prm.eos_ids = ends;
+        prm.n_eos = n_ends;
+        prm.logprobs = j->rq.logprobs ? (j->rq.top_logprobs > 0 ? j->rq.top_logprobs : -1) : 0;
+        prm.deadline = deadline;
+        prm.sampling = j->rq.sampling;
+        prm.text = 1;
+        prm.tokenizer = s->tok;
+        prm.stops = (const char *const *)j->rq.stops;
+        prm.n_stops = j->rq.n_stops;
+        prm.on_token = on_token;
+        prm.on_finish = on_finish;
+        prm.on_admit = on_admit;
+        prm.user = &j->runs[p];
+        prm.entropy = j->rq.kvlm_entropy;
         structured_attach(&prm, j->grammar);
         /* the request's speculation, else the server's */
         prm.speculation = j->rq.speculation_given ? j->rq.speculation : s->cfg.speculation;

@@ -125,16 +125,24 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
     s->c = kvlm_model_config(m);
     s->tok = tok;
     model_name(s);
-    kvlm_kv_options ko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .n_blocks = pool_blocks(s),
-                          .max_seqs = cfg->max_seqs};
-    kvlm_sched_options so = {.max_batch_tokens = cfg->max_batch_tokens, .max_waiting = cfg->max_waiting,
-                             .max_prefill_tokens = cfg->max_prefill_tokens};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = cfg->kv_dtype;
+    ko.block_size = cfg->block_size;
+    ko.n_blocks = pool_blocks(s);
+    ko.max_seqs = cfg->max_seqs;
+    kvlm_sched_options so = kvlm_sched_default_params();
+    so.max_batch_tokens = cfg->max_batch_tokens;
+    so.max_waiting = cfg->max_waiting;
+    so.max_prefill_tokens = cfg->max_prefill_tokens;
     if (chat_template_load(&s->tpl, kvlm_model_dir(m), kvlm_model_tokenizer_path(m), cfg->chat_template, err) ||
         !(s->kv = kvlm_kv_create(m, &ko, err)) || !(s->e = kvlm_engine_create(m, s->kv, &cfg->engine, err)) ||
         !(s->sched = kvlm_sched_create(s->e, s->kv, s->c->vocab_size, &so, err)))
         return -1;
     if (cfg->draft) {
-        kvlm_kv_options dko = {.dtype = cfg->kv_dtype, .block_size = cfg->block_size, .max_seqs = cfg->max_seqs};
+        kvlm_kv_options dko = kvlm_kv_default_params();
+        dko.dtype = cfg->kv_dtype;
+        dko.block_size = cfg->block_size;
+        dko.max_seqs = cfg->max_seqs;
         if (!(s->draft_kv = kvlm_kv_create(cfg->draft, &dko, err)) ||
             !(s->draft_e = kvlm_engine_create(cfg->draft, s->draft_kv, &cfg->engine, err)) ||
             kvlm_sched_set_draft(s->sched, s->draft_e, s->draft_kv, kvlm_model_config(cfg->draft)->vocab_size, err))
