@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (chunk > nb - pos) chunk = nb - pos;
         const char *o;
         size_t ol;
-        int rc = kvlm_stop_push(st, (const char *)body + pos, chunk, &o, &ol);
+        int rc = kvlm_stop_push(st, (const char *)body + pos, chunk, &o, &ol, NULL);
         if (rc < 0) abort();
         memcpy(out + n_out, o, ol);
         n_out += ol;
@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!stopped) {
         const char *o;
         size_t ol;
-        if (kvlm_stop_flush(st, &o, &ol) != 0) abort();
+        if (kvlm_stop_flush(st, &o, &ol, NULL) != 0) abort();
         memcpy(out + n_out, o, ol);
         n_out += ol;
     }
@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int32_t id = (int32_t)((body[i] | body[i + 1] << 8) % (unsigned)vocab);
         const char *text;
         size_t len;
-        int rc = kvlm_text_stream_push(ts, id, &text, &len);
+        int rc = kvlm_text_stream_push(ts, id, &text, &len, NULL);
         if (rc < 0) abort();
         json_t *j = ts_json_string(text, len);
         if (!j) abort();
@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const char *text;
     size_t len;
-    if (kvlm_text_stream_finish(ts, &text, &len) != 0) abort();
+    if (kvlm_text_stream_finish(ts, &text, &len, NULL) != 0) abort();
     json_t *j = ts_json_string(text, len);
     if (!j) abort();
     json_decref(j);

@@ -5,9 +5,25 @@
  * over a paged KV cache and read back what it cost. All handles are opaque;
  * the layout of models, caches and engines may change without notice.
  *
- * Errors: every function that can fail takes a kvlm_error*, returns NULL or a
- * negative value on failure and fills the error with a message that names the
- * file, field or parameter at fault. Library code never exits the process.
+ * Return convention (kvlm.h, kvlm_tokenizer.h, kvlm_measure.h): every
+ * function that can fail takes a kvlm_error * (NULL when the message is
+ * not wanted) and, on failure, fills it with a status and a message that
+ * names the file, field or parameter at fault, and returns
+ *   - NULL, when it returns a handle or a pointer, or
+ *   - a negative enum kvlm_status (KVLM_ERR_*), when it returns an int:
+ *     on success 0, or a count, id or flag that is never negative.
+ * A function that cannot fail (an accessor, a size computed from its
+ * arguments, a statistic of numbers it is given) takes no kvlm_error and
+ * says what it returns for an argument that has no answer (0 bytes, NULL
+ * for an unknown token). Lookups of a token id return the id or
+ * KVLM_NO_TOKEN (-1) when there is none: an answer, not a failure.
+ * Library code never exits the process.
+ *
+ * Options: every options struct has a kvlm_<thing>_default_params()
+ * returning its defaults by value. Start from it and set the fields to
+ * change; a field added in a later release then keeps its default in the
+ * program. Zero-initialised structs keep working where a zero field is
+ * documented to mean the default.
  *
  * This header holds what a program embedding kvlm needs: model, tokenizer
  * (kvlm_tokenizer.h, included below), KV cache, engine, sampler, scheduler,
@@ -42,8 +58,9 @@ extern "C" {
 #define KVLM_VERSION_PATCH 0
 #define KVLM_VERSION "0.13.0"
 
-/* The version of the library actually linked ("0.11.0"); compare it with
- * KVLM_VERSION, the version of the header the program was compiled with. */
+/* The version of the library actually linked (KVLM_VERSION's form,
+ * "MAJOR.MINOR.PATCH"); compare it with KVLM_VERSION, the version of the
+ * header the program was compiled with. */
 const char *kvlm_version(void);
 
 /* ---------------------------------------------------------------- errors */
@@ -58,6 +75,11 @@ enum kvlm_status {
     KVLM_ERR_BUSY = -6,    /* a bounded queue is full; retry later */
     KVLM_ERR_SYSTEM = -7,  /* the operating system refused a thread, socket or other resource */
 };
+
+/* "No such token": what a token-id lookup returns when there is none
+ * (kvlm_tokenizer_token_id, _eos_id, _bos_id; kvlm_config.eos_id). Not a
+ * status: these lookups cannot fail. */
+#define KVLM_NO_TOKEN (-1)
 
 #define KVLM_ERROR_MAX 512
 typedef struct kvlm_error {
@@ -109,8 +131,9 @@ const char *kvlm_dtype_name(kvlm_dtype t);
 size_t kvlm_dtype_size(kvlm_dtype t);
 /* Parses the names kvlm_dtype_name gives ("f32", "f16", "bf16", "q8_0", "q4_0",
  * "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl"),
- * case-insensitive, and "float32", "float16", "bfloat16". Returns 0 or -1. */
-int kvlm_dtype_parse(const char *s, kvlm_dtype *out);
+ * case-insensitive, and "float32", "float16", "bfloat16". Returns 0, or
+ * KVLM_ERR_ARG for any other name (the message lists the names). */
+int kvlm_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err);
 /* The storage unit of t: returns the bytes of one block and sets *values
  * (may be NULL) to the values it holds: 1 and the element size for f32,
  * f16 and bf16; 32 (Q8_0 .. Q5_1, IQ4_NL) or 256 (the K-quants) and the
@@ -153,7 +176,7 @@ typedef struct kvlm_config {
     int n_ff;             /* MLP hidden size */
     int n_ctx;            /* maximum positions */
     int vocab_size;       /* real vocabulary (logits have this many entries) */
-    int eos_id;           /* end-of-sequence token, -1 if unknown (the first of eos_ids) */
+    int eos_id;           /* end-of-sequence token, KVLM_NO_TOKEN if unknown (the first of eos_ids) */
     int n_eos;            /* every end-of-sequence id the model's files name */
     int32_t eos_ids[KVLM_MAX_EOS];
     float norm_eps;
@@ -240,7 +263,7 @@ size_t kvlm_model_repacked_bytes(const kvlm_model *m);
  * beside it, or an llm.c .bin (its header). Knows every architecture
  * config.json may name that kvlm can describe (gpt2, llama, mistral,
  * qwen2, qwen3, phi3), including ones kvlm_model_load cannot run yet.
- * Returns 0. */
+ * Returns 0 or a negative status (KVLM_ERR_IO, _FORMAT, _UNSUPPORTED). */
 int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
 /* Bytes of weights a checkpoint holds, without loading it: the sum of its
@@ -327,16 +350,22 @@ int kvlm_kv_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err);
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt,
                         kvlm_error *err);
 void kvlm_kv_free(kvlm_kv *kv);
-/* Returns a new empty sequence id (>= 0), or -1 with err set. */
+/* Returns a new empty sequence id (>= 0), or KVLM_ERR_NOMEM when every
+ * sequence slot (max_seqs) or the blocks of its reserve_tokens are taken. */
 int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err);
 /* A new sequence whose first *n_cached tokens of prompt are served from the
  * prefix cache (whole blocks; at least one token is always left to
- * compute). The caller then runs the rest of the prompt. */
+ * compute). The caller then runs the rest of the prompt. Returns the id,
+ * KVLM_ERR_ARG for a prompt longer than the context window, or as
+ * kvlm_kv_seq_new. */
 int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached,
                              kvlm_error *err);
 /* A new sequence sharing all of parent's blocks; a partly filled last
- * block is copied only when one side writes to it (copy-on-write). */
+ * block is copied only when one side writes to it (copy-on-write).
+ * Returns the id, KVLM_ERR_ARG for an unknown parent, or as
+ * kvlm_kv_seq_new. */
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err);
+/* Frees the sequence's blocks (an unknown seq is ignored). */
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
 /* Drops the sequence's tokens from position len on (0 <= len <= its length),
  * returning blocks it no longer needs (those of its reserve_tokens stay);
@@ -346,12 +375,13 @@ void kvlm_kv_seq_free(kvlm_kv *kv, int seq);
  * blocks that fell out of the window are gone: a length whose window
  * would need them is refused (KVLM_ERR_ARG); 0 always works. */
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err);
-/* Number of token positions cached for the sequence (-1: no such sequence). */
-int kvlm_kv_seq_len(const kvlm_kv *kv, int seq);
+/* Number of token positions cached for the sequence, or KVLM_ERR_ARG
+ * when there is no such sequence. */
+int kvlm_kv_seq_len(const kvlm_kv *kv, int seq, kvlm_error *err);
 /* Blocks a new allocation can take now (free + evictable cached). */
 size_t kvlm_kv_available_blocks(const kvlm_kv *kv);
 /* Blocks seq needs beyond what it holds to grow to len tokens (including a
- * copy-on-write of a shared last block). */
+ * copy-on-write of a shared last block); 0 for an unknown seq. */
 size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len);
 void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
 
@@ -424,8 +454,8 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv,
                                 const kvlm_engine_options *opt, kvlm_error *err);
 void kvlm_engine_free(kvlm_engine *e);
 /* Runs one forward step over a batch. logits receives, item after item,
- * n_tokens x vocab (logits_all 1), 1 x vocab (0) or nothing (-1). On error nothing is
- * appended to any sequence. */
+ * n_tokens x vocab (logits_all 1), 1 x vocab (0) or nothing (-1). Returns 0
+ * or a negative status; on error nothing is appended to any sequence. */
 int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items,
                      float *logits, kvlm_error *err);
 /* Number of floats kvlm_engine_step writes for this batch. */
@@ -727,7 +757,8 @@ kvlm_sched *kvlm_sched_create(kvlm_engine *e, kvlm_kv *kv, int vocab, const kvlm
 void kvlm_sched_free(kvlm_sched *s);
 /* Queues a request; returns its id (>= 0) or a negative status. */
 int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err);
-/* Finishes every choice of the request with CANCELLED and frees its blocks. */
+/* Finishes every choice of the request with CANCELLED and frees its
+ * blocks (an id that is not queued or running is ignored). */
 void kvlm_sched_cancel(kvlm_sched *s, int64_t id);
 /* One engine step over the running batch (admitting and preempting as
  * needed). Returns the number of sequences advanced, 0 when idle, or a
@@ -785,10 +816,11 @@ void kvlm_stop_free(kvlm_stop *st);
  * has completed: the text before it has been given out, the stop string and
  * anything after it never are. 0 otherwise; KVLM_ERR_NOMEM when memory ran
  * out (nothing given out; the bytes are kept). */
-int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len);
+int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len,
+                   kvlm_error *err);
 /* Gives out the held-back bytes at the end of a generation without a stop.
  * Returns 0 or KVLM_ERR_NOMEM. */
-int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len);
+int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len, kvlm_error *err);
 
 /* -------------------------------------------------------- generated text */
 
@@ -807,10 +839,10 @@ void kvlm_text_stream_free(kvlm_text_stream *ts);
  * until the next call on ts). Returns 1 once a stop string has completed
  * (the generation must end; later tokens add nothing), 0 otherwise,
  * KVLM_ERR_NOMEM when memory ran out. */
-int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len);
+int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len, kvlm_error *err);
 /* The end of the generation: the text still held back (an unfinished stop
  * string candidate or character). Returns 0 or KVLM_ERR_NOMEM. */
-int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len);
+int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len, kvlm_error *err);
 
 /* ---------------------------------------------------------------- clock */
 

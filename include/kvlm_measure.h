@@ -33,7 +33,9 @@ typedef struct kvlm_dist_stats {
 } kvlm_dist_stats;
 
 /* Statistics of softmax(logits / temperature) (temperature > 0), or of the
- * distribution the sampler chain keeps when `chain` is non-NULL. */
+ * distribution the sampler chain keeps when `chain` is non-NULL. Returns
+ * 0, KVLM_ERR_ARG (an empty vocabulary, a temperature not above 0 without
+ * a chain) or KVLM_ERR_NOMEM. */
 int kvlm_dist_stats_compute(const float *logits, int vocab, float temperature,
                             kvlm_sampler *chain, kvlm_dist_stats *out,
                             kvlm_error *err);
@@ -127,6 +129,8 @@ typedef struct kvlm_attn_bench_result {
     double max_abs_diff;                        /* between the two layouts' outputs */
 } kvlm_attn_bench_result;
 
+/* Returns 0 or a negative status (KVLM_ERR_ARG naming the option out of
+ * range, KVLM_ERR_UNSUPPORTED, KVLM_ERR_NOMEM, KVLM_ERR_FORMAT). */
 int kvlm_measure_attention(const kvlm_model *m, const kvlm_attn_bench_options *opt,
                            kvlm_attn_bench_result *res, kvlm_error *err);
 

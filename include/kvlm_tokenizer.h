@@ -77,7 +77,7 @@ int kvlm_tokenizer_encode_prompt(const kvlm_tokenizer *t, const char *text, size
  * after *len bytes; the text itself may contain NULs). For SentencePiece
  * vocabularies "▁" prints as a space, a byte token as its byte, and one
  * leading space is dropped when the file's decoder says so. Fails with
- * KVLM_ERR_ARG on an id that is not a token. */
+ * KVLM_ERR_ARG on an id that is not a token. Returns 0 or a negative status. */
 int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
                           char **text, size_t *len, struct kvlm_error *err);
 
@@ -87,12 +87,13 @@ int kvlm_tokenizer_decode(const kvlm_tokenizer *t, const int32_t *ids, size_t n,
 const char *kvlm_tokenizer_piece(const kvlm_tokenizer *t, int32_t id, size_t *len);
 /* The id of the token whose vocabulary entry is exactly piece[0..len)
  * (raw bytes for byte-level vocabularies, the string as written, e.g.
- * "\xE2\x96\x81the", for SentencePiece ones), or -1. */
+ * "\xE2\x96\x81the", for SentencePiece ones), or KVLM_NO_TOKEN (-1). */
 int32_t kvlm_tokenizer_token_id(const kvlm_tokenizer *t, const char *piece, size_t len);
 /* Id of the end-of-text token (tokenizer_config.json's eos_token, GGUF's
- * eos id, else <|endoftext|>, <|end_of_text|> or </s>), or -1. */
+ * eos id, else <|endoftext|>, <|end_of_text|> or </s>), or KVLM_NO_TOKEN. */
 int32_t kvlm_tokenizer_eos_id(const kvlm_tokenizer *t);
-/* Id of the beginning-of-text token (<s>, <|begin_of_text|>, ...), or -1. */
+/* Id of the beginning-of-text token (<s>, <|begin_of_text|>, ...), or
+ * KVLM_NO_TOKEN. */
 int32_t kvlm_tokenizer_bos_id(const kvlm_tokenizer *t);
 /* 1 if the tokenizer puts BOS (or other tokens) in front of a text it
  * encodes with KVLM_ENCODE_ADD_SPECIAL (tokenizer.json's post_processor,
@@ -125,7 +126,8 @@ size_t kvlm_tokenizer_n_merges(const kvlm_tokenizer *t);
 
 /* Replaces the cache of merged words with an empty one holding up to
  * max_words words (0 turns it off; the default is 65536). The cache only
- * changes speed, never ids. For benchmarks: cold vs warm vs no cache. */
+ * changes speed, never ids. For benchmarks: cold vs warm vs no cache.
+ * Returns 0, KVLM_ERR_ARG above 2^24 words, or KVLM_ERR_NOMEM. */
 int kvlm_tokenizer_set_cache(kvlm_tokenizer *t, size_t max_words, struct kvlm_error *err);
 
 /* Streaming UTF-8 assembler: bytes of an incomplete sequence are held until

@@ -67,8 +67,8 @@ size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok) {
     return good ? bytes : 0;
 }
 
-int kvlm_dtype_parse(const char *s, kvlm_dtype *out) {
-    if (!s) return -1;
+int kvlm_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err) {
+    if (!s) return kvlm_error_set(err, KVLM_ERR_ARG, "dtype: no name given");
     if (!strcasecmp(s, "f32") || !strcasecmp(s, "float32")) *out = KVLM_F32;
     else if (!strcasecmp(s, "f16") || !strcasecmp(s, "float16")) *out = KVLM_F16;
     else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *out = KVLM_BF16;
@@ -76,11 +76,13 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out) {
         for (int t = KVLM_Q8_0; t <= KVLM_IQ4_NL; t++)
             if (!strcasecmp(s, kvlm_dtype_name((kvlm_dtype)t))) {
                 *out = (kvlm_dtype)t;
-                return 0;
+                return KVLM_OK;
             }
-        return -1;
+        return kvlm_error_set(err, KVLM_ERR_ARG,
+                              "dtype '%.64s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+                              "q4_k, q5_k, q6_k, iq4_nl (or float32, float16, bfloat16)", s);
     }
-    return 0;
+    return KVLM_OK;
 }
 
 int64_t tensor_numel(const tensor *t) {

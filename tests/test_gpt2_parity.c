@@ -96,7 +96,7 @@ static double run_variant(kvlm_model *m, const expected *ex, kvlm_isa isa, kvlm_
         else assert_int_equal(kvlm_engine_step(e, &it, 1, logits, &err), 0);
         worst = fmax(worst, max_abs_diff(logits, ex->dec + (size_t)j * V, V));
     }
-    assert_int_equal(kvlm_kv_seq_len(kv, seq), 2 * NPOS);
+    assert_int_equal(kvlm_kv_seq_len(kv, seq, NULL), 2 * NPOS);
     free(logits);
     kvlm_engine_free(e);
     kvlm_kv_free(kv);
@@ -167,14 +167,14 @@ static void test_cache_equals_recompute(void **state) {
         kvlm_batch_item ia = {seq[0], tok, n, 0};
         assert_int_equal(kvlm_engine_step(e[0], &ia, 1, a, &err), 0);
         assert_int_equal(th_recompute_step(e[1], kv[1], seq[1], ctx, n_ctx, b, &err), 0);
-        assert_int_equal(kvlm_kv_seq_len(kv[1], seq[1]), n_ctx);
+        assert_int_equal(kvlm_kv_seq_len(kv[1], seq[1], NULL), n_ctx);
         assert_true(max_abs_diff(a, b, V) < 1e-4);
     }
     /* 8 + 23 = 31 tokens; two more would pass the 32-token window. */
     kvlm_batch_item over = {seq[0], ex.prompt, 2, 0};
     assert_int_equal(kvlm_engine_step(e[0], &over, 1, a, &err), KVLM_ERR_ARG);
     assert_non_null(strstr(err.msg, "context window"));
-    assert_int_equal(kvlm_kv_seq_len(kv[0], seq[0]), 31);
+    assert_int_equal(kvlm_kv_seq_len(kv[0], seq[0], NULL), 31);
     for (int k = 0; k < 2; k++) {
         kvlm_engine_free(e[k]);
         kvlm_kv_free(kv[k]);
@@ -204,7 +204,7 @@ static void test_batch_of_two(void **state) {
     assert_true(max_abs_diff(lg + (size_t)NPOS * V, ex.prefill + 2 * V, V) < TOL_F32_KV);
     kvlm_batch_item dup[2] = {{s0, ex.decode, 1, 0}, {s0, ex.decode, 1, 0}};
     assert_int_equal(kvlm_engine_step(e, dup, 2, lg, &err), KVLM_ERR_ARG);
-    assert_int_equal(kvlm_kv_seq_len(kv, s0), NPOS);
+    assert_int_equal(kvlm_kv_seq_len(kv, s0, NULL), NPOS);
     free(lg);
     free(ex.prefill);
     free(ex.dec);

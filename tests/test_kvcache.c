@@ -36,7 +36,7 @@ static void check_contents(const kvlm_kv *kv) {
     for (int i = 0; i < kv_max_seqs(kv); i++) {
         if (!kv_seq_valid(kv, i)) continue;
         const int32_t *toks = kv_seq_tokens(kv, i);
-        for (int p = 0; p < kvlm_kv_seq_len(kv, i); p++) {
+        for (int p = 0; p < kvlm_kv_seq_len(kv, i, NULL); p++) {
             float k[16];
             attn_load_kv(kv, i, p, 0, 0, 0, k);
             uint64_t got = 0;
@@ -52,7 +52,7 @@ static size_t expected_stored(const kvlm_kv *kv, size_t n_blocks) {
     const int bs = kv_block_size(kv);
     for (int i = 0; i < kv_max_seqs(kv); i++) {
         const int *table;
-        const int nb = kv_seq_blocks(kv, i, &table), len = kvlm_kv_seq_len(kv, i);
+        const int nb = kv_seq_blocks(kv, i, &table), len = kvlm_kv_seq_len(kv, i, NULL);
         for (int j = 0; j < nb; j++) {
             int f = len - j * bs;
             f = f < 0 ? 0 : f > bs ? bs : f;
@@ -72,13 +72,13 @@ static size_t expected_stored(const kvlm_kv *kv, size_t n_blocks) {
  * which must leave the cache exactly as it was. */
 static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_first) {
     kvlm_error err;
-    const int len = kvlm_kv_seq_len(kv, seq);
+    const int len = kvlm_kv_seq_len(kv, seq, NULL);
     kvlm_kv_stats before, after;
     kvlm_kv_get_stats(kv, &before);
     if (abort_first && kv_append_reserve(kv, seq, n, &err) == KVLM_OK) {
         kv_append_abort(kv, seq);
         kvlm_kv_get_stats(kv, &after);
-        assert_int_equal(kvlm_kv_seq_len(kv, seq), len);
+        assert_int_equal(kvlm_kv_seq_len(kv, seq, NULL), len);
         assert_int_equal(kv_append_pending(kv, seq), 0);
         assert_int_equal(after.tokens_stored, before.tokens_stored);
         assert_int_equal(after.blocks_used, before.blocks_used);
@@ -86,7 +86,7 @@ static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_fi
         if (kv_check_invariants(kv, &err)) fail_msg("after an abort: %s", err.msg);
     }
     if (kv_append_reserve(kv, seq, n, &err)) {
-        assert_int_equal(kvlm_kv_seq_len(kv, seq), len); /* a failed reservation changes nothing */
+        assert_int_equal(kvlm_kv_seq_len(kv, seq, NULL), len); /* a failed reservation changes nothing */
         return -1;
     }
     assert_int_equal(kv_append_pending(kv, seq), n);
@@ -102,7 +102,7 @@ static int append(kvlm_kv *kv, int seq, const int32_t *toks, int n, int abort_fi
         attn_store_kv(ops, kv, seq, p, 0, k, v);
     }
     kv_append_commit(kv, seq, toks);
-    assert_int_equal(kvlm_kv_seq_len(kv, seq), len + n);
+    assert_int_equal(kvlm_kv_seq_len(kv, seq, NULL), len + n);
     return 0;
 }
 
@@ -142,12 +142,12 @@ static void property_run(int reserve) {
                 int i = RND(n_live), n = 1 + RND(5);
                 int32_t t[8];
                 for (int k = 0; k < n; k++) t[k] = RND(3);
-                if (kvlm_kv_seq_len(kv, live[i]) + n <= 32) append(kv, live[i], t, n, step % 2);
+                if (kvlm_kv_seq_len(kv, live[i], NULL) + n <= 32) append(kv, live[i], t, n, step % 2);
             } else if (op < 8 && n_live && n_live < 8) { /* fork */
                 int id = kvlm_kv_seq_fork(kv, live[RND(n_live)], &err);
                 if (id >= 0) live[n_live++] = id;
             } else if (op == 8 && n_live) { /* truncate to a block boundary (0: recompute from scratch) */
-                int i = RND(n_live), len = kvlm_kv_seq_len(kv, live[i]);
+                int i = RND(n_live), len = kvlm_kv_seq_len(kv, live[i], NULL);
                 assert_int_equal(kvlm_kv_seq_truncate(kv, live[i], RND(len / 4 + 1) * 4, &err), 0);
             } else if (n_live) { /* free */
                 int i = RND(n_live);
@@ -236,7 +236,7 @@ static void test_append_abort_restores(void **state) {
     assert_int_equal(kv_append_reserve(kv, b, 26, &err), KVLM_ERR_NOMEM);
     assert_int_equal(kv_seq_blocks(kv, b, &tb), 2);
     assert_memory_equal(tb, before, 2 * sizeof(int));
-    assert_int_equal(kvlm_kv_seq_len(kv, b), 6);
+    assert_int_equal(kvlm_kv_seq_len(kv, b, NULL), 6);
     assert_int_equal(kv_append_reserve(kv, b, 27, &err), KVLM_ERR_ARG); /* past the 32-token window */
 
     assert_int_equal(append(kv, b, toks, 3, 1), 0); /* now for real: the copy is counted once */

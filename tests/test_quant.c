@@ -62,12 +62,12 @@ static void test_sizes_and_names(void **state) {
     assert_int_equal(kvlm_dtype_size(KVLM_Q8_0), 0);
     kvlm_dtype d;
     for (size_t i = 0; i < 2; i++) {
-        assert_int_equal(kvlm_dtype_parse(kvlm_dtype_name(qtypes[i]), &d), 0);
+        assert_int_equal(kvlm_dtype_parse(kvlm_dtype_name(qtypes[i]), &d, NULL), 0);
         assert_int_equal(d, qtypes[i]);
     }
-    assert_int_equal(kvlm_dtype_parse("Q4_0", &d), 0);
+    assert_int_equal(kvlm_dtype_parse("Q4_0", &d, NULL), 0);
     assert_int_equal(d, KVLM_Q4_0);
-    assert_int_equal(kvlm_dtype_parse("q4_2", &d), -1);
+    assert_int_equal(kvlm_dtype_parse("q4_2", &d, NULL), KVLM_ERR_ARG);
 }
 
 /* Values that are exactly representable round-trip bit for bit, and the

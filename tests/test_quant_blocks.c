@@ -66,7 +66,7 @@ static void test_names_and_sizes(void **state) {
         kvlm_dtype p = KVLM_F32;
         char upper[16];
         for (size_t c = 0; c <= strlen(want[i].name); c++) upper[c] = (char)toupper((unsigned char)want[i].name[c]);
-        assert_int_equal(kvlm_dtype_parse(upper, &p), 0);
+        assert_int_equal(kvlm_dtype_parse(upper, &p, NULL), 0);
         assert_int_equal(p, t);
         assert_true(dtype_is_blocked(t));
         assert_int_equal(dtype_block_len(t), want[i].bl);
@@ -88,8 +88,8 @@ static void test_names_and_sizes(void **state) {
         assert_int_equal(tensor_nbytes_checked(&tt, &nb), want[i].bl == 32 ? 0 : -1);
     }
     kvlm_dtype p;
-    assert_int_equal(kvlm_dtype_parse("q4_k_m", &p), -1); /* a file type, not a tensor type */
-    assert_int_equal(kvlm_dtype_parse("iq4_xs", &p), -1);
+    assert_int_equal(kvlm_dtype_parse("q4_k_m", &p, NULL), KVLM_ERR_ARG); /* a file type, not a tensor type */
+    assert_int_equal(kvlm_dtype_parse("iq4_xs", &p, NULL), KVLM_ERR_ARG);
     assert_false(dtype_is_blocked((kvlm_dtype)14));
     assert_int_equal(dtype_block_bytes((kvlm_dtype)14), 0);
     assert_string_equal(kvlm_dtype_name((kvlm_dtype)14), "?");

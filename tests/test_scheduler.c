@@ -290,11 +290,11 @@ static size_t stream_text(const kvlm_tokenizer *tok, const int32_t *ids, int n, 
     size_t len = 0, k;
     const char *t;
     for (int i = 0; i < n; i++) {
-        assert_true(kvlm_text_stream_push(ts, ids[i], &t, &k) == 0);
+        assert_true(kvlm_text_stream_push(ts, ids[i], &t, &k, NULL) == 0);
         memcpy(out + len, t, k);
         len += k;
     }
-    assert_int_equal(kvlm_text_stream_finish(ts, &t, &k), 0);
+    assert_int_equal(kvlm_text_stream_finish(ts, &t, &k, NULL), 0);
     memcpy(out + len, t, k);
     len += k;
     out[len] = 0;

@@ -456,8 +456,8 @@ static void same_state(const kvlm_kv *a, int sa, const kvlm_kv *b, int sb, int e
     kvlm_error err;
     assert_int_equal(kv_check_invariants(a, &err), 0);
     assert_int_equal(kv_check_invariants(b, &err), 0);
-    const int n = kvlm_kv_seq_len(a, sa);
-    assert_int_equal(n, kvlm_kv_seq_len(b, sb));
+    const int n = kvlm_kv_seq_len(a, sa, NULL);
+    assert_int_equal(n, kvlm_kv_seq_len(b, sb, NULL));
     assert_memory_equal(kv_seq_tokens(a, sa), kv_seq_tokens(b, sb), (size_t)n * sizeof(int32_t));
     const int *ta, *tb;
     assert_int_equal(kv_seq_blocks(a, sa, &ta), kv_seq_blocks(b, sb, &tb));

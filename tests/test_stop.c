@@ -15,14 +15,14 @@ static int feed(kvlm_stop *st, const char *const *pieces, int n, char *out) {
     for (int i = 0; i < n && !stopped; i++) {
         const char *b;
         size_t len;
-        stopped = kvlm_stop_push(st, pieces[i], strlen(pieces[i]), &b, &len);
+        stopped = kvlm_stop_push(st, pieces[i], strlen(pieces[i]), &b, &len, NULL);
         memcpy(out + o, b, len);
         o += len;
     }
     if (!stopped) {
         const char *b;
         size_t len;
-        kvlm_stop_flush(st, &b, &len);
+        kvlm_stop_flush(st, &b, &len, NULL);
         memcpy(out + o, b, len);
         o += len;
     }
@@ -56,7 +56,7 @@ static void test_stops(void **state) {
     assert_string_equal(out, "a");
     const char *b;
     size_t len;
-    assert_int_equal(kvlm_stop_push(st, "zzz", 3, &b, &len), 1); /* stays stopped */
+    assert_int_equal(kvlm_stop_push(st, "zzz", 3, &b, &len, NULL), 1); /* stays stopped */
     assert_int_equal(len, 0);
     kvlm_stop_free(st);
 
@@ -70,7 +70,7 @@ static void test_stops(void **state) {
     st = kvlm_stop_create((const char *[]){"x"}, 1, &err);
     const char *rest = NULL;
     size_t n = 99;
-    assert_int_equal(kvlm_stop_flush(st, &rest, &n), 0);
+    assert_int_equal(kvlm_stop_flush(st, &rest, &n, NULL), 0);
     assert_non_null(rest);
     assert_int_equal(n, 0);
     kvlm_stop_free(st);

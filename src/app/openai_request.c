@@ -516,7 +516,7 @@ static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, 
                     &rq->n_prompt[0], e);
     sbuf_free(&text);
     const char *end = chat_turn_end(lim->tpl);
-    rq->turn_end = end && lim->tok ? kvlm_tokenizer_token_id(lim->tok, end, strlen(end)) : -1;
+    rq->turn_end = end && lim->tok ? kvlm_tokenizer_token_id(lim->tok, end, strlen(end)) : KVLM_NO_TOKEN;
     return rc;
 }
 

@@ -22,7 +22,7 @@ static json_t *message(const char *role, const char *content, size_t n) {
 int chat_conv_init(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok, const char *system) {
     const char *end = chat_turn_end(tpl);
     *cv = (chat_conv){.messages = json_array(), .tpl = tpl, .tok = tok,
-                      .turn_end = end ? kvlm_tokenizer_token_id(tok, end, strlen(end)) : -1};
+                      .turn_end = end ? kvlm_tokenizer_token_id(tok, end, strlen(end)) : KVLM_NO_TOKEN};
     if (!cv->messages) return -1;
     return chat_conv_set_system(cv, system);
 }

@@ -162,13 +162,13 @@ static void print_human(const cli_session *ss, const json_t *doc) {
         json_array_foreach(json_object_get(row, "ids"), j, id) {
             const char *t = "";
             size_t n = 0;
-            if (ts) kvlm_text_stream_push(ts, (int32_t)json_integer_value(id), &t, &n);
+            if (ts) kvlm_text_stream_push(ts, (int32_t)json_integer_value(id), &t, &n, NULL);
             for (size_t b = 0; b < n; b++, total++)
                 if (k < sizeof shown - 4) shown[k++] = t[b] == '\n' ? '|' : t[b];
         }
         const char *t = "";
         size_t n = 0;
-        if (ts) kvlm_text_stream_finish(ts, &t, &n);
+        if (ts) kvlm_text_stream_finish(ts, &t, &n, NULL);
         for (size_t b = 0; b < n; b++, total++)
             if (k < sizeof shown - 4) shown[k++] = t[b] == '\n' ? '|' : t[b];
         shown[k] = 0;

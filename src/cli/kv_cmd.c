@@ -90,7 +90,7 @@ static int parse_kv_dtype(const char *flag, const char *s, void *out) {
 }
 
 static int parse_weight_dtype(const char *flag, const char *s, void *out) {
-    if (!kvlm_dtype_parse(s, out)) return 0;
+    if (!kvlm_dtype_parse(s, out, NULL)) return 0;
     fprintf(stderr, "kvlm kv: %s: '%s' is not a dtype (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
                     "q4_k, q5_k, q6_k, iq4_nl)\n", flag, s);
     return -1;

@@ -43,7 +43,7 @@ static int parse_dtype(const char *flag, const char *s, int kv, kvlm_dtype *out)
         fprintf(stderr, "kvlm: %s: %s\n", flag, err.msg);
         return -1;
     }
-    if (!kv && kvlm_dtype_parse(s, out)) {
+    if (!kv && kvlm_dtype_parse(s, out, NULL)) {
         fprintf(stderr, "kvlm: %s: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", flag, s);
         return -1;
     }

@@ -259,7 +259,7 @@ int cli_perplexity(int argc, char **argv) {
     ppl_result r = {0};
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err)) ||
         (o.chunks ? score_chunks(e, kv, c->vocab_size, ids, (long)n_ids, context,
-                                 kvlm_tokenizer_add_bos(ss.tok) ? kvlm_tokenizer_bos_id(ss.tok) : -1, &r, &err)
+                                 kvlm_tokenizer_add_bos(ss.tok) ? kvlm_tokenizer_bos_id(ss.tok) : KVLM_NO_TOKEN, &r, &err)
                   : score(e, kv, c->vocab_size, ids, (long)n_ids, context, stride, &r, &err))) {
         fprintf(stderr, "kvlm perplexity: %s\n", err.msg);
         goto out;

@@ -126,7 +126,7 @@ static const char *find_arch(json_t *root) {
 static void get_torch_dtype(json_t *root, kvlm_config *cfg) {
     json_t *td = json_object_get(root, "torch_dtype");
     kvlm_dtype dt;
-    cfg->weight_dtype = json_is_string(td) && !kvlm_dtype_parse(json_string_value(td), &dt) ? dt : KVLM_F32;
+    cfg->weight_dtype = json_is_string(td) && !kvlm_dtype_parse(json_string_value(td), &dt, NULL) ? dt : KVLM_F32;
 }
 
 static int load_gpt2(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {

@@ -69,7 +69,7 @@ static kvlm_finish emit(dec_ctx *x, sched_choice *c, int32_t id, const float *lo
         ev.top_logprobs = x->top_lps;
     }
     int stop = 0; /* 1: a stop string completed; < 0: out of memory */
-    if (c->text && !eos) stop = kvlm_text_stream_push(c->text, id, &ev.text, &ev.text_len);
+    if (c->text && !eos) stop = kvlm_text_stream_push(c->text, id, &ev.text, &ev.text_len, NULL);
     if (r->p.on_token && r->p.on_token(r->p.user, &ev) && stop == 0) stop = 1;
     return stop < 0                                                      ? KVLM_FINISH_ERROR
            : stop || eos                                                 ? KVLM_FINISH_STOP

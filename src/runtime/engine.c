@@ -487,7 +487,7 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
                 return kvlm_error_set(err, KVLM_ERR_ARG, "batch items %d and %d name the same sequence %d", j, i, it->seq);
         if (it->n_tokens < 1 || !it->tokens)
             return kvlm_error_set(err, KVLM_ERR_ARG, "batch item %d: n_tokens = %d, need at least 1", i, it->n_tokens);
-        int len = kvlm_kv_seq_len(e->kv, it->seq);
+        int len = kvlm_kv_seq_len(e->kv, it->seq, NULL);
         if ((long)len + it->n_tokens > c->n_ctx)
             return kvlm_error_set(err, KVLM_ERR_ARG,
                                   "sequence %d: %d cached + %d new tokens exceed the context window of %d tokens", it->seq,
@@ -517,7 +517,7 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
     int t = 0, nl = 0;
     for (int i = 0; i < n_items; i++) {
         const kvlm_batch_item *it = &items[i];
-        const int len = kvlm_kv_seq_len(kv, it->seq);
+        const int len = kvlm_kv_seq_len(kv, it->seq, NULL);
         for (int j = 0; j < it->n_tokens; j++, t++) {
             e->rows[t] = (eng_row){it->seq, len + j, it->tokens[j]};
             if (it->logits_all > 0 || (it->logits_all == 0 && j == it->n_tokens - 1)) e->logit_rows[nl++] = t;

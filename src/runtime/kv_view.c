@@ -14,7 +14,7 @@ int kvlm_kv_dtype_supported(kvlm_dtype t) { return t == KVLM_F32 || t == KVLM_F1
 
 int kvlm_kv_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err) {
     kvlm_dtype t;
-    if (s && !kvlm_dtype_parse(s, &t) && kvlm_kv_dtype_supported(t)) {
+    if (s && !kvlm_dtype_parse(s, &t, NULL) && kvlm_kv_dtype_supported(t)) {
         *out = t;
         return KVLM_OK;
     }

@@ -296,10 +296,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
     int id = -1;
     for (int i = 0; i < kv->max_seqs && id < 0; i++)
         if (!kv->seqs[i].live) id = i;
-    if (id < 0) {
-        kvlm_error_set(err, KVLM_ERR_NOMEM, "all %d sequence slots are in use", kv->max_seqs);
-        return -1;
-    }
+    if (id < 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, "all %d sequence slots are in use", kv->max_seqs);
     kv_seq *s = &kv->seqs[id];
     size_t mb = (size_t)kv->max_blocks_per_seq;
     if (!s->blocks) s->blocks = malloc(mb * sizeof(int));
@@ -307,8 +304,7 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
     if (!s->bnode) s->bnode = malloc(mb * sizeof(uint64_t));
     if (!s->tokens) s->tokens = malloc((size_t)kv->n_ctx * sizeof(int32_t));
     if (!s->blocks || !s->bhash || !s->bnode || !s->tokens) {
-        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
-        return -1;
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     }
     s->live = 1;
     s->len = s->n_blocks = s->n_indexed = s->n_released = s->pend_n = s->pend_blocks = 0;
@@ -318,19 +314,20 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
 
 int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
     int id = seq_alloc(kv, err);
-    if (id >= 0 && take_blocks(kv, &kv->seqs[id], kv->reserve_blocks, err)) {
+    if (id < 0) return id;
+    int rc = take_blocks(kv, &kv->seqs[id], kv->reserve_blocks, err);
+    if (rc < 0) {
         kvlm_kv_seq_free(kv, id);
-        return -1;
+        return rc;
     }
     return id;
 }
 
 int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
     *n_cached = 0;
-    if (n < 0 || n > kv->n_ctx) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens is outside the context window of %d", n, kv->n_ctx);
-        return -1;
-    }
+    if (n < 0 || n > kv->n_ctx)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens is outside the context window of %d", n,
+                              kv->n_ctx);
     int id = kvlm_kv_seq_new(kv, err);
     if (id < 0 || !kv->prefix_cache) return id;
     kv_seq *s = &kv->seqs[id];
@@ -360,16 +357,11 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
 }
 
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
-    if (!kv_seq_valid(kv, parent)) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "fork: no sequence %d", parent);
-        return -1;
-    }
-    if (kv->seqs[parent].pend_n) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "fork: sequence %d has an append in progress", parent);
-        return -1;
-    }
+    if (!kv_seq_valid(kv, parent)) return kvlm_error_set(err, KVLM_ERR_ARG, "fork: no sequence %d", parent);
+    if (kv->seqs[parent].pend_n)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "fork: sequence %d has an append in progress", parent);
     int id = kvlm_kv_seq_new(kv, err);
-    if (id < 0) return -1;
+    if (id < 0) return id;
     const kv_seq *p = &kv->seqs[parent];
     kv_seq *s = &kv->seqs[id];
     /* The parent's blocks with tokens: copied into blocks the child already
@@ -559,7 +551,9 @@ int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
     return KVLM_OK;
 }
 
-int kvlm_kv_seq_len(const kvlm_kv *kv, int seq) { return kv_seq_valid(kv, seq) ? kv->seqs[seq].len : -1; }
+int kvlm_kv_seq_len(const kvlm_kv *kv, int seq, kvlm_error *err) {
+    return kv_seq_valid(kv, seq) ? kv->seqs[seq].len : kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
+}
 
 size_t kvlm_kv_available_blocks(const kvlm_kv *kv) { return kv->n_free + kv->n_lru; }
 

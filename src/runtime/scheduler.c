@@ -391,7 +391,7 @@ static void finish(kvlm_sched *s, sched_choice *c, kvlm_finish why) {
     sched_req *r = c->req;
     kvlm_finish_event ev = {.choice = c->index, .reason = why, .n_generated = c->generated, .text = "",
                             .n_drafted = c->drafted, .n_accepted = c->accepted};
-    if (c->text && kvlm_text_stream_finish(c->text, &ev.text, &ev.text_len)) ev.reason = KVLM_FINISH_ERROR;
+    if (c->text && kvlm_text_stream_finish(c->text, &ev.text, &ev.text_len, NULL)) ev.reason = KVLM_FINISH_ERROR;
     if (ev.reason == KVLM_FINISH_CANCELLED) s->st.cancelled++;
     if (ev.reason == KVLM_FINISH_TIMEOUT) s->st.timed_out++;
     s->st.finished++;

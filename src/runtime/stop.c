@@ -71,7 +71,7 @@ static int give_out(kvlm_stop *st, size_t k, size_t drop, const char **out, size
     return 0;
 }
 
-int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len) {
+static int push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len) {
     *out = "";
     *out_len = 0;
     if (st->stopped) return 1;
@@ -100,8 +100,16 @@ int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out,
     return st->len > hold ? give_out(st, st->len - hold, 0, out, out_len) : 0;
 }
 
-int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len) {
+int kvlm_stop_push(kvlm_stop *st, const char *bytes, size_t n, const char **out, size_t *out_len, kvlm_error *err) {
+    int rc = push(st, bytes, n, out, out_len);
+    if (rc < 0) return kvlm_error_set(err, rc, "stop strings: out of memory holding %zu bytes of text", st->len + n);
+    return rc;
+}
+
+int kvlm_stop_flush(kvlm_stop *st, const char **out, size_t *out_len, kvlm_error *err) {
     *out = "";
     *out_len = 0;
-    return st->stopped ? 0 : give_out(st, st->len, 0, out, out_len);
+    int rc = st->stopped ? 0 : give_out(st, st->len, 0, out, out_len);
+    if (rc < 0) return kvlm_error_set(err, rc, "stop strings: out of memory giving out %zu bytes of text", st->len);
+    return rc;
 }

@@ -75,7 +75,7 @@ static int assemble(kvlm_text_stream *ts, const char *bytes, size_t n, const cha
     return 0;
 }
 
-int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len) {
+static int push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len, kvlm_error *err) {
     *text = "";
     *len = 0;
     if (ts->stopped) return 1;
@@ -90,7 +90,7 @@ int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, s
     if (!ts->stop) return assemble(ts, piece, n, text, len);
     const char *cleared;
     size_t k;
-    int rc = kvlm_stop_push(ts->stop, piece, n, &cleared, &k);
+    int rc = kvlm_stop_push(ts->stop, piece, n, &cleared, &k, err);
     if (rc < 0) return rc;
     /* cleared lives in the matcher until its next call: copy it through */
     int a = assemble(ts, cleared, k, text, len);
@@ -99,16 +99,27 @@ int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, s
     return rc;
 }
 
-int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len) {
+int kvlm_text_stream_push(kvlm_text_stream *ts, int32_t id, const char **text, size_t *len, kvlm_error *err) {
+    kvlm_error local;
+    if (!err) err = &local;
+    kvlm_error_clear(err);
+    int rc = push(ts, id, text, len, err);
+    if (rc < 0 && err->code == KVLM_OK) /* the assembler's buffer */
+        return kvlm_error_set(err, rc, "generated text: out of memory after token %d", id);
+    return rc;
+}
+
+int kvlm_text_stream_finish(kvlm_text_stream *ts, const char **text, size_t *len, kvlm_error *err) {
     *text = "";
     *len = 0;
     const char *held = "";
     size_t n = 0;
     if (ts->stop && !ts->stopped) {
-        int rc = kvlm_stop_flush(ts->stop, &held, &n);
+        int rc = kvlm_stop_flush(ts->stop, &held, &n, err);
         if (rc) return rc;
     }
-    if (reserve(ts, n + 8)) return KVLM_ERR_NOMEM;
+    if (reserve(ts, n + 8))
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "generated text: out of memory for the last %zu bytes", n);
     size_t k = kvlm_utf8_push(&ts->utf8, held, n, ts->out);
     k += kvlm_utf8_flush(&ts->utf8, ts->out + k);
     *text = ts->out;

@@ -257,7 +257,7 @@ static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, doubl
                 "{\"id\":\"%s\",\"choice\":%d,\"state\":\"%s\",\"prompt_tokens\":%d,\"generated\":%d,"
                 "\"max_tokens\":%d,\"cached_prompt_tokens\":%d,\"kv_tokens\":%d,\"blocks\":[",
                 j->id, api_choice, decode ? "decode" : "prefill", c->n_prompt, c->generated, c->max_tokens, pr->cached,
-                kvlm_kv_seq_len(s->kv, c->seq));
+                kvlm_kv_seq_len(s->kv, c->seq, NULL));
     const int *table;
     const int nb = kvlm_kv_seq_blocks(s->kv, c->seq, &table, NULL);
     for (int b = 0; b < nb; b++) {
