@@ -35,8 +35,12 @@ int main(int argc, char **argv) {
         kvlm_model_free(m);
         return 1;
     }
-    kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
-    kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = threads}, &err) : NULL;
+    kvlm_kv_options ko = kvlm_kv_default_params(); /* one sequence */
+    ko.dtype = KVLM_F32;
+    kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = threads;
+    kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     float *logits = malloc((size_t)MAX_T * c->vocab_size * sizeof *logits);
     int seq = e ? kvlm_kv_seq_new(kv, &err) : -1;
     if (seq < 0 || !logits) {

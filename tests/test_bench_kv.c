@@ -186,11 +186,17 @@ static void test_measure_attention(void **state) {
         const char *needle;
     } bad[] = {
         {{.ctx_len = 33, .rounds = 1, .kv_dtype = KVLM_F32}, "ctx_len"},
-        {{.ctx_len = 0, .rounds = 1, .kv_dtype = KVLM_F32}, "ctx_len"},
+        {{.ctx_len = -1, .rounds = 1, .kv_dtype = KVLM_F32}, "ctx_len"},
         {{.ctx_len = 8, .block_size = -1, .rounds = 1, .kv_dtype = KVLM_F32}, "block_size"},
         {{.ctx_len = 8, .rounds = 1001, .kv_dtype = KVLM_F32}, "rounds"},
         {{.ctx_len = 8, .rounds = 1, .kv_dtype = KVLM_BF16}, "kv dtype"},
     };
+    /* ctx_len 0 is the model's whole context window (32 tokens here; 33 is refused above) */
+    kvlm_attn_bench_options whole = kvlm_attn_bench_default_params();
+    whole.rounds = 1;
+    kvlm_attn_bench_result wr;
+    if (kvlm_measure_attention(m, &whole, &wr, &err)) fail_msg("%s", err.msg);
+    assert_true(wr.max_abs_diff <= 1e-6);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kvlm_attn_bench_result r;
         assert_int_equal(kvlm_measure_attention(m, &bad[i].o, &r, &err), KVLM_ERR_ARG);

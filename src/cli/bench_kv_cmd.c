@@ -703,7 +703,10 @@ int cli_bench_kv(int argc, char **argv) {
     }
     kvlm_error err;
     kvlm_engine_options eo = session_engine_options(&o.mf);
-    kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = o.mf.kv_dtype, .block_size = o.mf.block_size}, &err);
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o.mf.kv_dtype;
+    ko.block_size = o.mf.block_size;
+    kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     if (!e) {
         fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
