@@ -326,9 +326,14 @@ report: $(BUILD)/kvlm
 # `make uninstall` (PREFIX, default /usr/local; DESTDIR honoured), kvlm.pc
 # for pkg-config, and `make test-install`, which installs into a temporary
 # prefix and builds and runs examples/ against it (never part of `make test`).
-# The version comes from include/kvlm.h (KVLM_VERSION).
+# The version comes from include/kvlm.h (KVLM_VERSION). Until 1.0 every
+# minor version may change the ABI, so the soname carries MAJOR.MINOR
+# (libkvlm.so.0.14); from 1.0 on, MAJOR alone (docs/embedding.md,
+# "Versions"; make abi-check holds each soname to its recorded ABI).
 VERSION    := $(shell sed -n 's/^\#define KVLM_VERSION "\(.*\)"/\1/p' include/kvlm.h)
-SONAME     := libkvlm.so.$(firstword $(subst ., ,$(VERSION)))
+VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+VERSION_MINOR := $(word 2,$(subst ., ,$(VERSION)))
+SONAME     := libkvlm.so.$(if $(filter 0,$(VERSION_MAJOR)),$(VERSION_MAJOR).$(VERSION_MINOR),$(VERSION_MAJOR))
 SHLIB      := libkvlm.so.$(VERSION)
 # What the library itself links against (the HTTP server is in the CLI).
 LIB_LIBS   := -ljansson -lpcre2-8 -lxxhash -lpthread -lm

@@ -54,9 +54,9 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 13
+#define KVLM_VERSION_MINOR 14
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.13.0"
+#define KVLM_VERSION "0.14.0"
 
 /* The version of the library actually linked (KVLM_VERSION's form,
  * "MAJOR.MINOR.PATCH"); compare it with KVLM_VERSION, the version of the

@@ -1,7 +1,9 @@
 #!/bin/sh
 # `make test-install`: installs kvlm into a temporary prefix and checks what
 # an embedding program gets. The files and symlinks are in place, the .so
-# has soname libkvlm.so.0 and exports only kvlm_* symbols, kvlm.pc answers
+# has the soname of its version (libkvlm.so.MAJOR.MINOR before 1.0, e.g.
+# libkvlm.so.0.14; libkvlm.so.MAJOR from 1.0) and exports only kvlm_*
+# symbols, kvlm.pc answers
 # pkg-config, and examples/ builds from the installed headers and
 # libraries alone (shared and static) and runs on the shipped models:
 # generate on models/shakespeare-gpt2 and models/shakespeare-llama (its
@@ -19,17 +21,19 @@ fail() { echo "install check: $*" >&2; exit 1; }
 $make --no-print-directory install PREFIX="$prefix" >/dev/null
 version=$(sed -n 's/^#define KVLM_VERSION "\(.*\)"/\1/p' include/kvlm.h)
 major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+if [ "$major" = 0 ]; then soname=libkvlm.so.$major.$minor; else soname=libkvlm.so.$major; fi
 
 # Files, symlinks, soname, exported symbols.
 for f in bin/kvlm lib/libkvlm.a "lib/libkvlm.so.$version" include/kvlm.h include/kvlm_tokenizer.h \
     include/kvlm_measure.h lib/pkgconfig/kvlm.pc; do
     [ -f "$prefix/$f" ] || fail "missing $f"
 done
-[ "$(readlink "$prefix/lib/libkvlm.so")" = "libkvlm.so.$major" ] || fail "libkvlm.so does not point to libkvlm.so.$major"
-[ "$(readlink "$prefix/lib/libkvlm.so.$major")" = "libkvlm.so.$version" ] ||
-    fail "libkvlm.so.$major does not point to libkvlm.so.$version"
-soname=$(readelf -d "$prefix/lib/libkvlm.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-[ "$soname" = "libkvlm.so.$major" ] || fail "soname is '$soname'"
+[ "$(readlink "$prefix/lib/libkvlm.so")" = "$soname" ] || fail "libkvlm.so does not point to $soname"
+[ "$(readlink "$prefix/lib/$soname")" = "libkvlm.so.$version" ] || fail "$soname does not point to libkvlm.so.$version"
+got=$(readelf -d "$prefix/lib/libkvlm.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$got" = "$soname" ] || fail "soname is '$got', not $soname"
 nm -D --defined-only "$prefix/lib/libkvlm.so" | awk '{print $3}' | sort >"$tmp/exported"
 if grep -v '^kvlm_' "$tmp/exported"; then fail "the symbols above are exported but not kvlm_*"; fi
 cat include/kvlm.h include/kvlm_tokenizer.h include/kvlm_measure.h | grep -o 'kvlm_[a-z0-9_]*(' | tr -d '(' |
@@ -52,7 +56,7 @@ case $(pkg-config --static --libs kvlm) in *-lgomp*-ljansson*) ;; *) fail "pkg-c
 ex=$tmp/examples
 $make --no-print-directory -C examples O="$ex" all static >/dev/null
 export LD_LIBRARY_PATH="$prefix/lib"
-ldd "$ex/generate" | grep -q "$prefix/lib/libkvlm.so.$major" || fail "generate is not linked to the installed libkvlm.so"
+ldd "$ex/generate" | grep -q "$soname => $prefix/lib/$soname" || fail "generate is not linked to the installed $soname"
 if ldd "$ex/generate-static" | grep -q libkvlm; then fail "generate-static still needs libkvlm.so"; fi
 
 gpt2=models/shakespeare-gpt2
