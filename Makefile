@@ -4,7 +4,8 @@
 # `make test-tsan-ci` CI's short selection of them; `make test-browser` the
 # web page in headless chromium; `make install PREFIX=...` installs the CLI, both libraries, the
 # public headers and kvlm.pc (`make test-install` checks that and builds
-# examples/ against it); `make bench` runs the benchmarks; `make fixtures`
+# examples/ against it); `make abi-check` compares libkvlm.so's ABI with
+# the one recorded in abi/ for its soname; `make bench` runs the benchmarks; `make fixtures`
 # regenerates the reference fixtures with PyTorch (needs `scripts/setup.sh --dev`).
 
 CC      ?= cc
@@ -28,6 +29,13 @@ SANFLAGS := -fsanitize=thread
 OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS)
 OMPFLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable
 OMPLIBS := -lgomp
+else ifeq ($(SANITIZE),abi)
+# The library with debug information, for the ABI check (make abi-check):
+# abidw reads the public types from its DWARF. Not a sanitizer; it shares
+# the switch so that it gets a build directory of its own.
+BUILD   := build-abi
+SANFLAGS :=
+OPT     := -O1 -g
 else
 BUILD   := build
 SANFLAGS :=
@@ -221,7 +229,7 @@ fixtures:
 	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz
+	rm -rf build build-san build-tsan build-fuzz build-abi
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
@@ -389,6 +397,21 @@ uninstall:
 
 test-install: $(BUILD)/kvlm $(BUILD)/libkvlm.a $(BUILD)/libkvlm.so
 	MAKE="$(MAKE)" ./tests/install_check.sh
+
+# ABI check (scripts/abi.sh, docs/embedding.md "Versions"): builds
+# libkvlm.so with debug information in build-abi/, dumps the ABI its public
+# headers declare with abidw (abigail-tools) and compares it with abidiff
+# against abi/<soname>.abi, the ABI recorded for this soname. Added
+# functions pass; any change to an existing function or type, or a removal,
+# fails until the soname changes (the version's minor number before 1.0).
+# `make abi-baseline` records the baseline of the current soname.
+.PHONY: abi-check abi-baseline abi-lib
+abi-lib:
+	@$(MAKE) --no-print-directory SANITIZE=abi build-abi/libkvlm.so
+abi-check: abi-lib
+	./scripts/abi.sh check build-abi/libkvlm.so
+abi-baseline: abi-lib
+	./scripts/abi.sh baseline build-abi/libkvlm.so
 
 # ---------------------------------------------------------------------------
 # Chat-template fixtures (tests/fixtures/templates): real models' templates

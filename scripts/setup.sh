@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the Debian packages kvlm needs, if they are missing.
-#   scripts/setup.sh          build and test dependencies
+#   scripts/setup.sh          build and test dependencies (abigail-tools: make abi-check)
 #   scripts/setup.sh --dev    also PyTorch and NumPy, to regenerate fixtures
 #   scripts/setup.sh --fuzz   also clang, its sanitizer and libFuzzer runtimes
 #                             and its OpenMP runtime, for `make fuzz`
@@ -14,7 +14,7 @@
 # Runs apt-get directly as root, through sudo otherwise.
 set -eu
 
-pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema"
+pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema abigail-tools"
 if [ "${1:-}" = "--dev" ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy"
 fi
