@@ -16,14 +16,17 @@
  * arguments, a statistic of numbers it is given) takes no kvlm_error and
  * says what it returns for an argument that has no answer (0 bytes, NULL
  * for an unknown token). Lookups of a token id return the id or
- * KVLM_NO_TOKEN (-1) when there is none: an answer, not a failure.
- * Library code never exits the process.
+ * KVLM_NO_TOKEN (-1) when there is none: an answer, not a failure. The
+ * bandwidth measurements of kvlm_measure.h, which return a rate as a
+ * double, return 0 when they could not run. Library code never exits the
+ * process.
  *
  * Options: every options struct has a kvlm_<thing>_default_params()
  * returning its defaults by value. Start from it and set the fields to
  * change; a field added in a later release then keeps its default in the
- * program. Zero-initialised structs keep working where a zero field is
- * documented to mean the default.
+ * program once it is rebuilt against the new header. Zero-initialised
+ * structs keep working where a zero field is documented to mean the
+ * default.
  *
  * This header holds what a program embedding kvlm needs: model, tokenizer
  * (kvlm_tokenizer.h, included below), KV cache, engine, sampler, scheduler,
@@ -518,7 +521,9 @@ kvlm_sampler_options kvlm_sampler_default_params(void);
 kvlm_sampler *kvlm_sampler_create(const kvlm_sampler_options *opt, int vocab,
                                   kvlm_error *err);
 void kvlm_sampler_free(kvlm_sampler *s);
-/* Appends tokens to the history the penalties look at (prompt and output). */
+/* Appends tokens to the history the penalties look at (prompt and output).
+ * Ids outside the vocabulary are skipped; when memory runs out the history
+ * stops growing and the penalties see what it holds. */
 void kvlm_sampler_accept(kvlm_sampler *s, const int32_t *ids, int n);
 /* Clears the history (a new request with the same sampler). */
 void kvlm_sampler_reset(kvlm_sampler *s);

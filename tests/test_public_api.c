@@ -272,7 +272,8 @@ static int mapped(const char *tail) {
  * the same model, bit for bit, for safetensors and GGUF. */
 static void test_model_read_into_memory(void **state) {
     (void)state;
-    const char *paths[] = {GPT2, LLAMA_GGUF}, *files[] = {"shakespeare-gpt2/model.safetensors", LLAMA_GGUF + 7};
+    const char *paths[] = {GPT2, LLAMA_GGUF};
+    const char *files[] = {"shakespeare-gpt2/model.safetensors", "shakespeare-llama/shakespeare-llama-q8_0.gguf"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         kvlm_error err;
         kvlm_model_params mp = kvlm_model_default_params();
