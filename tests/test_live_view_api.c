@@ -39,9 +39,13 @@ static void test_dtype_block(void **state) {
 static void test_kv_and_sched_views(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load(TINY, &err);
+    kvlm_model *m = kvlm_model_load(TINY, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
-    kvlm_kv_options ko = {.dtype = KVLM_F16, .block_size = 4, .n_blocks = 12, .max_seqs = 2};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F16;
+    ko.block_size = 4;
+    ko.n_blocks = 12;
+    ko.max_seqs = 2;
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     if (!kv) fail_msg("%s", err.msg);
     kvlm_kv_info info;
@@ -52,15 +56,20 @@ static void test_kv_and_sched_views(void **state) {
     assert_int_equal(info.n_ctx, 32);
     assert_int_equal(info.n_blocks, 12);
 
-    kvlm_engine_options eo = {.threads = 1};
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 1;
     kvlm_engine *e = kvlm_engine_create(m, kv, &eo, &err);
     if (!e) fail_msg("%s", err.msg);
     kvlm_sched *s = kvlm_sched_create(e, kv, kvlm_model_config(m)->vocab_size, NULL, &err);
     if (!s) fail_msg("%s", err.msg);
     static const int32_t p0[] = {199, 17, 42, 103, 0, 150}, p1[] = {5, 6, 7};
     int users[2];
-    kvlm_request_params rp = {.prompt = p0, .n_prompt = 6, .max_tokens = 3, .n_choices = 1, .user = &users[0]};
-    rp.sampling = kvlm_sampler_options_default();
+    kvlm_request_params rp = kvlm_request_default_params();
+    rp.prompt = p0;
+    rp.n_prompt = 6;
+    rp.max_tokens = 3;
+    rp.n_choices = 1;
+    rp.user = &users[0];
     const int64_t id0 = kvlm_sched_submit(s, &rp, &err);
     if (id0 < 0) fail_msg("%s", err.msg);
     rp.prompt = p1, rp.n_prompt = 3, rp.user = &users[1];

@@ -51,19 +51,21 @@ typedef struct rig {
 static rig rig_open(int draft_model) {
     kvlm_error err;
     rig r = {0};
-    r.m = kvlm_model_load(SHAKES, &err);
+    r.m = kvlm_model_load(SHAKES, NULL, &err);
     assert_non_null(r.m);
     r.tok = kvlm_tokenizer_load(SHAKES, &err);
     assert_non_null(r.tok);
     r.vocab = kvlm_model_config(r.m)->vocab_size;
-    kvlm_kv_options ko = {.dtype = KVLM_F32, .max_seqs = 1};
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.max_seqs = 1;
     r.kv = kvlm_kv_create(r.m, &ko, &err);
     r.e = kvlm_engine_create(r.m, r.kv, &(kvlm_engine_options){.threads = 1}, &err);
     assert_non_null(r.e);
     r.s = kvlm_sched_create(r.e, r.kv, r.vocab, NULL, &err);
     assert_non_null(r.s);
     if (draft_model) {
-        r.dm = kvlm_model_load(DRAFT, &err);
+        r.dm = kvlm_model_load(DRAFT, NULL, &err);
         assert_non_null(r.dm);
         r.dkv = kvlm_kv_create(r.dm, &ko, &err);
         r.de = kvlm_engine_create(r.dm, r.dkv, &(kvlm_engine_options){.threads = 1}, &err);
@@ -124,10 +126,21 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
 static void generate(rig *r, const int32_t *prompt, int n_prompt, int max_tokens, const int32_t *eos, int n_eos,
                      const kvlm_grammar *g, kvlm_sampler_options so, kvlm_speculation sp, int logprobs, out *o) {
     memset(o, 0, sizeof *o);
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens, .logprobs = logprobs,
-                             .eos_ids = eos, .n_eos = n_eos, .sampling = so, .text = 1, .tokenizer = r->tok,
-                             .on_token = on_token, .on_finish = on_finish, .user = o, .grammar = g,
-                             .speculation = sp};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = n_prompt;
+    p.max_tokens = max_tokens;
+    p.logprobs = logprobs;
+    p.eos_ids = eos;
+    p.n_eos = n_eos;
+    p.sampling = so;
+    p.text = 1;
+    p.tokenizer = r->tok;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.user = o;
+    p.grammar = g;
+    p.speculation = sp;
     kvlm_error err;
     if (kvlm_sched_submit(r->s, &p, &err) < 0) fail_msg("submit: %s", err.msg);
     while (kvlm_sched_has_work(r->s))
@@ -154,7 +167,7 @@ static void test_greedy_identical(void **state) {
     assert_non_null(g);
     const char *prompts[] = {"ROMEO:", "JULIET:", "KING HENRY VI:", "First Citizen:"};
     enum { NP = sizeof prompts / sizeof *prompts };
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0;
     rig plain = rig_open(0);
     int32_t eos[KVLM_MAX_EOS];
@@ -271,7 +284,7 @@ static int find(const int32_t *ids, int n, int32_t id) {
  * those expected fewer than 5 times; drafts both kept and rejected. */
 static void sampled_fit(int draft_model, kvlm_speculation sp, const int32_t *prompt, int n_prompt, const kvlm_grammar *g,
                         float penalty, int runs) {
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0.9f;
     so.top_k = 3;
     so.repetition_penalty = penalty; /* in p, not in the draft chain's q */
@@ -374,7 +387,7 @@ static void test_sampled_distribution_ngram(void **state) {
     rig r = rig_open(0);
     int32_t prompt[40];
     int n = encode(&r, "ROMEO:\nI will", prompt, 16);
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0;
     out o;
     generate(&r, prompt, n, 12, NULL, 0, g, so, (kvlm_speculation){0}, 0, &o);
