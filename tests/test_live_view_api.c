@@ -107,7 +107,7 @@ static void test_kv_and_sched_views(void **state) {
         assert_int_equal(ch[c].n_computed, ch[c].n_prompt); /* both prompts fit the first step */
         const int *table;
         const int nb = kvlm_kv_seq_blocks(kv, ch[c].seq, &table, &err);
-        const int len = kvlm_kv_seq_len(kv, ch[c].seq);
+        const int len = kvlm_kv_seq_len(kv, ch[c].seq, NULL);
         assert_int_equal(nb, (len + 3) / 4);
         for (int b = 0; b < nb; b++) {
             assert_true(table[b] >= 0 && table[b] < 12);
