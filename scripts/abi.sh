@@ -70,7 +70,7 @@ check)
         [ $((rc & 8)) -ne 0 ] && kind="changed incompatibly"
         fail "the ABI of $soname $kind against $base (above). Undo the change, or bump KVLM_VERSION_MINOR in include/kvlm.h (a new soname) and run 'make abi-baseline'"
     fi
-    added=$(abidiff "$base" "$tmp/current.abi" 2>/dev/null | sed -n 's/.*\([0-9][0-9]*\) Added functions\{0,1\}.*/\1/p' | head -n 1)
+    added=$(abidiff "$base" "$tmp/current.abi" 2>/dev/null | sed -n 's/.*, \([0-9][0-9]*\) Added function.*/\1/p' | head -n 1)
     echo "abi: $soname matches $base${added:+ ($added added functions)}"
     ;;
 *) fail "usage: scripts/abi.sh check|baseline LIB" ;;
