@@ -431,7 +431,8 @@ typedef struct kvlm_engine_options {
     kvlm_isa isa;      /* KVLM_ISA_AUTO: the best this CPU has */
 } kvlm_engine_options;
 
-/* threads 0 (every processor the process may run on), isa KVLM_ISA_AUTO. */
+/* threads 0 (kvlm_default_threads: one per physical core), isa
+ * KVLM_ISA_AUTO. */
 kvlm_engine_options kvlm_engine_default_params(void);
 
 /* One sequence's share of a step: n_tokens new tokens appended at the end of
