@@ -663,7 +663,8 @@ typedef struct kvlm_speculation {
     int fixed;
 } kvlm_speculation;
 
-/* mode KVLM_DRAFT_NONE, k 4, ngram 3 (zero fields mean the same). */
+/* mode KVLM_DRAFT_NONE, k 4, ngram 3, fixed 0 (adaptive); zero fields
+ * mean the same. */
 kvlm_speculation kvlm_speculation_default_params(void);
 
 /* One request. Initialise with kvlm_request_default_params() and set

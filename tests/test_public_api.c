@@ -108,6 +108,7 @@ static void test_default_params(void **state) {
     assert_int_equal(sp.mode, KVLM_DRAFT_NONE);
     assert_int_equal(sp.k, 4);
     assert_int_equal(sp.ngram, 3);
+    assert_int_equal(sp.fixed, 0);
 
     const kvlm_request_params rp = kvlm_request_default_params();
     assert_null(rp.prompt);

@@ -288,7 +288,7 @@ typedef struct rig {
 static rig rig_open(void) {
     kvlm_error err;
     rig r = {0};
-    r.m = kvlm_model_load(GPT2, &err);
+    r.m = kvlm_model_load(GPT2, NULL, &err);
     assert_non_null(r.m);
     r.vocab = kvlm_model_config(r.m)->vocab_size;
     r.kv = kvlm_kv_create(r.m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1, .no_prefix_cache = 1}, &err);
@@ -312,12 +312,19 @@ static kvlm_sched_stats run(rig *r, float temp, uint64_t seed, kvlm_speculation 
     assert_non_null(s);
     if (costs) sched_pin_costs(s, costs);
     static const int32_t prompt[] = {33676, 4720, 25};
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = temp;
     so.seed = seed;
     memset(g, 0, sizeof *g);
-    kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = n, .sampling = so, .on_token = on_token,
-                             .on_finish = on_finish, .user = g, .speculation = sp};
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = prompt;
+    p.n_prompt = 3;
+    p.max_tokens = n;
+    p.sampling = so;
+    p.on_token = on_token;
+    p.on_finish = on_finish;
+    p.user = g;
+    p.speculation = sp;
     assert_true(kvlm_sched_submit(s, &p, &err) >= 0);
     while (kvlm_sched_has_work(s))
         if (kvlm_sched_step(s, &err) < 0) fail_msg("step: %s", err.msg);

@@ -395,7 +395,7 @@ static void test_sampled_distribution_ngram(void **state) {
 static void test_sampled_coupled_ngram(void **state) {
     (void)state;
     const int32_t prompt[] = {5, 17, 42, 5, 17, 42, 5, 17};
-    kvlm_sampler_options so = kvlm_sampler_options_default();
+    kvlm_sampler_options so = kvlm_sampler_default_params();
     so.temperature = 0.7f;
     so.top_p = 0.95f;
     so.repetition_penalty = 1.05f;
@@ -574,7 +574,7 @@ static void test_refusals(void **state) {
 static void test_pool_full_rollback(void **state) {
     (void)state;
     kvlm_error err;
-    kvlm_model *m = kvlm_model_load("models/shakespeare-gpt2", &err);
+    kvlm_model *m = kvlm_model_load("models/shakespeare-gpt2", NULL, &err);
     assert_non_null(m);
     const int n_ctx = kvlm_model_config(m)->n_ctx, vocab = kvlm_model_config(m)->vocab_size;
     kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .max_seqs = 1}, &err);
@@ -589,14 +589,20 @@ static void test_pool_full_rollback(void **state) {
     for (uint64_t seed = 1; seed <= 8; seed++) {
         kvlm_sched *s = kvlm_sched_create(e, kv, vocab, &(kvlm_sched_options){.max_batch_tokens = 3 + N}, &err);
         assert_non_null(s);
-        kvlm_sampler_options so = kvlm_sampler_options_default();
+        kvlm_sampler_options so = kvlm_sampler_default_params();
         so.temperature = 0.8f;
         so.seed = seed;
         out o;
         memset(&o, 0, sizeof o);
-        kvlm_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = N, .sampling = so,
-                                 .on_token = on_token, .on_finish = on_finish, .user = &o,
-                                 .speculation = {KVLM_DRAFT_NGRAM, 4, 2, 1}}; /* fixed: drafts at every step */
+        kvlm_request_params p = kvlm_request_default_params();
+        p.prompt = prompt;
+        p.n_prompt = 3;
+        p.max_tokens = N;
+        p.sampling = so;
+        p.on_token = on_token;
+        p.on_finish = on_finish;
+        p.user = &o;
+        p.speculation = (kvlm_speculation){KVLM_DRAFT_NGRAM, 4, 2, 1}; /* fixed: drafts at every step */
         assert_true(kvlm_sched_submit(s, &p, &err) >= 0);
         while (kvlm_sched_has_work(s))
             if (kvlm_sched_step(s, &err) < 0) fail_msg("step: %s", err.msg);

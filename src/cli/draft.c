@@ -25,7 +25,10 @@ int draft_flags_check(const draft_flags *f, const char *cmd, int serve_default) 
 }
 
 kvlm_speculation draft_speculation(const draft_flags *f, int serve_default) {
-    kvlm_speculation sp = {.k = f->k ? f->k : DRAFT_DEFAULT_K, .ngram = f->ngram, .fixed = f->fixed};
+    kvlm_speculation sp = kvlm_speculation_default_params();
+    sp.k = f->k ? f->k : DRAFT_DEFAULT_K;
+    sp.ngram = f->ngram;
+    sp.fixed = f->fixed;
     if (f->model) sp.mode = KVLM_DRAFT_MODEL;
     else if (f->ngram) sp.mode = KVLM_DRAFT_NGRAM;
     else if (serve_default && !f->off) {

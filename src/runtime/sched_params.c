@@ -12,7 +12,7 @@ kvlm_sched_options kvlm_sched_default_params(void) {
 }
 
 kvlm_speculation kvlm_speculation_default_params(void) {
-    return (kvlm_speculation){.mode = KVLM_DRAFT_NONE, .k = 4, .ngram = 3};
+    return (kvlm_speculation){.mode = KVLM_DRAFT_NONE, .k = 4, .ngram = 3, .fixed = 0};
 }
 
 kvlm_request_params kvlm_request_default_params(void) {
