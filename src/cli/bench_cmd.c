@@ -247,6 +247,17 @@ static void bench_prompt(int32_t *ids, int n, int vocab) {
     }
 }
 
+void bench_setup_options(const bench_params *p, kvlm_kv_options *ko, kvlm_engine_options *eo) {
+    *ko = kvlm_kv_default_params();
+    ko->dtype = p->kv_dtype;
+    ko->block_size = p->block_size;
+    ko->max_seqs = 1;
+    ko->no_prefix_cache = 1;
+    *eo = kvlm_engine_default_params();
+    eo->threads = p->threads;
+    eo->isa = p->isa;
+}
+
 json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     bench_ctx b = {.m = m, .c = kvlm_model_config(m)};
     kvlm_error err;
@@ -259,14 +270,9 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
         fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
         return NULL;
     }
-    kvlm_kv_options ko = kvlm_kv_default_params();
-    ko.dtype = p->kv_dtype;
-    ko.block_size = p->block_size;
-    ko.max_seqs = 1;
-    ko.no_prefix_cache = 1;
-    kvlm_engine_options eo = kvlm_engine_default_params();
-    eo.threads = p->threads;
-    eo.isa = p->isa;
+    kvlm_kv_options ko;
+    kvlm_engine_options eo;
+    bench_setup_options(p, &ko, &eo);
     b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
     if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err))) {
         fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");

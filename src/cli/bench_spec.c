@@ -79,14 +79,9 @@ static json_t *row_json(const spec_sums *plain, const spec_sums *r, int repeats)
 json_t *measure_spec(kvlm_model *m, const bench_params *p, const cli_draft *d, const int32_t *prompt, int n_prompt) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_error err;
-    kvlm_kv_options ko = kvlm_kv_default_params();
-    ko.dtype = p->kv_dtype;
-    ko.block_size = p->block_size;
-    ko.max_seqs = 1;
-    ko.no_prefix_cache = 1;
-    kvlm_engine_options eo = kvlm_engine_default_params();
-    eo.threads = p->threads;
-    eo.isa = p->isa;
+    kvlm_kv_options ko;
+    kvlm_engine_options eo;
+    bench_setup_options(p, &ko, &eo);
     kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
     kvlm_engine *e = kv ? kvlm_engine_create(m, kv, &eo, &err) : NULL;
     spec_sums *s = calloc(N_ROWS, sizeof *s);

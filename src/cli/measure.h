@@ -59,6 +59,10 @@ typedef struct bench_params {
 
 #define BENCH_MAX_REPEATS 1000
 
+/* The one-sequence KV cache (no prefix cache, so every repeat computes its
+ * prompt) and the engine options every bench measurement runs with. */
+void bench_setup_options(const bench_params *p, kvlm_kv_options *ko, kvlm_engine_options *eo);
+
 /* Prefill and decode throughput, the decode roofline, cache on vs off. */
 json_t *measure_bench(kvlm_model *m, const bench_params *p);
 
