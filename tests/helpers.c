@@ -159,3 +159,9 @@ void th_expect_cli(const th_cli_case *cases, size_t n) {
         free(out);
     }
 }
+
+double th_chi2_critical(int dof) {
+    const double z = 3.0902, a = 2.0 / (9.0 * dof);
+    const double t = 1 - a + z * sqrt(a);
+    return dof * t * t * t;
+}

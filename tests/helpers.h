@@ -47,6 +47,10 @@ typedef struct th_expected {
     float *prefill, *dec;
 } th_expected;
 
+/* Chi-square critical value at p = 0.001 for dof degrees of freedom
+ * (Wilson-Hilferty approximation). */
+double th_chi2_critical(int dof);
+
 /* Loads path into ex; returns 0 or -1. th_expected_free releases it. */
 int th_expected_load(const char *path, th_expected *ex);
 void th_expected_free(th_expected *ex);

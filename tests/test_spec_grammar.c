@@ -31,14 +31,6 @@
 static const char SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"lines\":{\"type\":\"array\",\"items\":"
                              "{\"type\":\"string\",\"maxLength\":40},\"maxItems\":2}},\"required\":[\"lines\"]}";
 
-/* Chi-square critical value at p = 0.001 for dof degrees of freedom
- * (Wilson-Hilferty), as in test_speculative.c. */
-static double chi2_critical(int dof) {
-    const double z = 3.0902, a = 2.0 / (9.0 * dof);
-    const double t = 1 - a + z * sqrt(a);
-    return dof * t * t * t;
-}
-
 typedef struct rig {
     kvlm_model *m, *dm;
     kvlm_tokenizer *tok;
@@ -350,8 +342,8 @@ static void sampled_fit(int draft_model, kvlm_speculation sp, const int32_t *pro
         cells++;
     }
     assert_true(cells >= 6);
-    if (chi2 > chi2_critical(cells - 1))
-        fail_msg("chi-square %.2f > %.2f (%d cells)", chi2, chi2_critical(cells - 1), cells);
+    if (chi2 > th_chi2_critical(cells - 1))
+        fail_msg("chi-square %.2f > %.2f (%d cells)", chi2, th_chi2_critical(cells - 1), cells);
     if (!(drafted > 0 && accepted > 0 && accepted < drafted)) fail_msg("%d drafted, %d kept", drafted, accepted);
     free(p);
     gr_trie_free(trie);

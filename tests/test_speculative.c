@@ -30,14 +30,6 @@
 #define DRAFT_F16 "tests/fixtures/gpt2/hf_f16"
 #define VOCAB 200
 
-/* Chi-square critical value at p = 0.001 for dof degrees of freedom
- * (Wilson-Hilferty). */
-static double chi2_critical(int dof) {
-    const double z = 3.0902, a = 2.0 / (9.0 * dof);
-    const double t = 1 - a + z * sqrt(a);
-    return dof * t * t * t;
-}
-
 static void test_ngram_lookup(void **state) {
     (void)state;
     const int32_t t[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};
@@ -109,7 +101,7 @@ static void verify_fit(const float *q, int32_t fixed, int never_kept, const char
         cells++;
     }
     assert_int_equal(cells, 8);
-    if (chi2 > chi2_critical(cells - 1)) fail_msg("%s: chi-square %.2f > %.2f", what, chi2, chi2_critical(cells - 1));
+    if (chi2 > th_chi2_critical(cells - 1)) fail_msg("%s: chi-square %.2f > %.2f", what, chi2, th_chi2_critical(cells - 1));
     if (never_kept) assert_int_equal(kept, 0);
     else assert_true(kept > 0 && kept < DRAWS); /* both branches ran */
     kvlm_sampler_free(s);
@@ -360,8 +352,8 @@ static void sampled_fit(const char *draft, kvlm_speculation sp, const int32_t *p
         cells++;
     }
     assert_true(cells >= 6);
-    if (chi2 > chi2_critical(cells - 1))
-        fail_msg("chi-square %.2f > %.2f (%d cells)", chi2, chi2_critical(cells - 1), cells);
+    if (chi2 > th_chi2_critical(cells - 1))
+        fail_msg("chi-square %.2f > %.2f (%d cells)", chi2, th_chi2_critical(cells - 1), cells);
     if (!(drafted > 0 && accepted > 0 && accepted < drafted)) /* kept and rejected drafts both */
         fail_msg("%d drafted, %d kept", drafted, accepted);
     rig_close(&r);
