@@ -179,3 +179,8 @@ size_t kvlm_model_param_count(const kvlm_model *m) {
     }
     return n;
 }
+
+int model_layer_window(const kvlm_model *m, int l) {
+    const int w = m->layer_window ? m->layer_window[l] : m->cfg.sliding_window;
+    return w > 0 && w < m->cfg.n_ctx ? w : 0;
+}

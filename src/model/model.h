@@ -63,7 +63,15 @@ struct kvlm_model {
     int n_owned, cap_owned;
     void *arena;            /* anonymous mapping in 2 MiB pages (model/arena.c), or NULL */
     size_t arena_bytes;
+    /* [n_layer] sliding window of each layer (0: the layer attends to the
+     * whole context), or NULL: cfg.sliding_window on every layer. Read it
+     * through model_layer_window. */
+    int *layer_window;
 };
+
+/* The window layer l attends over (0: global): what its attention reads
+ * and what the KV cache must keep for it. */
+int model_layer_window(const kvlm_model *m, int l);
 
 /* The file a config was read from, which decides the field names in
  * messages: config.json of GPT-2 or of the Llama family, GGUF metadata, or
