@@ -730,8 +730,7 @@ static int check_lengths(json_t *root, int chat, const api_limits *lim, api_requ
     return 0;
 }
 
-int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
-                         api_error *e) {
+static int parse_root(json_t *root, int chat, const api_limits *lim, api_request *rq, api_error *e) {
     static const char *const completion_keys[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
         "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "top_k",
@@ -749,8 +748,6 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     rq->chat = chat;
     rq->turn_end = -1;
     rq->sampling = kvlm_sampler_default_params();
-    json_t *root = parse_body(body, len, e);
-    if (!root) return -1;
     int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);
     if (!rc) rc = check_ignored(root, chat, e);
     if (!rc) rc = api_parse_structured(root, chat, lim, rq, e);
@@ -762,10 +759,25 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
     if (!rc) rc = parse_stop(root, lim, rq, e);
     if (!rc) rc = chat ? parse_messages(root, lim, rq, e) : parse_prompt(root, lim, rq, e);
     if (!rc) rc = check_lengths(root, chat, lim, rq, e);
-    json_decref(root);
     if (rc) api_request_free(rq);
     return rc;
 }
+
+int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
+                         api_error *e) {
+    memset(rq, 0, sizeof *rq);
+    json_t *root = parse_body(body, len, e);
+    if (!root) return -1;
+    int rc = parse_root(root, chat, lim, rq, e);
+    json_decref(root);
+    return rc;
+}
+
+int api_parse_chat_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    return parse_root(root, 1, lim, rq, e);
+}
+
+json_t *api_load_body(const char *body, size_t len, api_error *e) { return parse_body(body, len, e); }
 
 void api_request_free(api_request *rq) {
     for (int i = 0; rq->prompts && i < rq->n_prompts; i++) free(rq->prompts[i]);
@@ -778,6 +790,8 @@ void api_request_free(api_request *rq) {
     free(rq->format_text);
     free(rq->tool_name);
     free(rq->tools_json);
+    free(rq->conversation);
+    free(rq->echo);
     memset(rq, 0, sizeof *rq);
 }
 

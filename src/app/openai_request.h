@@ -62,6 +62,12 @@ typedef enum api_format {
     API_FORMAT_REGEX,           /* kvlm's "regex" */
 } api_format;
 
+typedef enum api_shape {
+    API_SHAPE_OPENAI = 0,       /* /v1/completions, /v1/chat/completions */
+    API_SHAPE_ANTHROPIC,        /* /v1/messages */
+    API_SHAPE_RESPONSES,        /* /v1/responses */
+} api_shape;
+
 typedef enum api_tool_choice {
     API_TOOLS_OFF = 0,          /* no tools, or tool_choice "none": nothing parsed */
     API_TOOLS_AUTO,             /* the model may call; its output is parsed */
@@ -99,10 +105,25 @@ typedef struct api_request {
                                    with a tool_choice other than "none", and no
                                    response_format, grammar or regex (whose output is
                                    content by construction) */
+    /* The API the request came in (Anthropic Messages and OpenAI Responses
+     * are translated to a chat request: anthropic_request.h,
+     * responses_request.h) and what their responses need. */
+    api_shape shape;
+    int store;                  /* Responses: keep the response for previous_response_id */
+    char *conversation;         /* Responses: the input turns as chat messages (compact JSON), without
+                                   the instructions; the stored conversation continues from it */
+    char *echo;                 /* Responses: request fields the response object repeats (JSON object) */
 } api_request;
 
 int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
                          api_error *e);
+/* The same for a chat body already loaded (an object; the caller keeps
+ * its reference): what the Anthropic and Responses translations call. */
+int api_parse_chat_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e);
+/* A body loaded and checked as api_parse_completion checks it first
+ * (non-empty, UTF-8, JSON, an object, no NUL in a string); NULL with e
+ * filled. */
+json_t *api_load_body(const char *body, size_t len, api_error *e);
 void api_request_free(api_request *rq);
 
 /* /tokenize: {"prompt": text} or {"messages": [...]}, optional
