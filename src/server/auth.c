@@ -30,3 +30,11 @@ int auth_ok(const srv_config *cfg, const char *authorization) {
     while (n && (k[n - 1] == ' ' || k[n - 1] == '\t')) n--;
     return same(k, n, cfg->api_key, strlen(cfg->api_key));
 }
+
+int auth_key_ok(const srv_config *cfg, const char *key) {
+    if (!cfg->api_key) return 1;
+    if (!key) return 0;
+    size_t n = strlen(key);
+    while (n && (key[n - 1] == ' ' || key[n - 1] == '\t')) n--;
+    return same(key, n, cfg->api_key, strlen(cfg->api_key));
+}

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/api_stream.h"
 #include "server/engine_stream.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
@@ -66,16 +67,27 @@ static void publish(srv *s) {
 static void finalize(job *j) {
     if (!j->submitted || j->n_finished < j->n_expected) return;
     srv *s = j->s;
+    const stream_ops *ops = stream_ops_of(j);
     live_remove(s, j);
     publish(s);
-    if (j->state == JOB_ACCEPTED && j->rq.stream) {
+    if (ops && !j->failed && !j->cancelled) ops->done(j);
+    if (j->state == JOB_ACCEPTED && j->rq.stream && ops) {
+        sbuf tail = {0};
+        if (j->failed) ops->error(j, &j->fail, &tail);
+        else ops->end(j, &tail);
+        job_send(j, tail.data ? tail.data : "", tail.len, 1);
+        sbuf_free(&tail);
+    } else if (j->state == JOB_ACCEPTED && j->rq.stream) {
         sbuf tail = {0};
         if (j->failed) resp_sse_error(&j->fail, &tail);
         resp_stream_end(j, &tail);
         job_send(j, tail.data ? tail.data : "", tail.len, 1);
         sbuf_free(&tail);
     } else {
-        char *body = j->failed ? resp_error_body(&j->fail) : resp_final_body(j);
+        char *body = j->failed ? (j->rq.shape == API_SHAPE_ANTHROPIC ? anthropic_error_body(&j->fail)
+                                                                     : resp_error_body(&j->fail))
+                 : ops ? ops->final_body(j)
+                       : resp_final_body(j);
         pthread_mutex_lock(&s->mu);
         if (body) sbuf_adds(&j->out, body);
         j->status = !body ? 500 : j->failed ? j->fail.status : 200;
@@ -114,6 +126,12 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
     size_t text_len;
     const char *text = tool_token_text(j, ev, &text_len);
+    if (j->rq.shape != API_SHAPE_OPENAI) {
+        size_t plen = 0;
+        const char *piece = s->tok && j->rq.n_stops ? kvlm_tokenizer_piece(s->tok, ev->id, &plen) : NULL;
+        if (piece) sbuf_add(&cs->raw, piece, plen); /* which stop sequence ended it */
+        if (j->rq.stream) sbuf_add(&cs->text, text, text_len); /* the final object of the stream */
+    }
     if (j->rq.stream) {
         if (text_len || j->rq.logprobs) {
             sbuf out = {0};
@@ -151,6 +169,7 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
     if (why != KVLM_FINISH_CANCELLED && why != KVLM_FINISH_ERROR && !j->cancelled) {
         if (j->rq.stream) {
             sbuf out = {0};
+            if (j->rq.shape != API_SHAPE_OPENAI) sbuf_add(&cs->text, ev->text, ev->text_len);
             tool_stream_finish(j, ci, ev->text, ev->text_len, why, &out);
             job_send(j, out.data, out.len, 0);
             sbuf_free(&out);
@@ -234,7 +253,12 @@ static void submit(srv *s, job *j) {
         pthread_mutex_lock(&s->mu);
         j->state = JOB_ACCEPTED;
         pthread_mutex_unlock(&s->mu);
-        if (j->rq.stream && j->rq.chat) {
+        if (j->rq.stream && stream_ops_of(j)) {
+            sbuf out = {0};
+            stream_ops_of(j)->start(j, &out);
+            job_send(j, out.data, out.len, 0);
+            sbuf_free(&out);
+        } else if (j->rq.stream && j->rq.chat) {
             sbuf out = {0};
             for (int c = 0; c < j->n_choices; c++) resp_chunk(j, c, 1, "", 0, NULL, NULL, &out);
             job_send(j, out.data, out.len, 0);

@@ -102,7 +102,7 @@ static enum MHD_Result send_reply(srv *s, struct MHD_Connection *conn, http_req 
 static enum MHD_Result send_error(srv *s, struct MHD_Connection *conn, http_req *hr, int status, const char *code,
                                   const char *msg) {
     api_error e;
-    reply r = {0};
+    reply r = {.anthropic = hr && route_is_anthropic(hr->path)};
     api_fail(&e, status, code, NULL, "%s", msg);
     route_error(&r, &e);
     return send_reply(s, conn, hr, &r);
@@ -116,9 +116,10 @@ static enum MHD_Result too_large(srv *s, struct MHD_Connection *conn, http_req *
 
 static enum MHD_Result unauthorized(srv *s, struct MHD_Connection *conn, http_req *hr, int given) {
     api_error e;
-    reply r = {0};
+    reply r = {.anthropic = route_is_anthropic(hr->path)};
     api_fail(&e, 401, "invalid_api_key", NULL, "%s",
-             given ? "Incorrect API key provided" : "Missing API key: send the header 'Authorization: Bearer KEY'");
+             given ? "Incorrect API key provided"
+                   : "Missing API key: send the header 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
     route_error(&r, &e);
     r.www_auth = "Bearer";
     return send_reply(s, conn, hr, &r);
@@ -131,7 +132,7 @@ static enum MHD_Result preflight(srv *s, struct MHD_Connection *conn, http_req *
     MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST, OPTIONS");
     if (hr->origin) {
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
     common_headers(s, hr, resp);
@@ -278,7 +279,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!strcmp(method, "OPTIONS")) return preflight(s, conn, hr);
         if (auth_required(&s->cfg, url) && !route_is_web(s, url)) {
             const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-            if (!auth_ok(&s->cfg, a)) return unauthorized(s, conn, hr, a != NULL);
+            const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key");
+            if (!auth_ok(&s->cfg, a) && !auth_key_ok(&s->cfg, x)) return unauthorized(s, conn, hr, a || x);
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) return too_large(s, conn, hr);

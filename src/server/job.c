@@ -61,6 +61,8 @@ static void job_free(job *j) {
     for (int c = 0; c < j->n_choices; c++) {
         choice_state *cs = &j->choices[c];
         sbuf_free(&cs->text);
+        sbuf_free(&cs->raw);
+        sbuf_free(&cs->sh_item);
         free(cs->lp_ids);
         free(cs->lp_vals);
         free(cs->lp_top_ids);

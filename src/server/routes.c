@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/anthropic_request.h"
+#include "app/responses_request.h"
+#include "server/api_stream.h"
 #include "server/engine_view.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
+#include "server/responses_store.h"
 #include "server/static_files.h"
 #include "app/structured.h"
 #include "kvlm_measure.h"
@@ -29,9 +33,11 @@ static void reply_json(reply *r, int status, json_t *j) {
 void route_error(reply *r, const api_error *e) {
     r->status = e->status;
     r->content_type = json_ctype;
-    r->body = resp_error_body(e);
+    r->body = r->anthropic ? anthropic_error_body(e) : resp_error_body(e);
     r->len = r->body ? strlen(r->body) : 0;
 }
+
+int route_is_anthropic(const char *url) { return !strncmp(url, "/v1/messages", 12); }
 
 static json_t *model_card(srv *s) {
     return json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", s->model_name, "object", "model", "created",
@@ -184,12 +190,21 @@ static void detokenize(srv *s, const char *body, size_t len, reply *r) {
     free(ids);
 }
 
-static void completion(srv *s, int chat, const char *body, size_t len, reply *r) {
+static json_t *stored_conversation(void *user, const char *id) {
+    srv *s = user;
+    return rstore_conversation(s->responses, id, kvlm_now());
+}
+
+/* shape: API_SHAPE_OPENAI (chat or not), ANTHROPIC or RESPONSES. */
+static void completion(srv *s, int chat, api_shape shape, const char *body, size_t len, reply *r) {
     api_limits lim;
     api_error e;
     api_request rq;
     srv_limits(s, &lim);
-    if (api_parse_completion(body, len, chat, &lim, &rq, &e)) {
+    const int rc = shape == API_SHAPE_ANTHROPIC   ? anth_parse_messages(body, len, &lim, &rq, &e)
+                   : shape == API_SHAPE_RESPONSES ? oresp_parse(body, len, &lim, stored_conversation, s, &rq, &e)
+                                                  : api_parse_completion(body, len, chat, &lim, &rq, &e);
+    if (rc) {
         route_error(r, &e);
         return;
     }
@@ -208,6 +223,35 @@ static void completion(srv *s, int chat, const char *body, size_t len, reply *r)
         return;
     }
     r->j->grammar = g;
+    if (shape != API_SHAPE_OPENAI) { /* the HTTP thread still owns the job */
+        char *dash = strchr(r->j->id, '-');
+        char tail[sizeof r->j->id];
+        memcpy(tail, dash ? dash + 1 : r->j->id, sizeof tail - (size_t)(dash ? dash + 1 - r->j->id : 0));
+        tail[32] = 0;
+        snprintf(r->j->id, sizeof r->j->id, "%s%.32s", shape == API_SHAPE_ANTHROPIC ? "msg_" : "resp_", tail);
+    }
+}
+
+static void count_tokens(srv *s, const char *body, size_t len, reply *r) {
+    api_limits lim;
+    api_error e;
+    int n;
+    srv_limits(s, &lim);
+    if (anth_count_tokens(body, len, &lim, &n, &e)) route_error(r, &e);
+    else reply_json(r, 200, json_pack("{s:i}", "input_tokens", n));
+}
+
+/* GET /v1/responses/{id}: a stored response. */
+static void stored_response(srv *s, const char *id, reply *r) {
+    char *body = rstore_body(s->responses, id, kvlm_now());
+    if (!body) {
+        api_error e;
+        api_fail(&e, 404, "not_found", "response_id", "Response with id '%.60s' not found (never stored, expired or "
+                 "evicted).", id);
+        route_error(r, &e);
+        return;
+    }
+    reply_text(r, body, strlen(body));
 }
 
 int route_is_web(const srv *s, const char *url) { return !s->cfg.no_web && static_find(url); }
@@ -242,7 +286,8 @@ typedef struct endpoint {
 } endpoint;
 
 enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT, EP_ENGINE,
-       EP_ENGINE_HISTORY, EP_ENGINE_STREAM, EP_MODEL_INFO, EP_MEASURE_NEXT };
+       EP_ENGINE_HISTORY, EP_ENGINE_STREAM, EP_MODEL_INFO, EP_MEASURE_NEXT, EP_MESSAGES, EP_COUNT_TOKENS,
+       EP_RESPONSES };
 
 static const endpoint endpoints[] = {
     {"/health", "GET", EP_HEALTH},
@@ -252,6 +297,9 @@ static const endpoint endpoints[] = {
     {"/detokenize", "POST", EP_DETOKENIZE},
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/chat/completions", "POST", EP_CHAT},
+    {"/v1/messages", "POST", EP_MESSAGES},
+    {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
+    {"/v1/responses", "POST", EP_RESPONSES},
     {"/kvlm/engine", "GET", EP_ENGINE},
     {"/kvlm/engine/history", "GET", EP_ENGINE_HISTORY},
     {"/kvlm/engine/stream", "GET", EP_ENGINE_STREAM},
@@ -268,8 +316,14 @@ static const endpoint *find(const char *url) {
 
 void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r) {
     memset(r, 0, sizeof *r);
+    r->anthropic = route_is_anthropic(url);
     api_error e;
     const endpoint *ep = find(url);
+    if (!ep && !strncmp(url, "/v1/responses/", 14) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
+        if (!srv_ready(s)) loading(r);
+        else stored_response(s, url + 14, r);
+        return;
+    }
     if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
         if (!srv_ready(s)) loading(r);
         else one_model(s, url + 11, r);
@@ -297,8 +351,11 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     case EP_METRICS: metrics(s, r); break;
     case EP_TOKENIZE: tokenize(s, body, len, r); break;
     case EP_DETOKENIZE: detokenize(s, body, len, r); break;
-    case EP_COMPLETIONS: completion(s, 0, body, len, r); break;
-    case EP_CHAT: completion(s, 1, body, len, r); break;
+    case EP_COMPLETIONS: completion(s, 0, API_SHAPE_OPENAI, body, len, r); break;
+    case EP_CHAT: completion(s, 1, API_SHAPE_OPENAI, body, len, r); break;
+    case EP_MESSAGES: completion(s, 1, API_SHAPE_ANTHROPIC, body, len, r); break;
+    case EP_COUNT_TOKENS: count_tokens(s, body, len, r); break;
+    case EP_RESPONSES: completion(s, 1, API_SHAPE_RESPONSES, body, len, r); break;
     case EP_ENGINE: {
         size_t n = 0;
         char *b = view_snapshot(s, &n);

@@ -25,6 +25,7 @@ typedef struct reply {
     int web_file;           /* a file of the web page: the body is the embedded bytes (neither
                                copied nor freed); Cache-Control: no-cache, nosniff, the page's
                                Content-Security-Policy */
+    int anthropic;          /* errors in Anthropic's shape (a /v1/messages path) */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers
@@ -32,8 +33,11 @@ typedef struct reply {
  * server drains; while loading, every endpoint but /health and /metrics
  * answers 503 (code "model_loading", Retry-After). */
 void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
-/* An error reply. */
+/* An error reply, in Anthropic's shape when r->anthropic. */
 void route_error(reply *r, const api_error *e);
+/* 1 when url is one of Anthropic's paths (/v1/messages...), whose errors
+ * take Anthropic's shape. */
+int route_is_anthropic(const char *url);
 /* The web page (static_files.h), unless the server runs with --no-web:
  * fills r and returns 1 when url names one of its files (GET and HEAD; 304
  * when if_none_match matches; 405 for other methods), else returns 0. */

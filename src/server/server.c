@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "server/http.h"
+#include "server/responses_store.h"
 #include "server/srv.h"
 #include "app/tool_calls.h"
 
@@ -61,7 +62,8 @@ srv *srv_create(const srv_config *cfg, kvlm_error *err) {
     if (!(cfg->access_log && !strcmp(cfg->access_log, "off")) &&
         !(s->log = access_log_open(cfg->access_log, cfg->log_json, err)))
         rc = -1;
-    if (!rc && (!(s->metrics = metrics_create()) || !(s->view = view_create())))
+    if (!rc && (!(s->metrics = metrics_create()) || !(s->view = view_create()) ||
+                !(s->responses = rstore_create(RSTORE_MAX_ENTRIES, RSTORE_MAX_BYTES, RSTORE_TTL_SECONDS))))
         rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (rc) {
         srv_free(s);
@@ -265,6 +267,7 @@ void srv_free(srv *s) {
     kvlm_kv_free(s->draft_kv);
     metrics_free(s->metrics);
     view_free(s->view);
+    rstore_free(s->responses);
     access_log_close(s->log);
     chat_template_free(&s->tpl);
     pthread_mutex_destroy(&s->mu);

@@ -57,6 +57,14 @@ typedef struct choice_state {
     /* streaming chat with tools: the tool-call parser of this choice */
     struct tc_parser *tools;
     int tools_failed;       /* out of memory in it: text passes straight through */
+    /* Anthropic and Responses (api_stream.h) */
+    sbuf raw;               /* the generated tokens' pieces, when the request has stop strings: which
+                               one ended the choice */
+    int sh_open;            /* the streamed block or item open: 0 none, 1 text, 2 tool call */
+    int sh_next;            /* index of the next block (Anthropic) or output item (Responses) */
+    int sh_call;            /* the open call's index */
+    sbuf sh_item;           /* Responses: the open item's text or arguments so far */
+    char sh_name[72];       /* Responses: the open call's name */
 } choice_state;
 
 /* One prompt of a job, submitted to the scheduler as one request with n
@@ -100,6 +108,7 @@ struct job {
     int n_choices, n_expected, n_finished, submitted, cancelled, failed;
     int prompt_tokens, completion_tokens, cached_tokens;
     int drafted_tokens, accepted_tokens; /* speculative decoding, over the choices */
+    int sh_seq;                    /* Responses streaming: the next event's sequence_number */
     api_error fail;
     job *live_prev, *live_next;
 };
@@ -146,6 +155,7 @@ struct srv {
     int engine_running;
     job *live;
     job *measures;                  /* measurements waiting for a sequence slot or blocks */
+    struct resp_store *responses;   /* /v1/responses kept for previous_response_id (responses_store.h) */
 };
 
 /* Jobs (job.c). job_new takes over rq. */

@@ -3,6 +3,7 @@
  */
 #include "server/tool_stream.h"
 
+#include "server/api_stream.h"
 #include "server/openai_response.h"
 #include "app/tool_calls.h"
 
@@ -15,6 +16,14 @@ typedef struct emit_ctx {
 
 static void on_event(void *user, const tc_event *e) {
     emit_ctx *x = user;
+    const stream_ops *ops = stream_ops_of(x->j);
+    if (ops) {
+        if (e->kind == TC_EV_CONTENT) {
+            if (e->len) ops->text(x->j, x->c, e->text, e->len, x->out);
+        } else if (e->kind == TC_EV_CALL) ops->call(x->j, x->c, e->index, e->text, e->len, x->out);
+        else ops->args(x->j, x->c, e->index, e->text, e->len, x->out);
+        return;
+    }
     if (e->kind == TC_EV_CONTENT) resp_chunk(x->j, x->c, 0, e->text, e->len, x->ev, NULL, x->out);
     else if (e->kind == TC_EV_CALL) resp_tool_chunk(x->j, x->c, e->index, e->text, e->len, NULL, 0, x->ev, x->out);
     else resp_tool_chunk(x->j, x->c, e->index, NULL, 0, e->text, e->len, x->ev, x->out);
@@ -35,6 +44,11 @@ const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *le
 void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
     choice_state *cs = &j->choices[c];
     const kvlm_token_event *lp = ev && j->rq.logprobs ? ev : NULL;
+    const stream_ops *ops = stream_ops_of(j);
+    if (ops && (!cs->tools || cs->tools_failed)) {
+        if (n) ops->text(j, c, text, n, out);
+        return;
+    }
     if (!cs->tools || cs->tools_failed) {
         if (n || lp) resp_chunk(j, c, 0, text, n, lp, NULL, out);
         return;
@@ -46,6 +60,17 @@ void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_toke
 
 void tool_stream_finish(job *j, int c, const char *text, size_t n, kvlm_finish why, sbuf *out) {
     choice_state *cs = &j->choices[c];
+    const stream_ops *ops = stream_ops_of(j);
+    if (ops) {
+        emit_ctx x = {j, c, out, NULL};
+        if (!cs->tools || cs->tools_failed) {
+            if (n) ops->text(j, c, text, n, out);
+        } else if (tc_parser_feed(cs->tools, text, n, on_event, &x) || tc_parser_finish(cs->tools, on_event, &x)) {
+            cs->tools_failed = 1;
+        }
+        ops->finish(j, c, why, cs->tools ? tc_parser_calls(cs->tools) : 0, out);
+        return;
+    }
     if (!cs->tools || cs->tools_failed) {
         resp_chunk(j, c, 0, text, n, NULL, resp_finish_name(why), out);
         return;
