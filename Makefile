@@ -191,7 +191,18 @@ test-tsan-ci:
 
 test: $(BUILD)/kvlm $(TESTS) $(VOCAB_GGUF) check-boundary
 	@KVLM=$(BUILD)/kvlm ./tests/run_all.sh $(BUILD)
+	@$(MAKE) --no-print-directory test-sdk
 endif
+
+# kvlm serve against the official SDKs from npm, @anthropic-ai/sdk (Messages)
+# and openai (Responses): tests/sdk/sdk.test.mjs, about 5 seconds; the
+# pinned node modules are installed first (scripts/setup.sh --sdk: npm ci in
+# tests/sdk when its package-lock.json changed). Part of `make test`.
+.PHONY: test-sdk setup-sdk
+setup-sdk:
+	@./scripts/setup.sh --sdk
+test-sdk: $(BUILD)/kvlm setup-sdk
+	KVLM=$(BUILD)/kvlm node --test --test-concurrency=1 --test-reporter=spec tests/sdk/sdk.test.mjs
 
 # The web page in headless chromium (tests/browser/web.test.mjs, driven by
 # playwright-core; about 15 seconds): `make test-browser`. `make screenshots`

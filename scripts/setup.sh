@@ -9,6 +9,9 @@
 #                             test's pinned playwright-core (npm ci in
 #                             tests/browser, from its package-lock.json), for
 #                             `make test-browser` and `make screenshots`
+#   scripts/setup.sh --sdk    also Node.js and npm where no node or npm is on
+#                             the PATH, then the pinned Anthropic and OpenAI
+#                             SDKs (npm ci in tests/sdk), for `make test-sdk`
 #   scripts/setup.sh --cluster  also haproxy, for `make test-cluster`
 #                             (docs/deploy.md)
 # Runs apt-get directly as root, through sudo otherwise.
@@ -24,21 +27,29 @@ fi
 if [ "${1:-}" = "--cluster" ]; then
     pkgs="$pkgs haproxy"
 fi
+if [ "${1:-}" = "--sdk" ]; then
+    command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+    command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
 if [ "${1:-}" = "--browser" ]; then
     pkgs="$pkgs chromium"
     command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
     command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 fi
 
-# The browser test's node modules, installed again whenever the lock file
-# changed (a copy of the lock installed last is kept beside them).
+# The browser test's (or the SDK test's) node modules, installed again
+# whenever the lock file changed (a copy of the lock installed last is kept
+# beside them).
 npm_modules() {
-    [ "${1:-}" = "--browser" ] || return 0
-    dir="$(dirname "$0")/../tests/browser"
+    case "${1:-}" in
+    --browser) dir="$(dirname "$0")/../tests/browser" ;;
+    --sdk) dir="$(dirname "$0")/../tests/sdk" ;;
+    *) return 0 ;;
+    esac
     if cmp -s "$dir/package-lock.json" "$dir/node_modules/.kvlm-installed-lock" 2>/dev/null; then
         return 0
     fi
-    echo "setup: npm ci in tests/browser"
+    echo "setup: npm ci in $dir"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.kvlm-installed-lock)
 }
 
