@@ -167,6 +167,11 @@ $(BUILD)/tests/test_agent_check: $(BUILD)/tests/test_agent_check.o $(BUILD)/test
 		$(BUILD)/src/server/agent_check.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The API shapes' parsers with the server's response store (one object).
+$(BUILD)/tests/test_api_shapes: $(BUILD)/tests/test_api_shapes.o $(BUILD)/tests/helpers.o \
+		$(BUILD)/src/server/responses_store.o $(BUILD)/libkvlm_app.a $(BUILD)/libkvlm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -c $< -o $@

@@ -202,8 +202,10 @@ static json_t *tools_of(json_t *tools, api_error *e) {
             json_decref(out);
             return NULL;
         }
-        json_t *fn = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
+        /* the order OpenAI's clients write (templates render the keys in order) */
+        json_t *fn = json_pack("{s:O}", "name", name);
         if (desc) json_object_set(fn, "description", desc);
+        json_object_set(fn, "parameters", schema);
         json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
     }
     return out;
