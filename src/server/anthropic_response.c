@@ -4,7 +4,9 @@
  * stop_sequence, usage} and its event stream: message_start, ping, per
  * block content_block_start / content_block_delta (text_delta or
  * input_json_delta) / content_block_stop, then message_delta (stop_reason,
- * stop_sequence, usage.output_tokens) and message_stop. A tool call's
+ * stop_sequence, the whole usage) and message_stop. Usage as Anthropic
+ * counts it: input_tokens excludes the prompt tokens read from the prefix
+ * cache (cache_read_input_tokens). A tool call's
  * input is its arguments as the model wrote them (the grammar makes a
  * forced call's arguments valid JSON). Pure formatting over the job's
  * fields; the store and the locks are elsewhere.
@@ -83,11 +85,17 @@ static json_t *stop_sequence(const job *j, int c) {
     return s ? json_string(s) : json_null();
 }
 
+/* Anthropic's usage: input_tokens are the prompt tokens not read from the
+ * prefix cache, cache_read_input_tokens those that were. */
+static json_t *usage_json(const job *j) {
+    return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", j->prompt_tokens - j->cached_tokens,
+                     "cache_creation_input_tokens", 0, "cache_read_input_tokens", j->cached_tokens, "output_tokens",
+                     j->completion_tokens);
+}
+
 static json_t *message_json(const job *j) {
-    return json_pack("{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i,s:i}}", "id", j->id, "type", "message", "role",
-                     "assistant", "model", j->s->model_name, "content", "stop_reason", "stop_sequence", "usage",
-                     "input_tokens", j->prompt_tokens, "output_tokens", j->completion_tokens,
-                     "cache_read_input_tokens", j->cached_tokens);
+    return json_pack("{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}", "id", j->id, "type", "message", "role", "assistant",
+                     "model", j->s->model_name, "content", "stop_reason", "stop_sequence", "usage", usage_json(j));
 }
 
 static void a_start(job *j, sbuf *out) {
@@ -144,9 +152,10 @@ static void a_finish(job *j, int c, kvlm_finish why, int n_calls, sbuf *out) {
 }
 
 static void a_end(job *j, sbuf *out) {
-    event("message_delta", json_pack("{s:s,s:{s:o,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason",
+    /* the whole usage: the prefix cache's share is known only once admitted */
+    event("message_delta", json_pack("{s:s,s:{s:o,s:o},s:o}", "type", "message_delta", "delta", "stop_reason",
                                      stop_reason(j, 0, j->choices[0].sh_call), "stop_sequence", stop_sequence(j, 0),
-                                     "usage", "output_tokens", j->completion_tokens), out);
+                                     "usage", usage_json(j)), out);
     event("message_stop", json_pack("{s:s}", "type", "message_stop"), out);
 }
 

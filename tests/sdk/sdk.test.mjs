@@ -83,7 +83,7 @@ test('anthropic: messages.create', async () => {
   assert.ok(m.content[0].text.length > 0);
   assert.ok(['max_tokens', 'end_turn'].includes(m.stop_reason));
   if (m.stop_reason === 'max_tokens') assert.equal(m.usage.output_tokens, 8);
-  assert.ok(m.usage.input_tokens > 0);
+  assert.ok(m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0) > 0);
 });
 
 test('anthropic: stream with finalMessage, events in order', async () => {
@@ -129,7 +129,8 @@ test('anthropic: forced tool use valid against its schema, then a tool_result tu
     { role: 'assistant', content: m.content },
     { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '21 C, clear' }] }] });
   assert.equal(next.role, 'assistant');
-  assert.ok(next.usage.input_tokens > m.usage.input_tokens);
+  const all = u => u.input_tokens + (u.cache_read_input_tokens ?? 0);
+  assert.ok(all(next.usage) > all(m.usage));
 });
 
 test('anthropic: count_tokens equals the prompt messages.create runs', async () => {
@@ -137,7 +138,8 @@ test('anthropic: count_tokens equals the prompt messages.create runs', async () 
   const c = await anthropic.messages.countTokens({ model, messages, system: 'Be brief.' });
   const m = await anthropic.messages.create({ model, max_tokens: 1, messages, system: 'Be brief.' });
   assert.ok(c.input_tokens > 5);
-  assert.equal(c.input_tokens, m.usage.input_tokens);
+  // Anthropic's usage: tokens read from the prefix cache are not input_tokens
+  assert.equal(c.input_tokens, m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0));
 });
 
 test('anthropic: a 400 is the SDK typed error', async () => {
