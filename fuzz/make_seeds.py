@@ -204,6 +204,50 @@ def main():
         put("openai_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
     put("openai_request", "nul", b"\0{\"prompt\": \"a\\u0000b\"}")
     put("openai_request", "bad_json", b"\1{\"messages\": [}")
+    # anthropic_request: first byte even /v1/messages, odd /v1/messages/count_tokens
+    weather = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    anth = [
+        (0, {"model": "m", "max_tokens": 8, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}],
+             "temperature": 0.5, "top_p": 0.9, "top_k": 5, "stop_sequences": ["END"], "stream": True,
+             "metadata": {"user_id": "u"}}),
+        (0, {"max_tokens": 40, "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+             "messages": [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                          {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"},
+                                                            {"type": "tool_use", "id": "toolu_1", "name": "w",
+                                                             "input": {"city": "Paris"}}]},
+                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                        "content": [{"type": "text", "text": "21 C"}],
+                                                        "is_error": False}]}],
+             "tools": [{"name": "w", "description": "d", "input_schema": weather}],
+             "tool_choice": {"type": "tool", "name": "w"}, "thinking": {"type": "enabled", "budget_tokens": 1024}}),
+        (0, {"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
+             "tools": [{"name": "w", "input_schema": weather}], "tool_choice": {"type": "any"}}),
+        (1, {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": [{"name": "w",
+             "input_schema": weather}], "tool_choice": {"type": "none"}}),
+    ]
+    for i, (kind, body) in enumerate(anth):
+        put("anthropic_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
+    put("anthropic_request", "bad_json", b"\0{\"messages\": [}")
+    # responses_request: the body; previous_response_id "resp_a" is found
+    resp = [
+        {"model": "m", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0.7,
+         "top_p": 0.9, "store": False, "metadata": {"k": "v"}, "stream": True, "truncation": "disabled"},
+        {"previous_response_id": "resp_a", "input": [{"type": "function_call_output", "call_id": "call_1",
+                                                      "output": "21 C"}], "tools": [{"type": "function",
+                                                      "name": "f", "parameters": weather, "strict": True}]},
+        {"input": [{"role": "developer", "content": [{"type": "input_text", "text": "S"}]},
+                   {"type": "message", "role": "user", "content": "Weather?"},
+                   {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c", "output": "1"},
+                   {"type": "reasoning", "id": "rs", "summary": []}],
+         "tools": [{"type": "function", "name": "f", "parameters": weather}],
+         "tool_choice": {"type": "function", "name": "f"}, "parallel_tool_calls": False},
+        {"input": "Name", "text": {"format": {"type": "json_schema", "name": "k", "schema": weather,
+                                              "strict": True}}, "include": [], "reasoning": {}},
+    ]
+    for i, body in enumerate(resp):
+        put("responses_request", "req%d" % i, json.dumps(body).encode())
+    put("responses_request", "bad_json", b"{\"input\": [}")
     # stream: stop strings (one a line), the separator, then bytes / token ids
     put("stream", "one_stop", b"END" + SEP + b"some text then END and more")
     put("stream", "overlap", b"aab\nab\n\xc3\xa9" + SEP + b"xxaaab\xc3\xa9\xff\xfe\x00\x01 tokens")
