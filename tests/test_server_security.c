@@ -142,7 +142,8 @@ static void test_cors(void **state) {
     assert_int_equal(r.status, 204);
     assert_string_equal(resp_header(&r, "Access-Control-Allow-Origin"), ORIGIN);
     assert_string_equal(resp_header(&r, "Access-Control-Allow-Methods"), "GET, HEAD, POST, OPTIONS");
-    assert_string_equal(resp_header(&r, "Access-Control-Allow-Headers"), "Authorization, Content-Type");
+    assert_string_equal(resp_header(&r, "Access-Control-Allow-Headers"),
+                        "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     assert_int_equal(r.len, 0);
     resp_free(&r);
     const char *cases[][4] = {
