@@ -1,6 +1,7 @@
 /*
  * `kvlm serve` for clients beyond this machine: the API key (401 in
- * OpenAI's error shape without it or with a wrong one, 200 with it;
+ * OpenAI's error shape without it or with a wrong one, in Anthropic's on
+ * /v1/messages, 200 with it, as a bearer token or as x-api-key;
  * /health and /metrics open unless protected; key from --api-key-file and
  * from $KVLM_API_KEY), CORS (preflight, the header on answers, errors and
  * event streams; other origins get none), HEAD, host names for --host,
@@ -108,6 +109,19 @@ static void test_api_key(void **state) {
     resp_free(&r);
     r = req(a.port, "POST", "/v1/completions", "authorization: bearer filekey-123\r\n", BODY);
     assert_int_equal(r.status, 200);
+    resp_free(&r);
+    /* x-api-key, the header Anthropic's clients send, on any path */
+    r = req(a.port, "GET", "/v1/models", "x-api-key: filekey-123\r\n", NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    r = req(a.port, "GET", "/v1/models", "x-api-key: filekey-12\r\n", NULL);
+    expect_401(&r, "an x-api-key one byte short");
+    resp_free(&r);
+    /* on Anthropic's paths the 401 is in Anthropic's shape */
+    r = req(a.port, "POST", "/v1/messages", "x-api-key: nope\r\n", "{}");
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
+                                "\"Incorrect API key provided\"}}");
     resp_free(&r);
     /* open by default */
     r = req(a.port, "GET", "/health", NULL, NULL);
