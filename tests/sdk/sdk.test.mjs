@@ -51,6 +51,7 @@ after(async () => {
   server.proc.kill('SIGTERM');
   await done;
   assert.equal(server.proc.exitCode, 0, server.log());
+  assert.doesNotMatch(server.log(), /Sanitizer|runtime error/); // a build-san/kvlm
 });
 
 // A forced call's schema: bounded strings, so that the call fits max_tokens.
