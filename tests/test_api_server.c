@@ -12,7 +12,8 @@
  * comes back from GET /v1/responses/{id} as it was sent, one made with
  * store false does not; previous_response_id continues the conversation;
  * a Responses stream numbers its events from 0 and ends with the object
- * the store keeps.
+ * the store keeps; with a reasoning template (its answer opens with
+ * <think>) the output is a thinking block, whole and streamed.
  */
 #include "server_harness.h"
 
@@ -20,18 +21,21 @@
 
 #define GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"
 
-static server l;
+static server l, t; /* t: a reasoning template (tests/fixtures/tool_template/think-mini.jinja) */
 
 static int start_all(void **state) {
     (void)state;
     return start_server_in_tempdir(&l, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template "
-                                       "tests/fixtures/tool_template/hermes-mini.jinja");
+                                       "tests/fixtures/tool_template/hermes-mini.jinja") ||
+           start_server_in_tempdir(&t, "-m " GGUF " --threads 1 --max-seqs 2 --chat-template "
+                                       "tests/fixtures/tool_template/think-mini.jinja");
 }
 
 static int stop_all(void **state) {
     (void)state;
-    int rc = stop_server(&l);
+    int rc = stop_server(&l) | stop_server(&t);
     th_rmtree(l.dir);
+    th_rmtree(t.dir);
     return rc;
 }
 
@@ -225,6 +229,48 @@ static void test_responses_stream(void **state) {
     resp_free(&r);
 }
 
+/* The template opens the answer with <think>: what the model writes is a
+ * thinking block, whole and streamed, exactly the chat API's raw content
+ * for the same greedy request (the shipped model never closes it). */
+static void test_thinking(void **state) {
+    (void)state;
+    static const char conv[] = "\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+                               "\"ROMEO:\"},{\"role\":\"assistant\",\"content\":\"hm</think>Yes.\"},"
+                               "{\"role\":\"user\",\"content\":\"Go\"}]";
+    char b[512];
+    snprintf(b, sizeof b, "{%s}", conv);
+    json_t *chat = post(t.port, "/v1/chat/completions", b, 200);
+    const char *raw = jstr(chat, "choices.0.message.content");
+    assert_null(strstr(raw, "</think>"));
+    assert_true(strlen(raw) > 0);
+    json_t *m = post(t.port, "/v1/messages", b, 200);
+    assert_int_equal(json_array_size(jget(m, "content")), 1);
+    assert_string_equal(jstr(m, "content.0.type"), "thinking");
+    assert_string_equal(jstr(m, "content.0.thinking"), raw);
+    assert_string_equal(jstr(m, "content.0.signature"), "");
+    assert_string_equal(jstr(m, "stop_reason"), "max_tokens");
+    snprintf(b, sizeof b, "{%s,\"stream\":true}", conv);
+    resp r = http(t.port, "POST", "/v1/messages", b);
+    assert_int_equal(r.status, 200);
+    json_t *evs = named_events(r.body);
+    const size_t n = json_array_size(evs);
+    assert_string_equal(ev_name(evs, 2), "content_block_start");
+    assert_string_equal(jstr(ev_data(evs, 2), "content_block.type"), "thinking");
+    sbuf streamed = {0};
+    for (size_t i = 3; i < n - 3; i++) {
+        assert_string_equal(jstr(ev_data(evs, i), "delta.type"), "thinking_delta");
+        sbuf_adds(&streamed, jstr(ev_data(evs, i), "delta.thinking"));
+    }
+    assert_true(n - 6 <= 12); /* one delta per token at most, not one per byte */
+    assert_string_equal(streamed.data, raw);
+    assert_string_equal(ev_name(evs, n - 3), "content_block_stop");
+    sbuf_free(&streamed);
+    json_decref(evs);
+    resp_free(&r);
+    json_decref(m);
+    json_decref(chat);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_api_server")) return 1;
@@ -233,6 +279,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_error_shapes),
         cmocka_unit_test(test_responses_store),
         cmocka_unit_test(test_responses_stream),
+        cmocka_unit_test(test_thinking),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;
 }

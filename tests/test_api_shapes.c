@@ -12,7 +12,8 @@
  * with the status, code, field and message; count_tokens counts the
  * prompt /v1/messages runs; a Responses conversation continues from the
  * stored turns without the earlier instructions; the store drops entries
- * past their count, byte and age limits, oldest first.
+ * past their count, byte and age limits, oldest first; the reasoning
+ * splitter gives the same reasoning and answer whole and byte by byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <cmocka.h>
 
 #include "app/anthropic_request.h"
+#include "app/reasoning.h"
 #include "app/responses_request.h"
 #include "server/responses_store.h"
 
@@ -320,6 +322,52 @@ static void test_responses_refusals(void **state) {
                      "the prompt, 5000 for the completion). Please reduce the prompt or 'max_tokens'.");
 }
 
+/* ------------------------------------------------------------ reasoning */
+
+static void emit_to(void *user, int thinking, const char *text, size_t n) {
+    sbuf *b = user;
+    sbuf_add(&b[thinking ? 0 : 1], text, n);
+}
+
+/* Whole and fed one byte at a time: the same reasoning and answer. */
+static void expect_split(const char *text, int inside, const char *thinking, const char *answer) {
+    sbuf t = {0}, a = {0};
+    rs_split_all(text, strlen(text), inside, &t, &a);
+    assert_int_equal(t.len, strlen(thinking));
+    assert_int_equal(a.len, strlen(answer));
+    if (t.len) assert_memory_equal(t.data, thinking, t.len);
+    if (a.len) assert_memory_equal(a.data, answer, a.len);
+    sbuf_free(&t);
+    sbuf_free(&a);
+    sbuf b[2] = {{0}, {0}};
+    rs_split s;
+    rs_init(&s, inside);
+    for (size_t i = 0; text[i]; i++) rs_feed(&s, text + i, 1, emit_to, b);
+    rs_finish(&s, emit_to, b);
+    rs_free(&s);
+    assert_int_equal(b[0].len, strlen(thinking));
+    assert_int_equal(b[1].len, strlen(answer));
+    if (b[0].len) assert_memory_equal(b[0].data, thinking, b[0].len);
+    if (b[1].len) assert_memory_equal(b[1].data, answer, b[1].len);
+    sbuf_free(&b[0]);
+    sbuf_free(&b[1]);
+}
+
+static void test_reasoning_split(void **state) {
+    (void)state;
+    expect_split("\n<think>plan </thi nk> a</think>\n\nThe answer.", 0, "plan </thi nk> a", "The answer.");
+    expect_split("still thinking</think> done", 1, "still thinking", "done");
+    expect_split("<thin", 0, "", "<thin");                 /* ended before the marker was whole */
+    expect_split("  <thinking>x", 0, "", "  <thinking>x");  /* not the marker: the answer, whitespace kept */
+    expect_split("no reasoning <think>here</think>", 0, "", "no reasoning <think>here</think>");
+    expect_split("cut off </thi", 1, "cut off </thi", "");
+    expect_split("", 1, "", "");
+    assert_true(rs_prompt_opens("assistant: <think>\n", 19));
+    assert_false(rs_prompt_opens("assistant: <think>x", 19));
+    assert_true(rs_template_reasons("{{ c.split('</think>')[-1] }}"));
+    assert_false(rs_template_reasons("{{ m.content }}"));
+}
+
 /* ------------------------------------------------------------ the store */
 
 static void test_store_limits(void **state) {
@@ -373,7 +421,7 @@ int main(void) {
         cmocka_unit_test(test_anthropic_translation), cmocka_unit_test(test_anthropic_request),
         cmocka_unit_test(test_anthropic_refusals),    cmocka_unit_test(test_responses_translation),
         cmocka_unit_test(test_responses_request),     cmocka_unit_test(test_responses_refusals),
-        cmocka_unit_test(test_store_limits),
+        cmocka_unit_test(test_reasoning_split),       cmocka_unit_test(test_store_limits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,8 +14,8 @@
  * required, the named function and none; stop_sequences the stop strings;
  * max_tokens (required), temperature (0 to 1), top_p and top_k are the
  * sampler's. `metadata` (user_id) and `thinking` are checked and change
- * nothing: kvlm does not split reasoning from the answer, so no thinking
- * block is ever produced. cache_control on blocks and tools is accepted
+ * nothing: where the template reasons, the reasoning becomes a thinking
+ * block whatever `thinking` says (reasoning.h, anthropic_response.c). cache_control on blocks and tools is accepted
  * and ignored (kvlm caches prefixes by itself). Images, documents and
  * server tools are refused. Unknown fields are refused, as Anthropic does.
  *

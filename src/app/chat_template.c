@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "app/reasoning.h"
 #include "app/tool_calls.h"
 
 #define MAX_TEMPLATE_BYTES (1u << 20)
@@ -45,6 +46,7 @@ static int parse_one(tpl_template **out, const char *src, size_t n, const char *
 }
 
 static void note_template(chat_template *t, const char *src) {
+    if (rs_template_reasons(src)) t->reasons = 1;
     if (strstr(src, "tools")) {
         tc_family f = tc_family_detect(src);
         if (!t->renders_tools || f != TC_FAMILY_GENERIC) t->tool_family = (int)f;

@@ -37,6 +37,7 @@ typedef struct chat_template {
     int tool_family;        /* tc_family of the tool-rendering template (tool_calls.h) */
     char bos[64], eos[64];  /* token strings given to the template */
     const char *turn_end;   /* special token ending an assistant turn, or NULL */
+    int reasons;            /* a template's source writes </think> (reasoning.h) */
     char origin[400];       /* which template, from where: for the start-up line */
 } chat_template;
 

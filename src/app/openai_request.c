@@ -17,6 +17,7 @@
 
 #include "app/json_text.h"
 #include "app/openai_structured.h"
+#include "app/reasoning.h"
 #include "app/sbuf.h"
 
 #define MAX_STOPS 16
@@ -514,6 +515,8 @@ static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, 
     if (!rc)
         rc = encode(lim, text.data ? text.data : "", text.len, chat_uses_special(lim->tpl), "messages", &rq->prompts[0],
                     &rq->n_prompt[0], e);
+    if (!rc && lim->tpl->main && lim->tpl->reasons)
+        rq->reasoning = 1 + rs_prompt_opens(text.data ? text.data : "", text.len);
     sbuf_free(&text);
     const char *end = chat_turn_end(lim->tpl);
     rq->turn_end = end && lim->tok ? kvlm_tokenizer_token_id(lim->tok, end, strlen(end)) : KVLM_NO_TOKEN;

@@ -109,6 +109,7 @@ typedef struct api_request {
      * are translated to a chat request: anthropic_request.h,
      * responses_request.h) and what their responses need. */
     api_shape shape;
+    int reasoning;              /* the template reasons (reasoning.h): 1, 2 when the prompt opened it */
     int store;                  /* Responses: keep the response for previous_response_id */
     char *conversation;         /* Responses: the input turns as chat messages (compact JSON), without
                                    the instructions; the stored conversation continues from it */

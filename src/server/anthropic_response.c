@@ -8,7 +8,9 @@
  * counts it: input_tokens excludes the prompt tokens read from the prefix
  * cache (cache_read_input_tokens). A tool call's
  * input is its arguments as the model wrote them (the grammar makes a
- * forced call's arguments valid JSON). Pure formatting over the job's
+ * forced call's arguments valid JSON). Where the chat template reasons
+ * (reasoning.h), the reasoning comes first as a thinking block (with an
+ * empty signature). Pure formatting over the job's
  * fields; the store and the locks are elsewhere.
  */
 #include <stdlib.h>
@@ -124,6 +126,21 @@ static void a_text(job *j, int c, const char *text, size_t n, sbuf *out) {
                                            ts_json_string(text, n)), out);
 }
 
+/* Reasoning: a thinking block (its signature empty: kvlm signs nothing). */
+static void a_thinking(job *j, int c, const char *text, size_t n, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    if (cs->sh_open != 3) {
+        close_block(j, c, out);
+        event("content_block_start", json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "type", "content_block_start", "index",
+                                               cs->sh_next++, "content_block", "type", "thinking", "thinking", "",
+                                               "signature", ""), out);
+        cs->sh_open = 3;
+    }
+    event("content_block_delta", json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index",
+                                           cs->sh_next - 1, "delta", "type", "thinking_delta", "thinking",
+                                           ts_json_string(text, n)), out);
+}
+
 static void a_call(job *j, int c, int index, const char *name, size_t n, sbuf *out) {
     choice_state *cs = &j->choices[c];
     char id[40];
@@ -178,15 +195,24 @@ static char *a_final_body(job *j) {
     const choice_state *cs = &j->choices[0];
     json_t *m = message_json(j), *content = json_object_get(m, "content");
     tc_result r = {0};
+    sbuf thinking = {0}, answer = {0};
     const char *text = cs->text.data ? cs->text.data : "";
     size_t len = cs->text.len;
     int n_calls = 0;
+    if (j->rq.reasoning) { /* the template reasons: a thinking block first */
+        rs_split_all(text, len, j->rq.reasoning == 2, &thinking, &answer);
+        if (thinking.len)
+            json_array_append_new(content, json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
+                                                     ts_json_string(thinking.data, thinking.len), "signature", ""));
+        text = answer.data ? answer.data : "";
+        len = answer.len;
+    }
     if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && r.n_calls) {
         text = r.content.data ? r.content.data : "";
         len = r.content.len;
         n_calls = r.n_calls;
     }
-    if (len || !n_calls)
+    if (len || (!n_calls && !thinking.len))
         json_array_append_new(content, json_pack("{s:s,s:o}", "type", "text", "text", ts_json_string(text, len)));
     for (int k = 0; k < n_calls; k++) {
         char id[40];
@@ -195,6 +221,8 @@ static char *a_final_body(job *j) {
                                                  r.calls[k].name, "input", input_of(&r.calls[k])));
     }
     tc_result_free(&r);
+    sbuf_free(&thinking);
+    sbuf_free(&answer);
     json_object_set_new(m, "stop_reason", stop_reason(j, 0, n_calls));
     json_object_set_new(m, "stop_sequence", stop_sequence(j, 0));
     char *s = json_dumps(m, JSON_COMPACT);
@@ -205,4 +233,4 @@ static char *a_final_body(job *j) {
 static void a_done(job *j) { (void)j; }
 
 const stream_ops anthropic_stream_ops = {a_start, a_text, a_call, a_args, a_finish, a_end, a_error, a_final_body,
-                                         a_done};
+                                         a_done, a_thinking};

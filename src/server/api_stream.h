@@ -31,6 +31,8 @@ typedef struct stream_ops {
     char *(*final_body)(job *j);
     /* the job finished (streaming or not, not failed): keep what must be kept */
     void (*done)(job *j);
+    /* reasoning text of choice c (n > 0; the template reasons: reasoning.h) */
+    void (*thinking)(job *j, int c, const char *text, size_t n, sbuf *out);
 } stream_ops;
 
 extern const stream_ops anthropic_stream_ops, responses_stream_ops;

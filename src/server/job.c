@@ -35,6 +35,10 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
             for (int k = 0; k < c; k++) tc_parser_free(j->choices[k].tools);
             goto nomem;
         }
+    for (int c = 0; c < nc && j->rq.stream && j->rq.reasoning && j->rq.shape == API_SHAPE_ANTHROPIC; c++) {
+        rs_init(&j->choices[c].reason, j->rq.reasoning == 2);
+        j->choices[c].reason_on = 1;
+    }
     for (int p = 0; p < j->rq.n_prompts; p++) {
         j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
         j->prompt_tokens += j->rq.n_prompt[p];
@@ -63,6 +67,7 @@ static void job_free(job *j) {
         sbuf_free(&cs->text);
         sbuf_free(&cs->raw);
         sbuf_free(&cs->sh_item);
+        rs_free(&cs->reason);
         free(cs->lp_ids);
         free(cs->lp_vals);
         free(cs->lp_top_ids);

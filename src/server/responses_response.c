@@ -241,4 +241,4 @@ static void r_done(job *j) {
 }
 
 const stream_ops responses_stream_ops = {r_start, r_text, r_call, r_args, r_finish, r_end, r_error, r_final_body,
-                                         r_done};
+                                         r_done, NULL};

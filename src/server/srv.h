@@ -31,6 +31,7 @@
 #include "server/engine_view.h"
 #include "server/metrics.h"
 #include "app/openai_request.h"
+#include "app/reasoning.h"
 #include "app/sbuf.h"
 #include "server/server.h"
 #include "app/json_text.h"
@@ -65,6 +66,8 @@ typedef struct choice_state {
     int sh_call;            /* the open call's index */
     sbuf sh_item;           /* Responses: the open item's text or arguments so far */
     char sh_name[72];       /* Responses: the open call's name */
+    rs_split reason;        /* Anthropic streaming with a reasoning template: thinking vs text */
+    int reason_on;
 } choice_state;
 
 /* One prompt of a job, submitted to the scheduler as one request with n

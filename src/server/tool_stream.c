@@ -41,7 +41,7 @@ const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *le
     return p;
 }
 
-void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
+static void answer_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
     choice_state *cs = &j->choices[c];
     const kvlm_token_event *lp = ev && j->rq.logprobs ? ev : NULL;
     const stream_ops *ops = stream_ops_of(j);
@@ -58,9 +58,41 @@ void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_toke
     if (x.ev) resp_chunk(j, c, 0, "", 0, x.ev, NULL, out);
 }
 
+/* Reasoning split off first (Anthropic's thinking blocks), the answer on. */
+typedef struct reason_ctx {
+    job *j;
+    int c;
+    sbuf *out;
+} reason_ctx;
+
+static void on_reason(void *user, int thinking, const char *text, size_t n) {
+    reason_ctx *x = user;
+    const stream_ops *ops = stream_ops_of(x->j);
+    if (!n) return;
+    if (thinking && ops && ops->thinking) ops->thinking(x->j, x->c, text, n, x->out);
+    else answer_text(x->j, x->c, text, n, NULL, x->out);
+}
+
+void tool_stream_text(job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    if (!cs->reason_on) {
+        answer_text(j, c, text, n, ev, out);
+        return;
+    }
+    reason_ctx x = {j, c, out};
+    rs_feed(&cs->reason, text, n, on_reason, &x);
+}
+
 void tool_stream_finish(job *j, int c, const char *text, size_t n, kvlm_finish why, sbuf *out) {
     choice_state *cs = &j->choices[c];
     const stream_ops *ops = stream_ops_of(j);
+    if (cs->reason_on) {
+        reason_ctx x = {j, c, out};
+        rs_feed(&cs->reason, text, n, on_reason, &x);
+        rs_finish(&cs->reason, on_reason, &x);
+        text = "";
+        n = 0;
+    }
     if (ops) {
         emit_ctx x = {j, c, out, NULL};
         if (!cs->tools || cs->tools_failed) {
