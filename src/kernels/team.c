@@ -98,6 +98,7 @@
 #include <unistd.h>
 
 #include "kernels/team.h"
+#include "kernels/team_trace.h"
 
 #define SPIN_NS 50000
 #define LATE_FACTOR 2
@@ -117,6 +118,11 @@ typedef struct kern_worker {
     pthread_t tid;
     struct kern_pool *pool;
     int index;
+    int trace_cpu;                 /* tracing: the processor of this worker's first claim in the region */
+    /* tracing (team_trace.h): tag << 32 | cpu << 20 | items claimed in that
+     * region, stored after each claim; the first claim's time before it */
+    atomic_uint_fast64_t trace_word;
+    atomic_llong trace_start;
 } kern_worker;
 
 /* The memory of one staged region (see "Stealable regions" above): the
@@ -159,6 +165,8 @@ struct kern_pool {
     int staged_items;
     kern_team_counts counts;
     int print_counts;
+    kern_trace *trace;                       /* KVLM_TEAM_TRACE: NULL when off */
+    long long opened;                        /* when the team opened (the trace's time origin) */
 };
 
 static long long now_ns(void) {
@@ -206,6 +214,18 @@ static int run_staged_item(struct kern_pool *p, const kern_slot *s, kern_steal_t
     return 0;
 }
 
+/* Tracing: worker wk claimed its ran-th item of region tag (stored before
+ * the item counts as done, so the caller reads it once done reaches n). */
+static void trace_claim(kern_worker *wk, uint32_t tag, int ran) {
+    if (ran == 1) {
+        atomic_store_explicit(&wk->trace_start, now_ns(), memory_order_relaxed);
+        wk->trace_cpu = sched_getcpu();
+    }
+    const uint64_t items = ran < 0xFFFFF ? (uint64_t)ran : 0xFFFFF;
+    atomic_store_explicit(&wk->trace_word, (uint64_t)tag << 32 | (uint64_t)(wk->trace_cpu & 0xFFF) << 20 | items,
+                          memory_order_release);
+}
+
 /* Takes and runs items of region `tag` until none is left; returns how
  * many this thread ran. In a staged region a worker first pins the
  * region's slot (before its claim, which publishes the pin to the caller's
@@ -228,6 +248,7 @@ static int work(struct kern_pool *p, uint32_t tag, int w) {
             continue;
         if (!ran) atomic_fetch_add_explicit(&p->ran, 1, memory_order_relaxed);
         ran++;
+        if (p->trace && w != 0) trace_claim(&p->workers[w], tag, ran);
         int counted = 1;
         if (slot < 0) {
             atomic_load_explicit(&p->fn, memory_order_relaxed)(ctx, (int)i, w);
@@ -318,6 +339,8 @@ int kern_team_open(kern_team *t, int threads) {
         }
         p->workers_started = w;
     }
+    p->opened = now_ns();
+    p->trace = kern_trace_open(t->threads, p->opened); /* read by workers only in regions, published after this */
     t->pool = p;
     return 0;
 }
@@ -336,6 +359,16 @@ void kern_team_close(kern_team *t) {
                 "kvlm team: %d threads (%d at close), %lld regions (%lld staged), %lld items stolen, "
                 "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks\n",
                 p->threads, p->active, c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks);
+    }
+    if (p->trace) {
+        kern_team_counts c;
+        kern_team_get_counts(t, &c);
+        char summary[256];
+        snprintf(summary, sizeof summary,
+                 "%lld regions (%lld staged), %lld stolen, %lld dropped, %lld late (%lld staged), %lld shrinks, %d at close",
+                 c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks, p->active);
+        kern_trace_close(p->trace, summary);
+        p->trace = NULL;
     }
     for (int s = 0; s < p->threads; s++) free(p->slots[s].mem);
     free(p->slots);
@@ -405,8 +438,9 @@ static void run_serial(kern_team *t, int n_items, kern_task fn, void *ctx) {
     for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
 }
 
-/* Writes region `tag`'s job and wakes the sleeping workers it uses. */
-static void publish(struct kern_pool *p, uint32_t tag, int n_items, int size, kern_task fn, kern_steal_task steal_fn,
+/* Writes region `tag`'s job and wakes the sleeping workers it uses;
+ * returns them as a mask (bit w: worker w was woken). */
+static unsigned publish(struct kern_pool *p, uint32_t tag, int n_items, int size, kern_task fn, kern_steal_task steal_fn,
                     kern_commit_task commit_fn, void *ctx, int slot) {
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->ran, 0, memory_order_relaxed);
@@ -420,11 +454,43 @@ static void publish(struct kern_pool *p, uint32_t tag, int n_items, int size, ke
     atomic_store_explicit(&p->caller_cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(&p->claim, (uint_fast64_t)tag << 32, memory_order_release);
     atomic_store(&p->gen, tag);
+    unsigned woke = 0;
     for (int w = 1; w < size; w++)
         if (atomic_load(&p->workers[w].sleeping)) {
             atomic_fetch_add(&p->workers[w].wake, 1);
             futex_wake(&p->workers[w].wake, 1);
+            woke |= 1u << (w & 31);
         }
+    return woke;
+}
+
+/* Tracing: the record of a region that ended at t2 (see team_trace.h).
+ * Workers' claims are read from their trace words (exact for every item
+ * counted done; a worker whose only claims were stolen before it stored
+ * its word shows as having claimed none). */
+static void trace_region(struct kern_pool *p, char kind, uint32_t tag, int n, int size, int mine, long long t0,
+                         long long t1, long long t2, long long steals, int late, unsigned woke) {
+    kern_trace_rec *r = kern_trace_next(p->trace);
+    if (!r) return;
+    r->t0 = t0 - p->opened;
+    r->own = t1 - t0 > INT_MAX ? INT_MAX : (int)(t1 - t0);
+    r->wait = t2 - t1 > INT_MAX ? INT_MAX : (int)(t2 - t1);
+    r->n = n, r->size = size, r->kind = kind;
+    r->late = (unsigned char)late;
+    r->active = (unsigned char)(p->active > 255 ? 255 : p->active);
+    r->woke = (unsigned char)woke;
+    r->steals = (short)(steals > SHRT_MAX ? SHRT_MAX : steals);
+    r->caller_cpu = (short)(size > 1 ? atomic_load_explicit(&p->caller_cpu, memory_order_relaxed) : sched_getcpu());
+    r->caller_cpu_end = (short)sched_getcpu();
+    r->items[0] = (unsigned short)mine, r->cpu[0] = r->caller_cpu, r->start[0] = 0;
+    for (int w = 1; w < size && w < KERN_TRACE_THREADS; w++) {
+        const uint64_t v = atomic_load_explicit(&p->workers[w].trace_word, memory_order_acquire);
+        if ((uint32_t)(v >> 32) != tag) continue;
+        const long long st = atomic_load_explicit(&p->workers[w].trace_start, memory_order_relaxed) - t0;
+        r->items[w] = (unsigned short)(v & 0xFFFFF);
+        r->cpu[w] = (short)(v >> 20 & 0xFFF);
+        r->start[w] = st < 0 ? 0 : st > INT_MAX ? INT_MAX : (int)st;
+    }
 }
 
 /* The caller takes over every item of the staged region no thread has
@@ -492,11 +558,15 @@ void kern_team_run(kern_team *t, int n_items, kern_task fn, void *ctx) {
     const int size = active < n_items ? active : n_items;
     if (size <= 1) {
         run_serial(t, n_items, fn, ctx);
+        if (p->trace) {
+            const long long t2 = now_ns();
+            trace_region(p, 'p', 0, n_items, 1, n_items, t0, t2, t2, 0, 0, 0);
+        }
         return;
     }
     const uint32_t tag = next_tag(p);
-    publish(p, tag, n_items, size, fn, NULL, NULL, ctx, -1);
-    work(p, tag, 0);
+    const unsigned woke = publish(p, tag, n_items, size, fn, NULL, NULL, ctx, -1);
+    const int mine = work(p, tag, 0);
     const long long t1 = now_ns();
     wait_items(p, (unsigned)n_items, t1, NULL, NULL, NULL, 0);
     const long long t2 = now_ns();
@@ -504,7 +574,8 @@ void kern_team_run(kern_team *t, int n_items, kern_task fn, void *ctx) {
     const int ran = atomic_load_explicit(&p->ran, memory_order_relaxed);
     note(t, ran);
     p->counts.regions++;
-    kern_team_adapt_end(t, size, ran, t1 - t0, t2 - t1, t2);
+    const int late = kern_team_adapt_end(t, size, ran, t1 - t0, t2 - t1, t2);
+    if (p->trace) trace_region(p, 'p', tag, n_items, size, mine, t0, t1, t2, 0, late, woke);
 }
 
 void *kern_team_stage(kern_team *t, int n_items, size_t bytes, size_t priv_bytes) {
@@ -556,10 +627,14 @@ int kern_team_run_staged(kern_team *t, int n_items, kern_steal_task fn, kern_com
     if (size <= 1) {
         note(t, 1);
         for (int i = 0; i < n_items; i++) fn(ctx, i, 0, NULL);
+        if (p->trace && n_items > 1) {
+            const long long t2 = now_ns();
+            trace_region(p, 's', 0, n_items, 1, n_items, t0, t2, t2, 0, 0, 0);
+        }
         return 0;
     }
     const uint32_t tag = next_tag(p);
-    publish(p, tag, n_items, size, NULL, fn, commit, ctx, slot);
+    const unsigned woke = publish(p, tag, n_items, size, NULL, fn, commit, ctx, slot);
     const int mine = work(p, tag, 0);
     const long long t1 = now_ns();
     /* Late: a multiple of the caller's own mean item time in this region. */
@@ -576,6 +651,8 @@ int kern_team_run_staged(kern_team *t, int n_items, kern_steal_task fn, kern_com
     note(t, ran);
     p->counts.regions++;
     p->counts.staged++;
-    p->counts.late_staged += kern_team_adapt_end(t, size, ran, t1 - t0, wait, t2);
+    const int late = kern_team_adapt_end(t, size, ran, t1 - t0, wait, t2);
+    p->counts.late_staged += late;
+    if (p->trace) trace_region(p, 's', tag, n_items, size, mine, t0, t1, t2, p->counts.steals - steals, late, woke);
     return 0;
 }
