@@ -6,20 +6,26 @@
  * adaptive size follows its policy (driven here with chosen timings, no
  * clock involved), stealable regions end with exact outputs when a worker
  * stalls inside an item and never see their destination written after
- * they returned, staged matmuls give the one-thread bits, and an engine's
+ * they returned, a worker stalled once (in a stolen item or in a plain
+ * region it made late) is back in the full team for the regions after it
+ * (the region trace shows every worker claiming its item), staged matmuls
+ * give the one-thread bits, and an engine's
  * logits are bit for bit the same at 1, 2, 3 and 4 threads (a prefill
  * whose regions fork, then decode steps).
  */
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/team.h"
+#include "kernels/team_trace.h"
 #include "kvlm.h"
 #include "tensor.h"
 
@@ -78,6 +84,19 @@ static void meet_item(void *ctx, int item, int worker) {
     atomic_fetch_add(&j->seen[worker], 1);
     atomic_fetch_add(&j->arrived, 1);
     while (atomic_load(&j->arrived) < j->n) sched_yield();
+}
+
+/* meet_item that gives up after about 10 s (a thread missing from the team
+ * then shows as another thread claiming two items instead of a hang). */
+static void meet_item_bounded(void *ctx, int item, int worker) {
+    (void)item;
+    meet_job *j = ctx;
+    atomic_fetch_add(&j->seen[worker], 1);
+    atomic_fetch_add(&j->arrived, 1);
+    for (int k = 0; k < 100000 && atomic_load(&j->arrived) < j->n; k++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void test_every_worker_takes_part(void **state) {
@@ -304,6 +323,140 @@ static void test_stall_is_stolen(void **state) {
     }
 }
 
+/* Plain regions where one worker stalls once: the caller holds its first
+ * item until a worker is inside the stall, so the region waits for it. */
+typedef struct plain_stall {
+    atomic_int stall_once, stalled, caller_waits;
+    atomic_int runs[MAX_ITEMS];
+} plain_stall;
+
+static void plain_stall_item(void *ctx, int item, int worker) {
+    plain_stall *j = ctx;
+    if (worker == 0 && atomic_exchange(&j->caller_waits, 0))
+        for (int k = 0; k < 2000 && !atomic_load(&j->stalled); k++) sleep_ns(500000);
+    if (worker != 0 && atomic_exchange(&j->stall_once, 0)) {
+        atomic_store(&j->stalled, 1);
+        sleep_ns(100000000);
+    }
+    atomic_fetch_add(&j->runs[item], 1);
+}
+
+/* Regions of `threads` items that each wait for all the others (meet_item):
+ * the team is whole again when every thread claims exactly one item of
+ * each, as the trace records (items and processor of every thread). */
+static void assert_whole_team(kern_team *t, int threads, int regions, const char *after) {
+    for (int r = 0; r < regions; r++) {
+        if (kern_team_active(t) != threads)
+            fail_msg("%d threads after %s: adaptive size %d before region %d", threads, after, kern_team_active(t), r);
+        meet_job j = {.n = threads};
+        kern_team_run(t, threads, meet_item_bounded, &j);
+        size_t n;
+        const kern_trace_rec *rec = kern_team_trace(t, &n);
+        assert_non_null(rec);
+        rec += n - 1;
+        assert_int_equal(rec->kind, 'p');
+        assert_int_equal(rec->n, threads);
+        assert_int_equal(rec->size, threads);
+        assert_int_equal(rec->active, threads);
+        for (int w = 0; w < threads; w++) {
+            if (rec->items[w] != 1 || atomic_load(&j.seen[w]) != 1)
+                fail_msg("%d threads after %s, region %d: thread %d claimed %u items (ran %d), want 1", threads, after,
+                         r, w, rec->items[w], atomic_load(&j.seen[w]));
+            assert_true(rec->cpu[w] >= 0);
+            assert_true(rec->start[w] >= 0);
+        }
+    }
+}
+
+/* A worker stalled once, 100 ms inside an item, first of a staged region
+ * (the caller steals the item) and then of a plain one (the region waits,
+ * and the trace records it late): neither shrinks the team, and the stalled
+ * worker claims its share of the regions after it. */
+static void test_stalled_worker_rejoins(void **state) {
+    (void)state;
+    char path[] = "/tmp/kvlm_test_team_trace_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int threads = 2; threads <= 3; threads++) {
+        setenv("KVLM_TEAM_TRACE", path, 1);
+        kern_team t;
+        assert_int_equal(kern_team_open(&t, threads), 0);
+        unsetenv("KVLM_TEAM_TRACE");
+        size_t n0;
+        kern_team_trace(&t, &n0);
+        assert_int_equal(n0, 0);
+        assert_whole_team(&t, threads, 5, "opening");
+
+        /* staged: the stalled item is stolen */
+        steal_probe pr = {.stall_item = -1};
+        const int n = 16;
+        float dest[16 * ITEM_OUT];
+        int stolen = 0;
+        for (int attempt = 0; attempt < 20 && !stolen; attempt++) {
+            atomic_store(&pr.stall_item, n - 1);
+            atomic_store(&pr.stall_ns, 100000000);
+            atomic_store(&pr.stalled, 0);
+            atomic_store(&pr.finished, 0);
+            atomic_store(&pr.caller_waits, 1);
+            run_steal_region(&t, &pr, dest, n, 5.0f);
+            assert_region_exact(dest, n, 5.0f, attempt);
+            if (!atomic_load(&pr.stalled)) continue;
+            size_t nr;
+            const kern_trace_rec *rec = kern_team_trace(&t, &nr);
+            assert_int_equal(rec[nr - 1].kind, 's');
+            assert_int_equal(rec[nr - 1].steals, 1);
+            assert_int_equal(rec[nr - 1].late, 0);
+            while (!atomic_load(&pr.finished)) sleep_ns(1000000);
+            stolen = 1;
+        }
+        assert_true(stolen);
+        assert_whole_team(&t, threads, 20, "a stolen stall");
+
+        /* plain: the region waits for the stalled worker and counts as late */
+        plain_stall *ps = calloc(1, sizeof *ps);
+        int late = 0;
+        for (int attempt = 0; attempt < 20 && !late; attempt++) {
+            atomic_store(&ps->stall_once, 1);
+            atomic_store(&ps->stalled, 0);
+            atomic_store(&ps->caller_waits, 1);
+            for (int i = 0; i < 8; i++) atomic_store(&ps->runs[i], 0);
+            kern_team_run(&t, 8, plain_stall_item, ps);
+            for (int i = 0; i < 8; i++) assert_int_equal(atomic_load(&ps->runs[i]), 1);
+            if (!atomic_load(&ps->stalled)) continue; /* the caller ran every item: try again */
+            size_t nr;
+            const kern_trace_rec *rec = kern_team_trace(&t, &nr);
+            rec += nr - 1;
+            assert_int_equal(rec->size, threads);
+            int workers_items = 0;
+            for (int w = 1; w < threads; w++) workers_items += rec->items[w];
+            assert_true(workers_items >= 1);
+            assert_int_equal(rec->items[0] + workers_items, 8);
+            late = rec->late;
+        }
+        assert_true(late);
+        kern_team_counts c;
+        kern_team_get_counts(&t, &c);
+        assert_int_equal(c.shrinks, 0);
+        assert_whole_team(&t, threads, 20, "a late region");
+        free(ps);
+        kern_team_close(&t);
+    }
+    /* the trace was written at close: one block per team, a header each */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    int headers = 0, records = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "# kvlm team trace:", 18)) headers++;
+        else if (line[0] != '#') records++;
+    }
+    fclose(f);
+    unlink(path);
+    assert_int_equal(headers, 2);
+    assert_true(records >= 2 * (5 + 1 + 20 + 1 + 20));
+}
+
 /* Many staged regions, interleaved with plain ones, while workers stall
  * at random (1 in 8 items, up to 1.5 ms; every stall's result is STALE):
  * outputs exact after every region, and no destination written after its
@@ -459,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_no_pool_runs_on_caller),
         cmocka_unit_test(test_adaptive_policy),
         cmocka_unit_test(test_stall_is_stolen),
+        cmocka_unit_test(test_stalled_worker_rejoins),
         cmocka_unit_test(test_random_stalls),
         cmocka_unit_test(test_matmul_staged_exact),
         cmocka_unit_test(test_logits_same_at_any_thread_count),

@@ -110,6 +110,9 @@
 #define CLOSED 0xFFFFFFFFu
 #define STEAL_FACTOR KERN_TEAM_STEAL_FACTOR
 #define STEAL_MIN_NS KERN_TEAM_STEAL_MIN_NS
+#define MOVE_MIN_NS KERN_TEAM_MOVE_MIN_NS
+#define MOVE_MAX_NS KERN_TEAM_MOVE_MAX_NS
+#define MOVE_RESET_NS 1000000000LL
 
 typedef struct kern_worker {
     _Alignas(64) atomic_uint wake; /* futex word: bumped to wake this worker */
@@ -123,6 +126,7 @@ typedef struct kern_worker {
      * region, stored after each claim; the first claim's time before it */
     atomic_uint_fast64_t trace_word;
     atomic_llong trace_start;
+    long long moved_at, move_gap;  /* the last move off the caller's processor; the gap before the next */
 } kern_worker;
 
 /* The memory of one staged region (see "Stealable regions" above): the
@@ -153,6 +157,7 @@ struct kern_pool {
     atomic_int slot;                         /* the staged region's slot, -1 for kern_team_run */
     atomic_int caller_cpu;                   /* the processor the caller published the region from */
     atomic_llong discarded;                  /* results of stolen items the workers dropped */
+    atomic_llong moves;                      /* workers' moves off the caller's processor */
     /* caller-only state */
     uint32_t tag;
     int threads, active, probing, probe_ok;
@@ -165,6 +170,7 @@ struct kern_pool {
     int staged_items;
     kern_team_counts counts;
     int print_counts;
+    int place;                               /* workers move off the caller's processor (KVLM_TEAM_PLACE=0: not) */
     kern_trace *trace;                       /* KVLM_TEAM_TRACE: NULL when off */
     long long opened;                        /* when the team opened (the trace's time origin) */
 };
@@ -269,19 +275,52 @@ static int work(struct kern_pool *p, uint32_t tag, int w) {
     return ran;
 }
 
+/* Moves the calling thread off processor `cpu`: its affinity without that
+ * processor (the kernel migrates it at once), then the affinity it had
+ * (which does not move it back). Returns whether it moved: not when `cpu`
+ * is the only processor it may run on. */
+static int move_off(int cpu) {
+    cpu_set_t had, off;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof had, &had)) return 0;
+    off = had;
+    CPU_CLR(cpu, &off);
+    if (!CPU_COUNT(&off) || sched_setaffinity(0, sizeof off, &off)) return 0;
+    sched_setaffinity(0, sizeof had, &had);
+    return 1;
+}
+
+/* A worker woken for a region on the processor the caller published it
+ * from shares one core with the caller (see "Placement" above): it moves
+ * off unless it moved less than its gap ago. The gap doubles with every
+ * move (MOVE_MIN_NS up to MOVE_MAX_NS) and starts again from MOVE_MIN_NS
+ * when the last move is more than MOVE_RESET_NS old. */
+static void place(struct kern_pool *p, kern_worker *wk) {
+    const int cpu = sched_getcpu();
+    if (cpu != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed)) return;
+    const long long now = now_ns();
+    if (now - wk->moved_at > MOVE_RESET_NS) wk->move_gap = MOVE_MIN_NS;
+    if (now - wk->moved_at < wk->move_gap || !move_off(cpu)) return;
+    wk->moved_at = now;
+    wk->move_gap = wk->move_gap * 2 > MOVE_MAX_NS ? MOVE_MAX_NS : wk->move_gap * 2;
+    atomic_fetch_add_explicit(&p->moves, 1, memory_order_relaxed);
+}
+
 static void *worker_main(void *arg) {
     kern_worker *wk = arg;
     struct kern_pool *p = wk->pool;
     uint32_t seen = 0; /* the tag before the first region (not gen now: a region may already be out) */
     long long idle_since = now_ns();
     unsigned spins = 0;
+    wk->moved_at = idle_since - MOVE_RESET_NS - 1;
     for (;;) {
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
         const uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) {
             seen = g;
-            if (wk->index < atomic_load_explicit(&p->size, memory_order_relaxed) && work(p, g, wk->index))
-                idle_since = now_ns();
+            if (wk->index < atomic_load_explicit(&p->size, memory_order_relaxed)) {
+                if (p->place) place(p, wk);
+                if (work(p, g, wk->index)) idle_since = now_ns();
+            }
             continue;
         }
         if ((++spins & 31) ||
@@ -324,9 +363,10 @@ int kern_team_open(kern_team *t, int threads) {
         t->threads = 1;
         return -1;
     }
-    const char *show = getenv("KVLM_TEAM_COUNTS");
+    const char *show = getenv("KVLM_TEAM_COUNTS"), *place = getenv("KVLM_TEAM_PLACE");
     *p = (struct kern_pool){.threads = t->threads, .active = t->threads, .probe_gap = PROBE_NS, .workers = ws,
-                            .slots = slots, .staged = -1, .print_counts = show && *show && *show != '0'};
+                            .slots = slots, .staged = -1, .print_counts = show && *show && *show != '0',
+                            .place = !place || *place != '0'};
     atomic_init(&p->claim, (uint_fast64_t)CLOSED);
     atomic_init(&p->slot, -1);
     for (int w = 1; w < t->threads; w++) {
@@ -357,16 +397,18 @@ void kern_team_close(kern_team *t) {
         kern_team_get_counts(t, &c);
         fprintf(stderr,
                 "kvlm team: %d threads (%d at close), %lld regions (%lld staged), %lld items stolen, "
-                "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks\n",
-                p->threads, p->active, c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks);
+                "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks, %lld moves\n",
+                p->threads, p->active, c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks,
+                c.moves);
     }
     if (p->trace) {
         kern_team_counts c;
         kern_team_get_counts(t, &c);
         char summary[256];
         snprintf(summary, sizeof summary,
-                 "%lld regions (%lld staged), %lld stolen, %lld dropped, %lld late (%lld staged), %lld shrinks, %d at close",
-                 c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks, p->active);
+                 "%lld regions (%lld staged), %lld stolen, %lld dropped, %lld late (%lld staged), %lld shrinks, "
+                 "%lld moves, %d at close",
+                 c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks, c.moves, p->active);
         kern_trace_close(p->trace, summary);
         p->trace = NULL;
     }
@@ -380,7 +422,15 @@ void kern_team_close(kern_team *t) {
 void kern_team_get_counts(const kern_team *t, kern_team_counts *c) {
     const struct kern_pool *p = t->pool;
     *c = p ? p->counts : (kern_team_counts){0};
-    if (p) c->discarded = atomic_load_explicit(&((struct kern_pool *)p)->discarded, memory_order_relaxed);
+    if (p) {
+        c->discarded = atomic_load_explicit(&((struct kern_pool *)p)->discarded, memory_order_relaxed);
+        c->moves = atomic_load_explicit(&((struct kern_pool *)p)->moves, memory_order_relaxed);
+    }
+}
+
+const kern_trace_rec *kern_team_trace(const kern_team *t, size_t *n) {
+    *n = 0;
+    return t->pool && t->pool->trace ? kern_trace_records(t->pool->trace, n) : NULL;
 }
 
 int kern_team_active(const kern_team *t) { return t->pool ? t->pool->active : 1; }

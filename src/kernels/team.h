@@ -38,6 +38,7 @@ typedef struct kern_team_counts {
     long long late;        /* regions the adaptive size counted as late */
     long long late_staged; /* of which staged */
     long long shrinks;     /* times the adaptive size dropped a thread */
+    long long moves;       /* times a worker moved off the caller's processor */
 } kern_team_counts;
 
 /* Starts threads - 1 workers for t (t->threads = threads, t->peak = 0).
@@ -74,6 +75,12 @@ int kern_team_run_staged(kern_team *t, int n_items, kern_steal_task fn, kern_com
 
 void kern_team_get_counts(const kern_team *t, kern_team_counts *c);
 
+/* The region trace of a team opened with KVLM_TEAM_TRACE set (team_trace.h:
+ * one record per region, oldest first, *n of them), or NULL (*n = 0) when
+ * the team has no trace; valid until the team's next region or close. */
+struct kern_trace_rec;
+const struct kern_trace_rec *kern_team_trace(const kern_team *t, size_t *n);
+
 /* The number of threads the next region would use (the adaptive size:
  * team->threads unless workers were found late, see team.c). */
 int kern_team_active(const kern_team *t);
@@ -93,5 +100,7 @@ int kern_team_adapt_end(kern_team *t, int size, int ran, long long own, long lon
 #define KERN_TEAM_PROBE_OK 64              /* on-time regions that keep a probe's size */
 #define KERN_TEAM_STEAL_FACTOR 3           /* steal after this many of the caller's mean item times */
 #define KERN_TEAM_STEAL_MIN_NS 50000LL     /* and never sooner */
+#define KERN_TEAM_MOVE_MIN_NS 2000000LL    /* a worker moves off the caller's processor at most this often, */
+#define KERN_TEAM_MOVE_MAX_NS 128000000LL  /* the gap doubling after each move up to this */
 
 #endif

@@ -61,6 +61,11 @@ kern_trace_rec *kern_trace_next(kern_trace *tr) {
     return r;
 }
 
+const kern_trace_rec *kern_trace_records(const kern_trace *tr, size_t *n) {
+    *n = tr->n;
+    return tr->recs;
+}
+
 void kern_trace_close(kern_trace *tr, const char *summary) {
     if (!tr) return;
     FILE *f = fopen(tr->path, "a");

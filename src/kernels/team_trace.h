@@ -13,6 +13,8 @@
 #ifndef KVLM_KERNELS_TEAM_TRACE_H
 #define KVLM_KERNELS_TEAM_TRACE_H
 
+#include <stddef.h>
+
 #define KERN_TRACE_THREADS 8 /* threads recorded per region (workers above are folded out) */
 
 typedef struct kern_trace_rec {
@@ -39,6 +41,10 @@ kern_trace *kern_trace_open(int threads, long long opened);
  * NULL once the trace is full (KERN_TRACE_MAX records; later regions are
  * counted as dropped) or memory runs out. */
 kern_trace_rec *kern_trace_next(kern_trace *tr);
+
+/* The records so far (*n of them), oldest first; valid until the next
+ * kern_trace_next or kern_trace_close. */
+const kern_trace_rec *kern_trace_records(const kern_trace *tr, size_t *n);
 
 /* Appends the records to the file, prefixed by a header naming the
  * process, the team and `summary` (one line, may be NULL), and frees tr.
