@@ -11,7 +11,9 @@
  *
  * One caller at a time per team: regions of one team are never opened
  * concurrently (an engine steps from one thread at a time). Nothing here
- * touches process-wide state (no OpenMP, no signal masks, no affinity).
+ * touches process-wide state (no OpenMP, no signal masks); a worker
+ * changes only its own affinity, for an instant, to leave the caller's
+ * processor (team.c, "Placement").
  */
 #ifndef KVLM_KERNELS_TEAM_H
 #define KVLM_KERNELS_TEAM_H
