@@ -310,18 +310,18 @@ static int move_off(int cpu) {
 
 /* A worker woken for a region on the processor the caller published it
  * from shares one core with the caller (see "Placement" above): it moves
- * off unless it moved less than its gap ago. The gap doubles with every
- * move (MOVE_MIN_NS up to MOVE_MAX_NS) and starts again from MOVE_MIN_NS
- * when the last move is more than MOVE_RESET_NS old. */
+ * off unless it tried less than its gap ago. The gap doubles with every
+ * attempt (MOVE_MIN_NS up to MOVE_MAX_NS) and starts again from MOVE_MIN_NS
+ * when the last attempt is more than MOVE_RESET_NS old. */
 static void place(struct kern_pool *p, kern_worker *wk) {
     const int cpu = sched_getcpu();
     if (cpu != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed)) return;
     const long long now = now_ns();
     if (now - wk->moved_at > MOVE_RESET_NS) wk->move_gap = MOVE_MIN_NS;
-    if (now - wk->moved_at < wk->move_gap || !move_off(cpu)) return;
-    wk->moved_at = now;
+    if (now - wk->moved_at < wk->move_gap) return;
+    wk->moved_at = now; /* a failed move (one processor allowed) waits its gap too: no syscall per region */
     wk->move_gap = wk->move_gap * 2 > MOVE_MAX_NS ? MOVE_MAX_NS : wk->move_gap * 2;
-    atomic_fetch_add_explicit(&p->moves, 1, memory_order_relaxed);
+    if (move_off(cpu)) atomic_fetch_add_explicit(&p->moves, 1, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg) {
