@@ -8,10 +8,11 @@
  * stalls inside an item and never see their destination written after
  * they returned, a worker stalled once (in a stolen item or in a plain
  * region it made late) is back in the full team for the regions after it
- * (the region trace shows every worker claiming its item), staged matmuls
- * give the one-thread bits, and an engine's
- * logits are bit for bit the same at 1, 2, 3 and 4 threads (a prefill
- * whose regions fork, then decode steps).
+ * (the region trace shows every worker claiming its item), the placement
+ * helpers move a thread off its processor and leave its affinity as it
+ * was, staged matmuls give the one-thread bits, and an engine's logits are
+ * bit for bit the same at 1, 2, 3 and 4 threads (a prefill whose regions
+ * fork, then decode steps).
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -26,6 +27,7 @@
 #include "kernels/quant.h"
 #include "kernels/team.h"
 #include "kernels/team_trace.h"
+#include "kernels/placement.h"
 #include "kvlm.h"
 #include "tensor.h"
 
@@ -474,6 +476,34 @@ static void test_stalled_worker_rejoins(void **state) {
     assert_true(records >= 2 * (5 + 1 + 20 + 1 + 20));
 }
 
+/* The placement helpers: the other processors' clock ticks are counted
+ * for every processor of the affinity mask but the one named, and a move
+ * off the current processor lands elsewhere and leaves the mask as it
+ * was (only when the mask has two processors or more). */
+static void test_placement_helpers(void **state) {
+    (void)state;
+    cpu_set_t had;
+    assert_int_equal(sched_getaffinity(0, sizeof had, &had), 0);
+    const int cpu = sched_getcpu(), allowed = CPU_COUNT(&had);
+    assert_true(cpu >= 0);
+    long long idle = -1, total = -1;
+    const int others = kern_other_idle(cpu, &idle, &total);
+    assert_int_equal(others, CPU_ISSET(cpu, &had) ? allowed - 1 : allowed);
+    if (others) assert_true(idle >= 0 && total >= idle && total > 0);
+    if (allowed < 2) {
+        assert_int_equal(kern_move_off(cpu), 0);
+        return;
+    }
+    for (int k = 0; k < 5; k++) {
+        const int from = sched_getcpu();
+        assert_int_equal(kern_move_off(from), 1);
+        assert_int_not_equal(sched_getcpu(), from); /* until the scheduler moves it again: at once is unlikely */
+        cpu_set_t now;
+        assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+        assert_true(CPU_EQUAL(&now, &had));
+    }
+}
+
 /* Many staged regions, interleaved with plain ones, while workers stall
  * at random (1 in 8 items, up to 1.5 ms; every stall's result is STALE):
  * outputs exact after every region, and no destination written after its
@@ -630,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_adaptive_policy),
         cmocka_unit_test(test_stall_is_stolen),
         cmocka_unit_test(test_stalled_worker_rejoins),
+        cmocka_unit_test(test_placement_helpers),
         cmocka_unit_test(test_random_stalls),
         cmocka_unit_test(test_matmul_staged_exact),
         cmocka_unit_test(test_logits_same_at_any_thread_count),

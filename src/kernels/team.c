@@ -91,15 +91,26 @@
  * caller does not wait). The region trace (team_trace.h, KVLM_TEAM_TRACE)
  * showed it on the 2-core Zen 4 VM with other processes running: the
  * worker claimed its items on the caller's processor in 83-100% of the
- * regions it took part in, in every process. So a worker that sees, as a
- * region starts, that it is on the processor the caller published from
- * moves off it (its own affinity without that processor, then the affinity
- * it had: the kernel migrates it and leaves it where it is), at most once
- * per gap of 2 ms doubling to 128 ms after each move (back to 2 ms once a
- * move has held for 1 s), so a scheduler that keeps putting it back (a
- * busy core elsewhere) costs at most 8 moves a second. Only the worker's
- * own affinity changes, and only for the two calls; KVLM_TEAM_PLACE=0
- * turns moves off.
+ * regions it took part in, in every process. There the other core was
+ * busy too, and moving the worker onto it made things worse: moved at
+ * every co-located region start (2-128 ms apart), the worker queued behind
+ * the other core's processes, claimed 4-6% of the items instead of 24-26%,
+ * and GPT-2 Q8_0 decode fell from 58-79 to 16-27 tokens/s (alternated, 2
+ * processes each). Sharing the caller's core is the best a worker can do
+ * when every other core is busy; it is a loss only when another core sits
+ * idle (a scheduler that packs threads onto fewer processors, or a
+ * placement made while the machine was busy and never revisited). So a
+ * worker that sees, as a region starts, that it is on the processor the
+ * caller published from, samples /proc/stat for the other processors it
+ * may run on; when over the last 50 ms or more (10 ms clock ticks) they
+ * were idle for at least half of one processor's time on average, it moves
+ * off (its own affinity without that processor, then the affinity it had:
+ * the kernel migrates it and leaves it where it is). Attempts (a sample or
+ * a move) are at least 2 ms apart, the gap doubling to 128 ms after each
+ * and back to 2 ms once the last is 1 s old, so a worker that stays with a
+ * busy machine's caller reads /proc/stat at most 8 times a second. Only
+ * the worker's own affinity changes, and only for the two calls;
+ * KVLM_TEAM_PLACE=0 turns moves off.
  *
  * Not here: no process-wide state and no lasting affinity; regions of one
  * team are opened by one thread at a time.
@@ -118,6 +129,7 @@
 
 #include "kernels/team.h"
 #include "kernels/team_trace.h"
+#include "kernels/placement.h"
 
 #define SPIN_NS 50000
 #define LATE_FACTOR 2
@@ -132,6 +144,7 @@
 #define MOVE_MIN_NS KERN_TEAM_MOVE_MIN_NS
 #define MOVE_MAX_NS KERN_TEAM_MOVE_MAX_NS
 #define MOVE_RESET_NS 1000000000LL
+#define IDLE_SAMPLE_NS 50000000LL /* /proc/stat counts 10 ms ticks: at least 5 of them between samples */
 
 typedef struct kern_worker {
     _Alignas(64) atomic_uint wake; /* futex word: bumped to wake this worker */
@@ -145,7 +158,9 @@ typedef struct kern_worker {
      * region, stored after each claim; the first claim's time before it */
     atomic_uint_fast64_t trace_word;
     atomic_llong trace_start;
-    long long moved_at, move_gap;  /* the last move off the caller's processor; the gap before the next */
+    long long moved_at, move_gap;  /* the last attempt to move off the caller's processor; the gap before the next */
+    int idle_cpu;                  /* the processor the idle sample below excludes */
+    long long idle_at, idle_prev, total_prev; /* the last sample of the other processors' idle and total ticks */
 } kern_worker;
 
 /* The memory of one staged region (see "Stealable regions" above): the
@@ -177,6 +192,7 @@ struct kern_pool {
     atomic_int caller_cpu;                   /* the processor the caller published the region from */
     atomic_llong discarded;                  /* results of stolen items the workers dropped */
     atomic_llong moves;                      /* workers' moves off the caller's processor */
+    atomic_llong stays;                      /* moves not made: the other processors were busy */
     /* caller-only state */
     uint32_t tag;
     int threads, active, probing, probe_ok;
@@ -294,23 +310,10 @@ static int work(struct kern_pool *p, uint32_t tag, int w) {
     return ran;
 }
 
-/* Moves the calling thread off processor `cpu`: its affinity without that
- * processor (the kernel migrates it at once), then the affinity it had
- * (which does not move it back). Returns whether it moved: not when `cpu`
- * is the only processor it may run on. */
-static int move_off(int cpu) {
-    cpu_set_t had, off;
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof had, &had)) return 0;
-    off = had;
-    CPU_CLR(cpu, &off);
-    if (!CPU_COUNT(&off) || sched_setaffinity(0, sizeof off, &off)) return 0;
-    sched_setaffinity(0, sizeof had, &had);
-    return 1;
-}
-
 /* A worker woken for a region on the processor the caller published it
  * from shares one core with the caller (see "Placement" above): it moves
- * off unless it tried less than its gap ago. The gap doubles with every
+ * off when the other processors were mostly idle since its last sample,
+ * unless it tried less than its gap ago. The gap doubles with every
  * attempt (MOVE_MIN_NS up to MOVE_MAX_NS) and starts again from MOVE_MIN_NS
  * when the last attempt is more than MOVE_RESET_NS old. */
 static void place(struct kern_pool *p, kern_worker *wk) {
@@ -319,9 +322,23 @@ static void place(struct kern_pool *p, kern_worker *wk) {
     const long long now = now_ns();
     if (now - wk->moved_at > MOVE_RESET_NS) wk->move_gap = MOVE_MIN_NS;
     if (now - wk->moved_at < wk->move_gap) return;
-    wk->moved_at = now; /* a failed move (one processor allowed) waits its gap too: no syscall per region */
+    wk->moved_at = now; /* every attempt waits its gap: at most a few /proc reads a second */
     wk->move_gap = wk->move_gap * 2 > MOVE_MAX_NS ? MOVE_MAX_NS : wk->move_gap * 2;
-    if (move_off(cpu)) atomic_fetch_add_explicit(&p->moves, 1, memory_order_relaxed);
+    long long idle, total;
+    const int others = kern_other_idle(cpu, &idle, &total);
+    if (!others) return;
+    if (wk->idle_cpu != cpu || now - wk->idle_at > MOVE_RESET_NS) { /* a first sample: decide at a later attempt */
+        wk->idle_cpu = cpu, wk->idle_at = now, wk->idle_prev = idle, wk->total_prev = total;
+        return;
+    }
+    if (now - wk->idle_at < IDLE_SAMPLE_NS) return; /* too few clock ticks yet: keep the older sample */
+    const long long di = idle - wk->idle_prev, dt = total - wk->total_prev;
+    wk->idle_at = now, wk->idle_prev = idle, wk->total_prev = total;
+    if (dt <= 0 || 2 * di * others < dt) { /* the other processors were mostly busy: stay with the caller */
+        atomic_fetch_add_explicit(&p->stays, 1, memory_order_relaxed);
+        return;
+    }
+    if (kern_move_off(cpu)) atomic_fetch_add_explicit(&p->moves, 1, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg) {
@@ -331,6 +348,7 @@ static void *worker_main(void *arg) {
     long long idle_since = now_ns();
     unsigned spins = 0;
     wk->moved_at = idle_since - MOVE_RESET_NS - 1;
+    wk->idle_cpu = -1;
     for (;;) {
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
         const uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -416,9 +434,9 @@ void kern_team_close(kern_team *t) {
         kern_team_get_counts(t, &c);
         fprintf(stderr,
                 "kvlm team: %d threads (%d at close), %lld regions (%lld staged), %lld items stolen, "
-                "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks, %lld moves\n",
+                "%lld worker results dropped, %lld late regions (%lld staged), %lld shrinks, %lld moves (%lld not made)\n",
                 p->threads, p->active, c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks,
-                c.moves);
+                c.moves, c.stays);
     }
     if (p->trace) {
         kern_team_counts c;
@@ -426,8 +444,9 @@ void kern_team_close(kern_team *t) {
         char summary[256];
         snprintf(summary, sizeof summary,
                  "%lld regions (%lld staged), %lld stolen, %lld dropped, %lld late (%lld staged), %lld shrinks, "
-                 "%lld moves, %d at close",
-                 c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks, c.moves, p->active);
+                 "%lld moves, %lld not made, %d at close",
+                 c.regions, c.staged, c.steals, c.discarded, c.late, c.late_staged, c.shrinks, c.moves, c.stays,
+                 p->active);
         kern_trace_close(p->trace, summary);
         p->trace = NULL;
     }
@@ -444,6 +463,7 @@ void kern_team_get_counts(const kern_team *t, kern_team_counts *c) {
     if (p) {
         c->discarded = atomic_load_explicit(&((struct kern_pool *)p)->discarded, memory_order_relaxed);
         c->moves = atomic_load_explicit(&((struct kern_pool *)p)->moves, memory_order_relaxed);
+        c->stays = atomic_load_explicit(&((struct kern_pool *)p)->stays, memory_order_relaxed);
     }
 }
 

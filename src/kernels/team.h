@@ -41,6 +41,7 @@ typedef struct kern_team_counts {
     long long late_staged; /* of which staged */
     long long shrinks;     /* times the adaptive size dropped a thread */
     long long moves;       /* times a worker moved off the caller's processor */
+    long long stays;       /* times a worker on the caller's processor stayed: the others were busy */
 } kern_team_counts;
 
 /* Starts threads - 1 workers for t (t->threads = threads, t->peak = 0).
