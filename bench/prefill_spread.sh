@@ -17,6 +17,7 @@
 #
 # Output: one line per process,
 #   model program i pp_median pp_sd% tg_median tg_sd% worker% samecpu% moves shrinks
+# (moves: made/not made, workers' moves off the caller's processor, team.c)
 # (pp_sd% and tg_sd%: the within-process standard deviation over the
 # repeats as a share of the median; worker%/samecpu%: bench/team_trace.awk
 # over the process's plain regions, the prefill's), then per model and
@@ -39,11 +40,11 @@ while getopts n:t:p:g: o; do
     t) THREADS=$OPTARG ;;
     p) PP=$OPTARG ;;
     g) TG=$OPTARG ;;
-    *) sed -n '2,29p' "$0"; exit 2 ;;
+    *) sed -n '2,27p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,27p' "$0"; exit 2; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 OUT=$TMP/lines
@@ -63,7 +64,7 @@ one() {
     [ -n "$v" ] || v="0 0 0 0"
     t=$(awk -f "$HERE/team_trace.awk" -v KIND=p "$tr" 2> /dev/null | awk 'NR == 2 { print $4, $6 }')
     [ -n "$t" ] || t="- -"
-    mv=$(sed -n 's/.* \([0-9]*\) moves.*/\1/p' "$tr" 2> /dev/null | head -1)
+    mv=$(sed -n 's/.* \([0-9]*\) moves, \([0-9]*\) not made.*/\1\/\2/p' "$tr" 2> /dev/null | head -1)
     sh=$(sed -n 's/.* \([0-9]*\) shrinks.*/\1/p' "$tr" 2> /dev/null | head -1)
     echo "$v" | awk -v m="$(basename "$m")" -v p="$p" -v i="$i" -v t="$t" -v mv="${mv:--}" -v sh="${sh:--}" \
         '{ a = $1 > 0 ? 100 * $2 / $1 : 0; b = $3 > 0 ? 100 * $4 / $3 : 0
@@ -75,7 +76,7 @@ one() {
     fi
 }
 
-echo "model program i pp_median pp_sd% tg_median tg_sd% worker% samecpu% moves shrinks"
+echo "model program i pp_median pp_sd% tg_median tg_sd% worker% samecpu% moves/not shrinks"
 for m in "$@"; do
     for i in $(seq "$N"); do
         [ -n "$KVLM_OLD" ] && one old "$m" "$i"

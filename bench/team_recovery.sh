@@ -26,11 +26,11 @@ while getopts t:n:r: o; do
     t) THREADS=$OPTARG ;;
     n) TOKENS=$OPTARG ;;
     r) REPEATS=$OPTARG ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -eq 1 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -eq 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 if [ "${LOCKED:-}" != 1 ] && [ -n "$LOCK" ]; then
     LOCKED=1 exec flock "$LOCK" "$0" -t "$THREADS" -n "$TOKENS" -r "$REPEATS" "$1"
 fi
