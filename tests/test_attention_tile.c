@@ -7,7 +7,9 @@
  * that are not multiples of 16 keys, blocks of 4, 5 and 16 slots (chunks
  * cut at block ends), GQA groups 1, 2, 4 and 8, sliding windows (with the
  * blocks before them released), prefill continuing after cached positions,
- * and a tile of one row. K/V are f32, f16 and q8_0 (the cache's dtypes; the
+ * a tile of one row, and the layer options: logit soft-capping, attention
+ * sinks (one logit per query head in the denominator) and a query scale
+ * other than 1/sqrt(d). K/V are f32, f16 and q8_0 (the cache's dtypes; the
  * reference reads the values the cache holds, so q8_0 is checked against its
  * own dequantised numbers here and against f32 K/V in test_kv_q8.c); the
  * widening of f16, bf16 and q8_0 is checked exactly.
@@ -51,21 +53,31 @@ typedef struct tcase {
     int d, n_kv, group, bs;
     kvlm_dtype dt;
     int window, cached, np; /* positions 0..cached-1 committed first, then np attended */
+    float softcap;          /* > 0: scores capped (Gemma 2) */
+    int sinks;              /* 1: a learned sink logit per query head */
+    float scale;            /* query scale; 0: 1 / sqrt(d) */
 } tcase;
 
 static const tcase cases[] = {
-    {64, 2, 4, 16, KVLM_F16, 0, 0, 37},   /* GQA 4, tile and context tails */
-    {64, 1, 1, 16, KVLM_F32, 0, 0, 64},   /* MHA, whole chunks */
-    {24, 2, 2, 5, KVLM_F32, 0, 13, 29},   /* head dim padded to 32, 5-slot blocks, cached prefix */
-    {8, 1, 8, 16, KVLM_F16, 0, 40, 9},    /* GQA 8, tiny head dim, after a prefix */
-    {64, 4, 4, 4, KVLM_F16, 7, 20, 30},   /* window 7 over 4-slot blocks */
-    {40, 2, 1, 16, KVLM_F32, 33, 100, 50},/* window 33: chunks start inside a block */
-    {64, 2, 4, 16, KVLM_F16, 0, 50, 1},   /* a tile of one row */
-    {32, 2, 2, 16, KVLM_F32, 0, 0, 160},  /* a long tile (several row groups, many chunks) */
-    {128, 2, 2, 16, KVLM_F16, 0, 5, 21},  /* head dim 128 */
-    {64, 2, 4, 16, KVLM_Q8_0, 0, 0, 37},  /* q8_0: int8 blocks widened with their scales */
-    {32, 2, 2, 5, KVLM_Q8_0, 0, 13, 29},  /* q8_0, one block per head, 5-slot blocks */
-    {128, 2, 2, 4, KVLM_Q8_0, 7, 20, 30}, /* q8_0, head dim 128, window 7 */
+    {64, 2, 4, 16, KVLM_F16, 0, 0, 37, 0, 0, 0},   /* GQA 4, tile and context tails */
+    {64, 1, 1, 16, KVLM_F32, 0, 0, 64, 0, 0, 0},   /* MHA, whole chunks */
+    {24, 2, 2, 5, KVLM_F32, 0, 13, 29, 0, 0, 0},   /* head dim padded to 32, 5-slot blocks, cached prefix */
+    {8, 1, 8, 16, KVLM_F16, 0, 40, 9, 0, 0, 0},    /* GQA 8, tiny head dim, after a prefix */
+    {64, 4, 4, 4, KVLM_F16, 7, 20, 30, 0, 0, 0},   /* window 7 over 4-slot blocks */
+    {40, 2, 1, 16, KVLM_F32, 33, 100, 50, 0, 0, 0},/* window 33: chunks start inside a block */
+    {64, 2, 4, 16, KVLM_F16, 0, 50, 1, 0, 0, 0},   /* a tile of one row */
+    {32, 2, 2, 16, KVLM_F32, 0, 0, 160, 0, 0, 0},  /* a long tile (several row groups, many chunks) */
+    {128, 2, 2, 16, KVLM_F16, 0, 5, 21, 0, 0, 0},  /* head dim 128 */
+    {64, 2, 4, 16, KVLM_Q8_0, 0, 0, 37, 0, 0, 0},  /* q8_0: int8 blocks widened with their scales */
+    {32, 2, 2, 5, KVLM_Q8_0, 0, 13, 29, 0, 0, 0},  /* q8_0, one block per head, 5-slot blocks */
+    {128, 2, 2, 4, KVLM_Q8_0, 7, 20, 30, 0, 0, 0}, /* q8_0, head dim 128, window 7 */
+    /* soft-capping (a cap low enough to bend most scores), sinks, a query
+     * scale other than 1 / sqrt(d), with windows and every KV dtype */
+    {64, 2, 4, 16, KVLM_F16, 0, 0, 37, 1.5f, 0, 0},
+    {32, 2, 2, 5, KVLM_F32, 9, 13, 29, 2.0f, 1, 0.0625f},
+    {64, 1, 8, 16, KVLM_Q8_0, 0, 20, 30, 0, 1, 0},
+    {128, 2, 2, 4, KVLM_F32, 7, 20, 30, 50.0f, 1, 0.5f},
+    {64, 2, 4, 16, KVLM_F16, 0, 50, 1, 1.0f, 1, 0},
 };
 
 static kvlm_model *shaped_model(const tcase *c, int n_ctx) {
@@ -102,21 +114,24 @@ static void append_kv(kvlm_kv *kv, int seq, const tcase *c, int from, int n, int
     }
 }
 
-/* out = softmax(scale q.K) V over keys lo..p in float64, from the K/V the
- * cache holds. */
+/* out = softmax(cap(scale q.K)) V over keys lo..p in float64, from the
+ * K/V the cache holds; cap(s) = softcap tanh(s / softcap) when softcap >
+ * 0; a sink (not NAN) adds exp(sink) to the denominator. */
 static void reference(const kvlm_kv *kv, int seq, int layer, int kh, int d, const float *q, int lo, int p,
-                      float scale, double *out) {
+                      float scale, float softcap, double sink, double *out) {
     const int n = p + 1 - lo;
-    double *s = malloc((size_t)n * sizeof *s), mx = -INFINITY, sum = 0;
+    double *s = malloc((size_t)n * sizeof *s), mx = isnan(sink) ? -INFINITY : sink, sum = 0;
     float *row = malloc((size_t)d * sizeof *row);
     for (int j = 0; j < n; j++) {
         attn_load_kv(kv, seq, lo + j, layer, kh, 0, row);
         double a = 0;
         for (int i = 0; i < d; i++) a += (double)q[i] * row[i];
         s[j] = a * scale;
+        if (softcap > 0) s[j] = softcap * tanh(s[j] / softcap);
         mx = fmax(mx, s[j]);
     }
     for (int i = 0; i < d; i++) out[i] = 0;
+    if (!isnan(sink)) sum = exp(sink - mx);
     for (int j = 0; j < n; j++) {
         s[j] = exp(s[j] - mx);
         sum += s[j];
@@ -143,7 +158,9 @@ static void run_case(const tcase *c) {
     append_kv(kv, seq, c, c->cached, c->np, 0); /* pending, as during a step */
     const int d = c->d, H = c->n_kv * c->group, rows = c->np;
     const size_t ldq = (size_t)H * d + 7; /* not the packed width */
-    const float scale = 1.0f / sqrtf((float)d);
+    const float scale = c->scale > 0 ? c->scale : 1.0f / sqrtf((float)d);
+    float sinks[64];
+    for (int h = 0; h < H; h++) sinks[h] = c->sinks ? frand(-2, 4) : NAN;
     float *q = malloc((size_t)rows * ldq * sizeof *q), *out = malloc((size_t)rows * ldq * sizeof *out);
     float *ref_row = malloc((size_t)rows * ldq * sizeof *ref_row), *scores = malloc((size_t)n_ctx * sizeof *scores);
     double *ref = malloc((size_t)rows * H * d * sizeof *ref);
@@ -153,7 +170,7 @@ static void run_case(const tcase *c) {
         for (int r = 0; r < rows; r++)
             for (int h = 0; h < H; h++) {
                 const int p = c->cached + r, lo = c->window && p + 1 > c->window ? p + 1 - c->window : 0;
-                reference(kv, seq, l, h / c->group, d, q + r * ldq + (size_t)h * d, lo, p, scale,
+                reference(kv, seq, l, h / c->group, d, q + r * ldq + (size_t)h * d, lo, p, scale, c->softcap, sinks[h],
                           ref + ((size_t)r * H + h) * d);
             }
         for (size_t ii = 0; ii < sizeof isas / sizeof *isas; ii++) {
@@ -165,14 +182,24 @@ static void run_case(const tcase *c) {
             for (size_t i = 0; i < (size_t)rows * ldq; i++) out[i] = NAN, ref_row[i] = NAN;
             for (int kh = 0; kh < c->n_kv; kh++) {
                 const size_t col = (size_t)kh * c->group * d;
-                attn_tile_seq(t, kv, seq, l, kh, c->group, q + col, ldq, c->cached, rows, c->window, scale, out + col,
-                              ldq, scratch);
+                const attn_extra x = {c->softcap, c->sinks ? sinks + kh * c->group : NULL};
+                if (c->softcap > 0 || c->sinks)
+                    attn_tile_seq_x(t, kv, seq, l, kh, c->group, q + col, ldq, c->cached, rows, c->window, scale, &x,
+                                    out + col, ldq, scratch);
+                else
+                    attn_tile_seq(t, kv, seq, l, kh, c->group, q + col, ldq, c->cached, rows, c->window, scale,
+                                  out + col, ldq, scratch);
             }
             for (int r = 0; r < rows; r++)
                 for (int h = 0; h < H; h++) {
                     const int p = c->cached + r, lo = c->window && p + 1 > c->window ? p + 1 - c->window : 0;
-                    attn_seq_head(ops, kv, seq, l, h / c->group, q + r * ldq + (size_t)h * d, lo, p + 1, scale, scores,
-                                  ref_row + r * ldq + (size_t)h * d);
+                    const attn_extra x = {c->softcap, c->sinks ? sinks + h : NULL};
+                    if (c->softcap > 0 || c->sinks)
+                        attn_seq_heads_x(ops, kv, seq, l, h / c->group, 1, q + r * ldq + (size_t)h * d, lo, p + 1,
+                                         scale, &x, scores, ref_row + r * ldq + (size_t)h * d);
+                    else
+                        attn_seq_head(ops, kv, seq, l, h / c->group, q + r * ldq + (size_t)h * d, lo, p + 1, scale,
+                                      scores, ref_row + r * ldq + (size_t)h * d);
                 }
             double worst = 0, worst_row = 0;
             for (int r = 0; r < rows; r++)
@@ -184,10 +211,10 @@ static void run_case(const tcase *c) {
                         if (!(fabs(a - b) <= worst_row)) worst_row = fabs(a - b);
                     }
             if (!(worst <= TOL) || !(worst_row <= TOL))
-                fail_msg("%s d %d group %d bs %d %s window %d cached %d np %d layer %d: |tile - f64| %.3g, "
-                         "|tile - per-row| %.3g (tolerance %g)",
+                fail_msg("%s d %d group %d bs %d %s window %d cached %d np %d softcap %g sinks %d layer %d: |tile - "
+                         "f64| %.3g, |tile - per-row| %.3g (tolerance %g)",
                          kvlm_isa_name(isas[ii]), d, c->group, c->bs, kvlm_dtype_name(c->dt), c->window, c->cached,
-                         c->np, l, worst, worst_row, TOL);
+                         c->np, c->softcap, c->sinks, l, worst, worst_row, TOL);
         }
     }
     kv_append_commit(kv, seq, (int32_t[256]){0});

@@ -41,9 +41,11 @@ typedef struct attn_tile_ops {
     void (*widen)(const void *src, kvlm_dtype t, size_t n, float *dst);
     /* Online-softmax update of `groups` row groups by one key chunk (see
      * the layouts above); sbuf and pbuf hold ATTN_TILE_KEYS * lanes
-     * floats of scratch each. */
+     * floats of scratch each. softcap > 0 caps every score s (the scaled
+     * q . k) to softcap * tanh(s / softcap) before the softmax; 0: none. */
     void (*update)(int groups, int d, int dp, const float *qt, const float *kf, const float *vf, int kpos, int n,
-                   const int *lo, const int *hi, float *mx, float *l, float *acc, float *sbuf, float *pbuf);
+                   const int *lo, const int *hi, float *mx, float *l, float *acc, float *sbuf, float *pbuf,
+                   float softcap);
 } attn_tile_ops;
 
 extern const attn_tile_ops attn_tile_scalar;

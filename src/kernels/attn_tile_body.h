@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(scores)(int d, const
 
 static void TILE_NAME(update)(int groups, int d, int dp, const float *qt, const float *kf, const float *vf_,
                               int kpos, int n, const int *lo, const int *hi, float *mx, float *l, float *acc,
-                              float *sbuf, float *pbuf) {
+                              float *sbuf, float *pbuf, float softcap) {
     const int klast = kpos + n - 1;
     for (int g = 0; g < groups; g++) {
         const int *glo = lo + (size_t)g * VW, *ghi = hi + (size_t)g * VW;
@@ -85,6 +85,8 @@ static void TILE_NAME(update)(int groups, int d, int dp, const float *qt, const 
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(128, gq, kf, j0, sbuf);
         else
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(d, gq, kf, j0, sbuf);
+        if (softcap > 0) /* logit soft-capping (Gemma 2): rare, so plain C */
+            for (int j = 0; j < n * VW; j++) sbuf[j] = softcap * tanhf(sbuf[j] / softcap);
         const vi lov = VI_LOADU(glo), hiv = VI_LOADU(ghi);
         const vf mo = V_LOADU(mx + (size_t)g * VW);
         vf mb = V_SET1(-INFINITY);

@@ -16,6 +16,11 @@
  * softmax (kernels/attn_tile.h), so K/V are read once per tile instead of
  * once per query row and head.
  *
+ * A layer's soft-cap (tanh of the scaled scores) is applied to the scores
+ * before the softmax in both paths; its sinks join the denominator: in
+ * the softmax of the per-row path, and at the tile's final normalisation
+ * (exp(sink - running max) added to the running sum).
+ *
  * Also the writes of new K/V into the slots an append reserved: the layout
  * (runtime/kv_layout.h) stays between this file and runtime/kvcache.c.
  */
@@ -35,8 +40,21 @@ static inline void prefetch(const void *p, size_t bytes) {
  * block_size slots skipped), each block's keys (then values) read once for
  * all the heads; head h's query is q + h * head_dim, its scores
  * scores + h * (n - lo) (position lo + i at i), its output out + h * head_dim. */
+/* Softmax of n scores with a sink logit in the denominator only. */
+static void softmax_sink(float *s, int n, float sink) {
+    float mx = sink;
+    for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    double sum = exp((double)sink - mx);
+    for (int i = 0; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        sum += s[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
 static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
-                       const float *q, int lo, int n, float scale, float *scores, float *out) {
+                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out) {
     const int bs = kv->block_size, hd = kv->head_dim;
     const size_t row = kv->row_bytes, lds = (size_t)(n - lo);
     for (int p = lo; p < n;) {
@@ -47,7 +65,13 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
                                hd, scale, scores + (p - lo), lds);
         p += cnt;
     }
-    for (int h = 0; h < heads; h++) kern_softmax(ops, scores + h * lds, n - lo);
+    if (x && x->softcap > 0)
+        for (int h = 0; h < heads; h++)
+            for (size_t i = 0; i < lds; i++) scores[h * lds + i] = x->softcap * tanhf(scores[h * lds + i] / x->softcap);
+    for (int h = 0; h < heads; h++) {
+        if (x && x->sinks) softmax_sink(scores + h * lds, n - lo, x->sinks[h]);
+        else kern_softmax(ops, scores + h * lds, n - lo);
+    }
     memset(out, 0, (size_t)heads * hd * sizeof(float));
     for (int p = lo; p < n;) {
         const int j = p / bs, off = p % bs, cnt = (j + 1) * bs < n ? (j + 1) * bs - p : n - p;
@@ -60,17 +84,22 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
 
 void attn_heads(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
                 const float *q, int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, table, layer, kv_head, heads, q, 0, n, scale, scores, out);
+    attn_range(ops, kv, table, layer, kv_head, heads, q, 0, n, scale, NULL, scores, out);
 }
 
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, 1, q, lo, n, scale, scores, out);
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, 1, q, lo, n, scale, NULL, scores, out);
 }
 
 void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                     const float *q, int lo, int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, scores, out);
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, NULL, scores, out);
+}
+
+void attn_seq_heads_x(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                      const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out) {
+    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, x, scores, out);
 }
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
@@ -100,8 +129,8 @@ static size_t tile_carve(int rows, int d, void *base, tile_mem *m) {
 size_t attn_tile_scratch_bytes(int rows, int head_dim) { return tile_carve(rows, head_dim, NULL, NULL); }
 
 void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, int layer, int kv_head, int group,
-                  const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
-                  void *scratch) {
+                  const float *q, size_t ldq, int p0, int np, int window, float scale, const attn_extra *x, float *out,
+                  size_t ldo, void *scratch) {
     const int d = kv->head_dim, bs = kv->block_size, lanes = t->lanes;
     const int dp = (d + ATTN_TILE_DPAD - 1) / ATTN_TILE_DPAD * ATTN_TILE_DPAD;
     const int rows = np * group, groups = (rows + lanes - 1) / lanes, mp = groups * lanes;
@@ -147,12 +176,16 @@ void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, i
         if (dp == d) t->widen(vp, kv->dtype, (size_t)cnt * d, m.vf);
         else
             for (int jj = 0; jj < cnt; jj++) t->widen(vp + jj * row, kv->dtype, (size_t)d, m.vf + (size_t)jj * dp);
-        t->update(groups, d, dp, m.qt, m.kf, m.vf, p, cnt, m.lo, m.hi, m.mx, m.l, m.acc, m.sbuf, m.pbuf);
+        t->update(groups, d, dp, m.qt, m.kf, m.vf, p, cnt, m.lo, m.hi, m.mx, m.l, m.acc, m.sbuf, m.pbuf,
+                  x ? x->softcap : 0.0f);
         p += cnt;
     }
     for (int r = 0; r < rows; r++) {
         const int i = r / group, g = r % group;
-        const float inv = 1.0f / m.l[r], *a = m.acc + (size_t)r * dp;
+        /* A sink adds exp(sink) to the denominator, in the row's running
+         * scale exp(-mx) (mx is finite: every row sees its own key). */
+        const float den = x && x->sinks ? m.l[r] + expf(x->sinks[g] - m.mx[r]) : m.l[r];
+        const float inv = 1.0f / den, *a = m.acc + (size_t)r * dp;
         float *o = out + (size_t)i * ldo + (size_t)g * d;
         for (int k = 0; k < d; k++) o[k] = a[k] * inv;
     }
@@ -161,7 +194,15 @@ void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, i
 void attn_tile_seq(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
                    const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
                    void *scratch) {
-    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, out, ldo, scratch);
+    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, NULL, out, ldo,
+                 scratch);
+}
+
+void attn_tile_seq_x(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
+                     const float *q, size_t ldq, int p0, int np, int window, float scale, const attn_extra *x,
+                     float *out, size_t ldo, void *scratch) {
+    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, x, out, ldo,
+                 scratch);
 }
 
 void attn_store_at(const kern_ops *ops, kvlm_kv *kv, const int *table, int pos, int layer, int kv_head, int is_v,

@@ -11,6 +11,18 @@
 #include "kernels/kernels.h"
 #include "runtime/kvcache.h"
 
+/* What a layer's attention applies besides its window and query scale
+ * (model/model.h model_attn_layer): softcap > 0 caps every scaled score s
+ * to softcap * tanh(s / softcap) (Gemma 2); sinks, when not NULL, holds one
+ * learned logit per query head of the group (sinks[h] for the group's head
+ * h) that joins the softmax's denominator only: exp(sink) is added to the
+ * sum of the exponentials, no value goes with it (gpt-oss). A NULL
+ * attn_extra is neither. */
+typedef struct attn_extra {
+    float softcap;
+    const float *sinks;
+} attn_extra;
+
 /* For the `heads` query heads that share kv_head (q + h * head_dim the
  * query of head h): out + h * head_dim = softmax(scale * q_h . K[0..n)) .
  * V[0..n) for layer, K and V read through table once for all the heads;
@@ -27,6 +39,9 @@ void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, i
  * scores holds heads * (n - lo) floats. */
 void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                     const float *q, int lo, int n, float scale, float *scores, float *out);
+/* attn_seq_heads with a layer's soft-cap and sinks (x may be NULL). */
+void attn_seq_heads_x(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                      const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out);
 
 /* Tiled causal attention (prefill): query positions p0 .. p0 + np - 1 of
  * one sequence, each with the `group` query heads that share kv_head,
@@ -38,11 +53,15 @@ void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, 
  * attn_tile_scratch_bytes(np * group, head_dim) bytes, 64-byte aligned. */
 size_t attn_tile_scratch_bytes(int rows, int head_dim);
 void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, int layer, int kv_head, int group,
-                  const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
-                  void *scratch);
+                  const float *q, size_t ldq, int p0, int np, int window, float scale, const attn_extra *x, float *out,
+                  size_t ldo, void *scratch);
 void attn_tile_seq(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
                    const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
                    void *scratch);
+/* attn_tile_seq with a layer's soft-cap and sinks (x may be NULL). */
+void attn_tile_seq_x(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
+                     const float *q, size_t ldq, int p0, int np, int window, float scale, const attn_extra *x,
+                     float *out, size_t ldo, void *scratch);
 
 /* Writes the K and V of every KV head of position pos of seq for layer (k
  * and v: n_kv_head x head_dim floats each, head after head) in the cache's
