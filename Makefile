@@ -288,6 +288,10 @@ llama-fixtures:
 	/usr/bin/python3 tools/llama_reference.py selftest
 	/usr/bin/python3 tools/make_llama_fixtures.py tests/fixtures/llama
 
+.PHONY: layers-fixtures
+layers-fixtures:
+	/usr/bin/python3 tools/layers_reference.py make tests/fixtures/layers
+
 # ---------------------------------------------------------------------------
 # GGUF and quantised weights. `make bench-quant`: decode (1-row) matmul
 # throughput per weight dtype and ISA against the measured read bandwidth

@@ -13,9 +13,11 @@
  * sequence staying intact for the fork that still holds it.
  *
  * Refusals (each names the field): a GGUF general.architecture kvlm does
- * not run, Phi-3's longrope rope_scaling, a rope_scaling context length
- * that is no integer in range, partial_rotary_factor, Qwen's per-layer
- * use_sliding_window.
+ * not run, LongRoPE factors of the wrong length, a rope_scaling type kvlm
+ * does not know, a rope_scaling context length that is no integer in
+ * range, a partial_rotary_factor that rotates no even count, a window
+ * longer than the context; Qwen's use_sliding_window from
+ * max_window_layers on gives per-layer windows.
  */
 #include <jansson.h>
 #include <math.h>
@@ -25,6 +27,7 @@
 
 #include "helpers.h"
 #include "kvlm.h"
+#include "model/model.h"
 #include "runtime/kvcache.h"
 
 #define FIX "tests/fixtures/llama/"
@@ -279,21 +282,28 @@ static void expect_refused(const char *path, int code, const char *a, const char
 static void test_refusals(void **state) {
     (void)state;
     char *dir = th_tempdir();
+    /* LongRoPE factors: one per rotated pair (16 / 2 here). */
     edited_copy("phi3", dir, "rope_scaling",
                 "{\"type\": \"longrope\", \"long_factor\": [1], \"short_factor\": [1], \"factor\": 32}");
-    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.type 'longrope' is not supported", "config.json");
-    edited_copy("phi3", dir, "rope_scaling", "{\"rope_type\": \"su\", \"long_factor\": [1], \"short_factor\": [1]}");
-    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.rope_type 'su'", NULL);
+    expect_refused(dir, KVLM_ERR_FORMAT, "rope_scaling.long_factor must list 8 numbers (rotary dimensions / 2), not 1",
+                   "config.json");
+    edited_copy("phi3", dir, "rope_scaling",
+                "{\"rope_type\": \"su\", \"long_factor\": [1,1,1,1,1,1,1,1], \"short_factor\": [1,1,1,1,1,1,1]}");
+    expect_refused(dir, KVLM_ERR_FORMAT, "rope_scaling.short_factor must list 8 numbers", NULL);
+    edited_copy("phi3", dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4}");
+    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.rope_type 'yarn' is not supported", NULL);
     /* a context length that no int holds (found by the config.json fuzzer) */
     edited_copy("llama3_rope", dir, "rope_scaling",
                 "{\"rope_type\": \"llama3\", \"factor\": 4.0, \"low_freq_factor\": 0.5, \"high_freq_factor\": 2.0, "
                 "\"original_max_position_embeddings\": 5.5e67}");
     expect_refused(dir, KVLM_ERR_FORMAT, "field 'original_max_position_embeddings' must be an integer", NULL);
-    edited_copy("phi3", dir, "partial_rotary_factor", "0.75");
-    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "partial_rotary_factor = 0.75", NULL);
+    edited_copy("phi3", dir, "partial_rotary_factor", "0.3125");
+    expect_refused(dir, KVLM_ERR_FORMAT, "partial_rotary_factor = 0.3125 rotates 5 of 16", NULL);
+    edited_copy("phi3", dir, "partial_rotary_factor", "1.5");
+    expect_refused(dir, KVLM_ERR_FORMAT, "partial_rotary_factor must be a number in (0, 1]", NULL);
     edited_copy("phi3", dir, "sliding_window", "-3");
     expect_refused(dir, KVLM_ERR_FORMAT, "field 'sliding_window'", NULL);
-    /* Qwen: a window only on layers max_window_layers.. is refused ... */
+    /* Qwen: a window only on layers max_window_layers.. ... */
     edited_copy("qwen3", dir, "use_sliding_window", "true");
     kvlm_error err;
     kvlm_model *m = kvlm_model_load(dir, NULL, &err); /* sliding_window null: no window */
@@ -306,7 +316,16 @@ static void test_refusals(void **state) {
     json_object_set_new(j, "sliding_window", json_integer(4));
     json_object_set_new(j, "max_window_layers", json_integer(1));
     json_dump_file(j, cfg, 0);
-    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "max_window_layers = 1 < num_hidden_layers = 2", NULL);
+    m = kvlm_model_load(dir, NULL, &err);
+    assert_non_null(m);
+    assert_int_equal(kvlm_model_config(m)->sliding_window, 0); /* not every layer: no model-wide window */
+    assert_int_equal(model_layer_window(m, 0), 0);
+    assert_int_equal(model_layer_window(m, 1), 4);
+    kvlm_model_free(m);
+    json_object_set_new(j, "sliding_window", json_integer(65));
+    json_dump_file(j, cfg, 0);
+    expect_refused(dir, KVLM_ERR_FORMAT, "sliding_window = 65 exceeds max_position_embeddings = 64", NULL);
+    json_object_set_new(j, "sliding_window", json_integer(4));
     /* ... and one that leaves every layer full is no window at all. */
     json_object_set_new(j, "max_window_layers", json_integer(2));
     json_dump_file(j, cfg, 0);

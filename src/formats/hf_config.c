@@ -10,9 +10,11 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "formats/hf_layers.h"
 
 static int get_int(json_t *root, const char *path, const char *key, int required, int def, int *out,
                    kvlm_error *err) {
@@ -94,18 +96,20 @@ static int load_generation_config(const char *path, kvlm_config *cfg, kvlm_error
 /* Architectures this reader understands, by model_type and, when that is
  * absent, by the prefix of an entry in "architectures". */
 static const struct hf_arch {
-    const char *model_type, *class_prefix;
+    const char *model_type, *class_prefix, *arch; /* arch: kvlm's (and llama.cpp's) name */
 } hf_archs[] = {
-    {"gpt2", "GPT2"}, {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}, {"qwen3", "Qwen3"},
-    {"phi3", "Phi3"},
+    {"gpt2", "GPT2", "gpt2"},       {"llama", "Llama", "llama"},   {"mistral", "Mistral", "mistral"},
+    {"qwen2", "Qwen2", "qwen2"},    {"qwen3", "Qwen3", "qwen3"},   {"phi3", "Phi3", "phi3"},
+    {"gemma2", "Gemma2", "gemma2"}, {"gemma3_text", "Gemma3", "gemma3"}, {"smollm3", "SmolLM3", "smollm3"},
+    {"granite", "Granite", "granite"},
 };
-#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2, qwen3, phi3"
+#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, granite"
 
 static const char *find_arch(json_t *root) {
     json_t *mt = json_object_get(root, "model_type");
     if (json_is_string(mt)) {
         for (size_t k = 0; k < sizeof hf_archs / sizeof hf_archs[0]; k++)
-            if (!strcmp(json_string_value(mt), hf_archs[k].model_type)) return hf_archs[k].model_type;
+            if (!strcmp(json_string_value(mt), hf_archs[k].model_type)) return hf_archs[k].arch;
         return NULL;
     }
     json_t *arch = json_object_get(root, "architectures");
@@ -116,8 +120,8 @@ static const char *find_arch(json_t *root) {
         for (size_t k = 0; k < sizeof hf_archs / sizeof hf_archs[0]; k++) {
             const char *p = hf_archs[k].class_prefix, *s = json_string_value(a);
             /* "Qwen2ForCausalLM" but not "Qwen2MoeForCausalLM" */
-            if (!strncmp(s, p, strlen(p)) && !strncmp(s + strlen(p), "For", 3)) return hf_archs[k].model_type;
-            if (k == 0 && !strncmp(s, p, strlen(p))) return hf_archs[k].model_type;
+            if (!strncmp(s, p, strlen(p)) && !strncmp(s + strlen(p), "For", 3)) return hf_archs[k].arch;
+            if (k == 0 && !strncmp(s, p, strlen(p))) return hf_archs[k].arch;
         }
     }
     return NULL;
@@ -164,49 +168,38 @@ static double get_num(json_t *o, const char *key, double def) {
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
-/* sliding_window (an integer or null) as Hugging Face applies it: Mistral
- * and Phi-3 on every layer whenever it is set (Mistral's default, when the
- * key is absent, is 4096); Qwen2 and Qwen3 only with
- * use_sliding_window true, and then only on the layers from
- * max_window_layers on, which kvlm does not model (refused unless that
- * leaves no layer windowed). Llama has none. A window at least as long as
- * the context never masks anything and is stored as 0. */
+/* sliding_window (an integer or null) as Hugging Face applies it to every
+ * layer: Mistral and Phi-3 whenever it is set (Mistral's default, when the
+ * key is absent, is 4096). The families that window some layers only
+ * (Qwen's use_sliding_window, Gemma, SmolLM3) are read by hf_layers.c.
+ * Llama has none. A window at least as long as the context never masks
+ * anything and is stored as 0. */
 static int load_window(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
-    const int qwen = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen3");
-    if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3") && !qwen) return KVLM_OK;
+    if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3")) return KVLM_OK;
     int w = 0, rc;
     /* Hugging Face's MistralConfig defaults to 4096 when the key is absent
      * (null is no window); the others default to none. */
     const int def = !strcmp(cfg->arch, "mistral") && !json_object_get(root, "sliding_window") ? 4096 : 0;
     if ((rc = get_int(root, path, "sliding_window", 0, def, &w, err))) return rc;
     if (w < 0) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: sliding_window = %d is not a window length", path, w);
-    if (qwen) {
-        int layers = 0;
-        if (!json_is_true(json_object_get(root, "use_sliding_window")) || w == 0) return KVLM_OK;
-        if ((rc = get_int(root, path, "max_window_layers", 0, 28, &layers, err))) return rc;
-        if (layers >= cfg->n_layer) return KVLM_OK;
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
-                              "%s: use_sliding_window with max_window_layers = %d < num_hidden_layers = %d (a window "
-                              "on some layers only) is not supported", path, layers, cfg->n_layer);
-    }
     cfg->sliding_window = w < cfg->n_ctx ? w : 0;
     return KVLM_OK;
 }
 
-/* Phi-3 options kvlm does not implement: a partial rotary embedding
- * (Phi-4-mini) is refused by name. */
-static int check_phi3(json_t *root, const char *path, kvlm_error *err) {
-    double prf = get_num(root, "partial_rotary_factor", 1.0);
-    if (prf != 1.0)
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor = %g is not supported (1 only)",
-                              path, prf);
-    return KVLM_OK;
+/* The window of the per-layer spec: when every layer slides, it is the
+ * model's sliding_window (the KV cache then releases what no layer sees
+ * any more); when only some do, sliding_window stays 0. */
+static void spec_window(kvlm_config *cfg, const layer_spec *s) {
+    if (!s->window || s->window >= cfg->n_ctx) return;
+    for (int l = 0; l < cfg->n_layer; l++)
+        if (!s->sliding[l]) return;
+    cfg->sliding_window = s->window;
 }
 
 /* rope_theta, rope_scaling (none or type llama3), tied embeddings, q/k/v
  * biases (Qwen2 has them; attention_bias says so for Llama, Qwen3 and
  * Phi-3), Qwen3's q/k norms. */
-static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err) {
     cfg->rope_theta = (float)get_num(root, "rope_theta", 10000.0);
     if (!(cfg->rope_theta > 1 && cfg->rope_theta < 1e12))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
@@ -215,18 +208,27 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
     cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || json_is_true(ab);
     cfg->qk_norm = !strcmp(cfg->arch, "qwen3");
     int rc;
-    if (!strcmp(cfg->arch, "phi3") && (rc = check_phi3(root, path, err))) return rc;
     if ((rc = load_window(root, path, cfg, err))) return rc;
+    if ((rc = hf_layer_spec(root, path, cfg, spec, err))) return rc;
+    spec_window(cfg, spec);
     json_t *sc = json_object_get(root, "rope_scaling");
     if (!sc || json_is_null(sc)) return KVLM_OK;
     json_t *type = json_object_get(sc, "rope_type");
     if (!type) type = json_object_get(sc, "type");
-    if (!json_is_object(sc) || !json_is_string(type) || strcmp(json_string_value(type), "llama3"))
+    const char *tn = json_is_string(type) ? json_string_value(type) : "?";
+    if (json_is_object(sc) && !strcmp(tn, "linear")) {
+        spec->rope_linear = (float)get_num(sc, "factor", 0);
+        if (!(spec->rope_linear >= 1 && spec->rope_linear < 1e6))
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_scaling.factor %g (linear) is outside [1, 1e6)", path,
+                                  spec->rope_linear);
+        return KVLM_OK;
+    }
+    if (json_is_object(sc) && (!strcmp(tn, "longrope") || !strcmp(tn, "su")))
+        return hf_longrope(root, sc, path, cfg, spec, err);
+    if (!json_is_object(sc) || strcmp(tn, "llama3"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
-                              "%s: rope_scaling.%s '%s' is not supported (llama3 only; Phi-3's 128k longrope/su "
-                              "scaling is not implemented)",
-                              path, json_object_get(sc, "rope_type") ? "rope_type" : "type",
-                              json_is_string(type) ? json_string_value(type) : "?");
+                              "%s: rope_scaling.%s '%s' is not supported (llama3, linear, longrope)",
+                              path, json_object_get(sc, "rope_type") ? "rope_type" : "type", tn);
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
     cfg->rope_high_freq_factor = (float)get_num(sc, "high_freq_factor", 4);
@@ -244,7 +246,7 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, kvlm_erro
 
 /* Llama, Mistral, Qwen2, Qwen3 and Phi-3 share these field names and
  * defaults. */
-static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+static int load_llama(json_t *root, const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err) {
     int rc;
     if ((rc = get_int(root, path, "num_hidden_layers", 1, 0, &cfg->n_layer, err)) ||
         (rc = get_int(root, path, "num_attention_heads", 1, 0, &cfg->n_head, err)) ||
@@ -280,12 +282,21 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, kvlm_err
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rms_norm_eps = %g is outside (0, 1)", path, cfg->norm_eps);
-    return load_rope(root, path, cfg, err);
+    return load_rope(root, path, cfg, spec, err);
 }
 
 int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
+    layer_spec *s = malloc(sizeof *s);
+    if (!s) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    int rc = hf_config_load_spec(path, cfg, s, err);
+    free(s);
+    return rc;
+}
+
+int hf_config_load_spec(const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err) {
     json_error_t je;
     memset(cfg, 0, sizeof *cfg);
+    layer_spec_init(spec);
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         if (je.line < 0 || strstr(je.text, "unable to open"))
@@ -308,7 +319,7 @@ int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err) {
     snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
     get_torch_dtype(root, cfg);
     cfg->eos_id = -1;
-    rc = strcmp(arch, "gpt2") ? load_llama(root, path, cfg, err) : load_gpt2(root, path, cfg, err);
+    rc = strcmp(arch, "gpt2") ? load_llama(root, path, cfg, spec, err) : load_gpt2(root, path, cfg, err);
     if (!rc) rc = check_eos(path, cfg, err);
     if (!rc) rc = load_generation_config(path, cfg, err);
 done:

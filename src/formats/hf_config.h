@@ -6,8 +6,10 @@
  * num_key_value_heads (default: num_attention_heads), hidden_size,
  * intermediate_size, max_position_embeddings, vocab_size, rms_norm_eps,
  * head_dim (default: hidden_size / num_attention_heads), eos_token_id (an
- * integer or a list), sliding_window (Mistral, Phi-3; Qwen's only with
- * use_sliding_window), rope_theta and rope_scaling (llama3 only)).
+ * integer or a list), sliding_window (Mistral, Phi-3: every layer), rope_theta
+ * and rope_scaling (llama3, linear, longrope)); Gemma 2, Gemma 3 (text),
+ * SmolLM3 and Granite too, whose per-layer fields (and Qwen's windows on
+ * some layers) formats/hf_layers.c reads into a layer_spec.
  * eos_token_id of config.json and of
  * generation_config.json beside it (when present) make up eos_ids, the
  * first of them eos_id. torch_dtype, when present, gives
@@ -22,8 +24,11 @@
 #ifndef KVLM_HF_CONFIG_H
 #define KVLM_HF_CONFIG_H
 
+#include "formats/layer_spec.h"
 #include "kvlm.h"
 
 int hf_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
+/* hf_config_load that also fills the per-layer spec (formats/hf_layers.c). */
+int hf_config_load_spec(const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err);
 
 #endif

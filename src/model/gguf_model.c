@@ -104,14 +104,14 @@ static int check_runnable(const gguf_meta *g, const tensor_set *ts, const kvlm_c
 /* Llama 3 scaling shipped as per-frequency divisors. */
 static int apply_rope_freqs(kvlm_model *m, kvlm_error *err) {
     const named_tensor *rf = tensor_set_find(&m->ts, "rope_freqs.weight", NULL);
-    if (!rf || !m->rope_inv_freq) return KVLM_OK;
-    const int half = m->cfg.head_dim / 2;
+    if (!rf || !m->n_rope) return KVLM_OK;
+    const int half = m->rope_freq_n[0];
     if (rf->t.ndim != 1 || rf->t.shape[0] != half || rf->t.dtype != KVLM_F32)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight must be F32 [%d]", rf->file, half);
     for (int i = 0; i < half; i++) {
         float d = ((const float *)rf->t.data)[i];
         if (!(d > 0)) return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_freqs.weight[%d] = %g is not positive", rf->file, i, d);
-        m->rope_inv_freq[i] /= d;
+        m->rope_freq[0][i] /= d;
     }
     return KVLM_OK;
 }

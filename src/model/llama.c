@@ -7,7 +7,9 @@
  * k_norm are [head_dim] vectors; a fused q|k|v matrix (Phi-3's qkv_proj,
  * GGUF attn_qkv) and Phi-3's fused gate|up matrix (gate_up_proj, which GGUF
  * stores as ffn_up of 2 x feed_forward_length rows) are bound whole, never
- * split or copied. The output head is the token embedding when tied or
+ * split or copied. Gemma 2 and 3 add a norm after attention and after the
+ * MLP (their pre-MLP norm is pre_feedforward_layernorm in Hugging Face
+ * files). Binding ends with the per-layer description (model/attn_desc.c). The output head is the token embedding when tied or
  * when the file has none.
  */
 #include <stdio.h>
@@ -21,6 +23,7 @@ typedef struct llama_names {
     const char *embed, *norm, *head;
     const char *attn_norm, *q, *k, *v, *o, *q_bias, *k_bias, *v_bias, *ffn_norm, *gate, *up, *down;
     const char *q_norm, *k_norm, *qkv, *qkv_bias, *gate_up;
+    const char *pre_ffn_norm, *post_attn_norm, *post_ffn_norm; /* Gemma's four norms */
 } llama_names;
 
 static const llama_names hf_names = {
@@ -34,6 +37,8 @@ static const llama_names hf_names = {
     "model.layers.%d.self_attn.q_norm.weight", "model.layers.%d.self_attn.k_norm.weight",
     "model.layers.%d.self_attn.qkv_proj.weight", "model.layers.%d.self_attn.qkv_proj.bias",
     "model.layers.%d.mlp.gate_up_proj.weight",
+    "model.layers.%d.pre_feedforward_layernorm.weight", "model.layers.%d.post_attention_layernorm.weight",
+    "model.layers.%d.post_feedforward_layernorm.weight",
 };
 
 static const llama_names gguf_names = {
@@ -43,6 +48,7 @@ static const llama_names gguf_names = {
     "blk.%d.ffn_norm.weight", "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight",
     "blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight", "blk.%d.attn_qkv.weight", "blk.%d.attn_qkv.bias",
     "blk.%d.ffn_up.weight", /* Phi-3: [gate; up] under the up name */
+    "blk.%d.ffn_norm.weight", "blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight",
 };
 
 #define NAME(fmt) (snprintf(name, sizeof name, (fmt), l), name)
@@ -92,8 +98,11 @@ static int bind_layer(bind_ctx *b, const llama_names *nm, int l, model_layer *L)
     const int64_t C = c->n_embd, F = c->n_ff;
     char name[96];
     int rc;
+    const int post = b->m->spec && b->m->spec->post_norms;
     if ((rc = bind_vector(b, NAME(nm->attn_norm), C, &L->norm1_w)) || (rc = bind_attention(b, nm, l, L)) ||
-        (rc = bind_vector(b, NAME(nm->ffn_norm), C, &L->norm2_w)) ||
+        (rc = bind_vector(b, NAME(post ? nm->pre_ffn_norm : nm->ffn_norm), C, &L->norm2_w)) ||
+        (post && ((rc = bind_vector(b, NAME(nm->post_attn_norm), C, &L->post_attn_norm)) ||
+                  (rc = bind_vector(b, NAME(nm->post_ffn_norm), C, &L->post_ffn_norm)))) ||
         (rc = bind_matrix(b, NAME(nm->down), C, F, &L->w_down)))
         return rc;
     if (!strcmp(c->arch, "phi3")) return bind_matrix(b, NAME(nm->gate_up), 2 * F, C, &L->w_gate_up);
@@ -119,7 +128,7 @@ static int bind_with(kvlm_model *m, const llama_names *nm, const char *origin, k
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = bind_layer(&b, nm, l, &m->layers[l]))) return rc;
     m->cfg.weight_dtype = m->layers[0].wqkv.data ? m->layers[0].wqkv.dtype : m->layers[0].wq.dtype;
-    return rope_init(m, err);
+    return attn_desc_init(m, err);
 }
 
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err) {

@@ -6,6 +6,7 @@
  */
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
 
 /* Hugging Face: config.json beside the weights (one file or an index). */
 static int load_hf(kvlm_model *m, const char *cfg_path, const char *weights, int sharded, kvlm_error *err) {
-    int rc = hf_config_load(cfg_path, &m->cfg, err);
+    int rc = hf_config_load_spec(cfg_path, &m->cfg, m->spec, err);
     if (rc) return rc;
     const int gpt2 = !strcmp(m->cfg.arch, "gpt2");
     if ((rc = model_check_config(&m->cfg, gpt2 ? MODEL_SRC_HF_GPT2 : MODEL_SRC_HF_LLAMA, cfg_path, err))) return rc;
@@ -141,7 +142,10 @@ kvlm_model *kvlm_model_load(const char *path, const kvlm_model_params *params, k
     if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);
     m->ts.read_files = !p.use_mmap;
-    if (!path || !*path) kvlm_error_set(err, KVLM_ERR_ARG, "model path is empty");
+    m->spec = model_own(m, malloc(sizeof *m->spec));
+    if (m->spec) layer_spec_init(m->spec);
+    if (!m->spec) kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    else if (!path || !*path) kvlm_error_set(err, KVLM_ERR_ARG, "model path is empty");
     else if (load_path(m, path, err) == KVLM_OK && model_finish_load(m, &p, err) == KVLM_OK) return m;
     kvlm_model_free(m);
     return NULL;
@@ -183,4 +187,13 @@ size_t kvlm_model_param_count(const kvlm_model *m) {
 int model_layer_window(const kvlm_model *m, int l) {
     const int w = m->layer_window ? m->layer_window[l] : m->cfg.sliding_window;
     return w > 0 && w < m->cfg.n_ctx ? w : 0;
+}
+
+model_attn_layer model_layer_attn(const kvlm_model *m, int l) {
+    model_attn_layer a = {0};
+    if (m->attn) a = m->attn[l];
+    else a.rope_dims = m->n_rope ? 2 * m->rope_freq_n[0] : 0;
+    if (!(a.scale > 0)) a.scale = 1.0f / sqrtf((float)m->cfg.head_dim);
+    a.window = model_layer_window(m, l);
+    return a;
 }

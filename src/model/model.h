@@ -4,7 +4,11 @@
  * fused QKV, GELU MLP) and Llama (RMSNorm, rotary positions, Q/K/V with
  * grouped-query heads, SwiGLU MLP), the latter with the variations of
  * Mistral, Qwen2 (q/k/v biases), Qwen3 (per-head q/k RMSNorm) and Phi-3
- * (fused qkv and gate|up matrices, used as stored: one matmul each). Matrices are kept in their
+ * (fused qkv and gate|up matrices, used as stored: one matmul each),
+ * Gemma 2 / 3 (norms after each sublayer, GeGLU), SmolLM3 and Granite.
+ * How each layer attends is a per-layer description (model_attn_layer,
+ * built by model/attn_desc.c from the config's layer_spec) that the
+ * forward pass reads instead of the architecture's name. Matrices are kept in their
  * stored dtype in [out, in] layout (kern_matrix); small vectors (norm
  * weights, biases) are widened to f32 once at load. Knows nothing about
  * the KV cache or sampling.
@@ -12,6 +16,7 @@
 #ifndef KVLM_MODEL_H
 #define KVLM_MODEL_H
 
+#include "formats/layer_spec.h"
 #include "formats/tensor_set.h"
 #include "kernels/kernels.h"
 #include "kvlm.h"
@@ -36,7 +41,25 @@ typedef struct model_layer {
     float *b_up;
     kern_matrix w_down;        /* [C, F] */
     float *b_down;
+    float *post_attn_norm;     /* [C] RMSNorm of the attention output before the residual add (Gemma 2/3), or NULL */
+    float *post_ffn_norm;      /* [C] RMSNorm of the MLP output before the residual add, or NULL */
 } model_layer;
+
+/* How one layer attends (model/attn_desc.c fills it from the config): the
+ * forward pass reads only these fields, never the architecture's name. */
+typedef struct model_attn_layer {
+    int window;          /* keys p - window + 1 .. p (0: the whole context) */
+    int rope_dims;       /* leading dimensions of each head rotated (even, <= head_dim); 0: no rotary */
+    int rope_table;      /* index into kvlm_model.rope_freq */
+    float scale;         /* scores = scale * q . k */
+    float softcap;       /* > 0: scores capped to softcap * tanh(s / softcap); 0: none */
+    const float *sinks;  /* [n_head] learned logits in the softmax denominator, or NULL */
+} model_attn_layer;
+
+#define MODEL_MAX_ROPE 2
+
+/* The activation of a gated MLP: down(act(gate(h)) * up(h)). */
+typedef enum model_mlp_act { MLP_SILU, MLP_GELU_TANH } model_mlp_act;
 
 /* Every weight matrix of a layer, as an array initializer of pointers
  * (those a block design does not use have data NULL): the one list that
@@ -56,7 +79,6 @@ struct kvlm_model {
     kern_matrix wpe;        /* [n_ctx, C] learned positions; data NULL with rotary */
     kern_matrix lm_head;    /* [V(+padding), C]; == wte when tied */
     float *normf_w, *normf_b;
-    float *rope_inv_freq;   /* head_dim / 2 frequencies (after llama3 scaling) */
     model_layer *layers;
     void **owned;           /* buffers to free: vectors and transposed matrices */
     size_t repacked_bytes;  /* bytes of the repacked copies (model/repack.c) */
@@ -67,11 +89,33 @@ struct kvlm_model {
      * whole context), or NULL: cfg.sliding_window on every layer. Read it
      * through model_layer_window. */
     int *layer_window;
+    layer_spec *spec;         /* what the config said per layer (read at load), or NULL */
+    /* [n_layer], or NULL: every layer rotated over the whole head with
+     * table 0 (when there is one), scale 1 / sqrt(head_dim), no capping or
+     * sinks. The window field is not used: model_layer_window is. Read it
+     * through model_layer_attn. */
+    model_attn_layer *attn;
+    /* Rotary frequency tables of the layer types: rope_freq[i] holds
+     * rope_dims / 2 frequencies; cos and sin are multiplied by
+     * rope_mscale[i] (LongRoPE's attention scaling; 1 otherwise). */
+    float *rope_freq[MODEL_MAX_ROPE];
+    float rope_mscale[MODEL_MAX_ROPE];
+    int rope_freq_n[MODEL_MAX_ROPE]; /* frequencies in each table */
+    int n_rope;
+    /* Multipliers; 0 stands for 1 (none). */
+    float embed_scale;        /* token embeddings (Gemma: sqrt(hidden); Granite) */
+    float residual_scale;     /* sublayer outputs before the residual add (Granite) */
+    float logit_scale;        /* logits (Granite: 1 / logits_scaling) */
+    float final_softcap;      /* > 0: logits capped to final_softcap * tanh(x / final_softcap) (Gemma 2) */
+    model_mlp_act mlp_act;    /* gated MLP activation: SiLU (SwiGLU) or tanh GELU (GeGLU) */
 };
 
 /* The window layer l attends over (0: global): what its attention reads
  * and what the KV cache must keep for it. */
 int model_layer_window(const kvlm_model *m, int l);
+/* Layer l's attention as the forward pass runs it: m->attn[l] (or the
+ * defaults), window from model_layer_window, scale never 0. */
+model_attn_layer model_layer_attn(const kvlm_model *m, int l);
 
 /* The file a config was read from, which decides the field names in
  * messages: config.json of GPT-2 or of the Llama family, GGUF metadata, or
@@ -89,8 +133,14 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);
 /* The configuration of a GGUF file, as model_load_gguf builds it (its
  * metadata and the embedding's shape), without binding any weights. */
 int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err);
-/* Frequencies of the rotary embedding for m->cfg (llama3 scaling applied). */
-int rope_init(kvlm_model *m, kvlm_error *err);
+/* The rotary frequency tables of m->cfg and spec (may be NULL): table 0
+ * for the global layers (rope_theta; llama3, linear or LongRoPE scaling),
+ * table 1 for the sliding layers when spec gives them their own base. */
+int rope_init(kvlm_model *m, const layer_spec *spec, kvlm_error *err);
+/* The per-layer description (m->attn, m->layer_window, the multipliers)
+ * and rope tables from m->spec, after the layers are bound; folds Gemma's
+ * (1 + w) into the norm weights. */
+int attn_desc_init(kvlm_model *m, kvlm_error *err);
 /* Records a heap buffer the model must free; returns it (NULL on failure). */
 void *model_own(kvlm_model *m, void *p);
 /* bytes of zeroed memory the model owns, asked for in 2 MiB pages (NULL

@@ -146,7 +146,7 @@ static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t s
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = build_layer(m, p, &m->layers[l], dt, seed, &s, a, err))) return rc;
-    return rope_init(m, err);
+    return rope_init(m, NULL, err);
 }
 
 kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, const kvlm_model_params *params,

@@ -28,6 +28,11 @@
  * `threads`, the largest worker number + 1. The largest team that actually
  * ran is kept (kvlm_engine_threads_used).
  *
+ * Each layer runs as the model's description says (model_layer_attn:
+ * window, rotated dimensions and rotary table, query scale, soft-cap,
+ * sinks; the model's multipliers, extra norms, MLP activation and final
+ * soft-cap); no architecture name is read here.
+ *
  * Invariant: a failed step leaves every sequence as it was.
  */
 #include <math.h>
@@ -65,7 +70,7 @@ struct kvlm_engine {
     int *logit_rows;      /* indices into rows whose logits are returned */
     int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
     float *x, *h, *qkv, *att, *ff, *act;
-    float *rope;          /* per row: cos then sin of head_dim / 2 angles */
+    float *rope;          /* per row and rotary table (MODEL_MAX_ROPE x head_dim floats): cos then sin of its angles */
     float *scores;        /* per thread (team.threads of them), n_head / n_kv_head * n_ctx floats */
     eng_tile *tiles;      /* cap_rows of them */
     int tile_pos;         /* positions per attention tile */
@@ -180,7 +185,7 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->att = alloc_rows(n, (size_t)e->q_dim);
     e->ff = alloc_rows(n, (size_t)e->ff_dim);
     e->act = alloc_rows(n, (size_t)c->n_ff);
-    e->rope = alloc_rows(n, (size_t)c->head_dim);
+    e->rope = alloc_rows(n, (size_t)MODEL_MAX_ROPE * c->head_dim);
     e->tiles = malloc(n * sizeof *e->tiles);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope ||
         !e->tiles) {
@@ -220,6 +225,8 @@ static void embed_row(void *ctx, int t, int worker) {
         const size_t po = (size_t)e->rows[t].pos * C;
         for (int i = 0; i < C; i++) xr[i] += dtype_load(m->wpe.dtype, m->wpe.data, po + i);
     }
+    if (m->embed_scale > 0)
+        for (int i = 0; i < C; i++) xr[i] *= m->embed_scale;
 }
 
 static void embed(kvlm_engine *e, int T) { region(e, T > 1, T, embed_row, e); }
@@ -245,26 +252,31 @@ static void norm_rows(kvlm_engine *e, const float *in, const float *w, const flo
     region(e, T > 4, T, norm_row, &j);
 }
 
-/* cos and sin of pos x inv_freq[i] for each row, once per step. */
+/* cos and sin of pos x freq[i] for each row and rotary table (times the
+ * table's mscale), once per step. */
 static void rope_tables(kvlm_engine *e, int T) {
-    const int half = e->m->cfg.head_dim / 2;
-    for (int t = 0; t < T; t++) {
-        float *r = e->rope + (size_t)t * 2 * half;
-        for (int i = 0; i < half; i++) {
-            double a = (double)e->rows[t].pos * e->m->rope_inv_freq[i];
-            r[i] = (float)cos(a);
-            r[half + i] = (float)sin(a);
+    const kvlm_model *m = e->m;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < m->n_rope; k++) {
+            const int half = m->rope_freq_n[k];
+            const double ms = m->rope_mscale[k];
+            float *r = e->rope + ((size_t)t * MODEL_MAX_ROPE + k) * m->cfg.head_dim;
+            for (int i = 0; i < half; i++) {
+                double a = (double)e->rows[t].pos * m->rope_freq[k][i];
+                r[i] = (float)(ms * cos(a));
+                r[half + i] = (float)(ms * sin(a));
+            }
         }
-    }
 }
 
-/* Rotates the query and key heads of every row (rotate-half pairs
- * (i, i + d/2), or interleaved pairs (2i, 2i + 1)). */
-static void apply_rope(kvlm_engine *e, int T) {
+/* Rotates the first a->rope_dims dimensions of the query and key heads of
+ * every row with the layer's table (rotate-half pairs (i, i + r/2), or
+ * interleaved pairs (2i, 2i + 1)); the rest of each head is left as is. */
+static void apply_rope(kvlm_engine *e, const model_attn_layer *a, int T) {
     const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, half = hd / 2, heads = c->n_head + c->n_kv_head, inter = c->rope_interleaved;
+    const int hd = c->head_dim, half = a->rope_dims / 2, heads = c->n_head + c->n_kv_head, inter = c->rope_interleaved;
     for (int t = 0; t < T; t++) {
-        const float *cs = e->rope + (size_t)t * hd, *sn = cs + half;
+        const float *cs = e->rope + ((size_t)t * MODEL_MAX_ROPE + a->rope_table) * hd, *sn = cs + half;
         float *row = e->qkv + (size_t)t * e->qkv_dim;
         for (int h = 0; h < heads; h++) {
             float *v = row + (size_t)h * hd;
@@ -278,8 +290,12 @@ static void apply_rope(kvlm_engine *e, int T) {
     }
 }
 
-static void add_rows(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
+/* x += s * y (s 0: 1). */
+static void add_rows(float *x, const float *y, size_t n, float s) {
+    if (s > 0)
+        for (size_t i = 0; i < n; i++) x[i] += s * y[i];
+    else
+        for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 /* Writes this step's K and V (the columns after the queries) into the
@@ -292,8 +308,9 @@ static void store_kv(kvlm_engine *e, int l, int T) {
 }
 
 /* Causal attention of each row's query heads over its sequence's cache:
- * the query at position p reads keys 0..p, or p - W + 1..p with a sliding
- * window of W (Hugging Face's convention: W keys, its own included).
+ * the query at position p reads keys 0..p, or p - W + 1..p with the
+ * layer's sliding window of W (Hugging Face's convention: W keys, its own
+ * included), scores scaled, capped and sunk as the layer says.
  * Rows are cut into tiles of consecutive positions of one sequence; an
  * item is one tile x one KV head (all the query heads of its group). A
  * tile of one row (decode) goes through the per-head path (attn_seq_head),
@@ -301,6 +318,7 @@ static void store_kv(kvlm_engine *e, int l, int T) {
 typedef struct attend_job {
     kvlm_engine *e;
     int l;
+    model_attn_layer a;   /* the layer's window, scale, soft-cap, sinks */
 } attend_job;
 
 /* One (tile, KV head); the worker number picks its scratch (worker <
@@ -309,22 +327,23 @@ static void attend_tile(void *ctx, int item, int worker) {
     const attend_job *j = ctx;
     const kvlm_engine *e = j->e;
     const kvlm_config *c = &e->m->cfg;
-    const int hd = c->head_dim, W = c->sliding_window, nkv = c->n_kv_head;
+    const int hd = c->head_dim, W = j->a.window, nkv = c->n_kv_head;
     const int group = c->n_head / nkv;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = j->a.scale;
     const eng_tile *tl = &e->tiles[item / nkv];
     const int kh = item % nkv;
     const eng_row *r = &e->rows[tl->t0];
     const float *q = e->qkv + (size_t)tl->t0 * e->qkv_dim + (size_t)kh * group * hd;
     float *out = e->att + (size_t)tl->t0 * e->q_dim + (size_t)kh * group * hd;
+    const attn_extra x = {j->a.softcap, j->a.sinks ? j->a.sinks + (size_t)kh * group : NULL};
     if (tl->np == 1) {
         float *sc = e->scores + (size_t)worker * group * c->n_ctx;
         const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
-        attn_seq_heads(e->ops, e->kv, r->seq, j->l, kh, group, q, lo, r->pos + 1, scale, sc, out);
+        attn_seq_heads_x(e->ops, e->kv, r->seq, j->l, kh, group, q, lo, r->pos + 1, scale, &x, sc, out);
         return;
     }
-    attn_tile_seq(e->tops, e->kv, r->seq, j->l, kh, group, q, (size_t)e->qkv_dim, r->pos, tl->np, W, scale, out,
-                  (size_t)e->q_dim, e->tile_scratch + (size_t)worker * e->tile_bytes);
+    attn_tile_seq_x(e->tops, e->kv, r->seq, j->l, kh, group, q, (size_t)e->qkv_dim, r->pos, tl->np, W, scale, &x, out,
+                    (size_t)e->q_dim, e->tile_scratch + (size_t)worker * e->tile_bytes);
 }
 
 /* Costlier tiles first (later positions read more keys), so the last items
@@ -336,8 +355,7 @@ static int tile_cmp(const void *a, const void *b) {
 }
 
 /* Cuts the step's rows into tiles; returns how many. */
-static int make_tiles(kvlm_engine *e, int T, long *work) {
-    const int W = e->m->cfg.sliding_window;
+static int make_tiles(kvlm_engine *e, int W, int T, long *work) {
     int n = 0;
     *work = 0;
     for (int t = 0; t < T;) {
@@ -356,13 +374,13 @@ static int make_tiles(kvlm_engine *e, int T, long *work) {
     return n;
 }
 
-static void attend(kvlm_engine *e, int l, int T) {
+static void attend(kvlm_engine *e, int l, const model_attn_layer *a, int T) {
     const kvlm_config *c = &e->m->cfg;
     long work;
-    const int n = make_tiles(e, T, &work);
+    const int n = make_tiles(e, a->window, T, &work);
     /* Fork only when the work outweighs waking the threads (tiny models,
      * short contexts). */
-    attend_job j = {e, l};
+    attend_job j = {e, l, *a};
     region(e, work * c->n_head * c->head_dim > 65536, n * c->n_kv_head, attend_tile, &j);
 }
 
@@ -393,7 +411,7 @@ static void qk_norm(kvlm_engine *e, const model_layer *L, int T) {
 /* Q, K and V for every row: one fused matmul (GPT-2, Phi-3) or three
  * writing side by side into the same rows (Llama), then Qwen3's q/k norms
  * and the rotary embedding. */
-static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
+static void project_qkv(kvlm_engine *e, const model_layer *L, const model_attn_layer *a, int T) {
     const kern_ops *ops = e->ops;
     if (L->wqkv.data) {
         kern_matmul(ops, &e->team, e->h, T, &L->wqkv, L->bqkv, e->qkv, e->qkv_dim);
@@ -405,14 +423,23 @@ static void project_qkv(kvlm_engine *e, const model_layer *L, int T) {
                     e->qkv_dim);
     }
     if (L->q_norm) qk_norm(e, L, T);
-    if (e->m->rope_inv_freq) apply_rope(e, T);
+    if (a->rope_dims) apply_rope(e, a, T);
 }
 
+/* act = silu(gate) * up, or gelu_tanh(gate) * up (GeGLU). */
 static void swiglu_row(void *ctx, int t, int worker) {
     (void)worker;
     const kvlm_engine *e = ctx;
     const int F = e->m->cfg.n_ff;
-    e->ops->swiglu(e->ff + (size_t)t * 2 * F, e->ff + (size_t)t * 2 * F + F, e->act + (size_t)t * F, (size_t)F);
+    const float *gate = e->ff + (size_t)t * 2 * F, *up = gate + F;
+    float *act = e->act + (size_t)t * F;
+    if (e->m->mlp_act == MLP_GELU_TANH) {
+        memcpy(act, gate, (size_t)F * sizeof(float));
+        e->ops->gelu(act, (size_t)F);
+        for (int i = 0; i < F; i++) act[i] *= up[i];
+        return;
+    }
+    e->ops->swiglu(gate, up, act, (size_t)F);
 }
 
 /* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama); gate
@@ -443,18 +470,21 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
     const int C = c->n_embd;
     const kern_ops *ops = e->ops;
     embed(e, T);
-    if (m->rope_inv_freq) rope_tables(e, T);
+    if (m->n_rope) rope_tables(e, T);
     for (int l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
+        const model_attn_layer a = model_layer_attn(m, l);
         norm_rows(e, e->x, L->norm1_w, L->norm1_b, e->h, T);
-        project_qkv(e, L, T);
+        project_qkv(e, L, &a, T);
         store_kv(e, l, T);
-        attend(e, l, T);
+        attend(e, l, &a, T);
         kern_matmul(ops, &e->team, e->att, T, &L->wo, L->bo, e->h, C);
-        add_rows(e->x, e->h, (size_t)T * C);
+        if (L->post_attn_norm) norm_rows(e, e->h, L->post_attn_norm, NULL, e->h, T);
+        add_rows(e->x, e->h, (size_t)T * C, m->residual_scale);
         norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
         mlp(e, L, T);
-        add_rows(e->x, e->h, (size_t)T * C);
+        if (L->post_ffn_norm) norm_rows(e, e->h, L->post_ffn_norm, NULL, e->h, T);
+        add_rows(e->x, e->h, (size_t)T * C, m->residual_scale);
     }
     /* Final norm and output head only for the rows whose logits are asked for. */
     for (int i = 0; i < n_logits; i++) {
@@ -465,6 +495,11 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
     kern_matrix head = m->lm_head;
     head.rows = c->vocab_size; /* padded vocabulary rows are never computed */
     if (n_logits > 0) kern_matmul(ops, &e->team, e->h, n_logits, &head, NULL, logits, c->vocab_size);
+    const size_t nl = (size_t)n_logits * c->vocab_size;
+    if (m->logit_scale > 0)
+        for (size_t i = 0; i < nl; i++) logits[i] *= m->logit_scale;
+    if (m->final_softcap > 0)
+        for (size_t i = 0; i < nl; i++) logits[i] = m->final_softcap * tanhf(logits[i] / m->final_softcap);
 }
 
 size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {

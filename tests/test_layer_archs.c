@@ -1,0 +1,123 @@
+/*
+ * The families whose layers attend differently, from Hugging Face files
+ * (tests/fixtures/layers, float64 reference logits from
+ * tools/layers_reference.py): Gemma 2 (window on alternate layers,
+ * attention and final soft-capping, query_pre_attn_scalar, (1 + w) norms
+ * before and after each sublayer, GeGLU, scaled embeddings), Gemma 3 (five
+ * window layers to one global, their own rotary bases, linear scaling of
+ * the global one, q/k norms), SmolLM3 (no rotary on some layers), Granite
+ * (its four multipliers), Qwen2 with a window from max_window_layers on,
+ * Phi-3 with a partial rotary embedding and LongRoPE.
+ *
+ * Each: prefill of 8 tokens then 8 decode steps (16 positions: past the
+ * window of 5 and, for Gemma 3, across the local/global boundary), f32 KV,
+ * every kernel set, cached and recomputed; logits within 1e-4 of the
+ * reference. Then the description the loader built (windows, rotated
+ * dimensions, tables, scales) is checked field by field, so a test of the
+ * logits cannot pass on a description that happens to match.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "helpers.h"
+#include "kvlm.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+#define FIX "tests/fixtures/layers/"
+#define TOL 1e-4
+
+static const char *const variants[] = {"gemma2", "gemma3", "smollm3", "granite", "qwen2_swa", "phi3_longrope"};
+
+static kvlm_model *load(const char *v) {
+    char p[256];
+    kvlm_error err;
+    snprintf(p, sizeof p, FIX "%s", v);
+    kvlm_model *m = kvlm_model_load(p, NULL, &err);
+    if (!m) fail_msg("%s: %s", v, err.msg);
+    return m;
+}
+
+static void test_parity(void **state) {
+    (void)state;
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        char p[256];
+        snprintf(p, sizeof p, FIX "%s.expected.json", variants[i]);
+        th_expected ex;
+        assert_int_equal(th_expected_load(p, &ex), 0);
+        kvlm_model *m = load(variants[i]);
+        for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
+            if (!kern_cpu_supports(isas[k])) continue;
+            for (int nc = 0; nc < 2; nc++) {
+                const double d = th_parity_run(m, &ex, isas[k], KVLM_F32, nc);
+                printf("  %-14s %-7s %s: max|diff| %.2e\n", variants[i], kvlm_isa_name(isas[k]),
+                       nc ? "recompute" : "cached", d);
+                if (!(d < TOL)) fail_msg("%s %s: %g", variants[i], kvlm_isa_name(isas[k]), d);
+            }
+        }
+        kvlm_model_free(m);
+        th_expected_free(&ex);
+    }
+}
+
+static void test_description(void **state) {
+    (void)state;
+    kvlm_model *m = load("gemma3");
+    assert_int_equal(m->cfg.sliding_window, 0); /* mixed: the cache keeps every block */
+    for (int l = 0; l < 6; l++) {
+        const model_attn_layer a = model_layer_attn(m, l);
+        assert_int_equal(a.window, l == 5 ? 0 : 5);
+        assert_int_equal(model_layer_window(m, l), l == 5 ? 0 : 5);
+        assert_int_equal(a.rope_table, l == 5 ? 0 : 1);
+        assert_int_equal(a.rope_dims, 16);
+        assert_float_equal(a.scale, 0.25, 1e-7);
+    }
+    assert_int_equal(m->n_rope, 2);
+    assert_float_equal(m->rope_freq[0][1], pow(1e6, -2.0 / 16) / 8, 1e-9); /* global: base 1M, linear 8 */
+    assert_float_equal(m->rope_freq[1][1], pow(1e4, -2.0 / 16), 1e-9);     /* local: base 10k */
+    assert_float_equal(m->embed_scale, sqrt(32.0), 1e-6);
+    assert_int_equal(m->mlp_act, MLP_GELU_TANH);
+    kvlm_model_free(m);
+
+    m = load("gemma2");
+    for (int l = 0; l < 4; l++) {
+        const model_attn_layer a = model_layer_attn(m, l);
+        assert_int_equal(a.window, l % 2 ? 0 : 5);
+        assert_float_equal(a.softcap, 3.0, 0);
+        assert_float_equal(a.scale, 1 / sqrt(24.0), 1e-7);
+    }
+    assert_float_equal(m->final_softcap, 4.0, 0);
+    kvlm_model_free(m);
+
+    m = load("smollm3");
+    for (int l = 0; l < 4; l++) assert_int_equal(model_layer_attn(m, l).rope_dims, l % 2 ? 0 : 16);
+    kvlm_model_free(m);
+
+    m = load("granite");
+    assert_float_equal(model_layer_attn(m, 0).scale, 0.1, 1e-7);
+    assert_float_equal(m->embed_scale, 3.0, 0), assert_float_equal(m->residual_scale, 0.5, 0);
+    assert_float_equal(m->logit_scale, 1 / 2.5, 1e-7);
+    kvlm_model_free(m);
+
+    m = load("qwen2_swa");
+    assert_int_equal(model_layer_window(m, 0), 0);
+    assert_int_equal(model_layer_window(m, 1), 5), assert_int_equal(model_layer_window(m, 2), 5);
+    kvlm_model_free(m);
+
+    m = load("phi3_longrope");
+    assert_int_equal(model_layer_attn(m, 0).rope_dims, 12);
+    assert_int_equal(m->rope_freq_n[0], 6);
+    assert_float_equal(m->rope_freq[0][5], pow(1e4, -10.0 / 12) / 8.0, 1e-9); /* long factor 8 */
+    assert_float_equal(m->rope_mscale[0], sqrt(1 + log(2.0) / log(32.0)), 1e-6);
+    kvlm_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parity),
+        cmocka_unit_test(test_description),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
