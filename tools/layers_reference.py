@@ -228,9 +228,10 @@ VARIANTS = {
                    sliding_window_pattern=6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
                    rope_scaling={"rope_type": "linear", "factor": 8.0}, attn_logit_softcapping=None,
                    final_logit_softcapping=None, tie_word_embeddings=True),
-    # SmolLM3: no rotary on layers 1 and 3 (as its no_rope_layers says)
+    # SmolLM3: no rotary on every fourth layer, as its no_rope_layers says
+    # (and as llama.cpp hard-codes for its GGUF files)
     "smollm3": dict(architectures=["SmolLM3ForCausalLM"], model_type="smollm3", num_hidden_layers=4,
-                    hidden_act="silu", rope_theta=10000.0, no_rope_layers=[1, 0, 1, 0], use_sliding_window=False,
+                    hidden_act="silu", rope_theta=10000.0, no_rope_layers=[1, 1, 1, 0], use_sliding_window=False,
                     tie_word_embeddings=True, attention_bias=False),
     # Granite: every multiplier away from 1
     "granite": dict(architectures=["GraniteForCausalLM"], model_type="granite", num_hidden_layers=2,

@@ -10,15 +10,18 @@
  * rope_freqs tensor dividing each frequency. {arch}.attention.sliding_window
  * (when present and non-zero) is the attention window, applied as Hugging
  * Face applies config.json's sliding_window (llama.cpp itself ignores the
- * one Phi-3 files carry). Phi-3's 128k variants (rope_factors_long/short)
- * and a partial rotary embedding (rope.dimension_count below the head
- * dimension) are refused by name.
+ * one Phi-3 files carry). The per-layer keys (partial rotary, Phi-3's
+ * LongRoPE factors, Gemma's window pattern and soft-caps, Granite's
+ * multipliers) are read by model/gguf_layers.c; SmolLM3 and Granite files
+ * have Llama's interleaved q/k rows, Gemma's Hugging Face's order.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
 #include "formats/gguf.h"
+#include "model/gguf_layers.h"
 #include "model/model.h"
 
 static int read_int(const gguf_meta *g, const char *arch, const char *key, int64_t lo, int64_t hi, int64_t def,
@@ -31,14 +34,20 @@ static int read_int(const gguf_meta *g, const char *arch, const char *key, int64
     return rc;
 }
 
-static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, kvlm_error *err) {
+static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, layer_spec *spec, kvlm_error *err) {
     const char *arch;
     int rc = gguf_get_string(g, "general.architecture", &arch, err);
     if (rc) return rc;
-    const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral");
-    if (!gpt2 && !rope_pairs && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") && strcmp(arch, "phi3"))
+    /* llama.cpp's converter permutes q/k rows into rotary pairs (2i, 2i+1)
+     * for these; the others keep Hugging Face's rotate-half order. */
+    const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
+                                                         !strcmp(arch, "smollm3") || !strcmp(arch, "granite");
+    static const char *const neox[] = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+    int known = gpt2 || rope_pairs;
+    for (size_t i = 0; i < sizeof neox / sizeof *neox; i++) known |= !strcmp(arch, neox[i]);
+    if (!known)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
-                              "mistral, qwen2, qwen3, phi3)", g->path, arch);
+                              "mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
     if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||
@@ -80,24 +89,12 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
         c->qk_norm = !strcmp(arch, "qwen3");
         if ((rc = read_int(g, arch, "attention.sliding_window", 0, 1 << 30, 0, 0, &c->sliding_window, err))) return rc;
         if (c->sliding_window >= c->n_ctx) c->sliding_window = 0;
+        if ((rc = gguf_layer_spec(g, ts, c, spec, err))) return rc;
+        /* A window on every layer is the model's (the cache releases). */
+        int all = spec->window > 0 && spec->window < c->n_ctx;
+        for (int l = 0; all && l < c->n_layer; l++) all = spec->sliding[l];
+        if (all) c->sliding_window = spec->window;
     }
-    return KVLM_OK;
-}
-
-/* What kvlm_config_load may describe but the forward pass does not run: a
- * rotary embedding over part of each head, Phi-3's longrope factors. */
-static int check_runnable(const gguf_meta *g, const tensor_set *ts, const kvlm_config *c, kvlm_error *err) {
-    if (!c->rope_theta) return KVLM_OK;
-    int rope_dims, rc;
-    if ((rc = read_int(g, c->arch, "rope.dimension_count", 0, 1 << 16, c->head_dim, 0, &rope_dims, err))) return rc;
-    if (rope_dims != c->head_dim)
-        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count = %d: a rotary embedding over "
-                              "part of the head (%d) is not supported", g->path, c->arch, rope_dims, c->head_dim);
-    static const char *const refused[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
-    for (int i = 0; i < 2; i++)
-        if (tensor_set_find(ts, refused[i], NULL))
-            return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s': Phi-3's longrope (128k) rope scaling "
-                                  "is not supported", g->path, refused[i]);
     return KVLM_OK;
 }
 
@@ -119,9 +116,8 @@ static int apply_rope_freqs(kvlm_model *m, kvlm_error *err) {
 int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
     gguf_meta g = {0};
     int rc = gguf_load(&m->ts, &g, path, err);
-    if (!rc) rc = read_config(&g, &m->ts, &m->cfg, err);
+    if (!rc) rc = read_config(&g, &m->ts, &m->cfg, m->spec, err);
     if (!rc) rc = model_check_config(&m->cfg, MODEL_SRC_GGUF, path, err);
-    if (!rc) rc = check_runnable(&g, &m->ts, &m->cfg, err);
     if (!rc) {
         snprintf(m->source, sizeof m->source, "gguf (%s): %s", m->cfg.arch, path);
         rc = strcmp(m->cfg.arch, "gpt2") ? llama_bind(m, path, err) : gpt2_bind(m, path, err);
@@ -135,9 +131,11 @@ int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err) {
     tensor_set ts;
     tensor_set_init(&ts);
     gguf_meta g = {0};
-    int rc = gguf_load(&ts, &g, path, err);
-    if (!rc) rc = read_config(&g, &ts, cfg, err);
+    layer_spec *spec = malloc(sizeof *spec);
+    int rc = spec ? gguf_load(&ts, &g, path, err) : kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = read_config(&g, &ts, cfg, spec, err);
     if (!rc) rc = model_check_config(cfg, MODEL_SRC_GGUF, path, err);
+    free(spec);
     gguf_meta_free(&g);
     tensor_set_free(&ts);
     return rc;
