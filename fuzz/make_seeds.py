@@ -70,7 +70,7 @@ def q8_0(n):
     return b"".join(struct.pack("<e", 0.01) + bytes((i * 7) % 256 for i in range(32)) for _ in range(n // 32))
 
 
-def model_gguf(arch, vocab=16, embd=32, ff=64, head=4, kv=2):
+def model_gguf(arch, vocab=16, embd=32, ff=64, head=4, kv=2, extra=(), extra_tensors=()):
     kvs = [("general.architecture", T_STR, arch), ("general.name", T_STR, "tiny"),
            (arch + ".block_count", T_U32, 1), (arch + ".embedding_length", T_U32, embd),
            (arch + ".feed_forward_length", T_U32, ff), (arch + ".context_length", T_U32, 64),
@@ -82,7 +82,25 @@ def model_gguf(arch, vocab=16, embd=32, ff=64, head=4, kv=2):
           ("output_norm.weight", [embd], 0, f32s(embd)),
           ("blk.0.attn_q.weight", [embd, embd], 8, q8_0(embd * embd)),
           ("blk.0.attn_k.weight", [embd, kv * hd], 1, struct.pack("<%de" % (embd * kv * hd), *([0.5] * (embd * kv * hd))))]
-    return gguf(kvs, ts)
+    return gguf(kvs + list(extra), ts + list(extra_tensors))
+
+
+# the per-layer keys of the families that attend differently per layer
+LAYER_KEYS = {
+    "gemma2": [("gemma2.attention.sliding_window", T_U32, 4), ("gemma2.attn_logit_softcapping", T_F32, 50.0),
+               ("gemma2.final_logit_softcapping", T_F32, 30.0),
+               ("gemma2.attention.sliding_window_pattern", T_ARR, (T_BOOL, [True]))],
+    "gemma3": [("gemma3.attention.sliding_window", T_U32, 4), ("gemma3.rope.freq_base_swa", T_F32, 10000.0),
+               ("gemma3.rope.scaling.type", T_STR, "linear"), ("gemma3.rope.scaling.factor", T_F32, 8.0),
+               ("gemma3.attention.sliding_window_pattern", T_U32, 1)],
+    "smollm3": [("smollm3.rope.dimension_count", T_U32, 8)],
+    "granite": [("granite.logit_scale", T_F32, 8.0), ("granite.embedding_scale", T_F32, 12.0),
+                ("granite.residual_scale", T_F32, 0.22), ("granite.attention.scale", T_F32, 0.0078125)],
+    "phi3": [("phi3.rope.dimension_count", T_U32, 6), ("phi3.rope.scaling.original_context_length", T_U32, 32),
+             ("phi3.rope.scaling.attn_factor", T_F32, 1.1)],
+}
+LAYER_TENSORS = {"phi3": [("rope_factors_long.weight", [3], 0, struct.pack("<3f", 1.0, 2.0, 4.0)),
+                          ("rope_factors_short.weight", [3], 0, struct.pack("<3f", 1.0, 1.5, 2.0))]}
 
 
 def tok_gguf(spec):
@@ -120,6 +138,8 @@ def main():
     # gguf: tiny models of each architecture family
     for arch in ("llama", "qwen3", "gpt2", "phi3"):
         put("gguf", arch + ".gguf", model_gguf(arch))
+    for arch, kvs in LAYER_KEYS.items():
+        put("gguf", arch + "_layers.gguf", model_gguf(arch, extra=kvs, extra_tensors=LAYER_TENSORS.get(arch, ())))
     put("gguf", "empty_v3.gguf", gguf([], []))
     # tok_gguf: the repository's GGUF-style vocabularies written as GGUF
     for name in ("gguf_llama", "gguf_gpt2"):
@@ -141,6 +161,8 @@ def main():
     for d in ("gpt2/hf_f32", "llama/gqa", "llama/qwen3", "llama/phi3", "llama/mistral_swa", "llama/llama3_rope",
               "llama/qwen2"):
         put("hf_config", d.replace("/", "_") + ".json", open("tests/fixtures/%s/config.json" % d, "rb").read())
+    for d in ("gemma2", "gemma3", "smollm3", "granite", "qwen2_swa", "phi3_longrope"):
+        put("hf_config", "layers_" + d + ".json", open("tests/fixtures/layers/%s/config.json" % d, "rb").read())
     # tok_json: the repository's tokenizer.json fixtures and a hand-made one
     for d in ("llama2", "qwen2", "llama3"):
         p = "tests/fixtures/tokenizer/%s/tokenizer.json" % d

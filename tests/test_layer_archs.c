@@ -20,7 +20,9 @@
  * committed, llama.cpp is within 0.013 of the reference). Then the
  * description the loader built (windows, rotated
  * dimensions, tables, scales) is checked field by field, so a test of the
- * logits cannot pass on a description that happens to match.
+ * logits cannot pass on a description that happens to match. Bad input
+ * (config.json edits and malformed GGUF files): each refusal names its key
+ * and `kvlm run` exits 2.
  */
 #include <jansson.h>
 #include <math.h>
@@ -201,11 +203,78 @@ static void test_gguf_q8_0(void **state) {
     }
 }
 
+/* A copy of a fixture in dir with config.json's key set to value (JSON
+ * text; NULL deletes it). */
+static void edited(const char *variant, const char *dir, const char *key, const char *value) {
+    char src[256], dst[512];
+    size_t n;
+    snprintf(src, sizeof src, FIX "%s/model.safetensors", variant);
+    char *w = th_read_file(src, &n);
+    assert_non_null(w);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    assert_int_equal(th_write_file(dst, w, n), 0);
+    free(w);
+    snprintf(src, sizeof src, FIX "%s/config.json", variant);
+    json_error_t je;
+    json_t *cfg = json_load_file(src, 0, &je);
+    assert_non_null(cfg);
+    if (value) json_object_set_new(cfg, key, json_loads(value, JSON_DECODE_ANY, &je));
+    else json_object_del(cfg, key);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, dst, 0), 0);
+    json_decref(cfg);
+}
+
+/* Bad input: each refusal names the key (or tensor) and kvlm exits 2. */
+static void test_refusals(void **state) {
+    (void)state;
+    static const struct {
+        const char *variant, *key, *value, *needle;
+    } hf[] = {
+        {"gemma2", "attn_logit_softcapping", NULL, "gemma2 needs attn_logit_softcapping and final_logit_softcapping"},
+        {"gemma2", "layer_types", "[\"sliding_attention\", \"full_attention\"]",
+         "layer_types must list one type for each of the 4 layers"},
+        {"gemma2", "layer_types", "[\"sliding_attention\", \"full_attention\", \"local\", \"full_attention\"]",
+         "layer_types[2] is neither"},
+        {"gemma3", "sliding_window", "100", "sliding_window = 100 exceeds max_position_embeddings = 64"},
+        {"gemma3", "sliding_window_pattern", "7", "sliding_window_pattern = 7 does not fit 6 layers"},
+        {"gemma3", "hidden_activation", "\"relu\"", "hidden_activation 'relu' is not supported"},
+        {"smollm3", "no_rope_layers", "[1, 1, 0]", "no_rope_layers must list one 0 or 1 for each of the 4 layers"},
+        {"granite", "logits_scaling", "0", "logits_scaling must be a number in (0, 1e+09)"},
+        {"phi3_longrope", "rope_scaling", "{\"type\": \"longrope\", \"long_factor\": [1, 2, 3, 4, 5], "
+         "\"short_factor\": [1, 1, 1, 1, 1, 1]}", "rope_scaling.long_factor must list 6 numbers (rotary dimensions / 2), not 5"},
+        {"phi3_longrope", "original_max_position_embeddings", NULL, "longrope needs original_max_position_embeddings"},
+        {"qwen2_swa", "max_window_layers", "-1", "max_window_layers must be a non-negative integer"},
+    };
+    char *dir = th_tempdir();
+    char args[600];
+    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++) {
+        edited(hf[i].variant, dir, hf[i].key, hf[i].value);
+        snprintf(args, sizeof args, "run -m %s --ids 1 -n 1 2>&1", dir);
+        const th_cli_case c = {args, 2, hf[i].needle};
+        th_expect_cli(&c, 1);
+    }
+    const th_cli_case g[] = {
+        {"run -m tests/fixtures/layers_gguf/bad-gemma2-no-softcap.gguf --ids 1 -n 1 2>&1", 2,
+         "'gemma2.attn_logit_softcapping' is missing"},
+        {"run -m tests/fixtures/layers_gguf/bad-gemma3-pattern.gguf --ids 1 -n 1 2>&1", 2,
+         "gemma3.attention.sliding_window_pattern must hold one bool for each of the 6 layers"},
+        {"run -m tests/fixtures/layers_gguf/bad-gemma3-window.gguf --ids 1 -n 1 2>&1", 2,
+         "gemma3.attention.sliding_window = 100 exceeds gemma3.context_length = 64"},
+        {"run -m tests/fixtures/layers_gguf/bad-phi3-factors.gguf --ids 1 -n 1 2>&1", 2,
+         "tensor 'rope_factors_long.weight' must be F32 [6]"},
+    };
+    th_expect_cli(g, sizeof g / sizeof *g);
+    th_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity),
         cmocka_unit_test(test_description),
         cmocka_unit_test(test_gguf_q8_0),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,9 @@ Gemma's files keep no query_pre_attn_scalar: their reference scales by
 1/sqrt(key_length), as llama.cpp and kvlm read them.
 
 --commit copies every V-q8_0.gguf and V-q8_0.expected.json into FIXDIR
-(tests/fixtures/layers_gguf). The F32 files stay in OUTDIR; on them
+(tests/fixtures/layers_gguf) and writes there the malformed files of BAD
+(a missing soft-cap, a window pattern of the wrong length, a window longer
+than the context, LongRoPE factors of the wrong length). The F32 files stay in OUTDIR; on them
 llama.cpp's prefill logits (F32 weights, F16 KV) are within 0.013 of the
 reference (printed), which checks the reference's reading of each
 architecture against llama.cpp's.
@@ -208,6 +210,47 @@ def greedy(W, c, prompt, n):
     return pre, ids, torch.stack(logits)
 
 
+# Malformed files for the loader's refusals: metadata and a token
+# embedding only (the refusal comes before any other tensor is looked at).
+BAD = {
+    "bad-gemma2-no-softcap": ("gemma2", 4, {"attention.sliding_window": 5, "final_logit_softcapping": 30.0}, {}),
+    "bad-gemma3-pattern": ("gemma3", 6, {"attention.sliding_window": 5,
+                                         "attention.sliding_window_pattern": [True] * 5}, {}),
+    "bad-gemma3-window": ("gemma3", 6, {"attention.sliding_window": 100}, {}),
+    "bad-phi3-factors": ("phi3", 2, {"rope.dimension_count": 12, "rope.scaling.original_context_length": 32},
+                         {"rope_factors_long.weight": 5, "rope_factors_short.weight": 6}),
+}
+
+
+def write_bad(gguf, name, arch, layers, keys, factors, path):
+    gw = gguf.GGUFWriter(path, arch)
+    gw.add_block_count(layers)
+    gw.add_context_length(64)
+    gw.add_embedding_length(32)
+    gw.add_feed_forward_length(64)
+    gw.add_head_count(2)
+    gw.add_head_count_kv(1)
+    gw.add_key_length(16)
+    gw.add_value_length(16)
+    gw.add_layer_norm_rms_eps(1e-6)
+    gw.add_rope_freq_base(10000.0)
+    for k, v in keys.items():
+        full = "%s.%s" % (arch, k)
+        if isinstance(v, list):
+            gw.add_array(full, v)
+        elif isinstance(v, float):
+            gw.add_float32(full, v)
+        else:
+            gw.add_uint32(full, v)
+    gw.add_tensor("token_embd.weight", np.zeros((8, 32), dtype=np.float32))
+    for t, n in factors.items():
+        gw.add_tensor(t, np.ones(n, dtype=np.float32))
+    gw.write_header_to_file()
+    gw.write_kv_data_to_file()
+    gw.write_tensors_to_file()
+    gw.close()
+
+
 def main(argv):
     if len(argv) not in (4, 6) or argv[2] != "--llama-cpp" or (len(argv) == 6 and argv[4] != "--commit"):
         sys.exit(__doc__)
@@ -264,6 +307,8 @@ def main(argv):
               (v, os.path.getsize(q8), ids, lc["greedy_ids"], d, d32))
         if commit:
             os.makedirs(commit, exist_ok=True)
+            for name, (arch, layers, keys, factors) in BAD.items():
+                write_bad(gguf, name, arch, layers, keys, factors, os.path.join(commit, name + ".gguf"))
             for fn in (v + "-q8_0.gguf", v + "-q8_0.expected.json"):
                 with open(os.path.join(out, fn), "rb") as a, open(os.path.join(commit, fn), "wb") as b:
                     b.write(a.read())

@@ -20,14 +20,23 @@ const char *session_threads_why(const model_flags *f, char *buf, size_t n) {
     return buf;
 }
 
-kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f) {
+kvlm_model *cli_load_model_status(const char *path, const char *synthetic, kvlm_dtype synth_dtype,
+                                  const model_flags *f, int *status) {
     kvlm_error err;
     kvlm_model_params mp = kvlm_model_default_params();
     mp.isa = f->isa;
     mp.repack = !f->no_repack;
     kvlm_model *m = path ? kvlm_model_load(path, &mp, &err) : kvlm_model_synthetic(synthetic, synth_dtype, 1234, &mp, &err);
     if (!m) fprintf(stderr, "kvlm: %s\n", err.msg);
+    /* A model file that is readable but wrong (a field out of range, a
+     * layer pattern that does not fit, a refused architecture) is bad
+     * input: status 2, as for a bad flag; anything else 1. */
+    if (status) *status = !m && path && (err.code == KVLM_ERR_FORMAT || err.code == KVLM_ERR_UNSUPPORTED) ? 2 : 1;
     return m;
+}
+
+kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f) {
+    return cli_load_model_status(path, synthetic, synth_dtype, f, NULL);
 }
 
 /* The prompt's text from -p or -f (or the default); NULL for --ids. */
@@ -87,7 +96,8 @@ int session_open(cli_session *s, const model_flags *f, int need) {
         fprintf(stderr, "kvlm: give exactly one of -p TEXT, --ids LIST or -f FILE\n");
         return 2;
     }
-    if (!(s->m = cli_load_model(f->model, f->synthetic, f->synth_dtype, f))) return 1;
+    int status;
+    if (!(s->m = cli_load_model_status(f->model, f->synthetic, f->synth_dtype, f, &status))) return status;
     s->c = kvlm_model_config(s->m);
     kvlm_error err;
     const char *tok_path = f->tokenizer ? f->tokenizer : kvlm_model_tokenizer_path(s->m);

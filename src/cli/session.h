@@ -44,5 +44,10 @@ const char *session_threads_why(const model_flags *f, char *buf, size_t n);
  * set), with its weights repacked for the kernels of f->isa unless
  * --no-repack (kvlm_model_params); prints errors. */
 kvlm_model *cli_load_model(const char *path, const char *synthetic, kvlm_dtype synth_dtype, const model_flags *f);
+/* cli_load_model that also gives the exit status a failure calls for: 2
+ * for a model file that is malformed or refused (KVLM_ERR_FORMAT,
+ * KVLM_ERR_UNSUPPORTED), 1 otherwise. */
+kvlm_model *cli_load_model_status(const char *path, const char *synthetic, kvlm_dtype synth_dtype,
+                                  const model_flags *f, int *status);
 
 #endif
