@@ -203,6 +203,79 @@ static void test_gguf_q8_0(void **state) {
     }
 }
 
+/* Long context (tests/fixtures/layers/gemma3_long.expected.json): the
+ * gemma3 fixture's weights with a window of 512 in a context of 8192; a
+ * prompt of 4096 ids prefilled in chunks, then 4 decode steps; logits of
+ * the last 4 prompt positions and of each decode step against the float64
+ * reference (1e-4). Chunks of 1000 over 16-slot blocks and of 512 (a chunk
+ * edge on every window edge) over 5-slot blocks. */
+static void test_long_context(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *ex = json_load_file(FIX "gemma3_long.expected.json", 0, &je);
+    if (!ex) fail_msg("gemma3_long: %s", je.text);
+    const int n = (int)json_integer_value(json_object_get(ex, "n_prompt"));
+    json_t *ids_j = json_object_get(ex, "ids"), *lg_j = json_object_get(ex, "logits");
+    const int total = (int)json_array_size(ids_j), V = 256;
+    assert_int_equal(n, 4096), assert_int_equal(total, 4100), assert_int_equal(json_array_size(lg_j), 8);
+    int32_t *ids = malloc((size_t)total * sizeof *ids);
+    for (int i = 0; i < total; i++) ids[i] = (int32_t)json_integer_value(json_array_get(ids_j, (size_t)i));
+    char *dir = th_tempdir(), src[256], dst[512];
+    size_t bytes;
+    char *w = th_read_file(FIX "gemma3/model.safetensors", &bytes);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    assert_int_equal(th_write_file(dst, w, bytes), 0);
+    free(w);
+    snprintf(src, sizeof src, FIX "gemma3/config.json");
+    json_t *cfg = json_load_file(src, 0, &je);
+    json_object_set_new(cfg, "sliding_window", json_integer(512));
+    json_object_set_new(cfg, "max_position_embeddings", json_integer(8192));
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, dst, 0), 0);
+    json_decref(cfg);
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_load(dir, NULL, &err);
+    if (!m) fail_msg("%s", err.msg);
+    assert_int_equal(model_layer_window(m, 0), 512), assert_int_equal(model_layer_window(m, 5), 0);
+    const struct { int block, chunk; } runs[] = {{16, 1000}, {5, 512}};
+    float *lg = malloc((size_t)1000 * V * sizeof *lg);
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .block_size = runs[r].block}, &err);
+        kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 2}, &err);
+        assert_non_null(e);
+        const int seq = kvlm_kv_seq_new(kv, &err);
+        double worst = 0;
+        for (int p = 0; p < n; p += runs[r].chunk) {
+            const int k = n - p < runs[r].chunk ? n - p : runs[r].chunk;
+            kvlm_batch_item it = {seq, ids + p, k, 1};
+            if (kvlm_engine_step(e, &it, 1, lg, &err)) fail_msg("prefill: %s", err.msg);
+            for (int q = p; q < p + k; q++) {
+                if (q < n - 4) continue;
+                json_t *row = json_array_get(lg_j, (size_t)(q - (n - 4)));
+                for (int i = 0; i < V; i++)
+                    worst = fmax(worst, fabs(lg[(size_t)(q - p) * V + i] - json_number_value(json_array_get(row, (size_t)i))));
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            kvlm_batch_item it = {seq, ids + n + j, 1, 0};
+            if (kvlm_engine_step(e, &it, 1, lg, &err)) fail_msg("decode: %s", err.msg);
+            json_t *row = json_array_get(lg_j, (size_t)(4 + j));
+            for (int i = 0; i < V; i++) worst = fmax(worst, fabs(lg[i] - json_number_value(json_array_get(row, (size_t)i))));
+        }
+        printf("  gemma3_long    window 512, 4096 + 4 tokens, chunks of %d, blocks of %d: max|diff| %.2e\n",
+               runs[r].chunk, runs[r].block, worst);
+        if (!(worst < TOL)) fail_msg("long context: %g", worst);
+        kvlm_engine_free(e);
+        kvlm_kv_free(kv);
+    }
+    free(lg);
+    free(ids);
+    kvlm_model_free(m);
+    json_decref(ex);
+    th_rmtree(dir);
+    free(dir);
+}
+
 /* A copy of a fixture in dir with config.json's key set to value (JSON
  * text; NULL deletes it). */
 static void edited(const char *variant, const char *dir, const char *key, const char *value) {
@@ -275,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_description),
         cmocka_unit_test(test_gguf_q8_0),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_long_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,8 @@ The computation, for token ids t[0..T) at positions 0..T-1:
   final_logit_softcapping.
 
 Command line:
-    layers_reference.py make OUTDIR        write the fixtures (tests/fixtures/layers)
+    layers_reference.py make OUTDIR        write the fixtures (tests/fixtures/layers), and
+                                           gemma3_long.expected.json (see LONG)
     layers_reference.py check DIR EXPECTED  recompute a fixture, print max |error|
 """
 import json, math, os, sys
@@ -333,9 +334,45 @@ def check(d, expected):
     return err
 
 
+# The long-context case: the gemma3 fixture's weights with a window of
+# 512 in a context of 8192, a prompt of 4096 ids (an LCG, so the test can
+# show them) then 4 more; logits at the last 4 prompt positions and at each
+# of the 4 later ones (one causal forward gives both).
+LONG = dict(variant="gemma3", sliding_window=512, max_position_embeddings=8192, n_prompt=4096, n_decode=4)
+
+
+def lcg_ids(n, vocab, seed=12345):
+    out, x = [], seed
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        out.append((x >> 8) % vocab)
+    return out
+
+
+def make_long(outdir):
+    d = os.path.join(outdir, LONG["variant"])
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    c.update(sliding_window=LONG["sliding_window"], max_position_embeddings=LONG["max_position_embeddings"])
+    w = {k: t for k, (_, t) in lref.read_safetensors(os.path.join(d, "model.safetensors")).items()}
+    n, m = LONG["n_prompt"], LONG["n_decode"]
+    ids = lcg_ids(n + m, c["vocab_size"])
+    with torch.no_grad():
+        lg = forward(w, c, ids)
+    pos = list(range(n - 4, n + m))
+    out = {"variant": "gemma3_long", "base": LONG["variant"], "sliding_window": LONG["sliding_window"],
+           "max_position_embeddings": LONG["max_position_embeddings"], "n_prompt": n, "ids": ids,
+           "positions": pos, "logits": [[float("%.9g" % x) for x in lg[p].tolist()] for p in pos]}
+    with open(os.path.join(outdir, "gemma3_long.expected.json"), "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    print("gemma3_long    %d positions, logits std %.3f" % (len(ids), float(lg[pos].std())))
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "make":
         make(sys.argv[2])
+        make_long(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         sys.exit(0 if check(sys.argv[2], sys.argv[3]) < 1e-9 else 1)
     else:
