@@ -292,10 +292,10 @@ llama-fixtures:
 layers-fixtures:
 	/usr/bin/python3 tools/layers_reference.py make tests/fixtures/layers
 
-LLAMA_CPP ?= /tmp/peer/llama.cpp
 .PHONY: layers-gguf-fixtures
 layers-gguf-fixtures:
-	/usr/bin/python3 tools/make_layers_gguf.py /tmp/kvlm-layers-gguf --llama-cpp $(LLAMA_CPP) --commit tests/fixtures/layers_gguf
+	/usr/bin/python3 tools/make_layers_gguf.py /tmp/kvlm-layers-gguf --llama-cpp $(or $(LLAMA_CPP),/tmp/peer/llama.cpp) \
+	    --commit tests/fixtures/layers_gguf
 
 # ---------------------------------------------------------------------------
 # GGUF and quantised weights. `make bench-quant`: decode (1-row) matmul

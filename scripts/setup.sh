@@ -19,7 +19,7 @@ set -eu
 
 pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema abigail-tools"
 if [ "${1:-}" = "--dev" ]; then
-    pkgs="$pkgs python3 python3-torch python3-numpy"
+    pkgs="$pkgs python3 python3-torch python3-numpy python3-jinja2"
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-dev libomp-dev"
