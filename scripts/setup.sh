@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages kvlm needs, if they are missing.
 #   scripts/setup.sh          build and test dependencies (abigail-tools: make abi-check)
-#   scripts/setup.sh --dev    also PyTorch and NumPy, to regenerate fixtures
+#   scripts/setup.sh --dev    also PyTorch, NumPy and jinja2, to regenerate fixtures
 #   scripts/setup.sh --fuzz   also clang, its sanitizer and libFuzzer runtimes
 #                             and its OpenMP runtime, for `make fuzz`
 #   scripts/setup.sh --browser  also chromium, and Node.js and npm where no
