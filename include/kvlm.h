@@ -170,7 +170,8 @@ typedef struct kvlm_model kvlm_model;
 #define KVLM_MAX_EOS 8
 
 typedef struct kvlm_config {
-    char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3" */
+    char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
+                             "smollm3", "granite" */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
@@ -194,7 +195,9 @@ typedef struct kvlm_config {
     int qkv_bias;               /* q/k/v projections have biases (Qwen2) */
     int qk_norm;                /* per-head RMSNorm of q and k before rotary (Qwen3) */
     int sliding_window;         /* a query at position p attends to keys p - W + 1 .. p
-                                   (Hugging Face's convention); 0: the whole context */
+                                   (Hugging Face's convention) on every layer; 0: the whole
+                                   context, or a window on some layers only (Gemma, Qwen's
+                                   max_window_layers: each layer's own is internal) */
 } kvlm_config;
 
 /* How a model is loaded (kvlm_model_default_params gives the defaults;
