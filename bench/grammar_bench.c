@@ -105,7 +105,7 @@ static int replay_once(const kvlm_grammar *g, const kvlm_tokenizer *tok, const g
         gr_matcher_mask_cache(m, cached);
         for (size_t i = 0; i < n; i++) {
             double t0 = now();
-            int k = apply ? cst_mask_logits(m, trie, logits, out, bits, v, NULL, 0) : gr_token_mask(m, trie, bits);
+            int k = apply ? cst_mask_logits(m, trie, logits, out, bits, v, NULL, 0, GR_NO_CLOSE) : gr_token_mask(m, trie, bits);
             double dt = now() - t0;
             if (n_tok < MAX_POS && dt < dt_min[n_tok]) dt_min[n_tok] = dt;
             if (k <= 0 || !((bits[ids[i] >> 6] >> (ids[i] & 63)) & 1)) {

@@ -7,7 +7,10 @@
  * force check that steps the grammar state through each token's bytes. So
  * every shortcut of the mask walk (self-loops, UTF-8 tracking, the plain
  * token set) is checked against the plain definition on vocabularies with
- * multi-byte and partial-character tokens.
+ * multi-byte and partial-character tokens. The same for the masks with a
+ * closing limit (gr_token_mask_within) at limits around the state's own
+ * closing distance, where a token is allowed when the state it reaches
+ * closes within the limit, cached masks answering other limits included.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,8 @@ static const char *DOCS[] = {
     "{\"name\":\"  leading spaces and\\ttab\",\n \"n\":4999}",
 };
 
-/* The brute force: can the state consume all of piece? */
+/* The brute force: the closing distance of the state after all of piece,
+ * -1 when the state cannot consume it. */
 static int consumes(gr_matcher *m, gr_state st, const char *p, size_t n, int32_t *a, int32_t *b, int cap) {
     int32_t *cur = a, *nxt = b;
     memcpy(cur, st.ids, (size_t)st.n * sizeof *cur);
@@ -39,12 +43,12 @@ static int consumes(gr_matcher *m, gr_state st, const char *p, size_t n, int32_t
         gr_state s = {cur, k};
         k = gr_state_step(m, s, (unsigned char)p[i], nxt, cap, &need);
         assert_true(k >= 0); /* cap is ample for these grammars */
-        if (k == 0) return 0;
+        if (k == 0) return -1;
         int32_t *t = cur;
         cur = nxt;
         nxt = t;
     }
-    return 1;
+    return gr_state_min_close(m, (gr_state){cur, k});
 }
 
 /* The document's tokens whose bytes are exactly doc, from *skip on. A
@@ -86,7 +90,14 @@ static void check_vocab(const char *path, const kvlm_grammar *g) {
     gr_trie *trie = gr_trie_build(tok, &err);
     assert_non_null(trie);
     const int v = kvlm_tokenizer_vocab_size(tok);
-    uint64_t *bits = malloc(((size_t)v + 63) / 64 * sizeof *bits), *cold = malloc(((size_t)v + 63) / 64 * sizeof *cold);
+    const size_t words = ((size_t)v + 63) / 64;
+    uint64_t *bits = malloc(words * sizeof *bits), *cold = malloc(words * sizeof *cold);
+    uint64_t *lim[4], *limc[4];
+    int *dist = malloc((size_t)v * sizeof *dist), cut = 0;
+    for (int l = 0; l < 4; l++) {
+        lim[l] = malloc(words * sizeof **lim);
+        limc[l] = malloc(words * sizeof **limc);
+    }
     enum { CAP = 4096 };
     int32_t *sa = malloc(CAP * sizeof *sa), *sb = malloc(CAP * sizeof *sb);
     int positions = 0;
@@ -100,16 +111,36 @@ static void check_vocab(const char *path, const kvlm_grammar *g) {
             assert_int_equal(c, cc);
             assert_memory_equal(bits, cold, ((size_t)v + 63) / 64 * sizeof *bits);
             gr_state st = gr_matcher_state(m);
-            int count = 0;
+            const int d0 = gr_matcher_min_close(m), limits[4] = {d0 - 1, d0, d0 + 1, d0 + 3};
+            int lc[4];
+            for (int l = 0; l < 4; l++) {
+                lc[l] = gr_token_mask_within(m, trie, limits[l], lim[l]);
+                assert_int_equal(gr_token_mask_within(mc, trie, limits[l], limc[l]), lc[l]);
+                assert_memory_equal(lim[l], limc[l], words * sizeof *bits);
+            }
+            assert_int_equal(gr_token_mask(m, trie, cold), c); /* the limited masks left the cache right */
+            assert_memory_equal(bits, cold, words * sizeof *bits);
+            st = gr_matcher_state(m);
+            int count = 0, lcount[4] = {0};
             for (int32_t id = 0; id < v; id++) {
                 size_t len = 0;
                 const char *p = kvlm_tokenizer_piece(tok, id, &len);
-                int want = p && len > 0 && !kvlm_tokenizer_is_special(tok, id) && consumes(m, st, p, len, sa, sb, CAP);
+                dist[id] = p && len > 0 && !kvlm_tokenizer_is_special(tok, id) ? consumes(m, st, p, len, sa, sb, CAP) : -1;
+                int want = dist[id] >= 0;
+                for (int l = 0; l < 4; l++) {
+                    const int lw = want && dist[id] <= limits[l], lg = (int)((lim[l][id >> 6] >> (id & 63)) & 1);
+                    if (lw != lg)
+                        fail_msg("%s doc %zu position %zu: token %d closing %d, limit %d: mask %d, brute force %d", path,
+                                 d, i, id, dist[id], limits[l], lg, lw);
+                    lcount[l] += lw;
+                    cut += want && !lw;
+                }
                 int got = (int)((bits[id >> 6] >> (id & 63)) & 1);
                 if (want != got) fail_msg("%s doc %zu position %zu: token %d (%zu bytes) mask %d, brute force %d", path, d, i, id, len, got, want);
                 count += want;
             }
             assert_int_equal(count, c);
+            for (int l = 0; l < 4; l++) assert_int_equal(lcount[l], lc[l]);
             positions++;
             if (i == n) break;
             size_t len;
@@ -123,7 +154,13 @@ static void check_vocab(const char *path, const kvlm_grammar *g) {
         gr_matcher_free(mc);
         free(ids);
     }
-    print_message("%s: %d positions x %d tokens checked\n", path, positions, v);
+    print_message("%s: %d positions x %d tokens checked (%d left out by the limits)\n", path, positions, v, cut);
+    assert_true(cut > 0);
+    free(dist);
+    for (int l = 0; l < 4; l++) {
+        free(lim[l]);
+        free(limc[l]);
+    }
     free(sa);
     free(sb);
     free(bits);

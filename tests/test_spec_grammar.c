@@ -240,7 +240,7 @@ static void masked_probs(rig *r, const kvlm_grammar *g, const gr_trie *trie, con
         const char *piece = kvlm_tokenizer_piece(r->tok, ctx[i], &len);
         assert_int_equal(gr_matcher_advance(m, piece, len), 0);
     }
-    assert_true(cst_mask_logits(m, trie, logits, masked, bits, V, NULL, 0) > 3);
+    assert_true(cst_mask_logits(m, trie, logits, masked, bits, V, NULL, 0, GR_NO_CLOSE) > 3);
     kvlm_sampler *s = kvlm_sampler_create(so, V, &err);
     kvlm_sampler_accept(s, ctx, n);
     smp_probs(s, masked, p);

@@ -139,12 +139,23 @@ int gr_matcher_advance(gr_matcher *m, const void *bytes, size_t n);
 /* 1 when the bytes consumed so far form a complete sentence. */
 int gr_matcher_accepting(const gr_matcher *m);
 
+/* Closing distances. Every rule has a minimum length (the fewest bytes of
+ * a sentence it derives, found by a fixed point over the rules when the
+ * matcher is made); a stack's distance is the sum of the rest of each
+ * alternative on it, so it is known when the stack is made, and a state's
+ * is the least over its stacks: the fewest bytes that take it to an
+ * accepting state. One byte on a shortest path lowers it by exactly one.
+ * GR_NO_CLOSE: the grammar derives no finite sentence from there. */
+#define GR_NO_CLOSE (1 << 30)
+int gr_matcher_min_close(const gr_matcher *m);
 /* The state as stacks (internal, for token_mask.c): sorted node ids. */
 typedef struct gr_state {
     const int32_t *ids;
     int n;
 } gr_state;
 gr_state gr_matcher_state(const gr_matcher *m);
+/* The closing distance of a state (the least over its stacks). */
+int gr_state_min_close(const gr_matcher *m, gr_state st);
 /* Writes the state reached from st by byte b to out (capacity cap ids);
  * returns its size (0: b is impossible), -1 when cap is too small (the
  * size is in *need), KVLM_ERR_NOMEM on a failed allocation. */
@@ -172,6 +183,13 @@ size_t gr_trie_nodes(const gr_trie *t);
  * or KVLM_ERR_NOMEM. Recently seen states are answered from a cache kept
  * in the matcher. */
 int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits);
+/* The same, keeping only the tokens after which the state's closing
+ * distance is at most max_close bytes (GR_NO_CLOSE or more: no limit).
+ * The limit never changes the mask of a state whose every allowed token
+ * stays within it, and the cache knows it: a mask computed without
+ * cutting anything answers every limit at or above the largest distance
+ * it saw. */
+int gr_token_mask_within(gr_matcher *m, const gr_trie *t, int max_close, uint64_t *bits);
 /* 0: compute every mask (no per-state cache), for measurements. */
 void gr_matcher_mask_cache(gr_matcher *m, int on);
 

@@ -21,12 +21,17 @@ typedef struct gr_mask_entry {
     int n_ids;
     uint64_t *bits;
     int count;
+    int limit;          /* the closing limit it was computed for */
+    int max_close;      /* the most closing bytes after any allowed token (an upper bound) */
+    int cut;            /* 1: the limit left tokens out, the mask holds for `limit` only */
 } gr_mask_entry;
 
 struct gr_matcher {
     const kvlm_grammar *g;
     /* stack nodes: position on top, parent stack, memo (see recognizer.c) */
     int32_t *pos, *parent, *memo_off, *memo_len;
+    int32_t *dist;      /* per node: the fewest bytes that empty the stack (GR_NO_CLOSE: none) */
+    int32_t *suffix;    /* per element position: the fewest bytes from it to its alternative's end */
     int32_t n_nodes, cap_nodes;
     int32_t *slots;     /* hash of (pos, parent) -> node */
     size_t slot_mask;

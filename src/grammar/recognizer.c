@@ -16,6 +16,10 @@
  * never changes, so memos never go stale: once warm, a step costs a few
  * lookups per stack. Nodes and memos grow with the distinct stacks a
  * generation visits and are freed with the matcher.
+ *
+ * Per node also its closing distance (grammar.h): the fewest bytes that
+ * empty the stack, the rest of its top alternative plus its parent's.
+ * A parent is made before its children, so it is set once, at creation.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +49,9 @@ static int ensure_nodes(gr_matcher *m) {
     int32_t *ml = realloc(m->memo_len, cap * sizeof *ml);
     if (!ml) return -1;
     m->memo_len = ml;
+    int32_t *d = realloc(m->dist, cap * sizeof *d);
+    if (!d) return -1;
+    m->dist = d;
     m->cap_nodes = (int32_t)cap;
     /* the hash table keeps a load under one half */
     size_t slots = cap * 2;
@@ -77,6 +84,8 @@ static int32_t push_node(gr_matcher *m, int32_t parent, int32_t pos) {
     m->parent[id] = parent;
     m->memo_off[id] = -1;
     m->memo_len[id] = 0;
+    const int64_t dist = (int64_t)m->suffix[pos] + m->dist[parent];
+    m->dist[id] = dist < GR_NO_CLOSE ? (int32_t)dist : GR_NO_CLOSE;
     m->slots[k] = id;
     return id;
 }
@@ -191,6 +200,46 @@ static int memo_of(gr_matcher *m, int32_t node, const int32_t **list, int *n) {
     return 0;
 }
 
+static int32_t add_close(int32_t a, int32_t b) { return a >= GR_NO_CLOSE - b ? GR_NO_CLOSE : a + b; }
+
+/* The fewest bytes from each element position to the end of its
+ * alternative. Rule minima first, by a fixed point: start every rule at
+ * GR_NO_CLOSE and lower each to its best alternative's sum until nothing
+ * changes (each round fixes at least the rules whose shortest derivation
+ * is one level deeper, so at most n_rules + 1 rounds). */
+static int32_t *close_suffixes(const kvlm_grammar *g) {
+    int32_t *rmin = malloc(((size_t)g->n_rules + 1) * sizeof *rmin);
+    int32_t *suf = malloc(((size_t)g->n_elems + 1) * sizeof *suf);
+    if (!rmin || !suf) {
+        free(rmin);
+        free(suf);
+        return NULL;
+    }
+    for (int r = 0; r < g->n_rules; r++) rmin[r] = GR_NO_CLOSE;
+    for (int changed = 1, round = 0; changed && round <= g->n_rules; round++) {
+        changed = 0;
+        for (int r = 0; r < g->n_rules; r++)
+            for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+                int32_t sum = 0;
+                for (int32_t p = g->alts[a]; g->elems[p].type != GR_END; p++)
+                    sum = add_close(sum, g->elems[p].type == GR_BYTES ? 1 : rmin[g->elems[p].arg]);
+                if (sum < rmin[r]) {
+                    rmin[r] = sum;
+                    changed = 1;
+                }
+            }
+    }
+    for (int32_t i = 0; i < g->n_elems; i++) suf[i] = 0;
+    for (int32_t a = 0; a < g->rule_alt[g->n_rules]; a++) {
+        int32_t e = g->alts[a];
+        while (g->elems[e].type != GR_END) e++;
+        for (int32_t p = e - 1; p >= g->alts[a]; p--)
+            suf[p] = add_close(suf[p + 1], g->elems[p].type == GR_BYTES ? 1 : rmin[g->elems[p].arg]);
+    }
+    free(rmin);
+    return suf;
+}
+
 gr_matcher *gr_matcher_new(const kvlm_grammar *g, kvlm_error *err) {
     gr_matcher *m = g ? calloc(1, sizeof *m) : NULL;
     if (!m) {
@@ -198,10 +247,11 @@ gr_matcher *gr_matcher_new(const kvlm_grammar *g, kvlm_error *err) {
         return NULL;
     }
     m->g = g;
-    if (ensure_nodes(m)) goto oom;
+    if (!(m->suffix = close_suffixes(g)) || ensure_nodes(m)) goto oom;
     m->pos[0] = -1; /* node 0: the empty stack */
     m->parent[0] = -1;
     m->memo_off[0] = -1;
+    m->dist[0] = 0;
     m->n_nodes = 1;
     gr_vec init = {0};
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++) {
@@ -235,6 +285,8 @@ void gr_matcher_free(gr_matcher *m) {
     free(m->parent);
     free(m->memo_off);
     free(m->memo_len);
+    free(m->dist);
+    free(m->suffix);
     free(m->slots);
     free(m->memo.a);
     free(m->init.a);
@@ -245,6 +297,15 @@ void gr_matcher_free(gr_matcher *m) {
 }
 
 gr_state gr_matcher_state(const gr_matcher *m) { return (gr_state){m->cur.a, (int)m->cur.n}; }
+
+int gr_state_min_close(const gr_matcher *m, gr_state st) {
+    int32_t d = GR_NO_CLOSE;
+    for (int i = 0; i < st.n; i++)
+        if (m->dist[st.ids[i]] < d) d = m->dist[st.ids[i]];
+    return d;
+}
+
+int gr_matcher_min_close(const gr_matcher *m) { return gr_state_min_close(m, gr_matcher_state(m)); }
 size_t gr_matcher_nodes(const gr_matcher *m) { return (size_t)m->n_nodes; }
 
 int gr_state_step(gr_matcher *m, gr_state st, unsigned b, int32_t *out, int cap, int *need) {

@@ -31,6 +31,12 @@
  *   take their state from the chain instead of a step.
  * - a cache of recent states' masks in the matcher (states repeat: every
  *   token inside a string starts from the same state).
+ * A closing limit (gr_token_mask_within) leaves out the tokens after which
+ * the state needs more bytes to close than the limit: each token allowed
+ * is checked by the distance of the state it reaches, and a shortcut is
+ * taken only when the distance of every state it stands for (S, S part
+ * way through a character: at most 3 bytes more, the chain's states) is
+ * within it, else the walk visits that subtree token by token.
  * Special tokens and tokens that print nothing are not in the trie, so no
  * mask ever allows them; the end-of-sequence decision is the caller's.
  */
@@ -281,7 +287,35 @@ typedef struct walk {
     int32_t *buf;          /* states of the open trie nodes, back to back */
     size_t cap;
     size_t root_n;         /* the start state is buf[0 .. root_n) */
+    /* closing limit (gr_token_mask_within): a token is allowed only when
+     * the state after it closes in at most `limit` bytes; d_root is the
+     * start state's distance, max_close the most seen (or bounded) over
+     * the allowed tokens, cut 1 once a token was left out for it */
+    int limit, d_root, max_close, cut;
 } walk;
+
+/* 1 when tokens whose states close within d bytes may be allowed (noted
+ * in max_close); 0 (noted in cut) when d is over the limit. */
+static int fits(walk *w, int d) {
+    if (w->limit >= GR_NO_CLOSE) return 1;
+    if (d > w->limit) {
+        w->cut = 1;
+        return 0;
+    }
+    if (d > w->max_close) w->max_close = d;
+    return 1;
+}
+
+/* Whether a whole subtree whose tokens end in the start state (d_root),
+ * or at most `partial` bytes short of a character after it, stays within
+ * the limit; the shortcuts that accept subtrees unvisited ask first. */
+static int bound_fits(walk *w, int partial) {
+    if (w->limit >= GR_NO_CLOSE) return 1;
+    const int d = w->d_root + (partial ? 3 : 0);
+    if (d > w->limit) return 0;
+    if (d > w->max_close) w->max_close = d;
+    return 1;
+}
 
 static void allow(walk *w, int32_t from, int32_t to) {
     for (int32_t i = from; i < to; i++) {
@@ -321,12 +355,12 @@ static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path
     const int skip_plain = w->plain_on && rel >= 0 && path_plain;
     for (int32_t c = node + 1; c < t->end[node]; c = t->end[c]) {
         const int plain_below = !t->high[c] && !(t->ascii[c][0] & ~PLAIN[0]) && !(t->ascii[c][1] & ~PLAIN[1]);
-        if (chain >= 0 && plain_below && t->deep[c] <= w->chain_len) {
+        if (chain >= 0 && plain_below && t->deep[c] <= w->chain_len) { /* chain states fit (compute) */
             /* at X_chain after PLAIN bytes only: PLAIN tokens no longer than the run */
             allow(w, t->tok_begin[c], t->tok_begin[t->end[c]]);
             continue;
         }
-        if (rel >= 0) {
+        if (rel >= 0 && bound_fits(w, rel > 0 || t->high[c])) {
             const int utf8_ok = w->utf8_loop ? (t->clean[c] >> rel) & 1 : rel == 0 && !t->high[c];
             if (skip_plain && utf8_ok && !(t->ascii[c][0] & ~PLAIN[0]) && !(t->ascii[c][1] & ~PLAIN[1]))
                 continue; /* all in the mask from t->plain */
@@ -338,7 +372,7 @@ static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path
         const unsigned b = t->byte[c];
         if (rel == 0 && b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1)) {
             /* a loop byte: the state stays S, no step to take */
-            allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
+            if (fits(w, w->d_root)) allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
             int rc = t->end[c] > c + 1 ? walk_node(w, c, off, n, 0, path_plain && plain_ascii(b), -1) : 0;
             if (rc) return rc;
             continue;
@@ -361,7 +395,9 @@ static int walk_node(walk *w, int32_t node, size_t off, int n, int rel, int path
         }
         if (k < 0) return k;
         if (k == 0) continue;
-        allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
+        if (t->tok_begin[c + 1] > t->tok_begin[c] &&
+            (w->limit >= GR_NO_CLOSE || fits(w, gr_state_min_close(w->m, (gr_state){w->buf + off + n, k}))))
+            allow(w, t->tok_begin[c], t->tok_begin[c + 1]);
         if (t->end[c] > c + 1) {
             /* a loop byte keeps S, a character byte moves the decoder (S loops on
              * whole characters); anything else: only is_root_state can tell */
@@ -487,8 +523,8 @@ static int build_chain(walk *w, gr_state st) {
     return 0;
 }
 
-static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits) {
-    walk w = {.m = m, .t = t, .bits = bits};
+static int compute(gr_matcher *m, const gr_trie *t, gr_state st, int limit, uint64_t *bits, int *max_close, int *cut) {
+    walk w = {.m = m, .t = t, .bits = bits, .limit = limit, .d_root = gr_state_min_close(m, st)};
     w.cap = (size_t)st.n * 8 + 1024;
     w.buf = malloc(w.cap * sizeof *w.buf);
     if (!w.buf) return KVLM_ERR_NOMEM;
@@ -507,23 +543,39 @@ static int compute(gr_matcher *m, const gr_trie *t, gr_state st, uint64_t *bits)
         if (r < 0) rc = r;
         else w.utf8_loop = r;
     }
-    if (!rc && w.utf8_loop && !(PLAIN[0] & ~w.loop[0]) && !(PLAIN[1] & ~w.loop[1])) {
+    if (!rc && w.utf8_loop && !(PLAIN[0] & ~w.loop[0]) && !(PLAIN[1] & ~w.loop[1]) && bound_fits(&w, 1)) {
         memcpy(bits, t->plain, ((size_t)t->vocab + 63) / 64 * sizeof *bits);
         w.plain_on = 1;
     }
     if (!rc && !w.plain_on) rc = build_chain(&w, st);
+    if (!rc && w.chain_len > 0 && limit < GR_NO_CLOSE) { /* the run's tokens end in X_1 .. X_chain_len */
+        int d = 0;
+        for (int j = 1; j <= w.chain_len; j++) {
+            const size_t from = w.chain_off[j];
+            const int dj = gr_state_min_close(m, (gr_state){w.chain + from, (int)(w.chain_off[j + 1] - from)});
+            if (dj > d) d = dj;
+        }
+        if (d > w.limit) w.chain_len = 0;
+        else if (d > w.max_close) w.max_close = d;
+    }
     if (!rc) rc = walk_node(&w, 0, 0, st.n, 0, 1, w.chain_len > 0 ? 0 : -1);
     free(w.buf);
     free(w.chain);
     free(w.chain_off);
     if (rc) return rc;
+    *max_close = limit < GR_NO_CLOSE ? w.max_close : GR_NO_CLOSE; /* unlimited masks answer only unlimited */
+    *cut = w.cut;
     int count = 0;
     for (size_t i = 0; i < ((size_t)t->vocab + 63) / 64; i++) count += __builtin_popcountll(bits[i]);
     return count;
 }
 
-int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
+int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) { return gr_token_mask_within(m, t, GR_NO_CLOSE, bits); }
+
+int gr_token_mask_within(gr_matcher *m, const gr_trie *t, int limit, uint64_t *bits) {
     const size_t words = ((size_t)t->vocab + 63) / 64;
+    int max_close = 0, cut = 0;
+    if (limit > GR_NO_CLOSE) limit = GR_NO_CLOSE;
     gr_state st = gr_matcher_state(m);
     if (m->cache_trie != t) {
         gr_mask_cache_free(m);
@@ -532,11 +584,12 @@ int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
     const uint64_t h = state_hash(st);
     if (m->cache_off) {
         memset(bits, 0, words * sizeof *bits);
-        return compute(m, t, st, bits);
+        return compute(m, t, st, limit, bits, &max_close, &cut);
     }
     for (int i = 0; i < GR_MASK_CACHE; i++) {
         gr_mask_entry *e = &m->cache[i];
-        if (e->ids && e->hash == h && e->n_ids == st.n && !memcmp(e->ids, st.ids, (size_t)st.n * sizeof *st.ids)) {
+        if (e->ids && e->hash == h && e->n_ids == st.n && (e->cut ? e->limit == limit : limit >= e->max_close) &&
+            !memcmp(e->ids, st.ids, (size_t)st.n * sizeof *st.ids)) {
             memcpy(bits, e->bits, words * sizeof *bits);
             m->cache_hits++;
             return e->count;
@@ -544,7 +597,7 @@ int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
     }
     m->cache_misses++;
     memset(bits, 0, words * sizeof *bits);
-    int count = compute(m, t, st, bits);
+    int count = compute(m, t, st, limit, bits, &max_close, &cut);
     if (count < 0) return count;
     gr_mask_entry *e = &m->cache[m->cache_next];
     int32_t *ids = malloc(((size_t)st.n + 1) * sizeof *ids);
@@ -557,7 +610,8 @@ int gr_token_mask(gr_matcher *m, const gr_trie *t, uint64_t *bits) {
     free(e->ids);
     memcpy(ids, st.ids, (size_t)st.n * sizeof *ids);
     memcpy(copy, bits, words * sizeof *bits);
-    *e = (gr_mask_entry){.hash = h, .ids = ids, .n_ids = st.n, .bits = copy, .count = count};
+    *e = (gr_mask_entry){.hash = h, .ids = ids, .n_ids = st.n, .bits = copy, .count = count,
+                         .limit = limit, .max_close = max_close, .cut = cut};
     m->cache_next = (m->cache_next + 1) % GR_MASK_CACHE;
     return count;
 }

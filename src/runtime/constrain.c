@@ -67,8 +67,8 @@ void cst_tries_free(cst_tries *t) {
 }
 
 int cst_mask_logits(gr_matcher *m, const gr_trie *trie, const float *logits, float *out, uint64_t *bits, int vocab,
-                    const int32_t *eos, int n_eos) {
-    int n = gr_token_mask(m, trie, bits);
+                    const int32_t *eos, int n_eos, int max_close) {
+    int n = gr_token_mask_within(m, trie, max_close, bits);
     if (n < 0) return n;
     const int tv = gr_trie_vocab(trie);
     for (int w = 0; w * 64 < vocab; w++) {

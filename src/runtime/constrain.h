@@ -40,9 +40,11 @@ void cst_tries_free(cst_tries *t);
 
 /* Writes to out the logits with every token the matcher's state cannot
  * consume at -infinity; the eos ids keep their logits when the state is
- * accepting. bits: scratch of (vocab + 63) / 64 words. Returns the number
+ * accepting. bits: scratch of (vocab + 63) / 64 words. max_close: keep
+ * only the tokens after which the output can be closed in that many bytes
+ * (GR_NO_CLOSE: no limit; see gr_token_mask_within). Returns the number
  * of tokens left allowed (eos ids included), or KVLM_ERR_NOMEM. */
 int cst_mask_logits(gr_matcher *m, const gr_trie *trie, const float *logits, float *out, uint64_t *bits, int vocab,
-                    const int32_t *eos, int n_eos);
+                    const int32_t *eos, int n_eos, int max_close);
 
 #endif

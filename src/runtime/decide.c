@@ -23,6 +23,16 @@
  * - Log-probabilities and entropy are the model's (the unmasked row), as
  *   without speculation.
  *
+ * - Closing within the budget: the mask keeps only the tokens after which
+ *   the grammar can still be completed in the tokens left, counting one
+ *   token per byte of its shortest completion (every byte-level
+ *   vocabulary has a token for each byte, so that many tokens always
+ *   suffice). While every allowed token leaves enough, the mask, and so
+ *   the distribution and the draws of a seeded sampler, are exactly the
+ *   unlimited ones; when the budget binds, the tokens that would strand the
+ *   output are dropped and the output closes by the last token. If no
+ *   token fits (a vocabulary without the byte's own token), the unlimited
+ *   mask is used.
  * Nothing here frees a choice, touches the KV cache or counts drafts: the
  * scheduler does, from the returned finish reason and *kept.
  */
@@ -77,6 +87,14 @@ static kvlm_finish emit(dec_ctx *x, sched_choice *c, int32_t id, const float *lo
                                                                          : KVLM_FINISH_NONE;
 }
 
+/* The most bytes the output may still need to close after this token:
+ * one byte per token left after it (max_tokens or the context window,
+ * whichever ends first). */
+static int close_limit(const dec_ctx *x, const sched_choice *c) {
+    const int by_max = c->req->p.max_tokens - c->generated, by_ctx = x->n_ctx - c->n_tokens;
+    return (by_max < by_ctx ? by_max : by_ctx) - 1;
+}
+
 kvlm_finish dec_token(dec_ctx *x, sched_choice *c, const float *row, int32_t draft, const float *q, int *kept) {
     sched_req *r = c->req;
     const float *dist = row; /* what the sampler chain sees */
@@ -84,7 +102,11 @@ kvlm_finish dec_token(dec_ctx *x, sched_choice *c, const float *row, int32_t dra
     if (c->gm) {
         /* The mask comes before every processor. Nothing allowed: the
          * output is complete (STOP) or the vocabulary cannot continue it. */
-        const int n = cst_mask_logits(c->gm, c->trie, row, x->masked, x->mask_bits, x->vocab, r->p.eos_ids, r->p.n_eos);
+        int n = cst_mask_logits(c->gm, c->trie, row, x->masked, x->mask_bits, x->vocab, r->p.eos_ids, r->p.n_eos,
+                                close_limit(x, c));
+        if (n == 0 && !gr_matcher_accepting(c->gm)) /* no token of one byte on the closing path: unlimited */
+            n = cst_mask_logits(c->gm, c->trie, row, x->masked, x->mask_bits, x->vocab, r->p.eos_ids, r->p.n_eos,
+                                GR_NO_CLOSE);
         if (n <= 0) return n == 0 && gr_matcher_accepting(c->gm) ? KVLM_FINISH_STOP : KVLM_FINISH_ERROR;
         dist = x->masked;
     }

@@ -28,7 +28,9 @@ typedef struct dec_ctx {
 /* Decides choice c's next token from `row`, the logits of its next
  * position:
  *   1. with a grammar, masks the row at the matcher's state (which holds
- *      every token emitted so far, kept drafts included); nothing allowed
+ *      every token emitted so far, kept drafts included) and at the
+ *      tokens left (only tokens after which the output can still close
+ *      in them, one token per byte); nothing allowed
  *      ends the choice: STOP when the output is complete, else ERROR;
  *   2. draft < 0: draws the token from the (masked) row with the choice's
  *      sampler; draft >= 0: verifies it against that row (q: the

@@ -262,6 +262,24 @@ static int grow_reqs(kvlm_sched *s) {
     return 0;
 }
 
+/* Refuses a grammar request whose budget cannot hold the grammar's
+ * shortest sentence, counted one token per byte (what decide.c's closing
+ * guarantees): max_tokens or the context window after the prompt. */
+static int close_refused(const gr_matcher *gm, const kvlm_request_params *p, int n_ctx, kvlm_error *err) {
+    const int need = gr_matcher_min_close(gm), room = n_ctx - p->n_prompt;
+    if (need >= GR_NO_CLOSE)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "the grammar accepts no finite output");
+    if (need > p->max_tokens)
+        return kvlm_error_set(err, KVLM_ERR_ARG,
+                              "max_tokens %d is below the shortest output the grammar accepts: %d bytes, so max_tokens "
+                              "must be at least %d (one token per byte)", p->max_tokens, need, need);
+    if (need > room)
+        return kvlm_error_set(err, KVLM_ERR_ARG,
+                              "the context window leaves %d tokens after the prompt, below the %d the grammar's shortest "
+                              "output needs (one token per byte)", room, need);
+    return 0;
+}
+
 int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_error *err) {
     const int n_ctx = kv_n_ctx(s->kv), nc = p->n_choices ? p->n_choices : 1;
     if (p->n_prompt < 1 || p->n_prompt >= n_ctx)
@@ -333,6 +351,8 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
             rc = err->code;
         else if (p->grammar && (!(c->trie = cst_trie_acquire(&s->tries, p->tokenizer, s->vocab, err)) ||
                                 !(c->gm = gr_matcher_new(p->grammar, err))))
+            rc = err->code;
+        else if (p->grammar && close_refused(c->gm, p, n_ctx, err))
             rc = err->code;
         else {
             memcpy(c->tokens, prompt, (size_t)p->n_prompt * sizeof(int32_t));
