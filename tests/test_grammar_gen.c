@@ -8,8 +8,8 @@
  * ended for a reason other than its end-of-sequence token (the schemas are
  * small enough for the model's 128-token window).
  *
- * Also: greedy and sampled generations cut by max_tokens in the middle of
- * a JSON value end with LENGTH and a prefix of a valid document; logprobs
+ * Also: greedy and sampled generations whose max_tokens binds close the
+ * document within it (tests/test_grammar_budget.c has the rest); logprobs
  * are the model's own (unmasked); the mask costs nothing when a request
  * has no grammar (the same tokens as before for the same seed).
  */
@@ -284,9 +284,10 @@ static void test_random_schemas_validate(void **st) {
     fixture_close(&f);
 }
 
-/* Cut by max_tokens: LENGTH, and the text is a prefix the grammar can
- * still complete (not a sentence yet). Greedy and sampled. */
-static void test_max_tokens_mid_json(void **st) {
+/* A max_tokens that binds (a string of at least 40 characters, 51 bytes
+ * of shortest output, in 55 tokens): the document is closed by the last
+ * token, a sentence; below 51 the request is refused. Greedy and sampled. */
+static void test_max_tokens_binds(void **st) {
     (void)st;
     fixture f;
     fixture_open(&f);
@@ -299,16 +300,23 @@ static void test_max_tokens_mid_json(void **st) {
         kvlm_sampler_options so = kvlm_sampler_default_params();
         so.temperature = sampled ? 0.9f : 0.0f;
         out_text o;
-        submit(&f, g, so, 6, -1, &o);
+        submit(&f, g, so, 55, -1, &o);
         run(&f);
-        assert_int_equal(o.finish, KVLM_FINISH_LENGTH);
-        assert_int_equal(o.n_tokens, 6);
-        assert_int_equal(strncmp(o.buf, "{", 1), 0);
-        assert_int_equal(kvlm_grammar_match(g, o.buf, o.n, &err), 0); /* incomplete */
+        assert_true(o.finish == KVLM_FINISH_LENGTH || o.finish == KVLM_FINISH_STOP);
+        assert_true(o.n_tokens <= 55);
+        assert_int_equal(kvlm_grammar_match(g, o.buf, o.n, &err), 1);
         /* the logprob reported is the model's own: the same as unconstrained for the first token's
          * distribution (a masked row would make the forced "{" certain, logprob 0) */
         assert_true(o.lp_first < -0.01f);
     }
+    kvlm_request_params p = kvlm_request_default_params();
+    p.prompt = f.prompt;
+    p.n_prompt = (int)f.n_prompt;
+    p.max_tokens = 50;
+    p.tokenizer = f.tok;
+    p.grammar = g;
+    assert_int_equal(kvlm_sched_submit(f.s, &p, &err), KVLM_ERR_ARG);
+    assert_non_null(strstr(err.msg, "max_tokens 50 is below the shortest output the grammar accepts: 51 bytes"));
     kvlm_grammar_free(g);
     fixture_close(&f);
 }
@@ -395,7 +403,7 @@ static void test_cli(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_max_tokens_mid_json),
+        cmocka_unit_test(test_max_tokens_binds),
         cmocka_unit_test(test_unconstrained_unchanged),
         cmocka_unit_test(test_random_schemas_validate),
         cmocka_unit_test(test_cli),
