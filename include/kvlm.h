@@ -578,6 +578,11 @@ void kvlm_grammar_free(kvlm_grammar *g);
 /* Whether text[0..len) is a complete sentence of g: 1 yes, 0 no (not
  * even a prefix of one, or a prefix only), negative status on failure. */
 int kvlm_grammar_match(const kvlm_grammar *g, const char *text, size_t len, kvlm_error *err);
+/* The length in bytes of g's shortest sentence: the fewest tokens a
+ * request must allow (max_tokens) for the output to close, counting one
+ * token per byte (kvlm_sched_submit refuses fewer). KVLM_ERR_ARG when g
+ * has no finite sentence, KVLM_ERR_NOMEM. */
+int kvlm_grammar_min_bytes(const kvlm_grammar *g, kvlm_error *err);
 
 /* ------------------------------------------------------------- scheduler */
 

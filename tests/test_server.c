@@ -445,6 +445,11 @@ static void test_bad_input(void **state) {
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\","
          "\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\",\"patternProperties\":{}}}}}",
          400, "invalid_schema", "response_format.json_schema.schema"},
+        {"/v1/chat/completions", /* "{}" needs 2 tokens */
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"response_format\":"
+         "{\"type\":\"json_object\"}}", 400, "invalid_value", "max_tokens"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":3,\"regex\":\"[a-z]{4}\"}", 400, "invalid_value",
+         "max_tokens"},
         {"/v1/completions", "{\"prompt\":\"a\\u0000\"}", 400, "invalid_value", "prompt"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400,
          "invalid_value", "top_logprobs"},

@@ -110,15 +110,14 @@ int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error
     kvlm_grammar *g = NULL;
     if (rq->tool_choice == API_TOOLS_REQUIRED || rq->tool_choice == API_TOOLS_NAMED) {
         if (!(g = forced_call(rq, e))) return -1;
-        *out = g;
-        return 0;
-    }
-    switch (rq->format) {
-    case API_FORMAT_TEXT: return 0;
-    case API_FORMAT_JSON_OBJECT: g = kvlm_grammar_json_object(&err); break;
-    case API_FORMAT_JSON_SCHEMA: g = kvlm_grammar_from_json_schema(rq->format_text, rq->format_len, &err); break;
-    case API_FORMAT_GRAMMAR: g = kvlm_grammar_from_gbnf(rq->format_text, rq->format_len, &err); break;
-    case API_FORMAT_REGEX: g = kvlm_grammar_from_regex(rq->format_text, rq->format_len, &err); break;
+    } else {
+        switch (rq->format) {
+        case API_FORMAT_TEXT: return 0;
+        case API_FORMAT_JSON_OBJECT: g = kvlm_grammar_json_object(&err); break;
+        case API_FORMAT_JSON_SCHEMA: g = kvlm_grammar_from_json_schema(rq->format_text, rq->format_len, &err); break;
+        case API_FORMAT_GRAMMAR: g = kvlm_grammar_from_gbnf(rq->format_text, rq->format_len, &err); break;
+        case API_FORMAT_REGEX: g = kvlm_grammar_from_regex(rq->format_text, rq->format_len, &err); break;
+        }
     }
     if (!g) {
         const char *p = format_param(rq);
@@ -126,6 +125,19 @@ int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error
         return api_fail(e, 400, rq->format == API_FORMAT_JSON_SCHEMA ? "invalid_schema" : "invalid_value", p,
                         "'%s' cannot be used as a constraint: %s", p, err.msg);
     }
+    /* the output must be able to close within max_tokens (one token per
+     * byte of the shortest output), as the scheduler would refuse */
+    const int need = kvlm_grammar_min_bytes(g, &err);
+    for (int i = 0; i < rq->n_prompts; i++)
+        if (need < 0 || rq->max_new[i] < need) {
+            kvlm_grammar_free(g);
+            if (need == KVLM_ERR_NOMEM) return api_fail(e, 500, NULL, NULL, "out of memory");
+            if (need < 0) return api_fail(e, 400, "invalid_value", format_param(rq), "%s", err.msg);
+            return api_fail(e, 400, "invalid_value", "max_tokens",
+                            "max_tokens %d is below the shortest output '%s' accepts: %d bytes, so max_tokens must be "
+                            "at least %d (one token per byte), to close the output within it",
+                            rq->max_new[i], format_param(rq), need, need);
+        }
     *out = g;
     return 0;
 }

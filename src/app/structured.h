@@ -9,7 +9,8 @@
  *
  * The grammar engine is the library's (kvlm_grammar_*, include/kvlm.h);
  * this file is the server's only caller. A grammar the engine refuses is
- * a 400 naming the field. A grammar is compiled per request on the HTTP
+ * a 400 naming the field, and so is a max_tokens below the grammar's
+ * shortest output (one token per byte, kvlm_grammar_min_bytes). A grammar is compiled per request on the HTTP
  * thread and freed with the job.
  */
 #ifndef KVLM_APP_STRUCTURED_H
@@ -25,7 +26,8 @@ struct kvlm_grammar;
  * malloc'ed, NULL without tools. */
 char *structured_call_schema(const api_request *rq);
 /* *out: the grammar rq needs, or NULL when it needs none. -1 with e set
- * (400 naming the field: a schema, GBNF or regex the engine refuses). */
+ * (400 naming the field: a schema, GBNF or regex the engine refuses, a
+ * max_tokens that cannot hold its shortest output). */
 int structured_build(const api_request *rq, struct kvlm_grammar **out, api_error *e);
 void structured_free(struct kvlm_grammar *g);
 /* Gives the grammar (may be NULL) to a scheduler request. */

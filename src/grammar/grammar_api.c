@@ -1,7 +1,8 @@
 /*
  * The public grammar constructors that are not a syntax of their own:
  * a regular expression (through regex.c's GBNF), and a grammar wrapped in
- * fixed text (prefix G suffix), built on the compiled form directly.
+ * fixed text (prefix G suffix), built on the compiled form directly; the
+ * length of a grammar's shortest sentence and whether a text is one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,14 @@ kvlm_grammar *kvlm_grammar_wrap(const kvlm_grammar *g, const char *prefix, const
     w->n_rules = g->n_rules + 1;
     w->root = g->n_rules;
     return w;
+}
+
+int kvlm_grammar_min_bytes(const kvlm_grammar *g, kvlm_error *err) {
+    gr_matcher *m = gr_matcher_new(g, err);
+    if (!m) return err ? err->code : KVLM_ERR_NOMEM;
+    const int d = gr_matcher_min_close(m);
+    gr_matcher_free(m);
+    return d < GR_NO_CLOSE ? d : kvlm_error_set(err, KVLM_ERR_ARG, "the grammar has no finite sentence");
 }
 
 int kvlm_grammar_match(const kvlm_grammar *g, const char *text, size_t len, kvlm_error *err) {
