@@ -49,8 +49,9 @@ static void print_stats(const chat_state *st) {
     fprintf(f, "prompt tokens        %d (%d reused from the KV cache, %d prefilled)\n", s->prompt_tokens,
             s->cached_tokens, s->prompt_tokens - s->cached_tokens);
     fprintf(f, "generated tokens     %d (%s)\n", s->generated, finish_words(s->finish));
-    fprintf(f, "time to first token  %.2f ms\n", s->ttft_ms);
-    fprintf(f, "time per out token   %.2f ms (%.1f tokens/s)\n", s->tpot_ms, s->tokens_per_s);
+    if (s->generated > 0) fprintf(f, "time to first token  %.2f ms\n", s->ttft_ms);
+    if (s->generated > 1) /* a time per token needs tokens after the first */
+        fprintf(f, "time per out token   %.2f ms (%.1f tokens/s)\n", s->tpot_ms, s->tokens_per_s);
     fprintf(f, "KV conversation      %zu tokens x %zu bytes (%s) = %zu bytes\n", s->kv.tokens,
             s->kv.bytes_per_token, kvlm_dtype_name(st->kv_dtype), s->kv.tokens * s->kv.bytes_per_token);
     fprintf(f, "KV blocks            %zu of %d tokens = %zu bytes reserved (paged)\n", s->kv.blocks_used,

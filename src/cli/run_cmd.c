@@ -119,34 +119,40 @@ static void head_bytes_text(const kvlm_config *c, kvlm_dtype kvt, char *buf, siz
     }
 }
 
-static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_engine *e, const model_flags *mf) {
+/* The --stats summary: a line for each figure that applies to this run
+ * (time to first token once a token came, time per out token once decode
+ * steps ran, repacked weights when Q4_0 weights were packed or
+ * --no-repack kept them from it, drafted / accepted with speculation). */
+static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_engine *e, const model_flags *mf,
+                        int speculating) {
     const kvlm_dtype kvt = mf->kv_dtype;
     char head[64], why[160];
     head_bytes_text(c, kvt, head, sizeof head);
     session_threads_why(mf, why, sizeof why);
-    fprintf(stderr,
-            "\n--- kvlm stats ---\n"
-            "prompt tokens        %d\n"
-            "prefill              %.2f ms (%.3f ms per prompt token, %.0f tokens/s)\n"
-            "time to first token  %.2f ms\n"
-            "generated tokens     %d\n"
-            "time per out token   %.2f ms (%.1f tokens/s, %d decode steps)\n"
-            "threads / kernels    %d / %s (threads: %s)\n"
-            "repacked weights     %zu bytes (Q4_0 packed for decode; --no-repack: 0)\n"
-            "KV dtype             %s, %d tokens per block\n"
-            "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n"
-            "KV live              %zu bytes for %d tokens\n"
-            "KV K shape per layer (1, %d, %d, %d)\n"
-            "KV reserved          %zu bytes in %zu blocks (%.1f%% holds tokens)\n"
-            "drafted / accepted   %d / %d\n",
-            st->prompt_tokens, st->prefill_ms, st->prefill_ms_per_token,
-            st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0, st->ttft_ms, st->generated,
-            st->tpot_ms, st->decode_tok_s, st->decode_steps, kvlm_engine_threads(e),
-            kvlm_isa_name(kvlm_engine_isa(e)), why, st->repacked, kvlm_dtype_name(kvt), mf->block_size, st->kv.bytes_per_token,
-            c->n_layer, c->n_kv_head, head, st->kv.bytes_live, st->kv_tokens,
-            c->n_kv_head, st->kv_tokens, c->head_dim, st->kv.bytes_reserved, st->kv.blocks_used,
-            st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0, st->drafted,
-            st->accepted);
+    FILE *f = stderr;
+    fprintf(f, "\n--- kvlm stats ---\n");
+    fprintf(f, "prompt tokens        %d\n", st->prompt_tokens);
+    fprintf(f, "prefill              %.2f ms (%.3f ms per prompt token, %.0f tokens/s)\n", st->prefill_ms,
+            st->prefill_ms_per_token, st->prefill_ms > 0 ? st->prompt_tokens / st->prefill_ms * 1e3 : 0.0);
+    if (st->generated > 0) fprintf(f, "time to first token  %.2f ms\n", st->ttft_ms);
+    fprintf(f, "generated tokens     %d\n", st->generated);
+    if (st->decode_steps > 0)
+        fprintf(f, "time per out token   %.2f ms (%.1f tokens/s, %d decode steps)\n", st->tpot_ms, st->decode_tok_s,
+                st->decode_steps);
+    fprintf(f, "threads / kernels    %d / %s (threads: %s)\n", kvlm_engine_threads(e), kvlm_isa_name(kvlm_engine_isa(e)),
+            why);
+    if (st->repacked > 0)
+        fprintf(f, "repacked weights     %zu bytes (Q4_0 packed for decode; --no-repack: 0)\n", st->repacked);
+    else if (mf->no_repack && c->weight_dtype == KVLM_Q4_0)
+        fprintf(f, "repacked weights     0 bytes (--no-repack: Q4_0 read in the file's layout)\n");
+    fprintf(f, "KV dtype             %s, %d tokens per block\n", kvlm_dtype_name(kvt), mf->block_size);
+    fprintf(f, "KV bytes per token   %zu (2 x %d layers x %d KV heads x %s)\n", st->kv.bytes_per_token, c->n_layer,
+            c->n_kv_head, head);
+    fprintf(f, "KV live              %zu bytes for %d tokens\n", st->kv.bytes_live, st->kv_tokens);
+    fprintf(f, "KV K shape per layer (1, %d, %d, %d)\n", c->n_kv_head, st->kv_tokens, c->head_dim);
+    fprintf(f, "KV reserved          %zu bytes in %zu block%s (%.1f%% holds tokens)\n", st->kv.bytes_reserved,
+            st->kv.blocks_used, st->kv.blocks_used == 1 ? "" : "s", st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
+    if (speculating) fprintf(f, "drafted / accepted   %d / %d\n", st->drafted, st->accepted);
 }
 static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
                        const run_stats *st, const kvlm_config *c, const kvlm_engine *e) {
@@ -280,7 +286,7 @@ int cli_run(int argc, char **argv) {
     st.kv = g.kv;
     st.kv_tokens = (int)g.kv.tokens;
     if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c, e);
-    else if (o.stats) print_stats(&st, c, e, &o.mf);
+    else if (o.stats) print_stats(&st, c, e, &o.mf, draft.spec.mode != KVLM_DRAFT_NONE);
     rc = 0;
 out:
     gen_result_free(&g);
