@@ -14,8 +14,73 @@
 #                             SDKs (npm ci in tests/sdk), for `make test-sdk`
 #   scripts/setup.sh --cluster  also haproxy, for `make test-cluster`
 #                             (docs/deploy.md)
+#   scripts/setup.sh --wait-lock  only wait for the package manager's locks,
+#                             as an install would, and exit (tests)
 # Runs apt-get directly as root, through sudo otherwise.
+#
+# Another apt-get or dpkg (often unattended upgrades on a machine that has
+# just booted) may hold the package manager's locks. Before installing,
+# setup waits for them up to KVLM_SETUP_LOCK_WAIT seconds (default 300),
+# saying what holds them, and then fails naming the holder; apt-get itself
+# is given the same bound (DPkg::Lock::Timeout) for a lock taken between
+# the check and the install. KVLM_SETUP_LOCKS replaces the list of lock
+# files (tests use a file of their own).
 set -eu
+
+lock_wait=${KVLM_SETUP_LOCK_WAIT:-300}
+locks=${KVLM_SETUP_LOCKS:-/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock}
+
+# The processes holding a lock on file $1 (flock or fcntl), one
+# "PID COMMAND LINE" a line, from /proc/locks (no root needed, the file is
+# never opened); fuser's answer when /proc/locks is not there.
+lock_holders() {
+    [ -e "$1" ] || return 0
+    if [ -r /proc/locks ]; then
+        d=$((0x$(stat -c %D "$1"))) || return 0 # st_dev, as /proc/locks prints it: major:minor:inode
+        id=$(printf '%02x:%02x:%s' $(((d >> 8 & 0xfff) | (d >> 32 & ~0xfff))) $(((d & 0xff) | (d >> 12 & ~0xff))) \
+            "$(stat -c %i "$1")")
+        for pid in $(awk -v id="$id" '$2 != "->" && $6 == id { print $5 }' /proc/locks | sort -u); do
+            echo "$pid $(ps -o args= -p "$pid" 2>/dev/null || echo '?')"
+        done
+    elif command -v fuser >/dev/null 2>&1; then
+        for pid in $(fuser "$1" 2>/dev/null); do
+            echo "$pid $(ps -o args= -p "$pid" 2>/dev/null || echo '?')"
+        done
+    fi
+}
+
+# Waits until no lock file is held, up to lock_wait seconds; says once
+# what it waits for (and again every minute); returns 1 naming the
+# holders when the time is up.
+wait_for_locks() {
+    waited=0
+    while :; do
+        held=""
+        for f in $locks; do
+            h=$(lock_holders "$f")
+            [ -z "$h" ] || held="$held$f held by process $(echo "$h" | head -n 1)
+"
+        done
+        [ -n "$held" ] || return 0
+        if [ "$waited" -ge "$lock_wait" ]; then
+            printf 'setup: the package manager is still busy after %ss:\n%s' "$waited" "$held" | sed '2,$s/^/  /' >&2
+            echo "setup: let it finish (or stop it), then run make again; KVLM_SETUP_LOCK_WAIT=SECONDS waits longer" >&2
+            return 1
+        fi
+        if [ $((waited % 60)) -eq 0 ]; then
+            printf 'setup: waiting up to %ss for the package manager:\n%s' "$((lock_wait - waited))" "$held" |
+                sed '2,$s/^/  /'
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+}
+
+if [ "${1:-}" = "--wait-lock" ]; then
+    wait_for_locks || exit 1
+    echo "setup: the package manager's locks are free"
+    exit 0
+fi
 
 pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema abigail-tools"
 if [ "${1:-}" = "--dev" ]; then
@@ -74,9 +139,11 @@ else
     echo "setup: run as root or install sudo, then: apt-get install$missing" >&2
     exit 1
 fi
+wait_for_locks || exit 1
 echo "setup: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-$run apt-get update -qq || echo "setup: apt-get update failed; trying the install with the current package lists" >&2
+$run apt-get update -qq -o DPkg::Lock::Timeout="$lock_wait" ||
+    echo "setup: apt-get update failed; trying the install with the current package lists" >&2
 # shellcheck disable=SC2086
-$run apt-get install -y -qq --no-install-recommends $missing
+$run apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout="$lock_wait" $missing
 npm_modules "${1:-}"
