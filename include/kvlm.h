@@ -294,7 +294,9 @@ typedef struct kvlm_kv_options {
                                   of 32: per token and head, head_dim / 32 blocks of an
                                   f16 scale and 32 int8, 34 bytes each) */
     int block_size;            /* tokens per block; 0 means 16 */
-    size_t n_blocks;           /* pool size; 0 means max_seqs * ceil(n_ctx / block_size) */
+    size_t n_blocks;           /* pool size in blocks of kvlm_kv_info.block_bytes (one layer
+                                  slice); 0 means max_seqs * ceil(n_ctx / block_size)
+                                  * kvlm_kv_info.n_slices, every slice's whole context */
     int max_seqs;              /* 0 means 1 */
     int reserve_tokens;        /* 0..n_ctx: every new sequence holds blocks for at least
                                   this many tokens from creation until it is freed
@@ -305,6 +307,10 @@ typedef struct kvlm_kv_options {
                                   forks into its own blocks. */
     int no_prefix_cache;       /* 1: do not index full blocks for reuse (always off
                                   when reserve_tokens > 0) */
+    int keep_whole;            /* 1: layers with a sliding window keep every block as
+                                  global layers do (0: their blocks older than the
+                                  window go back to the pool; the baseline kvlm
+                                  bench-kv compares against) */
 } kvlm_kv_options;
 
 /* dtype KVLM_F32, block_size 16, n_blocks 0 (max_seqs full contexts),
@@ -313,17 +319,20 @@ kvlm_kv_options kvlm_kv_default_params(void);
 
 typedef struct kvlm_kv_stats {
     size_t bytes_per_token;    /* kvlm_kv_bytes_per_token of the model and dtype */
-    size_t block_bytes;        /* bytes_per_token x block_size */
+    size_t block_bytes;        /* bytes_per_token x block_size x slice_layers / layers
+                                  (one slice's block; kvlm_kv_info) */
     size_t blocks_total;
     size_t blocks_used;        /* held by at least one sequence */
     size_t blocks_cached;      /* held by none, kept for prefix reuse (evictable) */
     size_t blocks_free;        /* never written or evicted */
     size_t blocks_shared;      /* held by more than one sequence */
     size_t tokens;             /* sum of sequence lengths (shared tokens counted per sequence) */
-    size_t tokens_stored;      /* token states held in used blocks, each block once */
+    size_t tokens_stored;      /* token states held in used blocks, each block once (a
+                                  block of one layer slice counts 1 / n_slices) */
     size_t bytes_pool;         /* blocks_total x block_bytes */
     size_t bytes_reserved;     /* blocks_used x block_bytes */
-    size_t bytes_live;         /* tokens_stored x bytes_per_token */
+    size_t bytes_live;         /* slots written in used blocks x bytes of one slot
+                                  (tokens_stored x bytes_per_token with one slice) */
     size_t bytes_slack;        /* bytes_reserved - bytes_live */
     double utilisation;        /* bytes_live / bytes_reserved (0 when nothing is reserved) */
     int seqs;                  /* live sequences */
@@ -398,8 +407,32 @@ typedef struct kvlm_kv_info {
     int max_seqs;              /* sequences it can hold at once */
     int n_ctx;                 /* longest sequence: the model's context window */
     size_t n_blocks;           /* blocks in the pool (kvlm_kv_stats.blocks_total) */
+    int n_slices;              /* block tables per sequence: the layers grouped by window,
+                                  each group cut into slices of slice_layers layers */
+    int slice_layers;          /* layers per slice (all the model's with one window) */
+    size_t block_bytes;        /* one block: block_size tokens of one slice */
+    size_t bytes_per_token;    /* every layer of one token (kvlm_kv_bytes_per_token) */
+    int n_layer_types;         /* distinct windows among the layers (kvlm_kv_layer_types) */
+    int keep_whole;            /* kvlm_kv_options.keep_whole */
 } kvlm_kv_info;
 void kvlm_kv_get_info(const kvlm_kv *kv, kvlm_kv_info *info);
+
+/* One layer type of a cache: the layers sharing one window. */
+typedef struct kvlm_kv_layer_type {
+    int window;                /* tokens each query reads (0: the whole context) */
+    int n_layers;              /* layers of this type */
+    size_t bytes_per_token;    /* KV bytes of one token for these layers */
+    int releases;              /* 1: blocks older than the window go back to the pool
+                                  (0: kept: global, keep_whole or reserve_tokens) */
+} kvlm_kv_layer_type;
+/* The cache's layer types, global first then by window: up to cap into
+ * out (NULL with cap 0 to count); returns how many there are. */
+int kvlm_kv_layer_types(const kvlm_kv *kv, kvlm_kv_layer_type *out, int cap);
+/* The most KV bytes one sequence of len tokens holds in this cache's
+ * blocks between steps (whole blocks; a window type holds the blocks of
+ * its last window only when it releases): what admission and capacity
+ * planning count. 0 for len <= 0; len is clipped to n_ctx. */
+size_t kvlm_kv_seq_bytes(const kvlm_kv *kv, int len);
 
 /* The live block view, for pictures of the pool (kvlm serve's GET
  * /kvlm/engine, docs/engine-view.md). Read-only; call it from the thread
@@ -411,7 +444,8 @@ void kvlm_kv_get_info(const kvlm_kv *kv, kvlm_kv_info *info);
  * arrays have room for cap entries; returns 0, or KVLM_ERR_ARG when cap is
  * less than kvlm_kv_info.n_blocks (nothing written). */
 int kvlm_kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached, size_t cap, kvlm_error *err);
-/* seq's block table: *table receives its block numbers in position order
+/* seq's block table (of its first layer slice; kvlm_kv_info.n_slices):
+ * *table receives its block numbers in position order
  * (position p is in block (*table)[p / block_size]; -1 for a block a
  * sliding window released), valid until the sequence next changes.
  * Returns how many (enough for its length and any pending append), or

@@ -93,14 +93,21 @@ static void run_window(kvlm_model *m, const th_expected *ex, kvlm_isa isa) {
     assert_int_equal(kvlm_kv_seq_truncate(kv, seq, 16, &err), 0);
 
     /* A new sequence finds the released blocks in the prefix cache and its
-     * last 4 tokens give the logits after the whole context. */
+     * last 4 tokens give the logits after the whole context. Of the 12
+     * cached tokens its window (positions 8.. at 12 tokens) reads only
+     * block 2: blocks 0 and 1 are matched (their token ids verify the
+     * chain) but not taken, and stay cached. */
     int32_t ctx[2 * TH_NPOS];
     memcpy(ctx, ex->prompt, sizeof ex->prompt);
     memcpy(ctx + TH_NPOS, ex->decode, sizeof ex->decode);
     int n_cached = -1, s2 = kvlm_kv_seq_new_prefixed(kv, ctx, 2 * TH_NPOS, &n_cached, &err);
     assert_true(s2 >= 0);
     assert_int_equal(n_cached, 12);
-    assert_int_equal(stats(kv).blocks_cached, 0);
+    assert_int_equal(stats(kv).blocks_cached, 2);
+    assert_int_equal(stats(kv).blocks_used, 2); /* seq's block 3 and s2's block 2 */
+    assert_int_equal(kv_seq_blocks(kv, s2, &table), 3);
+    assert_int_equal(table[0], -1), assert_int_equal(table[1], -1), assert_true(table[2] >= 0);
+    check_invariants(kv);
     step(e, s2, ctx + 12, 4, 0, lg);
     double d = max_diff(lg, ex->dec + (size_t)(TH_NPOS - 1) * V, V);
     if (d >= TOL) fail_msg("prefix hit after release: %g", d);

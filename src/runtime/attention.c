@@ -23,6 +23,8 @@
  *
  * Also the writes of new K/V into the slots an append reserved: the layout
  * (runtime/kv_layout.h) stays between this file and runtime/kvcache.c.
+ * Each layer reads and writes through the block table of its layer slice
+ * (kv_layer_table): a window layer's table has -1 before its window.
  */
 #include <math.h>
 #include <string.h>
@@ -89,17 +91,17 @@ void attn_heads(const kern_ops *ops, const kvlm_kv *kv, const int *table, int la
 
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, 1, q, lo, n, scale, NULL, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, 1, q, lo, n, scale, NULL, scores, out);
 }
 
 void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                     const float *q, int lo, int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, NULL, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, NULL, scores, out);
 }
 
 void attn_seq_heads_x(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out) {
-    attn_range(ops, kv, kv->seqs[seq].blocks, layer, kv_head, heads, q, lo, n, scale, x, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, x, scores, out);
 }
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
@@ -194,14 +196,14 @@ void attn_tile_at(const attn_tile_ops *t, const kvlm_kv *kv, const int *table, i
 void attn_tile_seq(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
                    const float *q, size_t ldq, int p0, int np, int window, float scale, float *out, size_t ldo,
                    void *scratch) {
-    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, NULL, out, ldo,
+    attn_tile_at(t, kv, kv_layer_table(kv, seq, layer), layer, kv_head, group, q, ldq, p0, np, window, scale, NULL, out, ldo,
                  scratch);
 }
 
 void attn_tile_seq_x(const attn_tile_ops *t, const kvlm_kv *kv, int seq, int layer, int kv_head, int group,
                      const float *q, size_t ldq, int p0, int np, int window, float scale, const attn_extra *x,
                      float *out, size_t ldo, void *scratch) {
-    attn_tile_at(t, kv, kv->seqs[seq].blocks, layer, kv_head, group, q, ldq, p0, np, window, scale, x, out, ldo,
+    attn_tile_at(t, kv, kv_layer_table(kv, seq, layer), layer, kv_head, group, q, ldq, p0, np, window, scale, x, out, ldo,
                  scratch);
 }
 
@@ -211,7 +213,7 @@ void attn_store_at(const kern_ops *ops, kvlm_kv *kv, const int *table, int pos, 
 }
 
 void attn_store_kv(const kern_ops *ops, kvlm_kv *kv, int seq, int pos, int layer, const float *k, const float *v) {
-    const int *table = kv->seqs[seq].blocks, hd = kv->head_dim;
+    const int *table = kv_layer_table(kv, seq, layer), hd = kv->head_dim;
     for (int h = 0; h < kv->n_kv_head; h++) {
         ops->store_row(kv_table_slot_ptr(kv, table, pos, layer, h, 0), kv->dtype, k + (size_t)h * hd, hd);
         ops->store_row(kv_table_slot_ptr(kv, table, pos, layer, h, 1), kv->dtype, v + (size_t)h * hd, hd);
@@ -219,6 +221,6 @@ void attn_store_kv(const kern_ops *ops, kvlm_kv *kv, int seq, int pos, int layer
 }
 
 void attn_load_kv(const kvlm_kv *kv, int seq, int pos, int layer, int kv_head, int is_v, float *out) {
-    const unsigned char *p = kv_table_slot_ptr(kv, kv->seqs[seq].blocks, pos, layer, kv_head, is_v);
+    const unsigned char *p = kv_table_slot_ptr(kv, kv_layer_table(kv, seq, layer), pos, layer, kv_head, is_v);
     for (int i = 0; i < kv->head_dim; i++) out[i] = dtype_load(kv->dtype, p, (size_t)i);
 }

@@ -101,7 +101,7 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
         return NULL;
     }
     const kvlm_config *c = &m->cfg;
-    if (!kv_fits_model(kv, c)) {
+    if (!kv_fits_model(kv, m)) {
         kvlm_error_set(err, KVLM_ERR_ARG, "the KV cache was created for a different model");
         return NULL;
     }

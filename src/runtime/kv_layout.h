@@ -1,15 +1,26 @@
 /*
  * The paged KV cache's private layout: the pool, its blocks, the sequences'
  * block tables and where one token's K or V sits. Included ONLY by
- * runtime/kvcache.c (which keeps it consistent) and runtime/attention.c
- * (which reads and writes K/V through it); everything else goes through
- * runtime/kvcache.h and runtime/attention.h.
+ * runtime/kvcache.c, runtime/kv_check.c (which keep it consistent),
+ * runtime/kv_types.c (which reads the slices' windows) and
+ * runtime/attention.c (which reads and writes K/V through it); everything
+ * else goes through runtime/kvcache.h and runtime/attention.h.
  *
- * A sequence's position p lives in block blocks[p / block_size] at slot
- * p % block_size. With a sliding window of W, the first n_released entries
- * are -1: their blocks held only positions before len - W + 1, which no
- * later query reads, and the sequence gave its reference back. Within a block the layout is
- *   [layer][K heads..., V heads...][slot][head_dim]
+ * Layer slices: the layers are grouped by the window they attend over (0:
+ * global), and each group is cut into slices of slice_layers layers, the
+ * greatest common divisor of the groups' sizes (a model with one window
+ * for every layer has one slice of all its layers). A block holds
+ * block_size tokens of ONE slice, so every block of the pool has the same
+ * size and any block serves any slice; each sequence has one block table
+ * per slice, all of n_blocks entries. Layer l lives in slice layer_slice[l]
+ * at place layer_pos[l] of its blocks.
+ *
+ * A sequence's position p of slice s lives in block tab(s)[p / block_size]
+ * at slot p % block_size. In a slice with a window W, the first
+ * n_released[s] entries are -1: their blocks held only positions before
+ * len - W + 1, which no later query of that slice reads, and the sequence
+ * gave its reference back. Within a block the layout is
+ *   [layer of the slice][K heads..., V heads...][slot][head_dim]
  * so one head's keys for a block are contiguous (what attention reads).
  * A slot holds row_bytes: head_dim values of f32 or f16, or for q8_0
  * head_dim / 32 blocks of 34 bytes (an f16 scale d, then 32 int8 q; value
@@ -20,11 +31,20 @@
  * (refcount 0 but registered in the prefix index, on an LRU list, reclaimed
  * only when no free block is left).
  *
+ * The prefix index verifies token ids on one slice's chain, the anchor (a
+ * global slice when the model has one): its blocks are registered under
+ * hash(parent hash, tokens) with their tokens and parent's registration
+ * number. A block of another slice is registered under (the anchor's
+ * registration number for the same positions, its slice): that number
+ * names one exact prefix, so the other slices need no chain of their own
+ * and a window slice's block is found without the blocks its window left.
+ *
  * A pending append (kv_append_reserve .. commit / abort) is recorded in the
- * sequence: pend_n positions past len have private, unindexed blocks;
- * pend_blocks is n_blocks before the reservation, and pend_cow the shared or
- * indexed tail block the reservation replaced by a private copy (still
- * referenced by the sequence until commit; put back by abort).
+ * sequence: pend_n positions past len have private, unindexed blocks in
+ * every slice; pend_blocks is n_blocks before the reservation, and
+ * pend_cow[s] the shared or indexed tail block of slice s the reservation
+ * replaced by a private copy (still referenced by the sequence until
+ * commit; put back by abort).
  */
 #ifndef KVLM_KV_LAYOUT_H
 #define KVLM_KV_LAYOUT_H
@@ -34,24 +54,26 @@
 typedef struct kv_seq {
     int live;
     int len;           /* tokens whose K/V are stored */
-    int n_blocks;      /* entries used in blocks[] */
-    int n_indexed;     /* leading full blocks registered or matched in the index */
-    int n_released;    /* leading table entries released by the sliding window (-1 in blocks[]) */
+    int n_blocks;      /* entries used in each slice's table */
+    int n_indexed;     /* leading full blocks whose anchor chain is known (bhash, bnode) */
     int pend_n;        /* positions reserved past len, not yet committed (0: none) */
     int pend_blocks;   /* n_blocks before the pending reservation */
-    int pend_cow;      /* tail block replaced by a copy for the pending append (-1: none) */
-    int *blocks;       /* block table, capacity max_blocks_per_seq */
-    uint64_t *bhash;   /* chain hash of each indexed block */
-    uint64_t *bnode;   /* registration number of each indexed block */
+    int *n_released;   /* [n_slices] leading entries released by the slice's window (-1 in its table) */
+    int *pend_cow;     /* [n_slices] tail block replaced by a copy for the pending append (-1: none) */
+    int *blocks;       /* n_slices block tables of max_blocks_per_seq entries each */
+    uint64_t *bhash;   /* anchor chain hash of each indexed block */
+    uint64_t *bnode;   /* anchor registration number of each indexed block */
     int32_t *tokens;   /* token ids, capacity n_ctx */
 } kv_seq;
 
 typedef struct kv_block {
     int refcount;
     int filled;        /* slots written (max over the sequences holding it) */
+    int slice;         /* the slice it was registered for (when registered) */
     uint64_t hash;     /* when registered */
     uint64_t node;     /* registration number, 0 when not in the index */
-    uint64_t parent;   /* parent's registration number (0: first block) */
+    uint64_t parent;   /* anchor slice: parent's registration number (0: first block);
+                          other slices: the anchor's registration number of the same positions */
     int next_in_bucket;
     int lru_prev, lru_next, in_lru;
 } kv_block;
@@ -61,18 +83,25 @@ struct kvlm_kv {
     int block_size, max_blocks_per_seq;
     kvlm_dtype dtype;
     int reserve_blocks;          /* every sequence holds at least this many (reserve_tokens) */
-    int window;                  /* the model's sliding window (0: none); blocks wholly before
-                                    every future query's window are released when > 0 and
-                                    reserve_blocks == 0 */
+    int n_slices, slice_layers;  /* slices of slice_layers layers each */
+    int *layer_slice, *layer_pos;/* [n_layer] */
+    int *layer_window;           /* [n_layer] the window of each layer (0: global) */
+    int *slice_window;           /* [n_slices] window of the slice's layers (0: global) */
+    int *slice_release;          /* [n_slices] window under which the slice gives blocks back
+                                    (0: keeps them: global, keep_whole or a reservation) */
+    int anchor;                  /* the slice whose chain the prefix index verifies */
+    int keep_whole;              /* kvlm_kv_options.keep_whole */
     int prefix_cache;
     kv_block_hash_fn hash;
     size_t row_bytes;            /* one head's K or V of one token (kv_row_bytes) */
-    size_t bytes_per_token, block_bytes, head_bytes; /* head_bytes: one head, one block */
+    size_t bytes_per_token;      /* all layers (kvlm_kv_bytes_per_token) */
+    size_t slice_bytes_per_token;/* one slice: bytes_per_token x slice_layers / n_layer */
+    size_t block_bytes, head_bytes; /* block_bytes: block_size tokens of one slice; head_bytes: one head, one block */
     size_t n_blocks;
     unsigned char *pool;
     size_t pool_bytes;
     kv_block *blk;
-    int32_t *blk_tokens;         /* n_blocks x block_size: token ids of indexed blocks */
+    int32_t *blk_tokens;         /* n_blocks x block_size: token ids of indexed anchor blocks */
     int *free_stack;
     size_t n_free;
     int lru_head, lru_tail;      /* least recently used at the head */
@@ -86,10 +115,24 @@ struct kvlm_kv {
     kvlm_kv_stats counters;      /* only the prefix/eviction/cow counters are kept here */
 };
 
-/* Start of head h's keys (or values) for layer l in block b. */
+/* Slice s's block table of sequence q. */
+static inline int *kv_tab(const kvlm_kv *kv, const kv_seq *q, int s) {
+    return q->blocks + (size_t)s * kv->max_blocks_per_seq;
+}
+
+/* The first position any later query of a sequence of len tokens reads
+ * under a window of W (0: none). */
+static inline int kv_window_start(int W, int len) { return W && len + 1 > W ? len + 1 - W : 0; }
+
+/* The prefix index's bucket of a hash (n_bucket a power of two). */
+static inline size_t kv_bucket_of(const kvlm_kv *kv, uint64_t h) {
+    return (size_t)(h ^ (h >> 31)) & (kv->n_bucket - 1);
+}
+
+/* Start of head h's keys (or values) for layer l (of the block's slice) in block b. */
 static inline unsigned char *kv_head_ptr(const kvlm_kv *kv, int b, int l, int h, int is_v) {
     return kv->pool + (size_t)b * kv->block_bytes +
-           ((size_t)l * 2 * kv->n_kv_head + (size_t)is_v * kv->n_kv_head + h) * kv->head_bytes;
+           ((size_t)kv->layer_pos[l] * 2 * kv->n_kv_head + (size_t)is_v * kv->n_kv_head + h) * kv->head_bytes;
 }
 
 /* Address of the K (or V) vector of position pos through a block table. */
@@ -97,6 +140,11 @@ static inline unsigned char *kv_table_slot_ptr(const kvlm_kv *kv, const int *tab
                                                int is_v) {
     return kv_head_ptr(kv, table[pos / kv->block_size], l, h, is_v) +
            (size_t)(pos % kv->block_size) * kv->row_bytes;
+}
+
+/* The block table layer l's attention reads for sequence seq. */
+static inline const int *kv_layer_table(const kvlm_kv *kv, int seq, int l) {
+    return kv_tab(kv, &kv->seqs[seq], kv->layer_slice[l]);
 }
 
 #endif

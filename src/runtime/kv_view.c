@@ -1,8 +1,9 @@
 /*
  * The public read-only look at a KV cache beyond its statistics (kvlm.h):
  * its fixed shape, the state of every block and a sequence's block table,
- * for live pictures of the pool; and the one rule for which dtypes a KV
- * cache stores. Built on the accessors of kvcache.h; the layout stays
+ * for live pictures of the pool, its layer types and what one sequence
+ * of a given length holds; and the one rule for which dtypes a KV cache
+ * stores. Built on the accessors of kvcache.h; the layout stays
  * private to kvcache.c and attention.c. Nothing here changes the cache.
  */
 #include <string.h>
@@ -28,6 +29,8 @@ void kvlm_kv_get_info(const kvlm_kv *kv, kvlm_kv_info *info) {
     info->max_seqs = kv_max_seqs(kv);
     info->n_ctx = kv_n_ctx(kv);
     info->n_blocks = kv_n_blocks(kv);
+    kv_slice_info(kv, info);
+    info->n_layer_types = kvlm_kv_layer_types(kv, NULL, 0);
 }
 
 int kvlm_kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached, size_t cap, kvlm_error *err) {

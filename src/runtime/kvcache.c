@@ -1,8 +1,10 @@
 /*
- * Paged KV cache: block pool, reference counts, the append protocol with
- * copy-on-write, the prefix index with its LRU of reusable blocks, and byte
- * accounting (see runtime/kvcache.h for the interface and design,
- * runtime/kv_layout.h for the layout and its invariants).
+ * Paged KV cache: block pool, layer slices with a block table each,
+ * reference counts, the append protocol with copy-on-write, the prefix
+ * index with its LRU of reusable blocks, window slices giving back what
+ * their window left, and byte accounting (see runtime/kvcache.h for the
+ * interface and design, runtime/kv_layout.h for the layout; the invariants
+ * are checked in runtime/kv_check.c).
  */
 #include "runtime/kvcache.h"
 
@@ -13,6 +15,7 @@
 #include <xxhash.h>
 
 #include "error.h"
+#include "model/model.h"
 #include "runtime/kv_layout.h"
 #include "tensor.h"
 
@@ -44,31 +47,43 @@ static void lru_push_tail(kvlm_kv *kv, int b) {
     kv->n_lru++;
 }
 
-static size_t bucket_of(const kvlm_kv *kv, uint64_t h) {
-    return (size_t)(h ^ (h >> 31)) & (kv->n_bucket - 1);
-}
-
 static void index_insert(kvlm_kv *kv, int b) {
-    size_t i = bucket_of(kv, kv->blk[b].hash);
+    size_t i = kv_bucket_of(kv, kv->blk[b].hash);
     kv->blk[b].next_in_bucket = kv->bucket[i];
     kv->bucket[i] = b;
 }
 
 static void index_remove(kvlm_kv *kv, int b) {
-    int *p = &kv->bucket[bucket_of(kv, kv->blk[b].hash)];
+    int *p = &kv->bucket[kv_bucket_of(kv, kv->blk[b].hash)];
     while (*p >= 0 && *p != b) p = &kv->blk[*p].next_in_bucket;
     if (*p == b) *p = kv->blk[b].next_in_bucket;
     kv->blk[b].next_in_bucket = -1;
     kv->blk[b].node = 0;
 }
 
-/* An indexed block with this hash, parent and exactly these tokens. */
+/* An indexed anchor block with this hash, parent and exactly these tokens. */
 static int index_find(const kvlm_kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens) {
-    for (int b = kv->bucket[bucket_of(kv, h)]; b >= 0; b = kv->blk[b].next_in_bucket) {
+    for (int b = kv->bucket[kv_bucket_of(kv, h)]; b >= 0; b = kv->blk[b].next_in_bucket) {
         const kv_block *k = &kv->blk[b];
-        if (k->hash == h && k->parent == parent &&
+        if (k->hash == h && k->parent == parent && k->slice == kv->anchor &&
             !memcmp(kv->blk_tokens + (size_t)b * kv->block_size, tokens, (size_t)kv->block_size * sizeof(int32_t)))
             return b;
+    }
+    return -1;
+}
+
+/* The key of slice s's block for the prefix the anchor registered as node. */
+static uint64_t slice_key(uint64_t node, int s) {
+    uint64_t x = node * 0x9e3779b97f4a7c15ull ^ ((uint64_t)s + 1) * 0xbf58476d1ce4e5b9ull;
+    return x ^ (x >> 29);
+}
+
+/* An indexed block of slice s (not the anchor) for the prefix of anchor node. */
+static int index_find_slice(const kvlm_kv *kv, uint64_t node, int s) {
+    const uint64_t h = slice_key(node, s);
+    for (int b = kv->bucket[kv_bucket_of(kv, h)]; b >= 0; b = kv->blk[b].next_in_bucket) {
+        const kv_block *k = &kv->blk[b];
+        if (k->hash == h && k->parent == node && k->slice == s) return b;
     }
     return -1;
 }
@@ -114,15 +129,31 @@ static void unref_block(kvlm_kv *kv, int b) {
     }
 }
 
-/* Grows seq's block table to `need` blocks with fresh private ones. On
- * failure the blocks taken so far stay in the table. */
-static int take_blocks(kvlm_kv *kv, kv_seq *s, int need, kvlm_error *err) {
-    while (s->n_blocks < need) {
-        int b = alloc_block(kv);
-        if (b < 0)
-            return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
-                                  kv->n_blocks, kv->block_size);
-        s->blocks[s->n_blocks++] = b;
+/* Drops the last table entry of every slice (a released -1 is skipped). */
+static void pop_row(kvlm_kv *kv, kv_seq *q) {
+    const int j = --q->n_blocks;
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int b = kv_tab(kv, q, s)[j];
+        if (b >= 0) unref_block(kv, b);
+        if (q->n_released[s] > q->n_blocks) q->n_released[s] = q->n_blocks;
+    }
+}
+
+/* Grows every slice's block table to `need` entries with fresh private
+ * blocks, a row (one block per slice) at a time. On failure the rows taken
+ * so far stay in the tables, a partial row is given back. */
+static int take_blocks(kvlm_kv *kv, kv_seq *q, int need, kvlm_error *err) {
+    while (q->n_blocks < need) {
+        for (int s = 0; s < kv->n_slices; s++) {
+            const int b = alloc_block(kv);
+            if (b < 0) {
+                while (s-- > 0) unref_block(kv, kv_tab(kv, q, s)[q->n_blocks]);
+                return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
+                                      kv->n_blocks, kv->block_size);
+            }
+            kv_tab(kv, q, s)[q->n_blocks] = b;
+        }
+        q->n_blocks++;
     }
     return KVLM_OK;
 }
@@ -151,6 +182,66 @@ kvlm_kv_options kvlm_kv_default_params(void) {
     return (kvlm_kv_options){.dtype = KVLM_F32, .block_size = 16, .n_blocks = 0, .max_seqs = 1};
 }
 
+static int gcd(int a, int b) {
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Groups m's layers by window and cuts the groups into slices of the
+ * greatest common divisor of their sizes: layer_slice, layer_pos,
+ * slice_window, the anchor (the first global slice, else slice 0). */
+static int plan_slices(kvlm_kv *kv, const kvlm_model *m) {
+    const int L = kv->n_layer;
+    kv->layer_slice = malloc((size_t)L * sizeof(int));
+    kv->layer_pos = malloc((size_t)L * sizeof(int));
+    kv->layer_window = malloc((size_t)L * sizeof(int));
+    kv->slice_window = malloc((size_t)L * sizeof(int));
+    kv->slice_release = malloc((size_t)L * sizeof(int));
+    int *done = calloc((size_t)L, sizeof(int));
+    if (!kv->layer_slice || !kv->layer_pos || !kv->layer_window || !kv->slice_window || !kv->slice_release || !done) {
+        free(done);
+        return -1;
+    }
+    for (int l = 0; l < L; l++) kv->layer_window[l] = model_layer_window(m, l);
+    int u = 0;
+    for (int l = 0; l < L; l++) {
+        if (done[l]) continue;
+        int n = 0;
+        for (int k = l; k < L; k++)
+            if (kv->layer_window[k] == kv->layer_window[l]) done[k] = 1, n++;
+        u = gcd(u, n);
+    }
+    kv->slice_layers = u;
+    kv->n_slices = 0;
+    kv->anchor = -1;
+    memset(done, 0, (size_t)L * sizeof(int));
+    for (int l = 0; l < L; l++) {
+        if (done[l]) continue;
+        int n = 0;
+        for (int k = l; k < L; k++) {
+            if (kv->layer_window[k] != kv->layer_window[l]) continue;
+            if (n % u == 0) {
+                kv->slice_window[kv->n_slices] = kv->layer_window[l];
+                if (kv->anchor < 0 && !kv->layer_window[l]) kv->anchor = kv->n_slices;
+                kv->n_slices++;
+            }
+            done[k] = 1;
+            kv->layer_slice[k] = kv->n_slices - 1;
+            kv->layer_pos[k] = n % u;
+            n++;
+        }
+    }
+    if (kv->anchor < 0) kv->anchor = 0;
+    for (int s = 0; s < kv->n_slices; s++)
+        kv->slice_release[s] = kv->keep_whole || kv->reserve_blocks ? 0 : kv->slice_window[s];
+    free(done);
+    return 0;
+}
+
 kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_error *err) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_kv_options o = opt ? *opt : kvlm_kv_default_params();
@@ -174,9 +265,10 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
                        o.reserve_tokens, c->n_ctx);
         return NULL;
     }
-    if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20)) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d)",
-                       o.block_size, o.max_seqs, 1 << 20);
+    if (o.block_size < 1 || o.block_size > 4096 || o.max_seqs < 1 || o.max_seqs > (1 << 20) || o.keep_whole < 0 ||
+        o.keep_whole > 1) {
+        kvlm_error_set(err, KVLM_ERR_ARG, "kv options out of range: block_size %d (1..4096), max_seqs %d (1..%d), "
+                       "keep_whole %d (0, 1)", o.block_size, o.max_seqs, 1 << 20, o.keep_whole);
         return NULL;
     }
     kvlm_kv *kv = calloc(1, sizeof *kv);
@@ -189,7 +281,12 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->max_blocks_per_seq = (c->n_ctx + o.block_size - 1) / o.block_size;
     kv->dtype = o.dtype;
     kv->reserve_blocks = (o.reserve_tokens + o.block_size - 1) / o.block_size;
-    kv->window = c->sliding_window > 0 && c->sliding_window < c->n_ctx ? c->sliding_window : 0;
+    kv->keep_whole = o.keep_whole;
+    if (plan_slices(kv, m)) {
+        kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+        kvlm_kv_free(kv);
+        return NULL;
+    }
     /* A lookup hands a new sequence shared blocks; a reservation gives it
      * blocks of its own: the two do not mix. */
     kv->prefix_cache = !o.no_prefix_cache && o.reserve_tokens == 0;
@@ -197,12 +294,13 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     kv->max_seqs = o.max_seqs;
     kv->row_bytes = kv_row_bytes(o.dtype, c->head_dim);
     kv->bytes_per_token = kvlm_kv_bytes_per_token(c, o.dtype);
+    kv->slice_bytes_per_token = kv->bytes_per_token / (size_t)kv->n_layer * (size_t)kv->slice_layers;
     kv->head_bytes = (size_t)o.block_size * kv->row_bytes;
-    kv->block_bytes = kv->bytes_per_token * o.block_size;
-    kv->n_blocks = o.n_blocks ? o.n_blocks : (size_t)o.max_seqs * kv->max_blocks_per_seq;
+    kv->block_bytes = kv->slice_bytes_per_token * o.block_size;
+    kv->n_blocks = o.n_blocks ? o.n_blocks : (size_t)o.max_seqs * kv->max_blocks_per_seq * kv->n_slices;
     if (kv->n_blocks > ((size_t)1 << 28) || kv->n_blocks > SIZE_MAX / kv->block_bytes) {
         kvlm_error_set(err, KVLM_ERR_ARG, "kv pool of %zu blocks is too large", kv->n_blocks);
-        free(kv);
+        kvlm_kv_free(kv);
         return NULL;
     }
     kv->pool_bytes = kv->n_blocks * kv->block_bytes;
@@ -237,11 +335,18 @@ void kvlm_kv_free(kvlm_kv *kv) {
     if (kv->seqs)
         for (int i = 0; i < kv->max_seqs; i++) {
             free(kv->seqs[i].blocks);
+            free(kv->seqs[i].n_released);
+            free(kv->seqs[i].pend_cow);
             free(kv->seqs[i].bhash);
             free(kv->seqs[i].bnode);
             free(kv->seqs[i].tokens);
         }
     if (kv->pool) munmap(kv->pool, kv->pool_bytes);
+    free(kv->layer_slice);
+    free(kv->layer_pos);
+    free(kv->layer_window);
+    free(kv->slice_window);
+    free(kv->slice_release);
     free(kv->blk);
     free(kv->blk_tokens);
     free(kv->bucket);
@@ -259,14 +364,19 @@ int kv_max_seqs(const kvlm_kv *kv) { return kv->max_seqs; }
 int kv_n_ctx(const kvlm_kv *kv) { return kv->n_ctx; }
 kvlm_dtype kv_dtype(const kvlm_kv *kv) { return kv->dtype; }
 size_t kv_n_blocks(const kvlm_kv *kv) { return kv->n_blocks; }
+int kv_n_slices(const kvlm_kv *kv) { return kv->n_slices; }
 
-int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c) {
-    const int window = c->sliding_window > 0 && c->sliding_window < c->n_ctx ? c->sliding_window : 0;
-    return kv->n_layer == c->n_layer && kv->n_kv_head == c->n_kv_head && kv->head_dim == c->head_dim &&
-           kv->n_ctx == c->n_ctx && kv->window == window;
+int kv_fits_model(const kvlm_kv *kv, const kvlm_model *m) {
+    const kvlm_config *c = kvlm_model_config(m);
+    if (kv->n_layer != c->n_layer || kv->n_kv_head != c->n_kv_head || kv->head_dim != c->head_dim ||
+        kv->n_ctx != c->n_ctx)
+        return 0;
+    for (int l = 0; l < c->n_layer; l++)
+        if (kv->layer_window[l] != model_layer_window(m, l)) return 0;
+    return 1;
 }
 
-size_t kv_new_seq_blocks(const kvlm_kv *kv) { return (size_t)kv->reserve_blocks; }
+size_t kv_new_seq_blocks(const kvlm_kv *kv) { return (size_t)kv->reserve_blocks * kv->n_slices; }
 
 const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq) {
     return kv_seq_valid(kv, seq) ? kv->seqs[seq].tokens : NULL;
@@ -274,6 +384,11 @@ const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq) {
 
 int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table) {
     *table = kv_seq_valid(kv, seq) ? kv->seqs[seq].blocks : NULL;
+    return *table ? kv->seqs[seq].n_blocks : 0;
+}
+
+int kv_seq_slice_blocks(const kvlm_kv *kv, int seq, int slice, const int **table) {
+    *table = kv_seq_valid(kv, seq) && slice >= 0 && slice < kv->n_slices ? kv_tab(kv, &kv->seqs[seq], slice) : NULL;
     return *table ? kv->seqs[seq].n_blocks : 0;
 }
 
@@ -297,18 +412,22 @@ static int seq_alloc(kvlm_kv *kv, kvlm_error *err) {
     for (int i = 0; i < kv->max_seqs && id < 0; i++)
         if (!kv->seqs[i].live) id = i;
     if (id < 0) return kvlm_error_set(err, KVLM_ERR_NOMEM, "all %d sequence slots are in use", kv->max_seqs);
-    kv_seq *s = &kv->seqs[id];
-    size_t mb = (size_t)kv->max_blocks_per_seq;
-    if (!s->blocks) s->blocks = malloc(mb * sizeof(int));
-    if (!s->bhash) s->bhash = malloc(mb * sizeof(uint64_t));
-    if (!s->bnode) s->bnode = malloc(mb * sizeof(uint64_t));
-    if (!s->tokens) s->tokens = malloc((size_t)kv->n_ctx * sizeof(int32_t));
-    if (!s->blocks || !s->bhash || !s->bnode || !s->tokens) {
+    kv_seq *q = &kv->seqs[id];
+    size_t mb = (size_t)kv->max_blocks_per_seq, ns = (size_t)kv->n_slices;
+    if (!q->blocks) q->blocks = malloc(mb * ns * sizeof(int));
+    if (!q->n_released) q->n_released = malloc(ns * sizeof(int));
+    if (!q->pend_cow) q->pend_cow = malloc(ns * sizeof(int));
+    if (!q->bhash) q->bhash = malloc(mb * sizeof(uint64_t));
+    if (!q->bnode) q->bnode = malloc(mb * sizeof(uint64_t));
+    if (!q->tokens) q->tokens = malloc((size_t)kv->n_ctx * sizeof(int32_t));
+    if (!q->blocks || !q->n_released || !q->pend_cow || !q->bhash || !q->bnode || !q->tokens)
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    q->live = 1;
+    q->len = q->n_blocks = q->n_indexed = q->pend_n = q->pend_blocks = 0;
+    for (int s = 0; s < kv->n_slices; s++) {
+        q->n_released[s] = 0;
+        q->pend_cow[s] = -1;
     }
-    s->live = 1;
-    s->len = s->n_blocks = s->n_indexed = s->n_released = s->pend_n = s->pend_blocks = 0;
-    s->pend_cow = -1;
     return id;
 }
 
@@ -323,6 +442,22 @@ int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
     return id;
 }
 
+/* The longest prefix of the J anchor-matched blocks every slice can serve:
+ * a global slice needs blocks 0 .. J' - 1, a window slice only those its
+ * window still reads at J' x block_size tokens. found[s * J + j]: slice
+ * s's indexed block for block j, or -1. */
+static int servable_blocks(const kvlm_kv *kv, const int *found, int J) {
+    for (int n = J; n > 0; n--) {
+        int ok = 1;
+        for (int s = 0; s < kv->n_slices && ok; s++) {
+            const int lo = kv_window_start(kv->slice_release[s], n * kv->block_size) / kv->block_size;
+            for (int j = lo; j < n && ok; j++) ok = found[(size_t)s * J + j] >= 0;
+        }
+        if (ok) return n;
+    }
+    return 0;
+}
+
 int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
     *n_cached = 0;
     if (n < 0 || n > kv->n_ctx)
@@ -330,26 +465,43 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
                               kv->n_ctx);
     int id = kvlm_kv_seq_new(kv, err);
     if (id < 0 || !kv->prefix_cache) return id;
-    kv_seq *s = &kv->seqs[id];
+    kv_seq *q = &kv->seqs[id];
     const int bs = kv->block_size, max_blocks = n > 0 ? (n - 1) / bs : 0; /* leave a token to compute */
+    int *found = max_blocks ? malloc((size_t)max_blocks * kv->n_slices * sizeof(int)) : NULL;
     uint64_t h = 0, node = 0;
-    int j = 0;
-    for (; j < max_blocks; j++) {
-        h = kv->hash(h, prompt + (size_t)j * bs, bs);
-        int b = index_find(kv, h, node, prompt + (size_t)j * bs);
+    int J = 0;
+    /* The anchor's chain verifies every token id; each other slice's block
+     * is looked up under the anchor's registration number. */
+    for (; found && J < max_blocks; J++) {
+        h = kv->hash(h, prompt + (size_t)J * bs, bs);
+        int b = index_find(kv, h, node, prompt + (size_t)J * bs);
         if (b < 0) break;
-        ref_block(kv, b);
         node = kv->blk[b].node;
-        s->blocks[s->n_blocks++] = b;
-        s->bhash[j] = h;
-        s->bnode[j] = node;
+        q->bhash[J] = h;
+        q->bnode[J] = node;
     }
-    s->n_indexed = j;
-    s->len = *n_cached = j * bs;
-    memcpy(s->tokens, prompt, (size_t)s->len * sizeof(int32_t));
+    for (int s = 0; s < kv->n_slices; s++)
+        for (int j = 0; j < J; j++)
+            found[(size_t)s * J + j] = s == kv->anchor ? index_find(kv, q->bhash[j], j ? q->bnode[j - 1] : 0,
+                                                                   prompt + (size_t)j * bs)
+                                                       : index_find_slice(kv, q->bnode[j], s);
+    J = servable_blocks(kv, found, J);
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int lo = kv_window_start(kv->slice_release[s], J * bs) / bs;
+        int *t = kv_tab(kv, q, s);
+        for (int j = 0; j < J; j++) {
+            t[j] = j < lo ? -1 : found[(size_t)s * J + j];
+            if (j >= lo) ref_block(kv, t[j]);
+        }
+        q->n_released[s] = lo;
+    }
+    free(found);
+    q->n_blocks = q->n_indexed = J;
+    q->len = *n_cached = J * bs;
+    memcpy(q->tokens, prompt, (size_t)q->len * sizeof(int32_t));
     kv->counters.prefix_queries++;
     kv->counters.prefix_query_tokens += (uint64_t)n;
-    if (j > 0) {
+    if (J > 0) {
         kv->counters.prefix_hits++;
         kv->counters.prefix_hit_tokens += (uint64_t)*n_cached;
     }
@@ -363,131 +515,155 @@ int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
     int id = kvlm_kv_seq_new(kv, err);
     if (id < 0) return id;
     const kv_seq *p = &kv->seqs[parent];
-    kv_seq *s = &kv->seqs[id];
+    kv_seq *q = &kv->seqs[id];
     /* The parent's blocks with tokens: copied into blocks the child already
      * holds (its reservation), shared beyond them. */
-    for (int j = 0; j * kv->block_size < p->len; j++) {
-        const int b = p->blocks[j];
-        if (b < 0) { /* released by the window (never under a reservation) */
-            s->blocks[s->n_blocks++] = -1;
-            s->n_released++;
-        } else if (j < s->n_blocks) {
-            memcpy(kv->pool + (size_t)s->blocks[j] * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes,
-                   kv->block_bytes);
-            kv->blk[s->blocks[j]].filled = kv->blk[b].filled;
-        } else {
-            ref_block(kv, b);
-            s->blocks[s->n_blocks++] = b;
+    const int rows = (p->len + kv->block_size - 1) / kv->block_size, held = q->n_blocks;
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int *pt = kv_tab(kv, p, s);
+        int *t = kv_tab(kv, q, s);
+        for (int j = 0; j < rows; j++) {
+            const int b = pt[j];
+            if (b < 0) { /* released by the window (never under a reservation) */
+                t[j] = -1;
+                q->n_released[s]++;
+            } else if (j < held) {
+                memcpy(kv->pool + (size_t)t[j] * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes,
+                       kv->block_bytes);
+                kv->blk[t[j]].filled = kv->blk[b].filled;
+            } else {
+                ref_block(kv, b);
+                t[j] = b;
+            }
         }
     }
-    memcpy(s->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
-    memcpy(s->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
-    s->n_indexed = p->n_indexed;
-    memcpy(s->tokens, p->tokens, (size_t)p->len * sizeof(int32_t));
-    s->len = p->len;
+    if (rows > q->n_blocks) q->n_blocks = rows;
+    memcpy(q->bhash, p->bhash, (size_t)p->n_indexed * sizeof(uint64_t));
+    memcpy(q->bnode, p->bnode, (size_t)p->n_indexed * sizeof(uint64_t));
+    q->n_indexed = p->n_indexed;
+    memcpy(q->tokens, p->tokens, (size_t)p->len * sizeof(int32_t));
+    q->len = p->len;
     return id;
 }
 
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq) {
     if (!kv_seq_valid(kv, seq)) return;
     kv_append_abort(kv, seq);
-    kv_seq *s = &kv->seqs[seq];
-    while (s->n_blocks > 0)
-        if (s->blocks[--s->n_blocks] >= 0) unref_block(kv, s->blocks[s->n_blocks]);
-    s->live = 0;
-    s->len = s->n_indexed = s->n_released = 0;
+    kv_seq *q = &kv->seqs[seq];
+    while (q->n_blocks > 0) pop_row(kv, q);
+    q->live = 0;
+    q->len = q->n_indexed = 0;
 }
 
-/* Full blocks not yet in the chain enter the index (or join an identical
- * indexed block's chain, so later blocks still find their parent). */
-static void index_full_blocks(kvlm_kv *kv, kv_seq *s) {
+/* Full blocks not yet in the chain enter the index: the anchor's block
+ * under its chain hash (or, when an identical block is indexed already,
+ * its registration number is taken so later blocks still find their
+ * parent), then each other slice's block under that number. */
+static void index_full_blocks(kvlm_kv *kv, kv_seq *q) {
     const int bs = kv->block_size;
-    while (s->n_indexed < s->len / bs) {
-        const int j = s->n_indexed;
-        const uint64_t ph = j ? s->bhash[j - 1] : 0, pn = j ? s->bnode[j - 1] : 0;
-        const int32_t *toks = s->tokens + (size_t)j * bs;
+    while (q->n_indexed < q->len / bs) {
+        const int j = q->n_indexed;
+        const uint64_t ph = j ? q->bhash[j - 1] : 0, pn = j ? q->bnode[j - 1] : 0;
+        const int32_t *toks = q->tokens + (size_t)j * bs;
         const uint64_t h = kv->hash(ph, toks, bs);
-        const int b = s->blocks[j];
-        uint64_t node = kv->blk[b].node;
+        const int b = kv_tab(kv, q, kv->anchor)[j];
+        uint64_t node = b >= 0 && kv->blk[b].node ? kv->blk[b].node : 0;
         if (!node) {
             int same = index_find(kv, h, pn, toks);
             if (same >= 0) {
                 node = kv->blk[same].node;
-            } else {
+            } else if (b >= 0) {
                 kv_block *k = &kv->blk[b];
                 k->hash = h;
                 k->parent = pn;
+                k->slice = kv->anchor;
                 k->node = node = ++kv->next_node;
                 memcpy(kv->blk_tokens + (size_t)b * bs, toks, (size_t)bs * sizeof(int32_t));
                 index_insert(kv, b);
+            } else {
+                node = ++kv->next_node; /* a released anchor block: the chain goes on, unreachable */
             }
         }
-        s->bhash[j] = h;
-        s->bnode[j] = node;
-        s->n_indexed++;
+        for (int s = 0; s < kv->n_slices; s++) {
+            const int bb = kv_tab(kv, q, s)[j];
+            if (s == kv->anchor || bb < 0 || kv->blk[bb].node || index_find_slice(kv, node, s) >= 0) continue;
+            kv_block *k = &kv->blk[bb];
+            k->hash = slice_key(node, s);
+            k->parent = node;
+            k->slice = s;
+            k->node = ++kv->next_node;
+            index_insert(kv, bb);
+        }
+        q->bhash[j] = h;
+        q->bnode[j] = node;
+        q->n_indexed++;
     }
 }
 
-/* The first position any later query of a sequence of len tokens reads
- * under the window (0 without one). */
-static int window_start(const kvlm_kv *kv, int len) {
-    return kv->window && len + 1 > kv->window ? len + 1 - kv->window : 0;
-}
-
-/* Sliding window: gives back the sequence's reference to every block whose
- * positions all lie before the window of its next query (len - W + 1 on).
- * Such a block is full, so with the prefix cache on it is already indexed
- * and, once no sequence holds it, waits on the LRU list for reuse; other
- * sequences sharing it keep it. Blocks a reservation holds are kept. */
-static void release_outside_window(kvlm_kv *kv, kv_seq *s) {
-    if (!kv->window || kv->reserve_blocks) return;
-    const int first_needed = window_start(kv, s->len) / kv->block_size;
-    while (s->n_released < first_needed) {
-        unref_block(kv, s->blocks[s->n_released]);
-        s->blocks[s->n_released++] = -1;
+/* Window slices: gives back the sequence's reference to every block whose
+ * positions all lie before the slice's window at its next query (len - W +
+ * 1 on). Such a block is full, so with the prefix cache on it is already
+ * indexed and, once no sequence holds it, waits on the LRU list for reuse;
+ * other sequences sharing it keep it. Global slices, keep_whole and
+ * reservations keep every block. */
+static void release_outside_window(kvlm_kv *kv, kv_seq *q) {
+    for (int s = 0; s < kv->n_slices; s++) {
+        if (!kv->slice_release[s]) continue;
+        const int first_needed = kv_window_start(kv->slice_release[s], q->len) / kv->block_size;
+        int *t = kv_tab(kv, q, s);
+        while (q->n_released[s] < first_needed) {
+            unref_block(kv, t[q->n_released[s]]);
+            t[q->n_released[s]++] = -1;
+        }
     }
 }
 
 /* ------------------------------------------------------------ appending */
 
-/* Gives back the blocks a reservation took and puts a copied tail back. */
-static void undo_reservation(kvlm_kv *kv, kv_seq *s) {
-    while (s->n_blocks > s->pend_blocks) unref_block(kv, s->blocks[--s->n_blocks]);
-    if (s->pend_cow >= 0) {
-        const int j = s->len / kv->block_size;
-        unref_block(kv, s->blocks[j]); /* the private copy: back to the free stack */
-        s->blocks[j] = s->pend_cow;
-    }
-    s->pend_n = 0;
-    s->pend_cow = -1;
+/* Gives back the blocks a reservation took and puts copied tails back. */
+static void undo_reservation(kvlm_kv *kv, kv_seq *q) {
+    while (q->n_blocks > q->pend_blocks) pop_row(kv, q);
+    const int j = q->len / kv->block_size;
+    for (int s = 0; s < kv->n_slices; s++)
+        if (q->pend_cow[s] >= 0) {
+            int *t = kv_tab(kv, q, s);
+            unref_block(kv, t[j]); /* the private copy: back to the free stack */
+            t[j] = q->pend_cow[s];
+            q->pend_cow[s] = -1;
+        }
+    q->pend_n = 0;
 }
 
 int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
     if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
-    kv_seq *s = &kv->seqs[seq];
-    if (s->pend_n)
-        return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, s->pend_n);
-    if (n < 1 || n > kv->n_ctx - s->len)
+    kv_seq *q = &kv->seqs[seq];
+    if (q->pend_n)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d already has %d positions reserved", seq, q->pend_n);
+    if (n < 1 || n > kv->n_ctx - q->len)
         return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d of %d tokens cannot take %d more (context window %d)", seq,
-                              s->len, n, kv->n_ctx);
-    const int bs = kv->block_size, j = s->len / bs;
-    s->pend_blocks = s->n_blocks;
-    s->pend_cow = -1;
+                              q->len, n, kv->n_ctx);
+    const int bs = kv->block_size, j = q->len / bs;
+    q->pend_blocks = q->n_blocks;
     /* A partly filled tail block that is shared or indexed is copied: the
      * sharers and the index keep the original, put back by an abort. */
-    if (s->len % bs && j < s->n_blocks && (kv->blk[s->blocks[j]].refcount > 1 || kv->blk[s->blocks[j]].node)) {
-        const int b = s->blocks[j], nb = alloc_block(kv);
-        if (nb < 0)
+    for (int s = 0; s < kv->n_slices && q->len % bs && j < q->n_blocks; s++) {
+        int *t = kv_tab(kv, q, s);
+        const int b = t[j];
+        if (b < 0 || (kv->blk[b].refcount == 1 && !kv->blk[b].node)) continue;
+        const int nb = alloc_block(kv);
+        if (nb < 0) {
+            undo_reservation(kv, q);
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
                                   kv->n_blocks);
+        }
         memcpy(kv->pool + (size_t)nb * kv->block_bytes, kv->pool + (size_t)b * kv->block_bytes, kv->block_bytes);
-        kv->blk[nb].filled = s->len % bs;
-        s->blocks[j] = nb;
-        s->pend_cow = b;
+        kv->blk[nb].filled = q->len % bs;
+        t[j] = nb;
+        q->pend_cow[s] = b;
     }
-    int rc = take_blocks(kv, s, (s->len + n + bs - 1) / bs, err);
-    if (rc) undo_reservation(kv, s);
-    else s->pend_n = n;
+    int rc = take_blocks(kv, q, (q->len + n + bs - 1) / bs, err);
+    if (rc) undo_reservation(kv, q);
+    else q->pend_n = n;
     return rc;
 }
 
@@ -498,55 +674,63 @@ void kv_append_abort(kvlm_kv *kv, int seq) {
 }
 
 void kv_append_commit(kvlm_kv *kv, int seq, const int32_t *tokens) {
-    kv_seq *s = &kv->seqs[seq];
-    const int bs = kv->block_size, old = s->len, n = s->pend_n;
-    if (s->pend_cow >= 0) {
-        unref_block(kv, s->pend_cow);
-        kv->counters.cow_copies++;
+    kv_seq *q = &kv->seqs[seq];
+    const int bs = kv->block_size, old = q->len, n = q->pend_n;
+    for (int s = 0; s < kv->n_slices; s++)
+        if (q->pend_cow[s] >= 0) {
+            unref_block(kv, q->pend_cow[s]);
+            q->pend_cow[s] = -1;
+            kv->counters.cow_copies++;
+        }
+    q->pend_n = 0;
+    memcpy(q->tokens + old, tokens, (size_t)n * sizeof(int32_t));
+    q->len += n;
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int *t = kv_tab(kv, q, s);
+        for (int j = old / bs; j * bs < q->len; j++) {
+            int f = q->len - j * bs < bs ? q->len - j * bs : bs;
+            if (t[j] >= 0 && kv->blk[t[j]].filled < f) kv->blk[t[j]].filled = f;
+        }
     }
-    s->pend_n = 0;
-    s->pend_cow = -1;
-    memcpy(s->tokens + old, tokens, (size_t)n * sizeof(int32_t));
-    s->len += n;
-    for (int j = old / bs; j * bs < s->len; j++) {
-        int f = s->len - j * bs < bs ? s->len - j * bs : bs;
-        if (kv->blk[s->blocks[j]].filled < f) kv->blk[s->blocks[j]].filled = f;
-    }
-    if (kv->prefix_cache) index_full_blocks(kv, s);
-    release_outside_window(kv, s);
+    if (kv->prefix_cache) index_full_blocks(kv, q);
+    release_outside_window(kv, q);
 }
 
 static void seq_truncate(kvlm_kv *kv, int seq, int len) {
-    kv_seq *s = &kv->seqs[seq];
+    kv_seq *q = &kv->seqs[seq];
     const int bs = kv->block_size;
-    if (len < s->len) s->len = len;
-    if (s->n_indexed > s->len / bs) s->n_indexed = s->len / bs;
-    int need = (s->len + bs - 1) / bs;
+    if (len < q->len) q->len = len;
+    if (q->n_indexed > q->len / bs) q->n_indexed = q->len / bs;
+    int need = (q->len + bs - 1) / bs;
     if (need < kv->reserve_blocks) need = kv->reserve_blocks;
-    while (s->n_blocks > need)
-        if (s->blocks[--s->n_blocks] >= 0) unref_block(kv, s->blocks[s->n_blocks]);
-    if (s->n_released > s->n_blocks) s->n_released = s->n_blocks;
+    while (q->n_blocks > need) pop_row(kv, q);
     /* Blocks this sequence alone writes now hold only its remaining tokens
      * (a shared or indexed block keeps its fill for its other holders). */
-    for (int j = s->len / bs; j < s->n_blocks; j++) {
-        kv_block *k = &kv->blk[s->blocks[j]];
-        const int f = s->len - j * bs; /* < bs here; < 0 for reserved blocks past the tokens */
-        if (k->refcount == 1 && !k->node) k->filled = f > 0 ? f : 0;
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int *t = kv_tab(kv, q, s);
+        for (int j = q->len / bs; j < q->n_blocks; j++) {
+            if (t[j] < 0) continue;
+            kv_block *k = &kv->blk[t[j]];
+            const int f = q->len - j * bs; /* < bs here; < 0 for reserved blocks past the tokens */
+            if (k->refcount == 1 && !k->node) k->filled = f > 0 ? f : 0;
+        }
     }
 }
 
 int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err) {
     if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
-    if (kv->seqs[seq].pend_n) return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
-    if (len < 0 || len > kv->seqs[seq].len)
-        return kvlm_error_set(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, kv->seqs[seq].len,
-                              len);
-    const int released = kv->seqs[seq].n_released * kv->block_size;
-    if (len > 0 && window_start(kv, len) < released)
-        return kvlm_error_set(err, KVLM_ERR_ARG,
-                              "cannot truncate sequence %d to %d tokens: positions before %d left the sliding window of "
-                              "%d and were released (truncate to 0, or to at least %d)", seq, len, released, kv->window,
-                              released + kv->window - 1);
+    const kv_seq *q = &kv->seqs[seq];
+    if (q->pend_n) return kvlm_error_set(err, KVLM_ERR_ARG, "sequence %d has an append in progress", seq);
+    if (len < 0 || len > q->len)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, q->len, len);
+    for (int s = 0; s < kv->n_slices && len > 0; s++) {
+        const int released = q->n_released[s] * kv->block_size, W = kv->slice_release[s];
+        if (kv_window_start(W, len) < released)
+            return kvlm_error_set(err, KVLM_ERR_ARG,
+                                  "cannot truncate sequence %d to %d tokens: positions before %d left the sliding "
+                                  "window of %d and were released (truncate to 0, or to at least %d)", seq, len,
+                                  released, W, released + W - 1);
+    }
     seq_truncate(kv, seq, len);
     return KVLM_OK;
 }
@@ -559,13 +743,15 @@ size_t kvlm_kv_available_blocks(const kvlm_kv *kv) { return kv->n_free + kv->n_l
 
 size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len) {
     if (!kv_seq_valid(kv, seq)) return 0;
-    const kv_seq *s = &kv->seqs[seq];
-    const int bs = kv->block_size, j = s->len / bs;
-    size_t need = (size_t)((len + bs - 1) / bs), have = (size_t)s->n_blocks, cow = 0;
-    if (len > s->len && s->len % bs && j < s->n_blocks &&
-        (kv->blk[s->blocks[j]].refcount > 1 || kv->blk[s->blocks[j]].node))
-        cow = 1;
-    return (need > have ? need - have : 0) + cow;
+    const kv_seq *q = &kv->seqs[seq];
+    const int bs = kv->block_size, j = q->len / bs;
+    const size_t need = (size_t)((len + bs - 1) / bs), have = (size_t)q->n_blocks;
+    size_t total = (need > have ? need - have : 0) * (size_t)kv->n_slices;
+    for (int s = 0; s < kv->n_slices; s++) {
+        const int b = j < q->n_blocks ? kv_tab(kv, q, s)[j] : -1;
+        if (len > q->len && q->len % bs && b >= 0 && (kv->blk[b].refcount > 1 || kv->blk[b].node)) total++;
+    }
+    return total;
 }
 
 /* ------------------------------------------------------------ accounting */
@@ -578,9 +764,10 @@ void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st) {
     st->blocks_used = kv->n_used;
     st->blocks_cached = kv->n_lru;
     st->blocks_free = kv->n_free;
+    size_t slots = 0;
     for (size_t b = 0; b < kv->n_blocks; b++)
         if (kv->blk[b].refcount > 0) {
-            st->tokens_stored += (size_t)kv->blk[b].filled;
+            slots += (size_t)kv->blk[b].filled;
             st->blocks_shared += kv->blk[b].refcount > 1;
         }
     for (int i = 0; i < kv->max_seqs; i++)
@@ -588,112 +775,10 @@ void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st) {
             st->seqs++;
             st->tokens += (size_t)kv->seqs[i].len;
         }
+    st->tokens_stored = slots / (size_t)kv->n_slices;
     st->bytes_pool = kv->pool_bytes;
     st->bytes_reserved = st->blocks_used * kv->block_bytes;
-    st->bytes_live = st->tokens_stored * kv->bytes_per_token;
+    st->bytes_live = slots * kv->slice_bytes_per_token;
     st->bytes_slack = st->bytes_reserved - st->bytes_live;
     st->utilisation = st->bytes_reserved ? (double)st->bytes_live / st->bytes_reserved : 0;
-}
-
-/* ------------------------------------------------------------ invariants */
-
-int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
-    const size_t N = kv->n_blocks;
-    int *refs = calloc(N, sizeof(int)), *place = calloc(N, sizeof(int)); /* 1 used, 2 lru, 3 free */
-    int rc = KVLM_OK;
-    if (!refs || !place) { rc = kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); goto out; }
-    for (int i = 0; i < kv->max_seqs; i++) {
-        const kv_seq *s = &kv->seqs[i];
-        if (!s->live) continue;
-        const int bs = kv->block_size;
-        if (s->n_blocks * bs < s->len + s->pend_n || s->n_indexed > s->len / bs) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d: %d blocks, %d indexed for %d tokens + %d pending", i,
-                                s->n_blocks, s->n_indexed, s->len, s->pend_n);
-            goto out;
-        }
-        if (s->pend_cow >= 0) refs[s->pend_cow]++; /* held until the pending append commits */
-        /* Blocks a pending append writes, and blocks past the tokens (a
-         * reservation), belong to this sequence alone and are not indexed. */
-        const int first_private = s->pend_n ? s->len / bs : (s->len + bs - 1) / bs;
-        if (s->n_released > s->n_blocks || s->n_released * bs > window_start(kv, s->len)) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d: %d blocks released, but its window starts at %d", i,
-                                s->n_released, window_start(kv, s->len));
-            goto out;
-        }
-        for (int j = 0; j < s->n_blocks; j++) {
-            int b = s->blocks[j];
-            if ((b < 0) != (j < s->n_released)) {
-                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d table entry %d: block %d (%d released)", i, j, b,
-                                    s->n_released);
-                goto out;
-            }
-            if (b < 0) continue;
-            refs[b]++;
-            int need = s->len - j * bs;
-            if (need > bs) need = bs;
-            if (need > 0 && kv->blk[b].filled < need) {
-                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d block %d: filled %d < %d", i, b, kv->blk[b].filled, need);
-                goto out;
-            }
-            if (j >= first_private && (kv->blk[b].refcount != 1 || kv->blk[b].node)) {
-                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "seq %d block %d (table entry %d) is written next but %s", i, b,
-                                    j, kv->blk[b].node ? "indexed" : "shared");
-                goto out;
-            }
-        }
-    }
-    size_t used = 0;
-    for (size_t b = 0; b < N; b++) {
-        if (kv->blk[b].filled < 0 || kv->blk[b].filled > kv->block_size) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: filled %d is outside [0, %d]", b, kv->blk[b].filled,
-                                kv->block_size);
-            goto out;
-        }
-        if (refs[b] != kv->blk[b].refcount) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu: refcount %d but %d table references", b,
-                                kv->blk[b].refcount, refs[b]);
-            goto out;
-        }
-        if (refs[b]) place[b] = 1, used++;
-    }
-    size_t lru = 0;
-    for (int b = kv->lru_head; b >= 0; b = kv->blk[b].lru_next, lru++) {
-        if (place[b] || !kv->blk[b].node || lru > N) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %d: on the LRU list but used, unindexed or listed twice", b);
-            goto out;
-        }
-        place[b] = 2;
-    }
-    for (size_t i = 0; i < kv->n_free; i++) {
-        int b = kv->free_stack[i];
-        if (place[b] || kv->blk[b].node) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %d: on the free list but used, cached or indexed", b);
-            goto out;
-        }
-        place[b] = 3;
-    }
-    if (used != kv->n_used || lru != kv->n_lru || used + lru + kv->n_free != N) {
-        rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block counts: used %zu/%zu lru %zu/%zu free %zu, total %zu", used,
-                            kv->n_used, lru, kv->n_lru, kv->n_free, N);
-        goto out;
-    }
-    size_t indexed = 0, chained = 0;
-    for (size_t b = 0; b < N; b++) {
-        if (!place[b]) {
-            rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "block %zu is nowhere (leaked)", b);
-            goto out;
-        }
-        indexed += kv->blk[b].node != 0;
-    }
-    for (size_t i = 0; i < kv->n_bucket; i++)
-        for (int b = kv->bucket[i]; b >= 0; b = kv->blk[b].next_in_bucket, chained++)
-            if (!kv->blk[b].node || bucket_of(kv, kv->blk[b].hash) != i || chained > N) {
-                rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "index bucket %zu holds block %d wrongly", i, b);
-                goto out;
-            }
-    if (indexed != chained) rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%zu blocks indexed, %zu in buckets", indexed, chained);
-out:
-    free(refs);
-    free(place);
-    return rc;
 }

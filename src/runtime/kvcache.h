@@ -7,9 +7,11 @@
  * functions: nothing outside runtime/kvcache.c and runtime/attention.c sees
  * the layout (runtime/kv_layout.h).
  *
- * The design: one pool of fixed-size blocks (block_size tokens, K and V for
- * every layer and KV head), a block table per sequence, and reference counts
- * so sequences share blocks. fork shares a parent's blocks; a block is
+ * The design: one pool of fixed-size blocks (block_size tokens, K and V of
+ * every KV head for the layers of one slice: the layers grouped by their
+ * window, each group cut into slices of equal size, so a model with one
+ * window has one slice of every layer), a block table per sequence and
+ * slice, and reference counts so sequences share blocks. fork shares a parent's blocks; a block is
  * written only while its writer holds the sole reference and it is not in
  * the prefix index, otherwise the append copies it first (copy-on-write).
  * Each full block is registered in the prefix index under hash(parent hash,
@@ -26,14 +28,19 @@
  * rest. Generation without a cache is not a mode either: truncate the
  * sequence to 0 and step its whole context again (the scheduler's recompute option).
  *
- * Sliding window: a cache created for a model with sliding_window W (and
- * no reserve_tokens) gives back, at each commit, a sequence's reference to
- * every leading block whose positions all precede len - W + 1, the first
- * key any later query of that sequence reads. A block another sequence
+ * Sliding window: in a slice whose layers attend over a window W (and
+ * without reserve_tokens or keep_whole), each commit gives back the
+ * sequence's reference to every leading block of that slice whose positions
+ * all precede len - W + 1, the first key any later query of those layers
+ * reads; global slices keep theirs. A block another sequence
  * still holds stays with it; an unshared one goes to the free stack, or,
  * being full and indexed, to the prefix cache's LRU list, where a new
  * sequence with the same prefix can still find it. Released entries read
- * -1 in the block table; truncating into them is refused (0 is fine).
+ * -1 in the block table; truncating into them is refused (0 is fine). The
+ * prefix index verifies token ids on one slice's chain (a global one when
+ * there is one); the other slices' blocks are found under its
+ * registration numbers, so a hit needs of a window slice only the blocks
+ * its window reads.
  *
  * Appending is one protocol: kv_append_reserve gives a sequence private,
  * writable slots for its next n positions; the caller writes their K/V
@@ -62,8 +69,13 @@ size_t kv_n_blocks(const kvlm_kv *kv);
  * of its blocks. kvlm_kv_bytes_per_token is 2 x layers x KV heads x this. */
 size_t kv_row_bytes(kvlm_dtype t, int head_dim);
 /* 1 when the cache was created for a model of this shape (layers, KV
- * heads, head dim, context, sliding window). */
-int kv_fits_model(const kvlm_kv *kv, const kvlm_config *c);
+ * heads, head dim, context, the window of every layer). */
+int kv_fits_model(const kvlm_kv *kv, const kvlm_model *m);
+/* Layer slices (runtime/kv_layout.h): the block tables each sequence has. */
+int kv_n_slices(const kvlm_kv *kv);
+/* Fills info's slice fields (n_slices, slice_layers, block_bytes,
+ * bytes_per_token, keep_whole). */
+void kv_slice_info(const kvlm_kv *kv, kvlm_kv_info *info);
 /* Blocks every new sequence takes when it is created and keeps until it is
  * freed (kvlm_kv_options.reserve_tokens; 0 when blocks are taken on
  * demand). */
@@ -72,10 +84,12 @@ size_t kv_new_seq_blocks(const kvlm_kv *kv);
 int kv_seq_valid(const kvlm_kv *kv, int seq);
 /* The token ids of seq's kvlm_kv_seq_len positions (valid until it changes). */
 const int32_t *kv_seq_tokens(const kvlm_kv *kv, int seq);
-/* seq's block table: *table receives its blocks in position order; returns
- * how many (enough for its length and any pending append). Entries a
- * sliding window released are -1. */
+/* seq's block table of slice 0: *table receives its blocks in position
+ * order; returns how many (enough for its length and any pending append).
+ * Entries a sliding window released are -1. kv_seq_slice_blocks: the same
+ * for any slice (NULL and 0 for a slice out of range). */
 int kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table);
+int kv_seq_slice_blocks(const kvlm_kv *kv, int seq, int slice, const int **table);
 /* The state of every block of the pool (kvlm_kv_stats.blocks_total
  * entries each): refs receives its reference count (sequences holding it),
  * cached 1 for a block held by no sequence but kept by the prefix cache
