@@ -3,7 +3,9 @@
  * memory in the requested dtype. They make speed and memory figures
  * reproducible without downloading anything; their outputs are noise.
  * Weights are deterministic for a given seed (a counter-based generator, so
- * the parallel fill does not depend on the thread count).
+ * the parallel fill does not depend on the thread count). A preset may give
+ * its window layers a sliding window (model->layer_window), Gemma 3's
+ * pattern of five window layers to one global.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,17 +20,29 @@ typedef struct synth_preset {
     const char *name;
     int llama; /* 0: GPT-2 block, 1: Llama block (RMSNorm, rotary, SwiGLU, GQA, tied head) */
     int n_layer, n_head, n_kv_head, n_embd, n_ff, n_ctx, vocab;
+    int head_dim;      /* 0: n_embd / n_head */
+    int window;        /* sliding window of the window layers (0: every layer global) */
+    int global_every;  /* with a window: layer l is global when (l + 1) % global_every == 0 */
 } synth_preset;
 
 static const synth_preset presets[] = {
-    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257},
-    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257},
-    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200},
+    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257, 0, 0, 0},
+    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257, 0, 0, 0},
+    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200, 0, 0, 0},
     /* Llama 3.2 1B shapes; the context is capped at 4,096 to keep pools small */
-    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256},
-    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256},
+    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256, 0, 0, 0},
+    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256, 0, 0, 0},
+    /* Gemma 3 1B's attention shapes (26 layers, 4 query heads and 1 KV head
+     * of 256, a window of 512 on five layers of every six, hidden 1152,
+     * MLP 6912) in a Llama block; the vocabulary is cut to 32,768 (Gemma's
+     * 262,144 would only make the output layer larger) and the context to
+     * 32,768 */
+    {"gemma3-1b-shape", 1, 26, 4, 1, 1152, 6912, 32768, 32768, 256, 512, 6},
+    /* the same pattern, small: 12 layers (10 window, 2 global: slices of 2
+     * layers), window 8 */
+    {"gemma3-tiny", 1, 12, 4, 1, 64, 128, 128, 256, 32, 8, 6},
 };
-#define PRESET_NAMES "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny"
+#define PRESET_NAMES "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny, gemma3-1b-shape, gemma3-tiny"
 
 static uint64_t splitmix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -85,7 +99,7 @@ static void set_config(kvlm_config *c, const synth_preset *p, kvlm_dtype dt) {
     c->n_head = p->n_head;
     c->n_kv_head = p->n_kv_head;
     c->n_embd = p->n_embd;
-    c->head_dim = p->n_embd / p->n_head;
+    c->head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     c->n_ff = p->n_ff;
     c->n_ctx = p->n_ctx;
     c->vocab_size = p->vocab;
@@ -146,6 +160,11 @@ static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t s
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
     for (int l = 0; l < c->n_layer; l++)
         if ((rc = build_layer(m, p, &m->layers[l], dt, seed, &s, a, err))) return rc;
+    if (p->window) {
+        m->layer_window = model_own(m, malloc((size_t)c->n_layer * sizeof(int)));
+        if (!m->layer_window) return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+        for (int l = 0; l < c->n_layer; l++) m->layer_window[l] = (l + 1) % p->global_every ? p->window : 0;
+    }
     return rope_init(m, NULL, err);
 }
 
