@@ -85,6 +85,26 @@ static void test_shape(void **state) {
     assert_int_equal(kvlm_kv_seq_bytes(kv, 100), (25 + 5 * 2) * info.block_bytes);
     assert_int_equal(kvlm_kv_seq_bytes(kv, 0), 0);
     assert_int_equal(kvlm_kv_seq_bytes(kv, 7), 2 * 6 * info.block_bytes);
+    /* Grown by appends of 13, a window slice holds at most ceil((8 - 1 +
+     * 13) / 4) + 1 = 6 blocks while an append is pending: the peak
+     * admission counts is reached and never passed. */
+    assert_int_equal(kv_blocks_for(kv, 100, 13), 25 + 5 * 6);
+    assert_int_equal(kv_blocks_for(kv, 100, 0), 25 + 5 * 2);
+    kvlm_error err;
+    const int seq = kvlm_kv_seq_new(kv, &err);
+    int32_t toks[13] = {0};
+    size_t peak = 0;
+    for (int len = 0; len + 13 <= 128; len += 13) {
+        assert_int_equal(kv_append_reserve(kv, seq, 13, &err), 0);
+        const size_t used = stats(kv).blocks_used;
+        assert_true(used <= kv_blocks_for(kv, len + 13, 13));
+        if (used > peak) peak = used;
+        kv_append_commit(kv, seq, toks);
+        check_invariants(kv);
+    }
+    /* the global slice's 30 blocks at 117 tokens and 6 of each window slice */
+    assert_int_equal(peak, 30 + 5 * 6);
+    assert_int_equal(kv_blocks_for(kv, 117, 13), peak);
     kvlm_kv_free(kv);
     kv = cache(m, 4, 0, 2, 1); /* keep_whole: every slice keeps every block */
     assert_int_equal(kvlm_kv_seq_bytes(kv, 100), 25 * 6 * info.block_bytes);

@@ -38,18 +38,26 @@ int kvlm_kv_layer_types(const kvlm_kv *kv, kvlm_kv_layer_type *out, int cap) {
     }
 }
 
-/* Blocks slice s of a sequence of len tokens holds between steps. */
-static size_t slice_blocks(const kvlm_kv *kv, int s, int len) {
-    const int bs = kv->block_size;
+/* Blocks slice s of a sequence of len tokens holds: between steps (chunk
+ * 0), or at most while it grew to len by appends of up to chunk tokens
+ * (each append's blocks are all taken before the window gives any back:
+ * at most ceil((W - 1 + chunk) / block_size) + 1 for a window W). */
+static size_t slice_blocks(const kvlm_kv *kv, int s, int len, int chunk) {
+    const int bs = kv->block_size, W = kv->slice_release[s];
     int rows = (len + bs - 1) / bs;
     if (rows < kv->reserve_blocks) rows = kv->reserve_blocks;
-    return (size_t)(rows - kv_window_start(kv->slice_release[s], len) / bs);
+    if (!W) return (size_t)rows;
+    if (!chunk) return (size_t)(rows - kv_window_start(W, len) / bs);
+    const int peak = (W - 1 + chunk + bs - 1) / bs + 1;
+    return (size_t)(peak < rows ? peak : rows);
 }
 
-size_t kvlm_kv_seq_bytes(const kvlm_kv *kv, int len) {
+size_t kv_blocks_for(const kvlm_kv *kv, int len, int chunk) {
     if (len <= 0) return 0;
     if (len > kv->n_ctx) len = kv->n_ctx;
     size_t blocks = 0;
-    for (int s = 0; s < kv->n_slices; s++) blocks += slice_blocks(kv, s, len);
-    return blocks * kv->block_bytes;
+    for (int s = 0; s < kv->n_slices; s++) blocks += slice_blocks(kv, s, len, chunk < 0 ? 0 : chunk);
+    return blocks;
 }
+
+size_t kvlm_kv_seq_bytes(const kvlm_kv *kv, int len) { return kv_blocks_for(kv, len, 0) * kv->block_bytes; }

@@ -485,12 +485,13 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
             found[(size_t)s * J + j] = s == kv->anchor ? index_find(kv, q->bhash[j], j ? q->bnode[j - 1] : 0,
                                                                    prompt + (size_t)j * bs)
                                                        : index_find_slice(kv, q->bnode[j], s);
-    J = servable_blocks(kv, found, J);
+    const int M = J; /* found[] rows */
+    J = servable_blocks(kv, found, M);
     for (int s = 0; s < kv->n_slices; s++) {
         const int lo = kv_window_start(kv->slice_release[s], J * bs) / bs;
         int *t = kv_tab(kv, q, s);
         for (int j = 0; j < J; j++) {
-            t[j] = j < lo ? -1 : found[(size_t)s * J + j];
+            t[j] = j < lo ? -1 : found[(size_t)s * M + j];
             if (j >= lo) ref_block(kv, t[j]);
         }
         q->n_released[s] = lo;

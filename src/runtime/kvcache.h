@@ -73,6 +73,11 @@ size_t kv_row_bytes(kvlm_dtype t, int head_dim);
 int kv_fits_model(const kvlm_kv *kv, const kvlm_model *m);
 /* Layer slices (runtime/kv_layout.h): the block tables each sequence has. */
 int kv_n_slices(const kvlm_kv *kv);
+/* Blocks a sequence of len tokens holds: between steps (chunk 0; what
+ * kvlm_kv_seq_bytes counts), or at the most while it grows to len by
+ * appends of at most chunk tokens (a window slice takes an append's blocks
+ * before it gives back what the window left): what admission counts. */
+size_t kv_blocks_for(const kvlm_kv *kv, int len, int chunk);
 /* Fills info's slice fields (n_slices, slice_layers, block_bytes,
  * bytes_per_token, keep_whole). */
 void kv_slice_info(const kvlm_kv *kv, kvlm_kv_info *info);

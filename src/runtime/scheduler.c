@@ -477,12 +477,15 @@ static void preempt(kvlm_sched *s, sched_choice *c) {
 
 static int admit(kvlm_sched *s, sched_choice *c) {
     kvlm_error err;
-    const int bs = kv_block_size(s->kv);
-    /* Paged admission keeps one free block per running sequence in hand
-     * (each may cross into a new block on its next step), so admitting a
-     * request does not immediately force a preemption. */
+    /* Paged admission counts the blocks the prompt holds at its peak (a
+     * layer slice with a window only its window's and one chunk's, the
+     * real figure of kv_blocks_for) and keeps one free row of blocks per
+     * running sequence in hand (each may cross into a new block on its next
+     * step), so admitting a request does not immediately force a
+     * preemption. */
     size_t need = kv_new_seq_blocks(s->kv) ? kv_new_seq_blocks(s->kv)
-                                           : (size_t)((c->n_tokens + bs) / bs) + (size_t)s->n_run;
+                                           : kv_blocks_for(s->kv, c->n_tokens + 1, s->o.max_batch_tokens) +
+                                                 (size_t)s->n_run * (size_t)kv_n_slices(s->kv);
     if (kvlm_kv_available_blocks(s->kv) < need) return 0;
     int cached = 0;
     int seq = s->o.recompute ? kvlm_kv_seq_new(s->kv, &err)
