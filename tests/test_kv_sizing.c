@@ -42,7 +42,7 @@ static void test_preset_bytes(void **state) {
     (void)state;
     size_t n;
     kvs_presets(&n);
-    assert_int_equal(n, N_CASES);
+    assert_int_equal(n, N_CASES + 1); /* and gemma-3-1b, with windows: test_window_preset */
     for (size_t i = 0; i < N_CASES; i++) {
         const struct preset_case *c = &preset_cases[i];
         const kvs_model *m = kvs_preset_find(c->name);
@@ -408,7 +408,7 @@ static void test_cli_presets(void **state) {
     (void)state;
     json_t *j = kv_json("");
     json_t *models = json_object_get(j, "models");
-    assert_int_equal(json_array_size(models), N_CASES);
+    assert_int_equal(json_array_size(models), N_CASES + 1);
     assert_string_equal(json_string_value(json_object_get(j, "kv_dtype")), "f16");
     for (size_t i = 0; i < N_CASES; i++) {
         const struct preset_case *c = &preset_cases[i];
@@ -656,6 +656,52 @@ static void test_cli_bad_input(void **state) {
     }
 }
 
+/* Gemma 3 1B: 22 window layers (512) and 4 global; a window layer keeps
+ * its last 512 tokens, the paged plan counts its blocks from (M + 1 - W)
+ * / B on. At 32k context: 4 / 26 of the whole plus the windows, 16.7%. */
+static void test_window_preset(void **state) {
+    (void)state;
+    const kvs_model *g = kvs_preset_find("gemma-3-1b");
+    assert_non_null(g);
+    uint64_t all, glob, win, t;
+    assert_int_equal(kvs_bytes_per_token(g, KVLM_F16, &all), 0);
+    assert_int_equal(all, 26624);
+    assert_int_equal(kvs_split_bytes_per_token(g, KVLM_F16, &glob, &win), 0);
+    assert_int_equal(glob, 4 * 1024), assert_int_equal(win, 22 * 1024);
+    assert_int_equal(kvs_context_bytes(g, KVLM_F16, 100, &t), 0);
+    assert_int_equal(t, 100 * all); /* shorter than the window: every layer whole */
+    assert_int_equal(kvs_context_bytes(g, KVLM_F16, 4096, &t), 0);
+    assert_int_equal(t, 4096ull * 4096 + 512ull * 22528);
+    assert_int_equal(kvs_context_bytes(g, KVLM_F16, 32768, &t), 0);
+    assert_int_equal(t, 145752064ull);
+    assert_true((double)t / (double)(32768 * all) < 0.1671 && (double)t / (double)(32768 * all) > 1.0 / 6);
+    kvs_plan_in in = {.memory = 4 * GiB, .weights = 2 * 999885952ull, .bytes_per_token = all, .ctx_len = 32768,
+                      .mean_len = 8192, .block_size = 16, .window = 512, .window_bytes_per_token = win};
+    kvs_plan p;
+    kvlm_error err;
+    assert_int_equal(kvs_plan_compute(&in, &p, &err), 0);
+    assert_int_equal(p.contig_bytes, 32768 * all);                        /* the reservation keeps every layer */
+    assert_int_equal(p.paged_bytes, 512ull * 16 * 4096 + 32ull * 16 * 22528); /* blocks 480..511 of the window */
+    assert_int_equal(p.paged_requests, (4 * GiB - 2 * 999885952ull) / p.paged_bytes);
+    /* A config's one sliding window covers every layer. */
+    kvlm_config c = {.n_layer = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .n_ctx = 64, .sliding_window = 8};
+    kvs_model m;
+    kvs_model_from_config(&m, &c, "x");
+    assert_int_equal(m.window, 8), assert_int_equal(m.window_layers, 4);
+    assert_int_equal(kvs_split_bytes_per_token(&m, KVLM_F32, &glob, &win), 0);
+    assert_int_equal(glob, 0), assert_int_equal(win, 2 * 4 * 2 * 16 * 4);
+    /* kvlm kv --json carries the split and the windowed totals */
+    json_t *j = kv_json("--preset gemma-3-1b --ctx 32768");
+    json_t *g0 = model0(j);
+    assert_int_equal(jint(g0, "window"), 512);
+    assert_int_equal(jint(g0, "window_layers"), 22);
+    assert_int_equal(jint(g0, "bytes_per_token_global"), 4096);
+    assert_int_equal(jint(g0, "bytes_per_token_window"), 22528);
+    assert_int_equal(jint(json_array_get(json_object_get(g0, "totals"), 0), "bytes"), 145752064);
+    assert_int_equal(jint(g0, "max_context_bytes"), 145752064);
+    json_decref(j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preset_bytes),
@@ -665,6 +711,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_config_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_load_bad, setup, teardown),
         cmocka_unit_test(test_cli_presets),
+        cmocka_unit_test(test_window_preset),
         cmocka_unit_test(test_cli_dtypes_and_ctx),
         cmocka_unit_test_setup_teardown(test_cli_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_plan, setup, teardown),

@@ -33,13 +33,16 @@ double kvs_dtype_bytes(kvlm_dtype t) {
 /* --------------------------------------------------------------- presets */
 
 static const kvs_model presets[] = {
-    /* name, label, arch, layers, query heads, KV heads, head dim, max context, params */
-    {"gpt2-124m", "GPT-2 124M", "gpt2", 12, 12, 12, 64, 1024, 124439808ull},
-    {"llama-3.1-8b", "Llama 3.1 8B", "llama", 32, 32, 8, 128, 131072, 8030261248ull},
-    {"mistral-7b", "Mistral 7B", "mistral", 32, 32, 8, 128, 32768, 7241732096ull},
-    {"qwen2.5-7b", "Qwen2.5 7B", "qwen2", 28, 28, 4, 128, 131072, 7615616512ull},
-    {"llama-2-70b", "Llama 2 70B", "llama", 80, 64, 8, 128, 4096, 68976648192ull},
-    {"llama-2-7b", "Llama 2 7B", "llama", 32, 32, 32, 128, 4096, 6738415616ull},
+    /* name, label, arch, layers, query heads, KV heads, head dim, max context, params,
+     * window, window layers */
+    {"gpt2-124m", "GPT-2 124M", "gpt2", 12, 12, 12, 64, 1024, 124439808ull, 0, 0},
+    {"llama-3.1-8b", "Llama 3.1 8B", "llama", 32, 32, 8, 128, 131072, 8030261248ull, 0, 0},
+    {"mistral-7b", "Mistral 7B", "mistral", 32, 32, 8, 128, 32768, 7241732096ull, 0, 0},
+    {"qwen2.5-7b", "Qwen2.5 7B", "qwen2", 28, 28, 4, 128, 131072, 7615616512ull, 0, 0},
+    {"llama-2-70b", "Llama 2 70B", "llama", 80, 64, 8, 128, 4096, 68976648192ull, 0, 0},
+    {"llama-2-7b", "Llama 2 7B", "llama", 32, 32, 32, 128, 4096, 6738415616ull, 0, 0},
+    /* five window layers (512) to one global: 22 and 4 of 26 */
+    {"gemma-3-1b", "Gemma 3 1B", "gemma3", 26, 4, 1, 256, 32768, 999885952ull, 512, 22},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
@@ -55,7 +58,7 @@ const kvs_model *kvs_preset_find(const char *name) {
 }
 
 const char *kvs_preset_names(void) {
-    return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b";
+    return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b, gemma-3-1b";
 }
 
 void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path) {
@@ -68,6 +71,10 @@ void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path)
     m->n_kv_head = c->n_kv_head;
     m->head_dim = c->head_dim;
     m->max_ctx = c->n_ctx;
+    if (c->sliding_window > 0 && c->sliding_window < c->n_ctx) { /* one window on every layer */
+        m->window = c->sliding_window;
+        m->window_layers = c->n_layer;
+    }
 }
 
 /* ----------------------------------------------------------------- maths */
@@ -97,6 +104,23 @@ int kvs_mha_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out) {
     return per_token(m, m->n_head, t, out);
 }
 
+int kvs_split_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *global, uint64_t *window) {
+    uint64_t all;
+    if (kvs_bytes_per_token(m, t, &all)) return -1;
+    const int wl = m->window > 0 && m->window_layers > 0 && m->window_layers <= m->n_layer ? m->window_layers : 0;
+    *window = all / (uint64_t)m->n_layer * (uint64_t)wl;
+    *global = all - *window;
+    return 0;
+}
+
+int kvs_context_bytes(const kvs_model *m, kvlm_dtype t, uint64_t tokens, uint64_t *out) {
+    uint64_t g, w, a, b;
+    if (kvs_split_bytes_per_token(m, t, &g, &w)) return -1;
+    const uint64_t kept = w && tokens > (uint64_t)m->window ? (uint64_t)m->window : tokens;
+    if (kvs_mul(g, tokens, &a) || kvs_mul(w, kept, &b) || __builtin_add_overflow(a, b, out)) return -1;
+    return 0;
+}
+
 int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
     memset(out, 0, sizeof *out);
     if (!in->bytes_per_token) return kvlm_error_set(err, KVLM_ERR_ARG, "bytes per token must be positive");
@@ -109,12 +133,25 @@ int kvs_plan_compute(const kvs_plan_in *in, kvs_plan *out, kvlm_error *err) {
     uint64_t paged_tokens;
     if (kvs_mul(in->ctx_len, in->bytes_per_token, &out->contig_bytes))
         return kvlm_error_set(err, KVLM_ERR_ARG, "ctx-len x bytes per token does not fit in 64 bits");
-    if (kvs_mul(blocks, in->block_size, &paged_tokens) || kvs_mul(paged_tokens, in->bytes_per_token, &out->paged_bytes))
+    if (in->window_bytes_per_token > in->bytes_per_token)
+        return kvlm_error_set(err, KVLM_ERR_ARG, "window layers' bytes per token exceed the whole");
+    /* the window layers keep the blocks from the one holding M + 1 - W on */
+    const uint64_t M = in->mean_len, W = in->window, wbpt = W ? in->window_bytes_per_token : 0;
+    const uint64_t wblocks = blocks - (W && M + 1 > W ? (M + 1 - W) / in->block_size : 0);
+    uint64_t global_part, window_part;
+    if (kvs_mul(blocks, in->block_size, &paged_tokens) ||
+        kvs_mul(paged_tokens, in->bytes_per_token - wbpt, &global_part) ||
+        kvs_mul(wblocks * in->block_size, wbpt, &window_part) ||
+        __builtin_add_overflow(global_part, window_part, &out->paged_bytes))
         return kvlm_error_set(err, KVLM_ERR_ARG, "ceil(mean-len / block-size) x block-size x bytes per token does not fit "
                                             "in 64 bits");
     out->paged_blocks = blocks;
     out->contig_util = (double)in->mean_len / (double)in->ctx_len;
-    out->paged_util = (double)in->mean_len / (double)paged_tokens;
+    /* with a window, bytes held over bytes reserved: between steps a window
+     * layer holds the W - 1 positions its next query reads besides its own */
+    out->paged_util = wbpt ? (double)(M * (in->bytes_per_token - wbpt) + (M > W - 1 ? W - 1 : M) * wbpt) /
+                                 (double)out->paged_bytes
+                           : (double)in->mean_len / (double)paged_tokens;
     if (in->weights > in->memory) return KVLM_OK;
     out->weights_fit = 1;
     out->kv_memory = in->memory - in->weights;

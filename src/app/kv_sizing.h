@@ -37,6 +37,8 @@ typedef struct kvs_model {
     int head_dim;
     int max_ctx;
     uint64_t params;      /* 0 if unknown */
+    int window;           /* sliding window of the window layers (0: none) */
+    int window_layers;    /* layers with that window; the others attend globally */
 } kvs_model;
 
 /* The built-in presets, in display order. */
@@ -55,6 +57,13 @@ void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path)
 int kvs_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out);
 /* The same for a multi-head twin (one KV head per query head). */
 int kvs_mha_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *out);
+/* The bytes per token of m's global and of its window layers (the two
+ * add up to kvs_bytes_per_token). 0, or -1 as kvs_bytes_per_token. */
+int kvs_split_bytes_per_token(const kvs_model *m, kvlm_dtype t, uint64_t *global, uint64_t *window);
+/* KV bytes of one sequence of `tokens` tokens: global layers keep every
+ * token, window layers their last min(tokens, window) (every layer whole
+ * without a window). 0, or -1 on overflow or as kvs_bytes_per_token. */
+int kvs_context_bytes(const kvs_model *m, kvlm_dtype t, uint64_t tokens, uint64_t *out);
 /* a x b, 0 or -1 on overflow. */
 int kvs_mul(uint64_t a, uint64_t b, uint64_t *out);
 
@@ -66,6 +75,8 @@ typedef struct kvs_plan_in {
     uint64_t ctx_len;         /* L: max tokens reserved per request */
     uint64_t mean_len;        /* M: mean tokens per request, 1..L */
     uint64_t block_size;      /* B: tokens per paged block */
+    uint64_t window;          /* W: sliding window of the window layers (0: none) */
+    uint64_t window_bytes_per_token; /* the part of bytes_per_token the window layers cost */
 } kvs_plan_in;
 
 typedef struct kvs_plan {
@@ -75,9 +86,11 @@ typedef struct kvs_plan {
     uint64_t contig_requests;   /* floor(kv_memory / contig_bytes) */
     double contig_util;         /* M / L */
     uint64_t paged_blocks;      /* ceil(M / B) */
-    uint64_t paged_bytes;       /* ceil(M / B) x B x bytes per token */
+    uint64_t paged_bytes;       /* ceil(M / B) x B x bytes per token; with a window, the window
+                                   layers' part only for the blocks from (M + 1 - W) / B on */
     uint64_t paged_requests;    /* floor(kv_memory / paged_bytes) */
-    double paged_util;          /* M / (ceil(M / B) x B) */
+    double paged_util;          /* M / (ceil(M / B) x B); with a window, bytes held (a window
+                                   layer: min(M, W - 1) tokens) / paged_bytes */
 } kvs_plan;
 
 /* Returns 0, or KVLM_ERR_ARG naming the bad input (a zero length, M > L,

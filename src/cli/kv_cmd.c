@@ -33,6 +33,7 @@ kv_request kv_request_default(void) {
 typedef struct kv_row {
     kvs_model m;
     uint64_t bpt, mha_bpt, totals[MAX_CTX], mha_first, max_ctx_bytes;
+    uint64_t bpt_global, bpt_window; /* bpt split by layer type (bpt_window 0 without a window) */
     int have_weights;
     uint64_t weights;
     char weights_from[32];    /* "params x f16", "weight files", "--weights-bytes" */
@@ -226,7 +227,9 @@ static int row_plan(kv_row *r, const kv_opts *o, int single) {
         return 2;
     }
     r->in = (kvs_plan_in){.memory = o->memory, .weights = r->weights, .bytes_per_token = r->bpt, .ctx_len = L,
-                          .mean_len = M, .block_size = o->block_size ? o->block_size : 16};
+                          .mean_len = M, .block_size = o->block_size ? o->block_size : 16,
+                          .window = r->bpt_window ? (uint64_t)r->m.window : 0,
+                          .window_bytes_per_token = r->bpt_window};
     kvlm_error err;
     if (kvs_plan_compute(&r->in, &r->plan, &err)) {
         fprintf(stderr, "kvlm kv: %s: %s\n", r->m.label, err.msg);
@@ -251,12 +254,14 @@ static int build_row(kv_row *r, const kv_opts *o, int is_preset, int single) {
         return 2;
     }
     if (kvs_bytes_per_token(&r->m, o->kv_dtype, &r->bpt) || kvs_mha_bytes_per_token(&r->m, o->kv_dtype, &r->mha_bpt) ||
-        kvs_mul(r->mha_bpt, o->ctx[0], &r->mha_first) || kvs_mul(r->bpt, (uint64_t)r->m.max_ctx, &r->max_ctx_bytes)) {
+        kvs_split_bytes_per_token(&r->m, o->kv_dtype, &r->bpt_global, &r->bpt_window) ||
+        kvs_mul(r->mha_bpt, o->ctx[0], &r->mha_first) ||
+        kvs_context_bytes(&r->m, o->kv_dtype, (uint64_t)r->m.max_ctx, &r->max_ctx_bytes)) {
         fprintf(stderr, "kvlm kv: %s: KV bytes do not fit in 64 bits\n", r->m.label);
         return 2;
     }
     for (int i = 0; i < o->n_ctx; i++)
-        if (kvs_mul(r->bpt, o->ctx[i], &r->totals[i])) {
+        if (kvs_context_bytes(&r->m, o->kv_dtype, o->ctx[i], &r->totals[i])) {
             fprintf(stderr, "kvlm kv: --ctx %llu: KV bytes of %s do not fit in 64 bits\n",
                     (unsigned long long)o->ctx[i], r->m.label);
             return 2;
@@ -341,6 +346,28 @@ static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
         for (int i = 0; i < o->n_ctx; i++) t_set(&t, r + 1, 5 + i, "%s", HB(w->totals[i]));
     }
     t_print(&t);
+    int windowed = 0;
+    for (int r = 0; r < n; r++) windowed |= rows[r].bpt_window != 0;
+    if (windowed) {
+        printf("\nlayer types: a window layer keeps only its last `window` tokens, so the total is\n"
+               "  global bytes per token x tokens + window bytes per token x min(tokens, window)\n\n");
+        table lt = {0};
+        const char *lhead[] = {"model", "global layers", "bytes/token", "window layers", "window", "bytes/token"};
+        for (int c = 0; c < 6; c++) t_set(&lt, 0, c, "%s", lhead[c]);
+        int k = 0;
+        for (int r = 0; r < n; r++) {
+            const kv_row *w = &rows[r];
+            if (!w->bpt_window) continue;
+            k++;
+            t_set(&lt, k, 0, "%s", w->m.label);
+            t_set(&lt, k, 1, "%d", w->m.n_layer - w->m.window_layers);
+            t_set(&lt, k, 2, "%s", HB(w->bpt_global));
+            t_set(&lt, k, 3, "%d", w->m.window_layers);
+            t_set(&lt, k, 4, "%s", TH((uint64_t)w->m.window));
+            t_set(&lt, k, 5, "%s", HB(w->bpt_window));
+        }
+        t_print(&lt);
+    }
 
     printf("\ngrouped-query saving: query heads / KV heads, against a multi-head (MHA) twin with\n"
            "one KV head per query head\n\n");
@@ -386,10 +413,15 @@ static void print_plan_worked(const kv_row *w) {
     printf("  contiguous = floor(%s / (%s x %s = %s)) = %llu requests", HB(p->kv_memory), TH(in->ctx_len),
            HB(in->bytes_per_token), HB(p->contig_bytes), (unsigned long long)p->contig_requests);
     printf(", utilisation %s / %s = %s\n", TH(in->mean_len), TH(in->ctx_len), pct(p->contig_util, p1, sizeof p1));
-    printf("  paged      = floor(%s / (%s block%s x %llu x %s = %s)) = %llu requests", HB(p->kv_memory),
-           TH(p->paged_blocks), p->paged_blocks == 1 ? "" : "s", (unsigned long long)in->block_size,
-           HB(in->bytes_per_token), HB(p->paged_bytes),
-           (unsigned long long)p->paged_requests);
+    if (in->window_bytes_per_token)
+        printf("  paged      = floor(%s / %s (%s blocks of the global layers' %s per token, the window\n"
+               "               layers' %s per token only in the blocks of their last %llu tokens)) = %llu requests",
+               HB(p->kv_memory), HB(p->paged_bytes), TH(p->paged_blocks), HB(in->bytes_per_token - in->window_bytes_per_token),
+               HB(in->window_bytes_per_token), (unsigned long long)in->window, (unsigned long long)p->paged_requests);
+    else
+        printf("  paged      = floor(%s / (%s block%s x %llu x %s = %s)) = %llu requests", HB(p->kv_memory),
+               TH(p->paged_blocks), p->paged_blocks == 1 ? "" : "s", (unsigned long long)in->block_size,
+               HB(in->bytes_per_token), HB(p->paged_bytes), (unsigned long long)p->paged_requests);
     printf(", utilisation %s / %s = %s\n", TH(in->mean_len), TH(p->paged_blocks * in->block_size),
            pct(p->paged_util, p1, sizeof p1));
 }
@@ -475,6 +507,10 @@ static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_m
             "bytes_per_token_human", kvs_human_bytes(w->bpt, b, sizeof b), "totals", totals, "gqa_ratio",
             (double)w->m.n_head / w->m.n_kv_head, "mha_bytes_per_token", j_u64(w->mha_bpt), "max_context",
             w->m.max_ctx, "max_context_bytes", j_u64(w->max_ctx_bytes));
+        json_object_set_new(m, "window", json_integer(w->bpt_window ? w->m.window : 0));
+        json_object_set_new(m, "window_layers", json_integer(w->bpt_window ? w->m.window_layers : 0));
+        json_object_set_new(m, "bytes_per_token_global", j_u64(w->bpt_global));
+        json_object_set_new(m, "bytes_per_token_window", j_u64(w->bpt_window));
         json_object_set_new(m, "params", w->m.params ? j_u64(w->m.params) : json_null());
         json_object_set_new(m, "weight_bytes", w->have_weights ? j_u64(w->weights) : json_null());
         json_object_set_new(m, "weight_bytes_from", w->have_weights ? json_string(w->weights_from) : json_null());

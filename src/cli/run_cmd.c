@@ -106,6 +106,9 @@ typedef struct run_stats {
     kvlm_kv_stats kv;
     int kv_tokens;
     size_t repacked; /* kvlm_model_repacked_bytes */
+    kvlm_kv_layer_type types[8]; /* the cache's layer types (kvlm_kv_layer_types) */
+    int n_types;
+    size_t kv_held;    /* kvlm_kv_seq_bytes at kv_tokens: what one sequence this long holds */
 } run_stats;
 
 /* The bytes of one head's K or V of one token, as the stats line spells
@@ -153,6 +156,19 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
     fprintf(f, "KV reserved          %zu bytes in %zu block%s (%.1f%% holds tokens)\n", st->kv.bytes_reserved,
             st->kv.blocks_used, st->kv.blocks_used == 1 ? "" : "s", st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
     if (speculating) fprintf(f, "drafted / accepted   %d / %d\n", st->drafted, st->accepted);
+    /* Per layer type, when the layers do not all attend alike. */
+    if (st->n_types > 1 || (st->n_types == 1 && st->types[0].window)) {
+        for (int i = 0; i < st->n_types && i < 8; i++) {
+            const kvlm_kv_layer_type *t = &st->types[i];
+            char w[48];
+            if (t->window) snprintf(w, sizeof w, "window %d", t->window);
+            else snprintf(w, sizeof w, "global");
+            fprintf(f, "KV %-17s %zu bytes per token (%d layers)%s\n", w, t->bytes_per_token, t->n_layers,
+                    t->window && t->releases ? ", blocks before the window given back" : "");
+        }
+        fprintf(f, "KV held at %-6d    %zu bytes in whole blocks (every layer whole: %zu)\n", st->kv_tokens,
+                st->kv_held, (size_t)st->kv_tokens * st->kv.bytes_per_token);
+    }
 }
 static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, const gen_result *g, int has_text,
                        const run_stats *st, const kvlm_config *c, const kvlm_engine *e) {
@@ -181,6 +197,14 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(js, "kv_bytes_reserved", json_integer((json_int_t)st->kv.bytes_reserved));
     json_object_set_new(js, "kv_blocks_used", json_integer((json_int_t)st->kv.blocks_used));
     json_object_set_new(js, "kv_block_size", json_integer(o->mf.block_size));
+    json_t *types = json_array();
+    for (int i = 0; i < st->n_types && i < 8; i++)
+        json_array_append_new(types, json_pack("{s:i,s:i,s:I,s:b}", "window", st->types[i].window, "layers",
+                                               st->types[i].n_layers, "bytes_per_token",
+                                               (json_int_t)st->types[i].bytes_per_token, "releases",
+                                               st->types[i].releases));
+    json_object_set_new(js, "kv_layer_types", types);
+    json_object_set_new(js, "kv_bytes_held", json_integer((json_int_t)st->kv_held));
     json_object_set_new(js, "decode_steps", json_integer(st->decode_steps));
     json_object_set_new(js, "drafted_tokens", json_integer(st->drafted));
     json_object_set_new(js, "accepted_tokens", json_integer(st->accepted));
@@ -285,6 +309,8 @@ int cli_run(int argc, char **argv) {
     st.decode_tok_s = g.decode_s > 0 ? decoded / g.decode_s : 0;
     st.kv = g.kv;
     st.kv_tokens = (int)g.kv.tokens;
+    st.n_types = kvlm_kv_layer_types(kv, st.types, 8);
+    st.kv_held = kvlm_kv_seq_bytes(kv, st.kv_tokens);
     if (o.json) print_json(&o, ss.prompt, n_prompt, &g, ss.tok != NULL, &st, c, e);
     else if (o.stats) print_stats(&st, c, e, &o.mf, draft.spec.mode != KVLM_DRAFT_NONE);
     rc = 0;
