@@ -1,7 +1,8 @@
 /*
- * What the files of `kvlm bench-kv` share: the prefix-cache benchmark
- * (bench_kv_prefix.c) called by the command (bench_kv_cmd.c), and two small
- * helpers both use (the seeded generator of prompt ids, the median).
+ * What the files of `kvlm bench-kv` share: the serving runs under one KV
+ * policy or another (bench_kv_serve.c) and the prefix-cache benchmark
+ * (bench_kv_prefix.c), called by the command (bench_kv_cmd.c), and two
+ * small helpers they use (the seeded generator of prompt ids, the median).
  */
 #ifndef KVLM_CLI_BENCH_KV_H
 #define KVLM_CLI_BENCH_KV_H
@@ -12,6 +13,49 @@
 
 #include "cli/session.h"
 #include "kvlm.h"
+
+/* The drawn requests of the serve and windows sections. */
+typedef struct bkv_lengths {
+    double mean;
+    int p50, p99, min, max;
+} bkv_lengths;
+
+typedef struct bkv_workload {
+    int n, n_ctx;
+    int *prompt_len, *output_len;
+    int32_t **prompts;
+    double prompt_median, output_median, prompt_sigma, output_sigma;
+    bkv_lengths ps, os;
+} bkv_workload;
+
+/* How a serving run's cache keeps its blocks: contiguous max-length
+ * reservation, paged (window layers give back what their window left), or
+ * paged keeping every layer whole (kvlm_kv_options.keep_whole). */
+typedef enum bkv_policy { BKV_CONTIGUOUS, BKV_PAGED, BKV_PAGED_WHOLE } bkv_policy;
+
+typedef struct bkv_serve_result {
+    double util_mean, util_peak, util_aggregate;  /* fractions */
+    double resident_mean, tokens_per_s, total_s;
+    double cpu_s, tokens_per_cpu_s;  /* process CPU time: robust to other load on the machine */
+    int resident_peak;
+    uint64_t generated, steps, preemptions, prefix_hit_tokens;
+    size_t peak_bytes_live, peak_bytes_reserved;
+} bkv_serve_result;
+
+typedef struct bkv_serve_ctx {
+    kvlm_model *m;
+    const kvlm_config *c;
+    const model_flags *mf;
+    size_t kv_blocks;                 /* the budget, in blocks of the cache */
+    int max_seqs, prefix_cache, batch_tokens, repeats, progress;
+    int failed;                       /* requests that ended in an error (set by the run) */
+} bkv_serve_ctx;
+
+/* Serves every request of w under policy[0] and policy[1], alternating
+ * over ctx->repeats (A B, B A, ...; the schedule is deterministic, so only
+ * the timings differ between repeats and their medians are kept) after a
+ * warm-up of two requests. Returns 0, or -1 after printing the error. */
+int bkv_serve_pair(bkv_serve_ctx *ctx, const bkv_workload *w, const bkv_policy policy[2], bkv_serve_result res[2]);
 
 typedef struct bkv_prefix_params {
     int requests;        /* K >= 2 */

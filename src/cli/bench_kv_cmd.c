@@ -15,6 +15,10 @@
  *              suffixes: time to first token on a prefix-cache hit against a
  *              cold run, and the hit rate from the KV counters
  *              (bench_kv_prefix.c).
+ *   windows    on a model with sliding-window layers, the serve workload
+ *              paged twice: window layers giving back the blocks their
+ *              window left vs every layer kept whole (the serving runs are
+ *              bench_kv_serve.c's).
  *
  * Nothing here asserts a time; the tables print ratios measured in the same
  * run, next to the PagedAttention paper's figures.
@@ -34,7 +38,7 @@
 #include "cli/session.h"
 #include "kvlm_measure.h"
 
-enum { SEC_SERVE = 1, SEC_ATTN = 2, SEC_PREFIX = 4 };
+enum { SEC_SERVE = 1, SEC_ATTN = 2, SEC_PREFIX = 4, SEC_WIN = 8 };
 #define MAX_ATTN_LENS 8
 
 typedef struct bkv_opts {
@@ -86,8 +90,9 @@ static int parse_sections(const char *flag, const char *s, void *dst) {
         if (!strcmp(t, "serve")) *out |= SEC_SERVE;
         else if (!strcmp(t, "attention")) *out |= SEC_ATTN;
         else if (!strcmp(t, "prefix")) *out |= SEC_PREFIX;
+        else if (!strcmp(t, "windows")) *out |= SEC_WIN;
         else {
-            fprintf(stderr, "kvlm: %s: '%s' is not one of serve, attention, prefix\n", flag, t);
+            fprintf(stderr, "kvlm: %s: '%s' is not one of serve, attention, prefix, windows\n", flag, t);
             return -1;
         }
     }
@@ -107,7 +112,7 @@ static int parse(int argc, char **argv, bkv_opts *o) {
     o->prefix_requests = 8;
     o->prefix_tokens = 1000;
     o->prefix_output = 4;
-    o->sections = SEC_SERVE | SEC_ATTN | SEC_PREFIX;
+    o->sections = SEC_SERVE | SEC_ATTN | SEC_PREFIX | SEC_WIN;
     const int defaults[3] = {128, 512, 1024};
     memcpy(o->attn_lens, defaults, sizeof defaults);
     o->n_attn_lens = 3;
@@ -144,7 +149,8 @@ static int parse(int argc, char **argv, bkv_opts *o) {
                 &o->suffix_tokens, 1, 1 << 20),
         CLI_INT("--prefix-output", "N", "tokens generated per request (default 4)", &o->prefix_output, 1, 1 << 20),
         CLI_HEADING("sections:"),
-        CLI_FN("--sections", "LIST", "serve,attention,prefix (default all three)", parse_sections, &o->sections),
+        CLI_FN("--sections", "LIST", "serve,attention,prefix,windows (default all four; windows only\n"
+                "runs on a model with window layers)", parse_sections, &o->sections),
         CLI_END,
     };
     cli_spec spec = {
@@ -167,19 +173,6 @@ static int parse(int argc, char **argv, bkv_opts *o) {
 
 /* ------------------------------------------------------------ workload */
 
-typedef struct length_stats {
-    double mean;
-    int p50, p99, min, max;
-} length_stats;
-
-typedef struct workload {
-    int n, n_ctx;
-    int *prompt_len, *output_len;
-    int32_t **prompts;
-    double prompt_median, output_median, prompt_sigma, output_sigma;
-    length_stats ps, os;
-} workload;
-
 static double uniform01(uint64_t *s) { return ((bkv_splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 /* Box-Muller: one standard normal draw. */
@@ -196,9 +189,9 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 /* Nearest-rank percentiles of the drawn lengths. */
-static length_stats summarise(const int *v, int n) {
+static bkv_lengths summarise(const int *v, int n) {
     int *t = malloc((size_t)n * sizeof(int));
-    length_stats st = {0};
+    bkv_lengths st = {0};
     if (!t) return st;
     memcpy(t, v, (size_t)n * sizeof(int));
     qsort(t, (size_t)n, sizeof(int), cmp_int);
@@ -213,7 +206,7 @@ static length_stats summarise(const int *v, int n) {
     return st;
 }
 
-static void workload_free(workload *w) {
+static void workload_free(bkv_workload *w) {
     for (int i = 0; w->prompts && i < w->n; i++) free(w->prompts[i]);
     free(w->prompts);
     free(w->prompt_len);
@@ -221,7 +214,7 @@ static void workload_free(workload *w) {
     memset(w, 0, sizeof *w);
 }
 
-static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
+static int workload_make(bkv_workload *w, const bkv_opts *o, const kvlm_config *c) {
     memset(w, 0, sizeof *w);
     w->n = o->requests;
     w->n_ctx = c->n_ctx;
@@ -244,165 +237,6 @@ static int workload_make(workload *w, const bkv_opts *o, const kvlm_config *c) {
     }
     w->ps = summarise(w->prompt_len, w->n);
     w->os = summarise(w->output_len, w->n);
-    return 0;
-}
-
-/* --------------------------------------------------------------- serve */
-
-typedef struct serve_result {
-    double util_mean, util_peak, util_aggregate;  /* fractions */
-    double resident_mean, tokens_per_s, total_s;
-    double cpu_s, tokens_per_cpu_s;  /* process CPU time: robust to other load on the machine */
-    int resident_peak;
-    uint64_t generated, steps, preemptions, prefix_hit_tokens;
-    size_t peak_bytes_live, peak_bytes_reserved;
-} serve_result;
-
-typedef struct serve_ctx {
-    kvlm_model *m;
-    const kvlm_config *c;
-    const bkv_opts *o;
-    size_t kv_blocks;
-    int max_seqs, failed;
-} serve_ctx;
-
-static void on_finish(void *user, const kvlm_finish_event *ev) {
-    if (ev->reason == KVLM_FINISH_ERROR) ((serve_ctx *)user)->failed++;
-}
-
-typedef struct step_acc {
-    double util_sum, resident_sum, live_sum, reserved_sum;
-    size_t steps;
-} step_acc;
-
-/* After each step: residency and utilisation, and the step with the most
- * token states stored (the peak). */
-static void sample_step(serve_result *r, step_acc *a, const kvlm_kv *kv, const kvlm_sched *s) {
-    kvlm_kv_stats ks;
-    kvlm_sched_stats ss;
-    kvlm_kv_get_stats(kv, &ks);
-    kvlm_sched_get_stats(s, &ss);
-    if (ks.bytes_reserved == 0) return;
-    a->steps++;
-    a->util_sum += ks.utilisation;
-    a->resident_sum += ss.running;
-    a->live_sum += (double)ks.bytes_live;
-    a->reserved_sum += (double)ks.bytes_reserved;
-    if (ss.running > r->resident_peak) r->resident_peak = ss.running;
-    if (ks.bytes_live > r->peak_bytes_live) {
-        r->peak_bytes_live = ks.bytes_live;
-        r->peak_bytes_reserved = ks.bytes_reserved;
-        r->util_peak = ks.utilisation;
-    }
-}
-
-static kvlm_request_params request(const workload *w, int i, serve_ctx *ctx) {
-    kvlm_request_params p = kvlm_request_default_params();
-    p.prompt = w->prompts[i];
-    p.n_prompt = w->prompt_len[i];
-    p.max_tokens = w->output_len[i];
-    p.on_finish = on_finish;
-    p.user = ctx;
-    p.sampling.temperature = 0; /* greedy: the lengths, not the text, are the workload */
-    return p;
-}
-
-/* CPU time of the whole process (every engine thread). */
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Serves the first n requests of w under one policy; r may be NULL (warm-up). */
-static int serve(serve_ctx *ctx, const workload *w, int n, int contiguous, serve_result *r) {
-    const bkv_opts *o = ctx->o;
-    kvlm_error err;
-    /* contiguous: every sequence reserves the whole context window at creation */
-    kvlm_kv_options ko = kvlm_kv_default_params();
-    ko.dtype = o->mf.kv_dtype;
-    ko.block_size = o->mf.block_size;
-    ko.n_blocks = ctx->kv_blocks;
-    ko.max_seqs = ctx->max_seqs;
-    ko.reserve_tokens = contiguous ? ctx->c->n_ctx : 0;
-    ko.no_prefix_cache = contiguous || !o->prefix_cache;
-    kvlm_engine_options eo = session_engine_options(&o->mf);
-    kvlm_sched_options so = kvlm_sched_default_params();
-    so.max_batch_tokens = o->batch_tokens;
-    so.max_waiting = n;
-    kvlm_kv *kv = kvlm_kv_create(ctx->m, &ko, &err);
-    kvlm_engine *e = kv ? kvlm_engine_create(ctx->m, kv, &eo, &err) : NULL;
-    kvlm_sched *s = e ? kvlm_sched_create(e, kv, ctx->c->vocab_size, &so, &err) : NULL;
-    int rc = s ? 0 : -1;
-    serve_result tmp = {0};
-    if (!r) r = &tmp;
-    memset(r, 0, sizeof *r);
-    step_acc a = {0};
-    ctx->failed = 0;
-    double t0 = kvlm_now(), c0 = cpu_now();
-    for (int i = 0; !rc && i < n; i++) {
-        kvlm_request_params p = request(w, i, ctx);
-        if (kvlm_sched_submit(s, &p, &err) < 0) rc = -1;
-    }
-    for (int idle = 0; !rc && kvlm_sched_has_work(s);) {
-        int k = kvlm_sched_step(s, &err);
-        idle = k == 0 ? idle + 1 : 0;
-        if (k < 0) rc = -1;
-        else if (idle > 1000) rc = kvlm_error_set(&err, KVLM_ERR_NOMEM, "the scheduler made no progress");
-        else sample_step(r, &a, kv, s);
-    }
-    r->total_s = kvlm_now() - t0;
-    r->cpu_s = cpu_now() - c0;
-    if (!rc && ctx->failed) rc = kvlm_error_set(&err, KVLM_ERR_NOMEM, "a request never fit the KV pool");
-    if (rc) fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
-    if (!rc) {
-        kvlm_sched_stats ss;
-        kvlm_kv_stats ks;
-        kvlm_sched_get_stats(s, &ss);
-        kvlm_kv_get_stats(kv, &ks);
-        r->generated = ss.generated_tokens;
-        r->steps = ss.steps;
-        r->preemptions = ss.preemptions;
-        r->prefix_hit_tokens = ks.prefix_hit_tokens;
-        r->tokens_per_s = bkv_div((double)ss.generated_tokens, r->total_s);
-        r->tokens_per_cpu_s = bkv_div((double)ss.generated_tokens, r->cpu_s);
-        r->util_mean = a.steps ? a.util_sum / a.steps : 0;
-        r->util_aggregate = a.reserved_sum > 0 ? a.live_sum / a.reserved_sum : 0;
-        r->resident_mean = a.steps ? a.resident_sum / a.steps : 0;
-    }
-    kvlm_sched_free(s);
-    kvlm_engine_free(e);
-    kvlm_kv_free(kv);
-    return rc;
-}
-
-/* Contiguous and paged, alternating over the repeats (C P, P C, ...); the
- * schedule is deterministic, so only the timings differ between repeats
- * and their medians are kept. res[0] contiguous, res[1] paged. */
-static int serve_both(serve_ctx *ctx, const workload *w, serve_result res[2]) {
-    const int R = ctx->o->repeats;
-    double tps[2][50], tot[2][50], tpc[2][50], cpu[2][50];
-    if (!ctx->o->json) fprintf(stderr, "bench-kv: warming up...\n");
-    if (serve(ctx, w, w->n < 2 ? w->n : 2, 0, NULL)) return -1;
-    for (int r = 0; r < R; r++)
-        for (int k = 0; k < 2; k++) {
-            int p = (r + k) % 2;
-            serve_result cur;
-            if (!ctx->o->json) fprintf(stderr, "bench-kv: serving %d requests, %s (%d/%d)...\n", w->n,
-                                       p ? "paged" : "contiguous", r + 1, R);
-            if (serve(ctx, w, w->n, !p, &cur)) return -1;
-            if (r == 0) res[p] = cur;
-            tps[p][r] = cur.tokens_per_s;
-            tot[p][r] = cur.total_s;
-            tpc[p][r] = cur.tokens_per_cpu_s;
-            cpu[p][r] = cur.cpu_s;
-        }
-    for (int p = 0; p < 2; p++) {
-        res[p].tokens_per_s = bkv_median(tps[p], R);
-        res[p].total_s = bkv_median(tot[p], R);
-        res[p].tokens_per_cpu_s = bkv_median(tpc[p], R);
-        res[p].cpu_s = bkv_median(cpu[p], R);
-    }
     return 0;
 }
 
@@ -452,13 +286,13 @@ static int attention_rows(const bkv_opts *o, kvlm_model *m, attn_row *rows, int 
 #define REF_KERNEL_LO 0.20
 #define REF_KERNEL_HI 0.26
 
-static json_t *lengths_json(const length_stats *st, double median, double sigma, int hi) {
+static json_t *lengths_json(const bkv_lengths *st, double median, double sigma, int hi) {
     return json_pack("{s:s,s:f,s:f,s:i,s:s,s:f,s:i,s:i,s:i,s:i}", "distribution", "lognormal", "median", median,
                      "sigma", sigma, "clip_min", 1, "clip_max", hi ? "n_ctx - 1" : "n_ctx - prompt", "mean", st->mean,
                      "p50", st->p50, "p99", st->p99, "min", st->min, "max", st->max);
 }
 
-static json_t *serve_json(const serve_result *r, const char *policy) {
+static json_t *serve_json(const bkv_serve_result *r, const char *policy) {
     return json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I}", "policy", policy,
                      "utilisation_mean", r->util_mean, "utilisation_peak", r->util_peak, "utilisation_aggregate",
                      r->util_aggregate, "resident_mean", r->resident_mean, "resident_peak", r->resident_peak,
@@ -470,12 +304,13 @@ static json_t *serve_json(const serve_result *r, const char *policy) {
                      (json_int_t)r->peak_bytes_reserved);
 }
 
-static json_t *workload_json(const workload *w, const bkv_opts *o, size_t blocks, size_t block_bytes, int max_seqs) {
-    const int bs = o->mf.block_size, per_req = (w->n_ctx + bs - 1) / bs;
+static json_t *workload_json(const bkv_workload *w, const bkv_opts *o, size_t blocks, size_t block_bytes, int max_seqs,
+                             int n_slices) {
+    const int bs = o->mf.block_size, per_req = (w->n_ctx + bs - 1) / bs * n_slices;
     return json_pack("{s:i,s:I,s:o,s:o,s:I,s:i,s:I,s:I,s:I,s:i,s:i,s:b,s:i}", "requests", w->n, "seed",
                      (json_int_t)o->seed, "prompt", lengths_json(&w->ps, w->prompt_median, w->prompt_sigma, 1),
                      "output", lengths_json(&w->os, w->output_median, w->output_sigma, 0), "kv_blocks",
-                     (json_int_t)blocks, "block_size", bs, "kv_tokens", (json_int_t)blocks * bs, "kv_bytes",
+                     (json_int_t)blocks, "block_size", bs, "kv_tokens", (json_int_t)(blocks * bs / n_slices), "kv_bytes",
                      (json_int_t)(blocks * block_bytes), "contiguous_capacity", (json_int_t)(blocks / per_req),
                      "max_seqs", max_seqs, "batch_tokens", o->batch_tokens, "prefix_cache", o->prefix_cache,
                      "repeats", o->repeats);
@@ -520,22 +355,24 @@ static json_t *reference_json(void) {
 
 /* --------------------------------------------------------------- human */
 
-static void print_workload(const workload *w, size_t blocks, size_t block_bytes, int bs, int max_seqs) {
-    const int per_req = (w->n_ctx + bs - 1) / bs;
+static void print_workload(const bkv_workload *w, size_t blocks, size_t block_bytes, int bs, int max_seqs,
+                           int n_slices) {
+    const int per_req = (w->n_ctx + bs - 1) / bs * n_slices;
     printf("workload   %d requests, lengths ~ round(median x exp(sigma x Z)), Z ~ N(0,1)\n", w->n);
     printf("  %-8s %-30s %8s %6s %6s %6s %6s\n", "", "distribution", "mean", "p50", "p99", "min", "max");
     printf("  %-8s log-normal(median %4.0f, s %.2f)  %8.1f %6d %6d %6d %6d  clip [1, n_ctx-1]\n", "prompt",
            w->prompt_median, w->prompt_sigma, w->ps.mean, w->ps.p50, w->ps.p99, w->ps.min, w->ps.max);
     printf("  %-8s log-normal(median %4.0f, s %.2f)  %8.1f %6d %6d %6d %6d  clip [1, n_ctx-prompt]\n", "output",
            w->output_median, w->output_sigma, w->os.mean, w->os.p50, w->os.p99, w->os.min, w->os.max);
-    printf("KV budget  %zu blocks x %d tokens = %zu tokens, %.1f MiB; contiguous reservation (%d tokens) fits %zu "
-           "requests; %d slots\n\n",
-           blocks, bs, blocks * (size_t)bs, blocks * (double)block_bytes / 1048576.0, per_req * bs,
-           blocks / (size_t)per_req, max_seqs);
+    printf("KV budget  %zu blocks x %d tokens%s = %zu tokens, %.1f MiB; contiguous reservation (%d tokens) fits "
+           "%zu requests; %d slots\n\n",
+           blocks, bs, n_slices > 1 ? " / layer slices" : "", blocks * (size_t)bs / (size_t)n_slices,
+           blocks * (double)block_bytes / 1048576.0, per_req / n_slices * bs, blocks / (size_t)per_req, max_seqs);
 }
 
-static void print_serve(const serve_result r[2], int repeats) {
-    printf("%-24s %12s %12s %12s\n", "serving", "contiguous", "paged", "paged/contig");
+/* The two runs side by side: a and b name the columns (b / a the ratio). */
+static void print_serve(const bkv_serve_result r[2], int repeats, const char *a, const char *b, const char *ratio) {
+    printf("%-24s %12s %12s %12s\n", "serving", a, b, ratio);
     printf("%-24s %12.2f %12.2f %11.2fx\n", "resident, mean", r[0].resident_mean, r[1].resident_mean,
            bkv_div(r[1].resident_mean, r[0].resident_mean));
     printf("%-24s %12d %12d %11.2fx\n", "resident, peak", r[0].resident_peak, r[1].resident_peak,
@@ -604,7 +441,7 @@ static void print_footnote(const json_t *d) {
 
 /* Blocks of the serving budget: --kv-blocks, --kv-mib, or four requests'
  * contiguous reservation. 0 after printing why the budget is unusable. */
-static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_bytes) {
+static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_bytes, int *n_slices) {
     const kvlm_config *c = kvlm_model_config(m);
     kvlm_kv_options ko = kvlm_kv_default_params();
     ko.dtype = o->mf.kv_dtype;
@@ -617,10 +454,14 @@ static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_byte
         return 0;
     }
     kvlm_kv_stats st;
+    kvlm_kv_info info;
     kvlm_kv_get_stats(probe, &st);
+    kvlm_kv_get_info(probe, &info);
     kvlm_kv_free(probe);
     *block_bytes = st.block_bytes;
-    const size_t per_req = (size_t)(c->n_ctx + o->mf.block_size - 1) / o->mf.block_size;
+    *n_slices = info.n_slices;
+    /* a request's reservation: the whole context in every layer slice */
+    const size_t per_req = (size_t)(c->n_ctx + o->mf.block_size - 1) / o->mf.block_size * (size_t)info.n_slices;
     size_t blocks = o->kv_blocks ? (size_t)o->kv_blocks
                     : o->kv_mib > 0 ? (size_t)(o->kv_mib * 1048576.0 / st.block_bytes)
                                     : 4 * per_req;
@@ -633,19 +474,37 @@ static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_byte
     return blocks;
 }
 
-static int run_serve(const bkv_opts *o, kvlm_model *m, json_t *doc, workload *w, serve_result res[2]) {
-    const kvlm_config *c = kvlm_model_config(m);
-    size_t block_bytes = 0, blocks = budget_blocks(o, m, &block_bytes);
-    if (!blocks) return 2;
-    if (workload_make(w, o, c)) {
+/* The serving context of the budget: blocks and slots. */
+static bkv_serve_ctx serve_ctx_of(const bkv_opts *o, kvlm_model *m, size_t blocks) {
+    return (bkv_serve_ctx){.m = m, .c = kvlm_model_config(m), .mf = &o->mf, .kv_blocks = blocks,
+                           .max_seqs = o->max_seqs ? o->max_seqs : (o->requests < 256 ? o->requests : 256),
+                           .prefix_cache = o->prefix_cache, .batch_tokens = o->batch_tokens, .repeats = o->repeats,
+                           .progress = !o->json};
+}
+
+/* The budget and the drawn workload (made once, for the sections that serve). */
+static int workload_setup(const bkv_opts *o, kvlm_model *m, json_t *doc, bkv_workload *w, size_t *blocks) {
+    size_t block_bytes = 0;
+    int n_slices = 1;
+    if (!(*blocks = budget_blocks(o, m, &block_bytes, &n_slices))) return 2;
+    if (w->n) return 0; /* made and shown by an earlier section */
+    if (workload_make(w, o, kvlm_model_config(m))) {
         fprintf(stderr, "kvlm bench-kv: out of memory\n");
         return 1;
     }
-    serve_ctx ctx = {.m = m, .c = c, .o = o, .kv_blocks = blocks,
-                     .max_seqs = o->max_seqs ? o->max_seqs : (o->requests < 256 ? o->requests : 256)};
-    if (!o->json) print_workload(w, blocks, block_bytes, o->mf.block_size, ctx.max_seqs);
-    json_object_set_new(doc, "workload", workload_json(w, o, blocks, block_bytes, ctx.max_seqs));
-    if (serve_both(&ctx, w, res)) return 1;
+    const bkv_serve_ctx ctx = serve_ctx_of(o, m, *blocks);
+    if (!o->json) print_workload(w, *blocks, block_bytes, o->mf.block_size, ctx.max_seqs, n_slices);
+    json_object_set_new(doc, "workload", workload_json(w, o, *blocks, block_bytes, ctx.max_seqs, n_slices));
+    return 0;
+}
+
+static int run_serve(const bkv_opts *o, kvlm_model *m, json_t *doc, bkv_workload *w, bkv_serve_result res[2]) {
+    size_t blocks = 0;
+    int rc = workload_setup(o, m, doc, w, &blocks);
+    if (rc) return rc;
+    bkv_serve_ctx ctx = serve_ctx_of(o, m, blocks);
+    const bkv_policy pol[2] = {BKV_CONTIGUOUS, BKV_PAGED};
+    if (bkv_serve_pair(&ctx, w, pol, res)) return 1;
     json_object_set_new(doc, "contiguous", serve_json(&res[0], "reserve_max"));
     json_object_set_new(doc, "paged", serve_json(&res[1], "paged"));
     json_object_set_new(doc, "ratio", json_pack("{s:f,s:f,s:f,s:f}", "tokens_per_s",
@@ -654,7 +513,54 @@ static int run_serve(const bkv_opts *o, kvlm_model *m, json_t *doc, workload *w,
                                                 "resident_mean",
                                                 bkv_div(res[1].resident_mean, res[0].resident_mean), "resident_peak",
                                                 bkv_div(res[1].resident_peak, res[0].resident_peak)));
-    if (!o->json) print_serve(res, o->repeats);
+    if (!o->json) print_serve(res, o->repeats, "contiguous", "paged", "paged/contig");
+    return 0;
+}
+
+/* Paged with window layers giving blocks back vs paged keeping every layer
+ * whole, same workload and budget: what the per-layer windows buy. */
+static int run_windows(const bkv_opts *o, kvlm_model *m, json_t *doc, bkv_workload *w) {
+    kvlm_kv_layer_type t[8];
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = o->mf.kv_dtype;
+    ko.block_size = o->mf.block_size;
+    ko.n_blocks = 1;
+    kvlm_error err;
+    kvlm_kv *probe = kvlm_kv_create(m, &ko, &err);
+    if (!probe) {
+        fprintf(stderr, "kvlm bench-kv: %s\n", err.msg);
+        return 1;
+    }
+    const int nt = kvlm_kv_layer_types(probe, t, 8);
+    kvlm_kv_free(probe);
+    size_t wbpt = 0, gbpt = 0;
+    for (int i = 0; i < nt && i < 8; i++) *(t[i].window ? &wbpt : &gbpt) += t[i].bytes_per_token;
+    if (!wbpt) {
+        if (!o->json) printf("windows    skipped: no layer of this model has a sliding window\n\n");
+        return 0;
+    }
+    size_t blocks = 0;
+    int rc = workload_setup(o, m, doc, w, &blocks);
+    if (rc) return rc;
+    bkv_serve_ctx ctx = serve_ctx_of(o, m, blocks);
+    const bkv_policy pol[2] = {BKV_PAGED_WHOLE, BKV_PAGED};
+    bkv_serve_result res[2];
+    if (bkv_serve_pair(&ctx, w, pol, res)) return 1;
+    json_t *j = json_pack("{s:o,s:o,s:I,s:I}", "whole", serve_json(&res[0], "paged_whole"), "windowed",
+                          serve_json(&res[1], "paged_windows"), "bytes_per_token_global", (json_int_t)gbpt,
+                          "bytes_per_token_window", (json_int_t)wbpt);
+    json_object_set_new(j, "ratio", json_pack("{s:f,s:f,s:f,s:f}", "tokens_per_s",
+                                              bkv_div(res[1].tokens_per_s, res[0].tokens_per_s), "tokens_per_cpu_s",
+                                              bkv_div(res[1].tokens_per_cpu_s, res[0].tokens_per_cpu_s),
+                                              "resident_mean", bkv_div(res[1].resident_mean, res[0].resident_mean),
+                                              "resident_peak", bkv_div(res[1].resident_peak, res[0].resident_peak)));
+    json_object_set_new(doc, "windows", j);
+    if (!o->json) {
+        printf("windows    the same workload and budget, paged: window layers give back the blocks their window\n"
+               "           left (windowed) or keep every block (whole); KV per token %zu B global + %zu B window\n",
+               gbpt, wbpt);
+        print_serve(res, o->repeats, "whole", "windowed", "windowed/whole");
+    }
     return 0;
 }
 
@@ -665,10 +571,11 @@ static bkv_prefix_params prefix_params(const bkv_opts *o) {
 }
 
 static int run_sections(const bkv_opts *o, kvlm_model *m, json_t *doc) {
-    workload w = {0};
-    serve_result res[2];
+    bkv_workload w = {0};
+    bkv_serve_result res[2];
     int rc = 0;
     if (o->sections & SEC_SERVE) rc = run_serve(o, m, doc, &w, res);
+    if (!rc && (o->sections & SEC_WIN)) rc = run_windows(o, m, doc, &w);
     workload_free(&w);
     if (!rc && (o->sections & SEC_ATTN)) {
         attn_row rows[MAX_ATTN_LENS];
@@ -694,9 +601,10 @@ int cli_bench_kv(int argc, char **argv) {
     if (!m) return 1;
     const kvlm_config *c = kvlm_model_config(m);
     size_t block_bytes;
+    int n_slices;
     bkv_prefix_params pp = prefix_params(&o);
     bkv_prefix_result shape;
-    if (((o.sections & SEC_SERVE) && !budget_blocks(&o, m, &block_bytes)) ||
+    if (((o.sections & (SEC_SERVE | SEC_WIN)) && !budget_blocks(&o, m, &block_bytes, &n_slices)) ||
         ((o.sections & SEC_PREFIX) && bkv_prefix_shape(&pp, c, &shape))) {
         kvlm_model_free(m);
         return EXIT_USAGE;
