@@ -6,7 +6,9 @@
  * output tokens; contiguous reservation never holds more requests than the
  * budget has room for and never preempts; the prefix section reuses exactly
  * the whole blocks of the shared system prompt; kvlm_measure_attention
- * gives both layouts the same output and names bad options. Bad flags exit
+ * gives both layouts the same output and names bad options; on a
+ * Gemma-3-shaped model the windows section serves the workload with window
+ * layers giving blocks back and with every layer whole. Bad flags exit
  * 2 with a message naming the flag. No timing is asserted beyond being
  * positive.
  */
@@ -158,6 +160,37 @@ static void test_sections(void **state) {
     json_decref(d);
 }
 
+/* The windows section on a Gemma-3-shaped model: the same drawn workload
+ * paged with window layers giving blocks back and with every layer whole;
+ * both generate exactly the drawn tokens, the windowed run holds at least
+ * as many requests and preempts no more; on a model without windows the
+ * section is skipped. */
+static void test_windows(void **state) {
+    (void)state;
+    json_t *d = bench_kv_json("--synthetic gemma3-tiny --block-size 4 -n 24 --sections serve,windows --threads 1");
+    check_serve(d);
+    const json_t *w = obj(d, "windows"), *wl = obj(d, "workload");
+    const json_t *whole = obj(w, "whole"), *win = obj(w, "windowed");
+    check_policy(whole);
+    check_policy(win);
+    const long want = lround(num(obj(wl, "output"), "mean") * num(wl, "requests"));
+    assert_int_equal((long)num(whole, "generated_tokens"), want);
+    assert_int_equal((long)num(win, "generated_tokens"), want);
+    assert_true(num(win, "resident_peak") >= num(whole, "resident_peak"));
+    assert_true(num(win, "preemptions") <= num(whole, "preemptions"));
+    /* f16: 2 global layers and 10 window layers of one KV head of 32 */
+    assert_int_equal((long)num(w, "bytes_per_token_global"), 2 * 2 * 32 * 2);
+    assert_int_equal((long)num(w, "bytes_per_token_window"), 10 * 2 * 32 * 2);
+    /* 6 layer slices: 4 reservations of 32 blocks in each; 512 tokens */
+    assert_int_equal((long)num(wl, "kv_blocks"), 4 * 32 * 6);
+    assert_int_equal((long)num(wl, "kv_tokens"), 512);
+    assert_int_equal((long)num(wl, "contiguous_capacity"), 4);
+    json_decref(d);
+    d = bench_kv_json("-m " TINY " --sections windows");
+    assert_null(json_object_get(d, "windows"));
+    json_decref(d);
+}
+
 /* The library call behind the attention section: both layouts give the
  * same output, times are positive, bad options are named. */
 static void test_measure_attention(void **state) {
@@ -237,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_fixture),
         cmocka_unit_test(test_synthetic_tiny),
         cmocka_unit_test(test_sections),
+        cmocka_unit_test(test_windows),
         cmocka_unit_test(test_measure_attention),
         cmocka_unit_test(test_bad_input),
     };
