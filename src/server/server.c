@@ -35,9 +35,18 @@ static void model_name(srv *s) {
 static size_t pool_blocks(const srv *s) {
     if (s->cfg.kv_blocks) return s->cfg.kv_blocks;
     if (s->cfg.kv_mib <= 0) return 0;
-    const kvlm_config *c = s->c;
-    double block = (double)kvlm_kv_bytes_per_token(c, s->cfg.kv_dtype) * s->cfg.block_size;
-    if (block <= 0) return 0; /* a dtype this model's head dim cannot take: kvlm_kv_create says why */
+    /* A block holds one layer slice (all layers when they attend alike):
+     * its size is the cache's, read from a one-block probe. */
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = s->cfg.kv_dtype;
+    ko.block_size = s->cfg.block_size;
+    ko.n_blocks = 1;
+    kvlm_kv *probe = kvlm_kv_create(s->m, &ko, NULL);
+    if (!probe) return 0; /* a dtype this model's head dim cannot take: kvlm_kv_create says why */
+    kvlm_kv_info info;
+    kvlm_kv_get_info(probe, &info);
+    kvlm_kv_free(probe);
+    const double block = (double)info.block_bytes;
     double n = s->cfg.kv_mib * 1048576.0 / block;
     return n < 1 ? 1 : (size_t)n;
 }
