@@ -222,7 +222,8 @@ static void md_kv(FILE *f, const json_t *r) {
     const json_t *pr = jobj(r, "kv_presets"), *md = jobj(r, "kv_model"), *en = jobj(r, "kv_model_engine");
     const json_t *mm = json_array_get(jobj(md, "models"), 0), *me = json_array_get(jobj(en, "models"), 0);
     fprintf(f, "## KV cache size\n\nBytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per number, "
-               "here in %s (%g bytes per number) as `kvlm kv` prints it; total = bytes per token x tokens.\n\n",
+               "here in %s (%g bytes per number) as `kvlm kv` prints it; total = bytes per token x tokens (a model "
+               "with sliding-window layers: those layers count only their last window's tokens).\n\n",
             jstr(pr, "kv_dtype"), json_number_value(json_object_get(pr, "bytes_per_number")));
     fprintf(f, "| model | layers | KV heads | head dim | bytes/token | 4,096 tokens | 131,072 tokens | max context | "
                "at max context |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
