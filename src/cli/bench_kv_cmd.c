@@ -465,7 +465,7 @@ static size_t budget_blocks(const bkv_opts *o, kvlm_model *m, size_t *block_byte
     size_t blocks = o->kv_blocks ? (size_t)o->kv_blocks
                     : o->kv_mib > 0 ? (size_t)(o->kv_mib * 1048576.0 / st.block_bytes)
                                     : 4 * per_req;
-    if (blocks < per_req) {
+    if (blocks < per_req && (o->sections & SEC_SERVE)) { /* the contiguous run needs one whole reservation */
         fprintf(stderr, "kvlm bench-kv: %s: %zu blocks is less than one request's contiguous reservation "
                 "(%zu blocks of %d tokens for n_ctx %d)\n", o->kv_mib > 0 ? "--kv-mib" : "--kv-blocks", blocks,
                 per_req, o->mf.block_size, c->n_ctx);
