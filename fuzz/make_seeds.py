@@ -70,6 +70,18 @@ def q8_0(n):
     return b"".join(struct.pack("<e", 0.01) + bytes((i * 7) % 256 for i in range(32)) for _ in range(n // 32))
 
 
+def mxfp4(n, bad_block=None):
+    """n values of MXFP4 (17-byte blocks: E8M0 scale byte, 16 code bytes); bad_block gets scale 0xFF (NaN)."""
+    return b"".join(bytes([0xFF if b == bad_block else 120 + b % 8]) + bytes((b * 31 + i * 7) % 256 for i in range(16))
+                    for b in range(n // 32))
+
+
+def iq4_xs(n):
+    """n values of IQ4_XS (136-byte super-blocks: f16 d, u16 scales_h, 4 bytes scales_l, 128 code bytes)."""
+    return b"".join(struct.pack("<eH", 0.01, 0xA5A5) + bytes([0x12, 0x34, 0x56, 0x78]) +
+                    bytes((b * 13 + i * 5) % 256 for i in range(128)) for b in range(n // 256))
+
+
 def model_gguf(arch, vocab=16, embd=32, ff=64, head=4, kv=2, extra=(), extra_tensors=()):
     kvs = [("general.architecture", T_STR, arch), ("general.name", T_STR, "tiny"),
            (arch + ".block_count", T_U32, 1), (arch + ".embedding_length", T_U32, embd),
@@ -141,6 +153,11 @@ def main():
     for arch, kvs in LAYER_KEYS.items():
         put("gguf", arch + "_layers.gguf", model_gguf(arch, extra=kvs, extra_tensors=LAYER_TENSORS.get(arch, ())))
     put("gguf", "empty_v3.gguf", gguf([], []))
+    # the byte-aligned MXFP4 (at an odd offset: alignment 1) and IQ4_XS, and an MXFP4 scale byte of 0xFF
+    put("gguf", "mxfp4_iq4_xs.gguf", gguf([("general.alignment", T_U32, 1)],
+                                           [("blk.0.ffn_up.weight", [96, 3], 39, mxfp4(288)),
+                                            ("blk.0.ffn_down.weight", [256, 2], 23, iq4_xs(512))], align=1))
+    put("gguf", "mxfp4_nan_scale.gguf", gguf([], [("blk.0.ffn_up.weight", [64, 2], 39, mxfp4(128, bad_block=3))]))
     # tok_gguf: the repository's GGUF-style vocabularies written as GGUF
     for name in ("gguf_llama", "gguf_gpt2"):
         spec = json.load(open("tests/fixtures/tokenizer/%s.json" % name))

@@ -116,7 +116,12 @@ typedef enum kvlm_dtype {
      * table of 16 int8 levels; 18 bytes). 256-value super-blocks ("K-quants")
      * with per-16 or per-32 sub-block scales packed into 4, 6 or 8 bits
      * under an f16 super-block scale: Q2_K (84 bytes), Q3_K (110), Q4_K
-     * (144), Q5_K (176), Q6_K (210). Rows must be whole blocks. */
+     * (144), Q5_K (176), Q6_K (210). Rows must be whole blocks. MXFP4:
+     * 32-value blocks of one E8M0 scale byte e (2^(e - 127); 0xFF, NaN, is
+     * refused at load) and 16 bytes of 4-bit E2M1 codes laid out as Q4_0's
+     * (17 bytes, so rows are only byte-aligned). IQ4_XS: 256-value
+     * super-blocks, f16 d, 6-bit scales of 8 sub-blocks of 32, IQ4_NL's
+     * 4-bit indices (136 bytes). */
     KVLM_Q4_1 = 5,
     KVLM_Q5_0 = 6,
     KVLM_Q5_1 = 7,
@@ -126,6 +131,8 @@ typedef enum kvlm_dtype {
     KVLM_Q5_K = 11,
     KVLM_Q6_K = 12,
     KVLM_IQ4_NL = 13,
+    KVLM_MXFP4 = 14,
+    KVLM_IQ4_XS = 15,
 } kvlm_dtype;
 
 const char *kvlm_dtype_name(kvlm_dtype t);
@@ -133,13 +140,15 @@ const char *kvlm_dtype_name(kvlm_dtype t);
  * whose size is only defined per row (see the library's dtype_row_bytes). */
 size_t kvlm_dtype_size(kvlm_dtype t);
 /* Parses the names kvlm_dtype_name gives ("f32", "f16", "bf16", "q8_0", "q4_0",
- * "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl"),
+ * "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl",
+ * "mxfp4", "iq4_xs"),
  * case-insensitive, and "float32", "float16", "bfloat16". Returns 0, or
  * KVLM_ERR_ARG for any other name (the message lists the names). */
 int kvlm_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err);
 /* The storage unit of t: returns the bytes of one block and sets *values
  * (may be NULL) to the values it holds: 1 and the element size for f32,
- * f16 and bf16; 32 (Q8_0 .. Q5_1, IQ4_NL) or 256 (the K-quants) and the
+ * f16 and bf16; 32 (Q8_0 .. Q5_1, IQ4_NL, MXFP4) or 256 (the K-quants,
+ * IQ4_XS) and the
  * block's bytes for the block-quantised types. 0 for a value that is no
  * dtype. n values stored as t take ceil(n / *values) blocks. */
 size_t kvlm_dtype_block(kvlm_dtype t, int *values);

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 const char *kvlm_dtype_name(kvlm_dtype t) {
     switch (t) {
@@ -22,6 +23,8 @@ const char *kvlm_dtype_name(kvlm_dtype t) {
     case KVLM_Q5_K: return "q5_k";
     case KVLM_Q6_K: return "q6_k";
     case KVLM_IQ4_NL: return "iq4_nl";
+    case KVLM_MXFP4: return "mxfp4";
+    case KVLM_IQ4_XS: return "iq4_xs";
     }
     return "?";
 }
@@ -47,6 +50,8 @@ size_t dtype_block_bytes(kvlm_dtype t) {
     case KVLM_Q5_K: return sizeof(blk_q5_k);
     case KVLM_Q6_K: return sizeof(blk_q6_k);
     case KVLM_IQ4_NL: return sizeof(blk_iq4_nl);
+    case KVLM_MXFP4: return sizeof(blk_mxfp4);
+    case KVLM_IQ4_XS: return sizeof(blk_iq4_xs);
     default: return kvlm_dtype_size(t);
     }
 }
@@ -73,14 +78,14 @@ int kvlm_dtype_parse(const char *s, kvlm_dtype *out, kvlm_error *err) {
     else if (!strcasecmp(s, "f16") || !strcasecmp(s, "float16")) *out = KVLM_F16;
     else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *out = KVLM_BF16;
     else {
-        for (int t = KVLM_Q8_0; t <= KVLM_IQ4_NL; t++)
+        for (int t = KVLM_Q8_0; t <= KVLM_IQ4_XS; t++)
             if (!strcasecmp(s, kvlm_dtype_name((kvlm_dtype)t))) {
                 *out = (kvlm_dtype)t;
                 return KVLM_OK;
             }
         return kvlm_error_set(err, KVLM_ERR_ARG,
                               "dtype '%.64s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
-                              "q4_k, q5_k, q6_k, iq4_nl (or float32, float16, bfloat16)", s);
+                              "q4_k, q5_k, q6_k, iq4_nl, mxfp4, iq4_xs (or float32, float16, bfloat16)", s);
     }
     return KVLM_OK;
 }

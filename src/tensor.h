@@ -3,7 +3,7 @@
  * (usually a memory-mapped file). Also the scalar f16/bf16 <-> f32
  * conversions used by the reference paths. Knows nothing about models.
  *
- * Block-quantised dtypes (Q8_0 ... IQ4_NL) store each row as whole blocks
+ * Block-quantised dtypes (Q8_0 ... IQ4_XS) store each row as whole blocks
  * of 32 or 256 values, so they have no per-element size: byte counts come
  * from dtype_row_bytes / tensor_nbytes, which treat the last dimension of
  * a shape as the row. Shapes are row-major ([out, in] for matrices).
@@ -59,6 +59,10 @@ typedef struct blk_iq4_nl {
     uint16_t d;
     uint8_t q[QK / 2];   /* 4-bit indices as Q4_0; value = d * iq4nl_levels[index] */
 } blk_iq4_nl;
+typedef struct blk_mxfp4 {
+    uint8_t e;           /* E8M0 scale 2^(e - 127); 0xFF (NaN) is refused at load */
+    uint8_t q[QK / 2];   /* 4-bit E2M1 codes as Q4_0; value = 2^(e - 128) * mxfp4_levels[code] */
+} blk_mxfp4;             /* 17 bytes: rows of it are only byte-aligned */
 
 /* The 256-value super-blocks. Value i of a super-block belongs to
  * sub-block i / 16 (Q2_K, Q3_K, Q6_K) or i / 32 (Q4_K, Q5_K), whose scale
@@ -100,6 +104,13 @@ typedef struct blk_q6_k {
     int8_t scales[16];   /* a = d * scales[s]; value = a * (code - 32) */
     uint16_t d;
 } blk_q6_k;
+typedef struct blk_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;   /* bits 2s, 2s + 1: the high 2 bits of sub-block s's scale */
+    uint8_t scales_l[4]; /* its low 4 bits: nibble s & 1 of byte s / 2; a = d * (scale - 32) */
+    uint8_t qs[128];     /* value 32s + l: IQ4_NL index in the low nibble of qs[16s + l] (l < 16),
+                          * the high nibble of qs[16s + l - 16] (l >= 16); value = a * iq4nl_levels[index] */
+} blk_iq4_xs;
 _Static_assert(sizeof(blk_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(blk_q4_0) == 18, "Q4_0 block is 18 bytes");
 _Static_assert(sizeof(blk_q4_1) == 20, "Q4_1 block is 20 bytes");
@@ -111,30 +122,46 @@ _Static_assert(sizeof(blk_q3_k) == 110, "Q3_K block is 110 bytes");
 _Static_assert(sizeof(blk_q4_k) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(blk_q5_k) == 176, "Q5_K block is 176 bytes");
 _Static_assert(sizeof(blk_q6_k) == 210, "Q6_K block is 210 bytes");
+_Static_assert(sizeof(blk_mxfp4) == 17, "MXFP4 block is 17 bytes");
+_Static_assert(sizeof(blk_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
 
-/* IQ4_NL's 16 levels (a non-uniform 4-bit grid). */
+/* IQ4_NL's 16 levels (a non-uniform 4-bit grid; IQ4_XS uses them too). */
 extern const int8_t iq4nl_levels[16];
+/* MXFP4's 16 E2M1 values, doubled (so they are integers: 0, 1, 2, 3, 4, 6,
+ * 8, 12 and their negatives; code 8 is -0, stored as 0). */
+extern const int8_t mxfp4_levels[16];
+
+/* 2^(e - 128), half of an E8M0 scale, as llama.cpp forms it (e < 2 gives
+ * the subnormals 2^-128, 2^-127). e = 0xFF gives 2^127 (E8M0 NaN; files
+ * with it are refused at load). */
+static inline float e8m0_half_to_f32(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* 1 for every block-quantised dtype (Q8_0 and up). */
-static inline int dtype_is_blocked(kvlm_dtype t) { return t >= KVLM_Q8_0 && t <= KVLM_IQ4_NL; }
+static inline int dtype_is_blocked(kvlm_dtype t) { return t >= KVLM_Q8_0 && t <= KVLM_IQ4_XS; }
 /* 1 for the dtypes the library knows (the kvlm_dtype values). */
-static inline int dtype_is_valid(kvlm_dtype t) { return t >= KVLM_F32 && t <= KVLM_IQ4_NL; }
+static inline int dtype_is_valid(kvlm_dtype t) { return t >= KVLM_F32 && t <= KVLM_IQ4_XS; }
 /* Bytes of one block (blocked types) or one element (others); 0 for a
  * value that is no dtype. */
 size_t dtype_block_bytes(kvlm_dtype t);
-/* Values per storage unit: QK_K (256) for the K-quants, QK (32) for the
- * other blocked types, 1 for the others. */
+/* Values per storage unit: QK_K (256) for the K-quants and IQ4_XS, QK (32)
+ * for the other blocked types, 1 for the others. */
 static inline int dtype_block_len(kvlm_dtype t) {
-    return t >= KVLM_Q2_K && t <= KVLM_Q6_K ? QK_K : dtype_is_blocked(t) ? QK : 1;
+    return (t >= KVLM_Q2_K && t <= KVLM_Q6_K) || t == KVLM_IQ4_XS ? QK_K : dtype_is_blocked(t) ? QK : 1;
 }
 /* Bytes of a row of n values. *ok is 0 (and 0 is returned) when n is
  * negative, not a multiple of the block length, or the size exceeds INT64_MAX;
  * otherwise 1. ok may be NULL. */
 size_t dtype_row_bytes(kvlm_dtype t, int64_t n, int *ok);
-/* Minimum alignment in bytes for reading the data in place (4 for f32, 2
- * for the rest: every block size is even and the kernels read block
- * fields with memcpy or unaligned loads). */
-static inline size_t dtype_align(kvlm_dtype t) { return t == KVLM_F32 ? 4 : 2; }
+/* Minimum alignment in bytes for reading the data in place (4 for f32, 1
+ * for MXFP4, whose 17-byte blocks hold no wider field, 2 for the rest:
+ * their block sizes are even and the kernels read block fields with
+ * memcpy or unaligned loads). */
+static inline size_t dtype_align(kvlm_dtype t) { return t == KVLM_F32 ? 4 : t == KVLM_MXFP4 ? 1 : 2; }
 
 int64_t tensor_numel(const tensor *t);
 /* Bytes the tensor's data spans; rows are the last dimension. Returns 0 when

@@ -1,6 +1,6 @@
 /*
  * The GGUF block types beyond Q8_0 / Q4_0 (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
- * Q3_K, Q4_K, Q5_K, Q6_K): names and byte sizes, dequantisation value by
+ * Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS): names and byte sizes, dequantisation value by
  * value against an independent implementation, the matmul kernels of every
  * ISA, and the GGUF reader's row-length and alignment errors for them.
  *
@@ -32,8 +32,10 @@
 #include "kernels/quant.h"
 #include "tensor.h"
 
-static const kvlm_dtype new_types[] = {KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_IQ4_NL, KVLM_Q2_K,
-                                       KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+/* The 32-value types first (test_matmul_paths counts them). */
+static const kvlm_dtype new_types[] = {KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_IQ4_NL, KVLM_MXFP4, KVLM_Q2_K,
+                                       KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K, KVLM_IQ4_XS};
+#define N_32 5
 #define N_NEW (sizeof new_types / sizeof new_types[0])
 static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
 
@@ -57,11 +59,12 @@ static void test_names_and_sizes(void **state) {
         {KVLM_Q4_1, "q4_1", 32, 20},   {KVLM_Q5_0, "q5_0", 32, 22},   {KVLM_Q5_1, "q5_1", 32, 24},
         {KVLM_Q2_K, "q2_k", 256, 84},  {KVLM_Q3_K, "q3_k", 256, 110}, {KVLM_Q4_K, "q4_k", 256, 144},
         {KVLM_Q5_K, "q5_k", 256, 176}, {KVLM_Q6_K, "q6_k", 256, 210}, {KVLM_IQ4_NL, "iq4_nl", 32, 18},
+        {KVLM_MXFP4, "mxfp4", 32, 17},  {KVLM_IQ4_XS, "iq4_xs", 256, 136},
     };
     assert_int_equal(KVLM_Q4_0, 4); /* the existing values keep their numbers */
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const kvlm_dtype t = want[i].t;
-        assert_int_equal(t, KVLM_Q4_0 + 1 + (int)i);
+        assert_int_equal(t, KVLM_Q4_0 + 1 + (int)i); /* the enum's order */
         assert_string_equal(kvlm_dtype_name(t), want[i].name);
         kvlm_dtype p = KVLM_F32;
         char upper[16];
@@ -72,7 +75,7 @@ static void test_names_and_sizes(void **state) {
         assert_int_equal(dtype_block_len(t), want[i].bl);
         assert_int_equal(dtype_block_bytes(t), want[i].bb);
         assert_int_equal(kvlm_dtype_size(t), 0);
-        assert_int_equal(dtype_align(t), 2);
+        assert_int_equal(dtype_align(t), t == KVLM_MXFP4 ? 1 : 2); /* 17-byte blocks */
         int ok = 0;
         assert_int_equal(dtype_row_bytes(t, 4096, &ok), 4096 / want[i].bl * want[i].bb);
         assert_int_equal(ok, 1);
@@ -89,18 +92,21 @@ static void test_names_and_sizes(void **state) {
     }
     kvlm_dtype p;
     assert_int_equal(kvlm_dtype_parse("q4_k_m", &p, NULL), KVLM_ERR_ARG); /* a file type, not a tensor type */
-    assert_int_equal(kvlm_dtype_parse("iq4_xs", &p, NULL), KVLM_ERR_ARG);
-    assert_false(dtype_is_blocked((kvlm_dtype)14));
-    assert_int_equal(dtype_block_bytes((kvlm_dtype)14), 0);
-    assert_string_equal(kvlm_dtype_name((kvlm_dtype)14), "?");
+    assert_int_equal(kvlm_dtype_parse("iq4_ks", &p, NULL), KVLM_ERR_ARG);
+    assert_false(dtype_is_blocked((kvlm_dtype)16));
+    assert_int_equal(dtype_block_bytes((kvlm_dtype)16), 0);
+    assert_string_equal(kvlm_dtype_name((kvlm_dtype)16), "?");
+    /* E8M0 halves: the two subnormal scales, 1 (e = 128), the largest */
+    assert_true(e8m0_half_to_f32(0) == ldexpf(1.0f, -128) && e8m0_half_to_f32(1) == ldexpf(1.0f, -127));
+    assert_true(e8m0_half_to_f32(128) == 1.0f && e8m0_half_to_f32(254) == ldexpf(1.0f, 126));
 }
 
 /* Every type's fixture blocks dequantise to the fixture's values, bit for
  * bit (Q8_0 and Q4_0 too). */
 static void test_dequantize_fixtures(void **state) {
     (void)state;
-    const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_IQ4_NL,
-                              KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_IQ4_NL, KVLM_Q2_K,
+                              KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K, KVLM_MXFP4, KVLM_IQ4_XS};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const kvlm_dtype t = all[i];
         char path[128];
@@ -129,7 +135,8 @@ static void test_dequantize_fixtures(void **state) {
 }
 
 /* Random valid blocks: random code bytes, every f16 field a finite value
- * of moderate size (so S stays far from overflow). */
+ * of moderate size (so S stays far from overflow), MXFP4 scales 2^-12 ..
+ * 2^-5 (times levels up to 12). */
 static void random_blocks(kvlm_dtype t, size_t nblocks, unsigned char *dst, uint32_t *seed) {
     const size_t bb = dtype_block_bytes(t);
     for (size_t i = 0; i < nblocks * bb; i++) dst[i] = (unsigned char)rnd(seed);
@@ -140,6 +147,9 @@ static void random_blocks(kvlm_dtype t, size_t nblocks, unsigned char *dst, uint
     case KVLM_Q2_K: f16_at[0] = 80, f16_at[1] = 82, nf = 2; break;
     case KVLM_Q3_K: f16_at[0] = 108; break;
     case KVLM_Q6_K: f16_at[0] = 208; break;
+    case KVLM_MXFP4:
+        for (size_t b = 0; b < nblocks; b++) dst[b * bb] = (unsigned char)(116 + rnd(seed) % 8);
+        return;
     default: break;
     }
     for (size_t b = 0; b < nblocks; b++)
@@ -240,8 +250,8 @@ static void test_matmul_paths(void **state) {
                 for (size_t c = 0; c < 3; c++)
                     if ((M + (int)b + (int)c) % 3 == 0 || M <= 2) /* a spread of shapes, not all 9 x 4 x 3 */
                         check_case(new_types[t], M, Ns[b], Ks[c], &seed, &checked);
-    /* 32-value types at K that is no multiple of 256 */
-    for (size_t t = 0; t < 4; t++) {
+    /* 32-value types at K that is no multiple of 256 (MXFP4: odd rows of 17-byte blocks, byte-aligned) */
+    for (size_t t = 0; t < N_32; t++) {
         check_case(new_types[t], 3, 7, 96, &seed, &checked);
         check_case(new_types[t], 1, 9, 32, &seed, &checked);
     }
@@ -310,6 +320,7 @@ static int load(const gbuf *g, const char *dir, kvlm_error *err, kvlm_dtype *dt,
     int rc = gguf_load(&ts, &m, path, err);
     if (rc == KVLM_OK) {
         const named_tensor *nt = tensor_set_find(&ts, "blk.0.ffn_down.weight", NULL);
+        if (!nt) nt = tensor_set_find(&ts, "blk.0.ffn_down.weightx", NULL); /* the odd-offset files */
         assert_non_null(nt);
         *dt = nt->t.dtype;
         *bytes = tensor_nbytes(&nt->t);
@@ -327,6 +338,7 @@ static void test_gguf_types_and_errors(void **state) {
         {GGML_TYPE_Q4_1, KVLM_Q4_1}, {GGML_TYPE_Q5_0, KVLM_Q5_0}, {GGML_TYPE_Q5_1, KVLM_Q5_1},
         {GGML_TYPE_Q2_K, KVLM_Q2_K}, {GGML_TYPE_Q3_K, KVLM_Q3_K}, {GGML_TYPE_Q4_K, KVLM_Q4_K},
         {GGML_TYPE_Q5_K, KVLM_Q5_K}, {GGML_TYPE_Q6_K, KVLM_Q6_K}, {GGML_TYPE_IQ4_NL, KVLM_IQ4_NL},
+        {GGML_TYPE_IQ4_XS, KVLM_IQ4_XS}, {GGML_TYPE_MXFP4, KVLM_MXFP4},
     };
     gbuf *g = malloc(sizeof *g);
     kvlm_error err = {0};
@@ -360,11 +372,24 @@ static void test_gguf_types_and_errors(void **state) {
     }
     assert_int_equal(load(g, dir, &err, &dt, &nb), KVLM_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "not aligned to its 2-byte values"));
+    /* MXFP4 at an odd data offset (alignment 1) is read in place */
+    one_tensor(g, "blk.0.ffn_down.weight", GGML_TYPE_MXFP4, 32, 1, 1, 17);
+    if ((g->n - 17) % 2 == 0) one_tensor(g, "blk.0.ffn_down.weightx", GGML_TYPE_MXFP4, 32, 1, 1, 17);
+    assert_int_equal((g->n - 17) % 2, 1);
+    assert_int_equal(load(g, dir, &err, &dt, &nb), KVLM_OK);
+    assert_int_equal(dt, KVLM_MXFP4);
+    /* an MXFP4 scale byte of 0xFF (E8M0 NaN) in block 5 of row 1: names the tensor and the block */
+    one_tensor(g, "blk.0.ffn_down.weight", GGML_TYPE_MXFP4, 128, 2, 32, 2 * 4 * 17);
+    g->b[g->n - 2 * 4 * 17 + 5 * 17] = 0xFF;
+    assert_int_equal(load(g, dir, &err, &dt, &nb), KVLM_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "tensor 'blk.0.ffn_down.weight': MXFP4 block 5 has scale byte 0xFF"));
+    g->b[g->n - 2 * 4 * 17 + 5 * 17] = 0xFE; /* the largest valid scale */
+    assert_int_equal(load(g, dir, &err, &dt, &nb), KVLM_OK);
     /* types kvlm still does not read name themselves and the supported list */
-    one_tensor(g, "blk.0.ffn_down.weight", 23 /* IQ4_XS */, 256, 1, 32, 136);
+    one_tensor(g, "blk.0.ffn_down.weight", 22 /* IQ2_S */, 256, 1, 32, 82);
     assert_int_equal(load(g, dir, &err, &dt, &nb), KVLM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "type IQ4_XS (23) is not supported"));
-    assert_non_null(strstr(err.msg, "Q4_K, Q5_K, Q6_K, IQ4_NL"));
+    assert_non_null(strstr(err.msg, "type IQ2_S (22) is not supported"));
+    assert_non_null(strstr(err.msg, "Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"));
     free(g);
     th_rmtree(dir);
     free(dir);

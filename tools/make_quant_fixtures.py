@@ -9,8 +9,11 @@ Usage: PYTHONPATH=/path/to/llama.cpp/gguf-py /usr/bin/python3 \
 For each type T (lower-case kvlm name) it writes T.blocks (the raw blocks,
 as they sit in a GGUF file) and T.f32 (the dequantised values, little-endian
 float32, one per value). Every block is valid: its f16 scales are finite
-(random sign, exponents 2^-14 .. 2^3, a few zero or subnormal) and every
-code byte is random. Deterministic (fixed seed): running it again gives
+(random sign, exponents 2^-14 .. 2^3, a few zero or subnormal), every MXFP4
+scale byte is a valid E8M0 exponent (0x00 .. 0xFE: here 100 .. 139, scales
+near 1, except the first three blocks': 0 and 1, whose scales are subnormal,
+and 252, the largest for which no value overflows) and every code byte is
+random. Deterministic (fixed seed): running it again gives
 byte-identical files.
 """
 import os
@@ -33,6 +36,9 @@ TYPES = {
     "q4_k": (Q.Q4_K, 144, 256, [0, 2], 6),
     "q5_k": (Q.Q5_K, 176, 256, [0, 2], 6),
     "q6_k": (Q.Q6_K, 210, 256, [208], 6),
+    # appended after the others, so their files (drawn first from the seed) stay as they were
+    "mxfp4": (Q.MXFP4, 17, 32, [], 16),
+    "iq4_xs": (Q.IQ4_XS, 136, 256, [0], 6),
 }
 
 
@@ -56,6 +62,9 @@ def main():
         raw = rng.integers(0, 256, (nblocks, bb), dtype=np.uint8)
         for off in f16_at:
             raw[:, off:off + 2] = random_f16(rng, nblocks).view(np.uint8).reshape(nblocks, 2)
+        if qt == Q.MXFP4:
+            raw[:, 0] = rng.integers(100, 140, nblocks, dtype=np.uint8)  # scales near 1
+            raw[:3, 0] = [0, 1, 252]
         vals = dequantize(raw.reshape(1, -1), qt).astype("<f4").reshape(-1)
         assert vals.size == nblocks * bl and np.all(np.isfinite(vals))
         raw.tofile(os.path.join(out, name + ".blocks"))

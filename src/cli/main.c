@@ -42,8 +42,8 @@ static void usage(FILE *f) {
     fprintf(f, "\nmodels:\n"
                "  -m PATH            a Hugging Face directory (config.json + safetensors), a .safetensors\n"
                "                     or model.safetensors.index.json file, a .gguf file (f32, f16, bf16,\n"
-               "                     Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K) or an llm.c .bin\n"
-               "                     checkpoint\n"
+               "                     Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS) or\n"
+               "                     an llm.c .bin checkpoint\n"
                "  --synthetic NAME   random weights with exact shapes, no files:\n"
                "                     " CLI_SYNTHETIC_PRESETS "\n"
                "every command that loads a model takes the same model, engine and KV flags.\n");

@@ -216,7 +216,7 @@ typedef struct tinfo {
     uint64_t offset, nbytes;
 } tinfo;
 
-#define GGUF_SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL"
+#define GGUF_SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"
 
 static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     switch (type) {
@@ -234,6 +234,8 @@ static int map_type(cur *c, const char *name, uint32_t type, kvlm_dtype *dt) {
     case GGML_TYPE_Q5_K: *dt = KVLM_Q5_K; return KVLM_OK;
     case GGML_TYPE_Q6_K: *dt = KVLM_Q6_K; return KVLM_OK;
     case GGML_TYPE_IQ4_NL: *dt = KVLM_IQ4_NL; return KVLM_OK;
+    case GGML_TYPE_IQ4_XS: *dt = KVLM_IQ4_XS; return KVLM_OK;
+    case GGML_TYPE_MXFP4: *dt = KVLM_MXFP4; return KVLM_OK;
     }
     const char *tn = gguf_ggml_type_name(type);
     if (tn)
@@ -302,6 +304,20 @@ static int off_cmp(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* An MXFP4 tensor's scale bytes (the first of each 17-byte block) are
+ * E8M0 exponents; 0xFF is NaN, which no weight can be. */
+static int check_mxfp4(cur *c, const gguf_meta *m, const tinfo *ti) {
+    const unsigned char *p = c->p + m->data_offset + ti->offset;
+    const uint64_t nblocks = ti->nbytes / sizeof(blk_mxfp4);
+    for (uint64_t b = 0; b < nblocks; b++)
+        if (p[b * sizeof(blk_mxfp4)] == 0xFF)
+            return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
+                                  "%s: tensor '%s': MXFP4 block %llu has scale byte 0xFF (E8M0 NaN); valid scales "
+                                  "are 0x00..0xFE",
+                                  c->path, ti->name, (unsigned long long)b);
+    return KVLM_OK;
+}
+
 /* Offsets aligned, data inside the file, no duplicates, no overlaps. */
 static int check_spans(cur *c, const gguf_meta *m, tinfo *ti, size_t n) {
     const uint64_t data_size = c->size - m->data_offset;
@@ -319,6 +335,8 @@ static int check_spans(cur *c, const gguf_meta *m, tinfo *ti, size_t n) {
         if ((m->data_offset + ti[i].offset) % dtype_align(ti[i].t.dtype))
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT, "%s: tensor '%s': offset is not aligned to its %zu-byte values",
                                   c->path, ti[i].name, dtype_align(ti[i].t.dtype));
+        int rc = ti[i].t.dtype == KVLM_MXFP4 ? check_mxfp4(c, m, &ti[i]) : KVLM_OK;
+        if (rc) return rc;
     }
     if (n < 2) return KVLM_OK;
     tinfo **ord = malloc(n * sizeof *ord);

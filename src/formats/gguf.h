@@ -18,10 +18,12 @@
  * (nested arrays refused), bool bytes (0 or 1), duplicate keys and tensor
  * names, n_dims (1..4), every ne[i] > 0 with no overflow of the element
  * count or byte size, tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
- * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL; any other is
+ * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4; any other is
  * KVLM_ERR_UNSUPPORTED naming the tensor and the type), row lengths that
- * are whole blocks (32 values, 256 for the K-quants), general.alignment (an integer power of
- * two), offsets aligned, data inside the file, tensors not overlapping.
+ * are whole blocks (32 values, 256 for the K-quants and IQ4_XS),
+ * general.alignment (an integer power of two), offsets aligned, data
+ * inside the file, tensors not overlapping, and every MXFP4 block's scale
+ * byte below 0xFF (E8M0's NaN; this reads one byte of each block).
  *
  * Shapes: GGUF lists ne[0] first, the contiguous dimension; the tensor_set
  * view has it last (row-major, like every other kvlm format), so a matrix
@@ -111,7 +113,9 @@ enum {
     GGML_TYPE_Q5_K = 13,
     GGML_TYPE_Q6_K = 14,
     GGML_TYPE_IQ4_NL = 20,
-    GGML_TYPE_BF16 = 30
+    GGML_TYPE_IQ4_XS = 23,
+    GGML_TYPE_BF16 = 30,
+    GGML_TYPE_MXFP4 = 39
 };
 
 /* A string in the mapping: len bytes at s, not NUL-terminated. */

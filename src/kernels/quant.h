@@ -1,6 +1,6 @@
 /*
- * Block-quantised weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K; block layouts in tensor.h): quantising and dequantising
+ * Block-quantised weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; block layouts in tensor.h): quantising and dequantising
  * rows. The matmul kernels that read the blocks in place are declared in
  * kernels.h (quant_matmul_rows_*). A weight matrix stays quantised in
  * memory; the kernels widen the codes of a block in registers or a small
@@ -16,7 +16,7 @@
  * out of the block's sum; see quant_simd.h).
  *
  * Rows must be whole blocks: cols % dtype_block_len(t) == 0 (32, or 256 for
- * the K-quants; loaders check, the kernels assume it).
+ * the K-quants and IQ4_XS; loaders check, the kernels assume it).
  */
 #ifndef KVLM_QUANT_H
 #define KVLM_QUANT_H

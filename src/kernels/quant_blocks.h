@@ -9,8 +9,9 @@
  * The values are exactly the f32 values llama.cpp's dequantize_row_* and
  * gguf-py's dequantize give: each is a * code (+ or -) b with a and b
  * products of an f16 and a small integer, evaluated in that order in f32.
- * a * code is always exact (at most 11 + 7 + 6 significant bits), so only
- * the offset (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) rounds; the result does not
+ * a * code is always exact (at most 11 + 7 + 6 significant bits; MXFP4's
+ * a is a power of two), so only the offset (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K)
+ * rounds; the result does not
  * depend on whether the compiler fuses the multiply and the add.
  *
  * Blocks are read through unsigned char pointers (rows are only 2-byte
@@ -83,6 +84,15 @@ QB_AI void qb_iq4_nl(const unsigned char *b, float *y) {
     const unsigned char *q = b + 2;
     for (int j = 0; j < 16; j++) y[j] = d * (float)iq4nl_levels[q[j] & 15];
     for (int j = 0; j < 16; j++) y[j + 16] = d * (float)iq4nl_levels[q[j] >> 4];
+}
+
+/* MXFP4: a power-of-two scale times a table integer (at most 4 bits of
+ * mantissa), exact for every scale byte (the subnormal ones included). */
+QB_AI void qb_mxfp4(const unsigned char *b, float *y) {
+    const float d = e8m0_half_to_f32(b[0]);
+    const unsigned char *q = b + 1;
+    for (int j = 0; j < 16; j++) y[j] = d * (float)mxfp4_levels[q[j] & 15];
+    for (int j = 0; j < 16; j++) y[j + 16] = d * (float)mxfp4_levels[q[j] >> 4];
 }
 
 /* ------------------------------------------------------- 256-value blocks */
@@ -174,6 +184,26 @@ QB_AI void qb_q6_k(const unsigned char *b, float *y) {
             }
 }
 
+/* Scale of sub-block s (of 32 values) of an IQ4_XS block: 6 bits, minus 32. */
+QB_AI int qb_iq4_xs_scale(const unsigned char *b, int s) {
+    const blk_iq4_xs *k = (const blk_iq4_xs *)b;
+    uint16_t h;
+    memcpy(&h, b + offsetof(blk_iq4_xs, scales_h), 2);
+    return (((k->scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((h >> (2 * s)) & 3) << 4) - 32;
+}
+
+/* a = d * (scale - 32) is exact (11 + 6 bits), and so is a * level (7 more). */
+QB_AI void qb_iq4_xs(const unsigned char *b, float *y) {
+    const blk_iq4_xs *k = (const blk_iq4_xs *)b;
+    const float d = qb_f16(b);
+    for (int s = 0; s < 8; s++) {
+        const float a = d * (float)qb_iq4_xs_scale(b, s);
+        const unsigned char *q = k->qs + 16 * s;
+        for (int l = 0; l < 16; l++) y[32 * s + l] = a * (float)iq4nl_levels[q[l] & 15];
+        for (int l = 0; l < 16; l++) y[32 * s + 16 + l] = a * (float)iq4nl_levels[q[l] >> 4];
+    }
+}
+
 /* Block `b` of a row of dtype t (a blocked type) into y[dtype_block_len(t)].
  * t is a compile-time constant wherever this is inlined in a kernel. */
 QB_AI void qb_block(kvlm_dtype t, const unsigned char *blk, float *y) {
@@ -189,6 +219,8 @@ QB_AI void qb_block(kvlm_dtype t, const unsigned char *blk, float *y) {
     case KVLM_Q4_K: qb_q4_k(blk, y); break;
     case KVLM_Q5_K: qb_q5_k(blk, y); break;
     case KVLM_Q6_K: qb_q6_k(blk, y); break;
+    case KVLM_MXFP4: qb_mxfp4(blk, y); break;
+    case KVLM_IQ4_XS: qb_iq4_xs(blk, y); break;
     default: break;
     }
 }

@@ -1,7 +1,7 @@
 /*
  * SIMD matmul against the block types that quant_simd.h does not cover
- * (Q4_1, Q5_0, Q5_1, IQ4_NL and the 256-value K-quants Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K), written once and instantiated by quant_avx2.c and
+ * (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 and the 256-value Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_XS), written once and instantiated by quant_avx2.c and
  * quant_avx512.c after quant_simd.h. Besides quant_simd.h's vocabulary the
  * including file defines integer lane operations on vi (VW int32 lanes):
  *
@@ -28,8 +28,9 @@
  * then each VW-wide chunk of codes is widened from its bytes to int32
  * lanes, converted to float and turned into the exact dequantised weights
  * with one FMA (code * a - b; code * a is exact, so this is the value
- * quant_dequantize_row gives, bit for bit) or one multiply. Values are
- * visited in groups (GV values: 32 for the 32-value types, 64 for Q4_K /
+ * quant_dequantize_row gives, bit for bit) or one multiply (a table
+ * lookup times the scale for IQ4_NL, MXFP4, IQ4_XS). Values are
+ * visited in groups (GV values: 32 for the 32-value types and IQ4_XS, 64 for Q4_K /
  * Q5_K, 128 for Q2_K / Q3_K / Q6_K) whose chunks are unrolled, so every
  * byte offset and shift inside a group is a compile-time constant.
  *
@@ -55,6 +56,8 @@
 
 /* IQ4_NL's levels (tensor.h's iq4nl_levels) as floats, for V_LUT16. */
 static const float iq4nl_levels_f[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* MXFP4's levels (tensor.h's mxfp4_levels) as floats. */
+static const float mxfp4_levels_f[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Values per group (see above) and sub-block scales per block. */
 AI int kgroup(kvlm_dtype t) {
@@ -86,6 +89,12 @@ AI void kscales(kvlm_dtype t, const unsigned char *b, float *sa, float *sb) {
     switch (t) {
     case KVLM_Q4_1: case KVLM_Q5_1: sa[0] = qb_f16(b), sb[0] = qb_f16(b + 2); break;
     case KVLM_Q5_0: case KVLM_IQ4_NL: sa[0] = qb_f16(b), sb[0] = 0; break;
+    case KVLM_MXFP4: sa[0] = e8m0_half_to_f32(b[0]), sb[0] = 0; break;
+    case KVLM_IQ4_XS: {
+        const float d = qb_f16(b);
+        for (int s = 0; s < 8; s++) sa[s] = d * (float)qb_iq4_xs_scale(b, s), sb[s] = 0;
+        break;
+    }
     case KVLM_Q4_K: case KVLM_Q5_K: {
         /* the 8 6-bit scales then the 8 6-bit mins, unpacked four at a time */
         uint32_t w[3], o[4];
@@ -174,6 +183,9 @@ AI vf kchunk(kvlm_dtype t, const unsigned char *b, int g, int c, const float *sa
         return V_FMA(VI_TO_F(code), V_SET1(sa[0]), V_SET1(sb[0]));
     }
     case KVLM_IQ4_NL: return V_MUL(V_LUT16(knib(b + 2 + off % 16, off >= 16), iq4nl_levels_f), V_SET1(sa[0]));
+    case KVLM_MXFP4: return V_MUL(V_LUT16(knib(b + 1 + off % 16, off >= 16), mxfp4_levels_f), V_SET1(sa[0]));
+    case KVLM_IQ4_XS: /* group g is sub-block g */
+        return V_MUL(V_LUT16(knib(b + 8 + 16 * g + off % 16, off >= 16), iq4nl_levels_f), V_SET1(sa[g]));
     case KVLM_Q4_K: {
         const int hi = off / 32, s = 2 * g + hi;
         const vf q = VI_TO_F(knib(b + 16 + 32 * g + off % 32, hi));
@@ -308,6 +320,8 @@ void QNAME(quant_wide_matmul_rows)(const float *x, int M, const kern_matrix *w, 
     case KVLM_Q4_K: krows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
     case KVLM_Q5_K: krows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
     case KVLM_Q6_K: krows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
+    case KVLM_MXFP4: krows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_MXFP4); break;
+    case KVLM_IQ4_XS: krows_t(x, M, w, n0, n1, bias, y, ldy, KVLM_IQ4_XS); break;
     default: break;
     }
 }
