@@ -217,16 +217,20 @@ typedef struct kvlm_model_params {
      * (KVLM_ISA_AUTO: the best this CPU has). Engines of another ISA
      * ignore the copies. */
     kvlm_isa isa;
-    /* 1 (default): add copies of the weight matrices in the layouts the
-     * kernels of isa read faster, in memory the model owns. Today: with
-     * avx512-vnni and avx512-bf16, every Q4_0 matrix of the layers and the
-     * output head, packed for decode (1-3 rows per matmul): ceil(rows / 4)
-     * * ceil(cols / 128) * 288 bytes each, as many as the file's when rows
-     * is a multiple of 4 and cols of 128. Prefill and every other ISA keep
-     * reading the file's layout, so decode runs faster at the cost of a
-     * second copy (docs/performance.md). Nothing applies to other ISAs and
-     * dtypes, or to an ISA this CPU lacks (0 bytes added). 0: the file's
-     * layout only (kvlm --no-repack). */
+    /* 1 (default): repack weight matrices into the layouts the kernels of
+     * isa read faster, in memory the model owns, in place of the file's
+     * bytes. Today: with avx512-vnni and avx512-bf16, every Q4_0 matrix of
+     * the layers and the output head, packed for decode (1-3 rows per
+     * matmul): ceil(rows / 4) * ceil(cols / 128) * 288 bytes each, as many
+     * as the file's when rows is a multiple of 4 and cols of 128. Every
+     * other kernel of those ISAs (prefill, batches) reads the packed
+     * layout too, a few rows unpacked at a time, and the file's pages of a
+     * packed matrix are dropped from the process once it is packed (when
+     * the file is mapped: use_mmap 1), so the model holds one copy and
+     * decode runs faster (docs/performance.md). An engine of another ISA
+     * reads the file's layout, whose pages then come back. Nothing applies
+     * to other ISAs and dtypes, or to an ISA this CPU lacks (0 bytes
+     * packed). 0: the file's layout only (kvlm --no-repack). */
     int repack;
     /* 1 (default): weight files are memory-mapped and read in place, paged
      * in on first use. 0: each weight file is read into memory the model

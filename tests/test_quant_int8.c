@@ -434,7 +434,15 @@ static void check_pack_layout(int N, int K, unsigned *seed) {
             want[grp + 256 + 2 * lane] = blk[0], want[grp + 256 + 2 * lane + 1] = blk[1];
         }
     assert_memory_equal(got, want, size);
-    free(wq), free(got), free(want);
+    /* unpacking any row range gives the file's rows back */
+    unsigned char *back = malloc((size_t)N * rb);
+    const int r0 = N / 3, r1 = N - N / 4;
+    memset(back, 0x5a, (size_t)N * rb);
+    q4_0_unpack(got, K, 0, r0, back);
+    q4_0_unpack(got, K, r0, r1, back + (size_t)r0 * rb);
+    q4_0_unpack(got, K, r1, N, back + (size_t)r1 * rb);
+    assert_memory_equal(back, wq, (size_t)N * rb);
+    free(wq), free(got), free(want), free(back);
 }
 
 /* The AVX512-VNNI Q4_0 decode kernel on packed weights (kern_matrix
@@ -505,6 +513,51 @@ static void check_q4_0_packed(int M, int N, int K, unsigned *seed) {
     free(pk), free(wf), free(wd), free(x), free(wq), free(bias), free(ref), free(row), free(got), free(alt);
 }
 
+/* With a packed copy, every other kernel of the avx512-vnni level (the
+ * prefill and small-batch ones, M = 4 .. 40) reads only the packed copy:
+ * the matrix's data points at zeros here, and the outputs are the bits
+ * the same kernels give on the file's layout, through matmul_rows, the
+ * prepared form in two row ranges, and kern_matmul at 1-3 threads. */
+static void check_q4_0_prefill_packed(int M, int N, int K, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, K, NULL);
+    unsigned char *wq = malloc((size_t)N * rb), *zero = calloc((size_t)N, rb);
+    float *wf = malloc((size_t)K * 4), *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
+    float *want = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) wf[k] = frand(seed);
+        quant_quantize_row(KVLM_Q4_0, wf, K, wq + (size_t)n * rb);
+    }
+    for (int i = 0; i < M * K; i++) x[i] = frand(seed);
+    for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    void *pk = aligned_alloc(64, (q4_0_packed_size(N, K) + 63) & ~(size_t)63);
+    q4_0_pack(wq, N, K, 0, (N + 3) / 4, pk);
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL}, kp = {KVLM_Q4_0, zero, N, K, pk};
+    const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
+    ops->matmul_rows(x, M, &kq, 0, N, bias, want, N);
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    ops->matmul_rows(x, M, &kp, 0, N, bias, got, N);
+    if (memcmp(got, want, (size_t)M * N * 4)) fail_msg("q4_0 packed prefill M=%d N=%d K=%d differs", M, N, K);
+    size_t panel = 0;
+    const size_t pre = ops->matmul_prep_bytes(M, &kp, &panel);
+    assert_true(pre > 0);
+    unsigned char *buf = aligned_alloc(64, ((pre + 63) & ~(size_t)63) + ((panel + 63) & ~(size_t)63));
+    ops->matmul_prep(x, M, &kp, 0, M, buf);
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    ops->matmul_rows_prep(buf, buf + ((pre + 63) & ~(size_t)63), &kp, 0, N / 3, bias, got, N);
+    ops->matmul_rows_prep(buf, buf + ((pre + 63) & ~(size_t)63), &kp, N / 3, N, bias, got, N);
+    assert_memory_equal(got, want, (size_t)M * N * 4);
+    free(buf);
+    for (int th = 1; th <= 3; th++) {
+        kern_team team;
+        assert_int_equal(kern_team_open(&team, th), 0);
+        for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+        kern_matmul(ops, &team, x, M, &kp, bias, got, N);
+        kern_team_close(&team);
+        assert_memory_equal(got, want, (size_t)M * N * 4);
+    }
+    free(pk), free(wq), free(zero), free(wf), free(x), free(bias), free(want), free(got);
+}
+
 static void test_q4_0_packed(void **state) {
     (void)state;
     unsigned seed = 31;
@@ -520,6 +573,9 @@ static void test_q4_0_packed(void **state) {
             for (size_t b = 0; b < 7; b++) check_q4_0_packed(M, Ns[a], Ks[b], &seed);
     check_q4_0_packed(3, 70, 8192, &seed);
     check_q4_0_packed(1, 300, 768, &seed);
+    const int Mp[] = {4, 5, 9, 16, 40};
+    for (size_t i = 0; i < 5; i++) check_q4_0_prefill_packed(Mp[i], i % 2 ? 37 : 70, i < 3 ? 256 : 2048, &seed);
+    check_q4_0_prefill_packed(17, 300, 96, &seed);
 }
 
 /* Load-time repacking (kvlm_model_params) of a synthetic Q4_0 Llama:

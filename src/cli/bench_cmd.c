@@ -316,7 +316,7 @@ static void print_human(const kvlm_model *m, const json_t *d) {
            str(d, "threads_reason"), str(d, "isa"), str(d, "kv_dtype"));
     const double repacked = num(d, "repacked_bytes", NULL);
     if (repacked > 0)
-        printf("repacked     %.1f MB: Q4_0 matrices packed for decode, beside the file's layout (--no-repack: none)\n",
+        printf("repacked     %.1f MB: Q4_0 matrices packed for decode, in place of the file's layout (--no-repack: none)\n",
                repacked / 1e6);
     const json_t *fb = json_object_get(d, "float_batch");
     for (size_t i = 0; i < json_array_size(fb); i++) {

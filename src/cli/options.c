@@ -144,9 +144,9 @@ static const shared_opt shared[] = {
      "avx512, avx512-vnni, avx2-vnni (-vnni: int8 activations for Q8_0, Q4_0,\n"
      "Q4_K, Q5_K and Q6_K weights), avx512-bf16 (avx512-vnni with bf16\n"
      "activations for bf16 weights)", set_isa},
-    {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: no packed copy of the Q4_0\n"
-     "matrices for avx512-vnni / avx512-bf16 decode (which holds about the file's Q4_0 bytes\n"
-     "again in memory)", set_no_repack},
+    {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: do not repack the Q4_0\n"
+     "matrices for avx512-vnni / avx512-bf16 decode (the packed layout replaces the file's pages\n"
+     "in memory; decode reads it faster)", set_no_repack},
     {CLI_KV, "--kv-dtype", "T", "KV cache dtype: f16 (default: half the bytes of f32), f32 or q8_0\n"
      "(int8 with an f16 scale per 32 numbers: 34 bytes per 32, head dim a\n"
      "multiple of 32)", set_kv_dtype},

@@ -208,7 +208,7 @@ int cli_perplexity(int argc, char **argv) {
     kvlm_engine *e = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    o.mf.no_repack = 1; /* windows of many tokens: the decode kernel's packed copy would not be read */
+    o.mf.no_repack = 1; /* windows of many tokens: their matmuls would unpack packed rows on every call */
     int rc = session_open(&ss, &o.mf, SESSION_TOKENIZER);
     if (rc) goto out;
     rc = 1;

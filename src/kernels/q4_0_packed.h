@@ -32,5 +32,10 @@ size_t q4_0_packed_size(int rows, int cols);
  * w (the file's layout) into out (q4_0_packed_size bytes); tiles may be
  * written by several threads at once. */
 void q4_0_pack(const void *w, int rows, int cols, int t0, int t1, void *out);
+/* The inverse: rows [r0, r1) of the packed form of a rows x cols Q4_0
+ * matrix, written to out as the file's row-major blocks ((r1 - r0) rows of
+ * cols / 32 blocks). The kernels that read the file's layout run on these
+ * when the packed form is all the model keeps resident. */
+void q4_0_unpack(const void *packed, int cols, int r0, int r1, void *out);
 
 #endif

@@ -18,11 +18,19 @@
  * quantisation (a pass over x, 1-3 us per 2048-8192 values) out of the
  * work items: each matmul has 16 of them at 2 threads, and each quantised
  * the same row again.
+ *
+ * A Q4_0 matrix with a packed copy (model/repack.c) has only that copy
+ * resident: the file's pages are dropped at load. The packed decode kernel
+ * reads it directly; every other kernel here runs on UNPACK_ROWS rows at a
+ * time unpacked from it into the file's block layout (q4_0_unpack), the
+ * same bytes, so the same bits as on the file's blocks.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "kernels/q4_0_packed.h"
 #include "kernels/quant_int8.h"
+#include "tensor.h"
 
 enum { I8_NONE, I8_DECODE_K, I8_DECODE_Q4_0, I8_PREFILL, I8_SMALL };
 
@@ -109,10 +117,59 @@ static int choose(const i8_isa *k, int M, const kern_matrix *w, size_t *bytes, s
     return I8_NONE;
 }
 
+/* Rows unpacked from a packed copy per pass: a multiple of every
+ * kernel's row tile (16 on AVX-512, 8 on AVX2), a few KiB to 100 KiB. */
+#define UNPACK_ROWS 16
+
+/* 1 when a kernel of this kind must read w's rows from its packed copy. */
+static int from_packed(const kern_matrix *w, int kind) {
+    return w->packed && w->dtype == KVLM_Q4_0 && kind != I8_DECODE_Q4_0;
+}
+
+static void rows_prep(const i8_isa *k, const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                      const float *bias, float *y, int ldy);
+
+/* rows_prep over rows [n0, n1) of w read from its packed copy. Without
+ * memory for the rows it reads the file's layout (the same bytes; their
+ * pages are read in again). */
+static void rows_prep_unpacked(const i8_isa *k, const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                               const float *bias, float *y, int ldy) {
+    const size_t rb = dtype_row_bytes(KVLM_Q4_0, w->cols, NULL);
+    unsigned char *rows = malloc(UNPACK_ROWS * rb);
+    if (!rows) {
+        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL};
+        rows_prep(k, buf, panel, &f, n0, n1, bias, y, ldy);
+        return;
+    }
+    for (int n = n0; n < n1; n += UNPACK_ROWS) {
+        const int e = n1 - n < UNPACK_ROWS ? n1 : n + UNPACK_ROWS;
+        q4_0_unpack(w->packed, w->cols, n, e, rows);
+        const kern_matrix u = {KVLM_Q4_0, rows, e - n, w->cols, NULL};
+        rows_prep(k, buf, panel, &u, 0, e - n, bias ? bias + n : NULL, y + n, ldy);
+    }
+    free(rows);
+}
+
+static void prep(const i8_isa *k, const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+
 static void matmul_rows(const i8_isa *k, const float *x, int M, const kern_matrix *w, int n0, int n1,
                         const float *bias, float *y, int ldy) {
     size_t bytes = 0, panel = 0;
     const int kind = choose(k, M, w, &bytes, &panel);
+    if (from_packed(w, kind)) {
+        /* x prepared once for all the passes over the unpacked rows */
+        const size_t pre = (HEAD + bytes + 63) & ~(size_t)63;
+        unsigned char *buf = kind != I8_NONE ? aligned_alloc(64, pre + ((panel + 63) & ~(size_t)63)) : NULL;
+        if (buf) {
+            prep(k, x, M, w, 0, M, buf);
+            rows_prep_unpacked(k, buf, panel ? buf + pre : NULL, w, n0, n1, bias, y, ldy);
+            free(buf);
+            return;
+        }
+        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL};
+        k->fallback->matmul_rows(x, M, &f, n0, n1, bias, y, ldy);
+        return;
+    }
     /* each kernel's own matmul_rows form (a buffer of its own, the first
      * weight tile requested before the activations are quantised); 0 when
      * it has no memory */
@@ -146,6 +203,10 @@ static void prep(const i8_isa *k, const float *x, int M, const kern_matrix *w, i
 static void rows_prep(const i8_isa *k, const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
                       const float *bias, float *y, int ldy) {
     const i8_head *h = buf;
+    if (from_packed(w, h->kind)) {
+        rows_prep_unpacked(k, buf, panel, w, n0, n1, bias, y, ldy);
+        return;
+    }
     const unsigned char *a = (const unsigned char *)buf + HEAD;
     switch (h->kind) {
     case I8_DECODE_K: k->dec_rows(a, h->M, w, n0, n1, bias, y, ldy); break;

@@ -219,8 +219,8 @@ void srv_describe(const srv *s, FILE *f) {
     fprintf(f, "kvlm serve: %d engine threads (%s), %s kernels\n", kvlm_engine_threads(s->e), why,
             kvlm_isa_name(kvlm_engine_isa(s->e)));
     if (kvlm_model_repacked_bytes(s->m))
-        fprintf(f, "kvlm serve: Q4_0 weights repacked for decode: %.1f MB beside the file's layout (--no-repack: "
-                "none)\n", (double)kvlm_model_repacked_bytes(s->m) / 1e6);
+        fprintf(f, "kvlm serve: Q4_0 weights repacked for decode: %.1f MB in place of the file's layout "
+                "(--no-repack: none)\n", (double)kvlm_model_repacked_bytes(s->m) / 1e6);
     const srv_config *g = &s->cfg;
     char per_ip[32] = "no per-address limit";
     if (g->max_per_ip > 0) snprintf(per_ip, sizeof per_ip, "%d per client address", g->max_per_ip);
