@@ -44,9 +44,10 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 TYPES = ["Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"]
-EXTRA_TYPES = {"llama": ["Q2_K", "Q3_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"], "gpt2": ["Q3_K_M"]}
-# one K-quant per architecture, each a different type, and one Q8_0
-COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0"]
+EXTRA_TYPES = {"llama": ["Q2_K", "Q3_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"], "gpt2": ["Q3_K_M"],
+               "qwen2": ["IQ4_XS"], "qwen3": ["IQ4_XS"]}
+# one K-quant per architecture, each a different type, one Q8_0 and one IQ4_XS
+COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0", "qwen3-iq4_xs"]
 PROMPT = "ROMEO:\nBut soft"
 N_GEN = 16
 PPL_TEXT = os.path.join("tests", "fixtures", "shakespeare_val_slice.txt")
