@@ -1,6 +1,7 @@
 /*
  * GGUF files made by llama.cpp's own tools (tests/fixtures/llamacpp: gguf-py
- * writer, llama-quantize's default K-quant and Q8_0 mixes) for gpt2, llama
+ * writer, llama-quantize's default K-quant, Q8_0 and IQ4_XS mixes, and
+ * MXFP4 matrices over Q8_0 by its --tensor-type) for gpt2, llama
  * (grouped-query), qwen2 (q/k/v biases) and qwen3 (q/k norms), each against
  * two independent oracles recorded in its .expected.json:
  *

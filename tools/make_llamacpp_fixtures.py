@@ -16,6 +16,7 @@ DIR/gguf-py. Writes into OUTDIR, for ARCH in gpt2 llama qwen2 qwen3:
     ARCH-TYPE.gguf                llama-quantize ARCH-f16.gguf OUT TYPE (its
                                   default mixes, not --pure) for TYPE in
                                   TYPES and the architecture's EXTRA_TYPES
+                                  (MXFP4: see QUANTIZE_AS)
     ARCH-f16/TYPE.expected.json   see write_expected (F16 files too)
     summary.json                  every file's numbers in one list
 With --commit FIXDIR, copies COMMITTED (and their .expected.json) into
@@ -44,10 +45,14 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 TYPES = ["Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"]
-EXTRA_TYPES = {"llama": ["Q2_K", "Q3_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"], "gpt2": ["Q3_K_M"],
-               "qwen2": ["IQ4_XS"], "qwen3": ["IQ4_XS"]}
-# one K-quant per architecture, each a different type, one Q8_0 and one IQ4_XS
-COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0", "qwen3-iq4_xs"]
+EXTRA_TYPES = {"llama": ["Q2_K", "Q3_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "MXFP4"],
+               "gpt2": ["Q3_K_M"], "qwen2": ["IQ4_XS"], "qwen3": ["IQ4_XS", "MXFP4"]}
+# llama-quantize writes MXFP4 only for 3-D expert tensors (its MXFP4_MOE
+# type); for these dense models its --tensor-type override asks for MXFP4
+# attention and feed-forward matrices over a Q8_0 base
+QUANTIZE_AS = {"MXFP4": ["--tensor-type", "attn=mxfp4", "--tensor-type", "ffn=mxfp4", "Q8_0"]}
+# one K-quant per architecture, each a different type, one Q8_0, one IQ4_XS, one MXFP4
+COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0", "qwen3-iq4_xs", "llama-mxfp4"]
 PROMPT = "ROMEO:\nBut soft"
 N_GEN = 16
 PPL_TEXT = os.path.join("tests", "fixtures", "shakespeare_val_slice.txt")
@@ -193,7 +198,8 @@ def main(argv):
         names = [arch + "-f16"]
         for t in TYPES + EXTRA_TYPES.get(arch, []):
             name = "%s-%s" % (arch, t.lower())
-            run([quantize, f16, os.path.join(out, name + ".gguf"), t, "2"])
+            how = QUANTIZE_AS.get(t, [t])
+            run([quantize] + how[:-1] + [f16, os.path.join(out, name + ".gguf"), how[-1], "2"])
             names.append(name)
         for name in names:
             path = os.path.join(out, name + ".gguf")
