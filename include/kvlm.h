@@ -272,8 +272,8 @@ const char *kvlm_model_tokenizer_path(const kvlm_model *m);
 /* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
 const char *kvlm_model_source(const kvlm_model *m);
 size_t kvlm_model_param_count(const kvlm_model *m);
-/* The bytes of the load-time weight copies (kvlm_model_params.repack; 0
- * when none were made). */
+/* The bytes of the weights repacked at load (kvlm_model_params.repack; 0
+ * when none were), held in place of the file's layout of those matrices. */
 size_t kvlm_model_repacked_bytes(const kvlm_model *m);
 
 /* Reads only the configuration of a model, without mapping its weights:
