@@ -153,6 +153,25 @@ size_t kvlm_utf8_char_len(const char *p, size_t n);
  * returns the bytes written. What text needs before it goes into JSON. */
 size_t kvlm_utf8_sanitize(const char *in, size_t n, char *out);
 
+/* Fill-in-the-middle tokens (code models): the prefix, suffix and middle
+ * markers a FIM prompt is built from, the padding token, and the repository
+ * and file separators of repository-level prompts. */
+typedef enum kvlm_fim_token {
+    KVLM_FIM_PRE = 0,   /* <|fim_prefix|>, <fim_prefix>, <PRE> ... */
+    KVLM_FIM_SUF = 1,   /* <|fim_suffix|>, <fim_suffix>, <SUF> ... */
+    KVLM_FIM_MID = 2,   /* <|fim_middle|>, <fim_middle>, <MID> ... */
+    KVLM_FIM_PAD = 3,   /* <|fim_pad|>, <fim_pad> ... */
+    KVLM_FIM_REP = 4,   /* <|repo_name|>, <|fim_repo|>, <reponame> ... */
+    KVLM_FIM_SEP = 5,   /* <|file_sep|> */
+    KVLM_FIM_COUNT = 6
+} kvlm_fim_token;
+/* The id of a fill-in-the-middle token, or KVLM_NO_TOKEN (-1) when the
+ * model's files name none (also for a `which` out of range). A GGUF file's
+ * tokenizer.ggml.fim_*_token_id (or prefix/suffix/middle_token_id) comes
+ * first; otherwise a vocabulary or added token with one of the names
+ * code models use (docs/tokenizer.md lists them). */
+int32_t kvlm_tokenizer_fim_id(const kvlm_tokenizer *t, kvlm_fim_token which);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -1,7 +1,8 @@
 /*
  * The tokenizer a GGUF file carries: reads the tokenizer.ggml.* metadata
  * (model, pre, tokens, scores, token_type, merges, the bos, eos, unknown,
- * padding, end-of-turn and end-of-message ids, add_bos_token,
+ * padding, end-of-turn and end-of-message ids, the fill-in-the-middle ids
+ * (fim_pre/suf/mid/pad/rep/sep, or prefix/suffix/middle), add_bos_token,
  * add_eos_token, add_space_prefix) through the GGUF reader and builds the
  * vocabulary with tok_from_gguf_vocab. Every id must name a token (an
  * error names the key otherwise). The mapping is released before
@@ -66,6 +67,20 @@ kvlm_tokenizer *tok_load_gguf_file(const char *path, kvlm_error *err) {
         snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", id_keys[k]);
         if (gguf_get_int_or(&g, key, -1, (int64_t)ktok->n - 1, -1, &id, err)) goto out;
         *id_vals[k] = (int)id;
+    }
+    /* fill-in-the-middle: fim_*_token_id, or the older prefix/suffix/middle
+     * names for the first three */
+    static const char *const fim_keys[KVLM_FIM_COUNT] = {"fim_pre", "fim_suf", "fim_mid",
+                                                         "fim_pad", "fim_rep", "fim_sep"};
+    static const char *const fim_old[3] = {"prefix", "suffix", "middle"};
+    for (int k = 0; k < KVLM_FIM_COUNT; k++) {
+        for (int old = 0; old < (k < 3 ? 2 : 1) && v.fim[k] < 0; old++) {
+            char key[64];
+            int64_t id;
+            snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", old ? fim_old[k] : fim_keys[k]);
+            if (gguf_get_int_or(&g, key, -1, (int64_t)ktok->n - 1, -1, &id, err)) goto out;
+            v.fim[k] = (int)id;
+        }
     }
     for (int k = 0; k < 3; k++) {
         char key[64];

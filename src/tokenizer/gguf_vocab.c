@@ -173,6 +173,8 @@ static int build(kvlm_tokenizer *t, const tok_gguf_vocab *v, kvlm_error *err) {
         check_id("end-of-turn id", v->eot, n_tokens, err) ||
         check_id("end-of-message id", v->eom, n_tokens, err))
         return -1;
+    for (int k = 0; k < KVLM_FIM_COUNT; k++)
+        if (check_id("fill-in-the-middle id", v->fim[k], n_tokens, err)) return -1;
     if (v->add_bos > 0 && v->bos < 0)
         return kvlm_error_set(err, KVLM_ERR_FORMAT, WHERE ": add_bos is set but there is no bos id");
     if (v->add_eos > 0 && v->eos < 0)
@@ -207,6 +209,7 @@ static int build(kvlm_tokenizer *t, const tok_gguf_vocab *v, kvlm_error *err) {
     t->eos_id = v->eos;
     t->eot_id = v->eot;
     t->eom_id = v->eom;
+    for (int k = 0; k < KVLM_FIM_COUNT; k++) t->fim_ids[k] = v->fim[k];
     if (v->add_bos >= 0) add_bos = v->add_bos;
     if (add_bos && v->bos >= 0) t->prefix_ids[t->n_prefix++] = v->bos;
     if (v->add_eos > 0) t->suffix_ids[t->n_suffix++] = v->eos;

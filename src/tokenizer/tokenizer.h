@@ -129,6 +129,8 @@ struct kvlm_tokenizer {
     /* special ids and the template added by KVLM_ENCODE_ADD_SPECIAL */
     int32_t eos_id, bos_id;
     int32_t eot_id, eom_id;       /* GGUF end of turn / end of message, or -1 */
+    int32_t fim_ids[KVLM_FIM_COUNT];  /* fill-in-the-middle tokens by kvlm_fim_token, or -1
+                                         (tokenizer/fim.c) */
     int32_t prefix_ids[TOK_MAX_TEMPLATE], suffix_ids[TOK_MAX_TEMPLATE];
     int n_prefix, n_suffix;
     char source[1100];
@@ -191,13 +193,14 @@ typedef struct tok_gguf_vocab {
     int n_merges;
     /* *_token_id; -1 if absent */
     int bos, eos, unk, pad, eot, eom;
+    int fim[KVLM_FIM_COUNT];       /* fim_{pre,suf,mid,pad,rep,sep}_token_id */
     /* add_bos_token, add_eos_token, add_space_prefix: 0/1, -1 if absent */
     int add_bos, add_eos, add_space_prefix;
 } tok_gguf_vocab;
 /* All ids -1, all flags absent. */
 #define TOK_GGUF_VOCAB_INIT \
-    {.bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1, .add_bos = -1, .add_eos = -1, \
-     .add_space_prefix = -1}
+    {.bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1, .fim = {-1, -1, -1, -1, -1, -1}, \
+     .add_bos = -1, .add_eos = -1, .add_space_prefix = -1}
 kvlm_tokenizer *tok_from_gguf_vocab(const tok_gguf_vocab *v, kvlm_error *err);
 /* The vocabulary a GGUF file carries (see tokenizer/gguf_file.c). */
 kvlm_tokenizer *tok_load_gguf_file(const char *path, struct kvlm_error *err);
@@ -209,6 +212,9 @@ int tok_gguf_pre_set(kvlm_tokenizer *t, const char *pre, int *add_bos_default, k
 
 /* End-of-turn and end-of-message ids (GGUF eot/eom) of t: writes up to 2
  * to ids and returns their number. */
+/* tokenizer/fim.c: fills the fill-in-the-middle ids no file named from
+ * the vocabulary's well-known FIM token names (tok_finish calls it). */
+void tok_find_fim(kvlm_tokenizer *t);
 int tok_end_of_turn_ids(const kvlm_tokenizer *t, int32_t ids[2]);
 
 /* tokenizer/spm.c */

@@ -79,6 +79,7 @@ kvlm_tokenizer *tok_alloc(void) {
     t->bos_id = -1;
     t->unk_id = -1;
     t->eot_id = t->eom_id = -1;
+    for (int k = 0; k < KVLM_FIM_COUNT; k++) t->fim_ids[k] = -1;
     t->n_levels = 1;   /* GPT-2's pattern by the scanner */
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
     pthread_mutex_init(&t->cache_lock, NULL);
@@ -385,6 +386,7 @@ int tok_finish(kvlm_tokenizer *t, const char *where, kvlm_error *err) {
     if (t->kind == TOK_KIND_SPM && build_decoded(t) != 0)
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", where);
     find_eos(t);
+    tok_find_fim(t);
     for (int32_t id = 0; id < t->n_vocab; id++)
         if (t->flags[id] & TOK_ADDED) t->n_added++;
     if (t->n_added) {
