@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "app/json_text.h"
+#include "app/infill_request.h"
 #include "app/openai_structured.h"
 #include "app/reasoning.h"
 #include "app/sbuf.h"
@@ -316,6 +317,15 @@ static int alloc_prompts(api_request *rq, int n, api_error *e) {
 static int parse_prompt(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
     json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return api_fail(e, 400, "missing_parameter", "prompt", "'prompt' is required");
+    json_t *suffix = json_object_get(root, "suffix");
+    if (json_is_string(suffix) && json_string_length(suffix)) { /* fill in the middle */
+        if (!json_is_string(p))
+            return api_fail(e, 400, "invalid_type", "prompt", "with 'suffix', 'prompt' must be a string");
+        fim_input in = {.prefix = json_string_value(p), .prefix_len = json_string_length(p),
+                        .suffix = json_string_value(suffix), .suffix_len = json_string_length(suffix)};
+        if (alloc_prompts(rq, 1, e)) return -1;
+        return fim_assemble(lim->tok, &in, fim_room(root, lim), 0, &rq->prompts[0], &rq->n_prompt[0], e);
+    }
     if (json_is_string(p)) {
         if (alloc_prompts(rq, 1, e)) return -1;
         return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", &rq->prompts[0],
@@ -698,8 +708,9 @@ static int parse_flags(json_t *root, int chat, const api_limits *lim, api_reques
     if (best_of && best_of != n)
         return api_fail(e, 400, "unsupported_parameter", "best_of", "'best_of' other than 'n' is not supported");
     json_t *suffix = json_object_get(root, "suffix");
-    if (suffix && !json_is_null(suffix) && !(json_is_string(suffix) && json_string_length(suffix) == 0))
-        return api_fail(e, 400, "unsupported_parameter", "suffix", "'suffix' is not supported by this server");
+    if (suffix && !json_is_null(suffix) && !json_is_string(suffix))
+        return api_fail(e, 400, "invalid_type", "suffix", "'suffix' must be a string");
+    if (json_is_string(suffix) && json_string_length(suffix) && fim_check(lim->tok, "suffix", e)) return -1;
     return 0;
 }
 
@@ -778,6 +789,10 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
 
 int api_parse_chat_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
     return parse_root(root, 1, lim, rq, e);
+}
+
+int api_parse_completion_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e) {
+    return parse_root(root, 0, lim, rq, e);
 }
 
 json_t *api_load_body(const char *body, size_t len, api_error *e) { return parse_body(body, len, e); }

@@ -13,8 +13,10 @@
  * generates are type-checked and ignored (user, store, metadata,
  * service_tier, reasoning_effort, parallel_tool_calls, prediction,
  * response_format text, modalities text, an empty tools list); integers
- * may be written with a zero fraction (10.0). Values kvlm cannot honour
- * (echo, suffix, best_of > n, tools when the chat template does not render
+ * may be written with a zero fraction (10.0). A completion's `suffix`
+ * makes its prompt a fill-in-the-middle prompt (infill_request.h), or a
+ * 400 for a model without FIM tokens. Values kvlm cannot honour
+ * (echo, best_of > n, tools when the chat template does not render
  * them) are rejected rather than ignored. response_format, grammar, regex,
  * tools and tool_choice are read by openai_structured.h. Chat messages are rendered
  * by the model's chat template (chat_template.h); a template's
@@ -114,6 +116,8 @@ typedef struct api_request {
     char *conversation;         /* Responses: the input turns as chat messages (compact JSON), without
                                    the instructions; the stored conversation continues from it */
     char *echo;                 /* Responses: request fields the response object repeats (JSON object) */
+    int infill;                 /* POST /infill (infill_request.h): the response also carries llama.cpp's
+                                   "content" */
 } api_request;
 
 int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
@@ -121,6 +125,8 @@ int api_parse_completion(const char *body, size_t len, int chat, const api_limit
 /* The same for a chat body already loaded (an object; the caller keeps
  * its reference): what the Anthropic and Responses translations call. */
 int api_parse_chat_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e);
+/* The same for a /v1/completions body (what /infill's translation calls). */
+int api_parse_completion_root(json_t *root, const api_limits *lim, api_request *rq, api_error *e);
 /* A body loaded and checked as api_parse_completion checks it first
  * (non-empty, UTF-8, JSON, an object, no NUL in a string); NULL with e
  * filled. */

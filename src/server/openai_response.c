@@ -251,6 +251,10 @@ void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, cons
         json_object_set_new(ch, "delta", d);
     } else {
         json_object_set_new(ch, "text", ts_json_string(delta, n));
+        if (j->rq.infill) { /* llama.cpp's /infill clients read content and stop */
+            json_object_set_new(root, "content", ts_json_string(delta, n));
+            json_object_set_new(root, "stop", json_boolean(finish != NULL));
+        }
     }
     chunk_end(j, c, root, ch, ev, finish, out);
 }
@@ -350,6 +354,11 @@ char *resp_final_body(const job *j) {
     }
     json_object_set_new(root, "choices", arr);
     json_object_set_new(root, "usage", usage_json(j));
+    if (j->rq.infill && j->n_choices > 0) { /* llama.cpp's /infill clients read content and stop */
+        const choice_state *cs = &j->choices[0];
+        json_object_set_new(root, "content", ts_json_string(cs->text.data ? cs->text.data : "", cs->text.len));
+        json_object_set_new(root, "stop", json_true());
+    }
     char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(7));
     json_decref(root);
     return s;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "app/anthropic_request.h"
+#include "app/infill_request.h"
 #include "app/responses_request.h"
 #include "server/api_stream.h"
 #include "server/engine_view.h"
@@ -195,7 +196,8 @@ static json_t *stored_conversation(void *user, const char *id) {
     return rstore_conversation(s->responses, id, kvlm_now());
 }
 
-/* shape: API_SHAPE_OPENAI (chat or not), ANTHROPIC or RESPONSES. */
+/* shape: API_SHAPE_OPENAI (chat or not), ANTHROPIC or RESPONSES; chat -1:
+ * /infill (a completion in OpenAI's shape). */
 static void completion(srv *s, int chat, api_shape shape, const char *body, size_t len, reply *r) {
     api_limits lim;
     api_error e;
@@ -203,6 +205,7 @@ static void completion(srv *s, int chat, api_shape shape, const char *body, size
     srv_limits(s, &lim);
     const int rc = shape == API_SHAPE_ANTHROPIC   ? anth_parse_messages(body, len, &lim, &rq, &e)
                    : shape == API_SHAPE_RESPONSES ? oresp_parse(body, len, &lim, stored_conversation, s, &rq, &e)
+                   : chat < 0                     ? api_parse_infill(body, len, &lim, &rq, &e)
                                                   : api_parse_completion(body, len, chat, &lim, &rq, &e);
     if (rc) {
         route_error(r, &e);
@@ -287,7 +290,7 @@ typedef struct endpoint {
 
 enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT, EP_ENGINE,
        EP_ENGINE_HISTORY, EP_ENGINE_STREAM, EP_MODEL_INFO, EP_MEASURE_NEXT, EP_MESSAGES, EP_COUNT_TOKENS,
-       EP_RESPONSES };
+       EP_RESPONSES, EP_INFILL };
 
 static const endpoint endpoints[] = {
     {"/health", "GET", EP_HEALTH},
@@ -300,6 +303,7 @@ static const endpoint endpoints[] = {
     {"/v1/messages", "POST", EP_MESSAGES},
     {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
     {"/v1/responses", "POST", EP_RESPONSES},
+    {"/infill", "POST", EP_INFILL},
     {"/kvlm/engine", "GET", EP_ENGINE},
     {"/kvlm/engine/history", "GET", EP_ENGINE_HISTORY},
     {"/kvlm/engine/stream", "GET", EP_ENGINE_STREAM},
@@ -356,6 +360,7 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     case EP_MESSAGES: completion(s, 1, API_SHAPE_ANTHROPIC, body, len, r); break;
     case EP_COUNT_TOKENS: count_tokens(s, body, len, r); break;
     case EP_RESPONSES: completion(s, 1, API_SHAPE_RESPONSES, body, len, r); break;
+    case EP_INFILL: completion(s, -1, API_SHAPE_OPENAI, body, len, r); break;
     case EP_ENGINE: {
         size_t n = 0;
         char *b = view_snapshot(s, &n);
