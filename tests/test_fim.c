@@ -6,7 +6,8 @@
  * <|fim_middle|> 103 named by the file; <|fim_pad|> 104, <|repo_name|> 105,
  * <|file_sep|> 106 found by name).
  *
- * Checks: the ids; the /infill and /v1/completions `suffix` prompts token
+ * Checks: the ids, and those of llama.cpp's StarCoder test vocabulary
+ * (found by name, the ids llama.cpp finds); the /infill and /v1/completions `suffix` prompts token
  * by token against the ids llama-server (de3ff81) assembled for the same
  * file and body (its /infill "prompt" text re-tokenised by its /tokenize,
  * written out below); the cuts when the room is short (prefix keeps its
@@ -23,10 +24,12 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <libgen.h>
 
 #include "app/infill_request.h"
 
 static kvlm_tokenizer *fim_tok, *gpt2_tok;
+static char vocab_dir[4096]; /* <build>/tests/vocab: llama.cpp's test vocabularies (Makefile) */
 
 static int setup(void **state) {
     (void)state;
@@ -56,6 +59,21 @@ static void assert_ids(const int32_t *got, int n_got, const int32_t *want, int n
         for (int i = 0; i < n_want && strlen(w) < 2000; i++) snprintf(w + strlen(w), sizeof w - strlen(w), "%d,", want[i]);
         fail_msg("got  %d ids [%s]\nwant %d ids [%s]", n_got, g, n_want, w);
     }
+}
+
+/* StarCoder's vocabulary names no FIM ids in its metadata: its <fim_prefix>,
+ * <fim_middle>, <fim_suffix>, <fim_pad> (ids 1, 2, 3, 4) are found by
+ * name, as llama.cpp finds them; it has no repository or file separator. */
+static void test_fim_ids_by_name(void **state) {
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ggml-vocab-starcoder.gguf", vocab_dir);
+    kvlm_error err;
+    kvlm_tokenizer *t = kvlm_tokenizer_load(path, &err);
+    if (!t) fail_msg("%s", err.msg);
+    const int32_t want[KVLM_FIM_COUNT] = {1, 3, 2, 4, -1, -1};
+    for (int k = 0; k < KVLM_FIM_COUNT; k++) assert_int_equal(kvlm_tokenizer_fim_id(t, (kvlm_fim_token)k), want[k]);
+    kvlm_tokenizer_free(t);
 }
 
 static void test_fim_ids(void **state) {
@@ -233,9 +251,14 @@ static void test_bad_bodies(void **state) {
     api_request_free(&rq);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(vocab_dir, sizeof vocab_dir, "%s/vocab", dirname(self));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fim_ids),
+        cmocka_unit_test(test_fim_ids_by_name),
         cmocka_unit_test(test_infill_matches_llama_server),
         cmocka_unit_test(test_completion_suffix),
         cmocka_unit_test(test_cuts),
