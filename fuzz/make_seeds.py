@@ -267,6 +267,20 @@ def main():
     for i, (kind, body) in enumerate(anth):
         put("anthropic_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
     put("anthropic_request", "bad_json", b"\0{\"messages\": [}")
+    # infill_request: first byte even POST /infill, odd /v1/completions (suffix)
+    fim = [
+        (0, {"input_prefix": "def f(x):\n    return", "input_suffix": "\nprint(f(2))\n", "n_predict": 4,
+             "temperature": 0, "stream": True}),
+        (0, {"model": "m", "input_prefix": "the", "input_suffix": "inter", "prompt": "<|fim_pad|>x",
+             "input_extra": [{"filename": "a.py", "text": "three"}, {"text": "ii"}], "cache_prompt": True,
+             "max_tokens": 8}),
+        (0, {"input_prefix": "a" * 80, "input_suffix": "b" * 40, "input_extra": [{"text": "c" * 30}],
+             "n_predict": -1}),
+        (1, {"prompt": "def g():", "suffix": "\n    pass\n", "max_tokens": 3, "stop": ["\n"]}),
+    ]
+    for i, (kind, body) in enumerate(fim):
+        put("infill_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
+    put("infill_request", "bad_extra", b"\0{\"input_prefix\": \"a\", \"input_suffix\": \"b\", \"input_extra\": [{}]}")
     # responses_request: the body; previous_response_id "resp_a" is found
     resp = [
         {"model": "m", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0.7,
