@@ -23,7 +23,7 @@
 # over the process's plain regions, the prefill's), then per model and
 # program: best and worst prefill median, worst/best, how many processes are
 # within 10% of the best, the largest within-process pp_sd%, and the same for
-# decode. The target (issue 45): every prefill median within 10% of the best
+# decode. The target: every prefill median within 10% of the best
 # and every pp_sd% below 5, on a quiet machine.
 set -u
 N=10 THREADS=2 PP=120 TG=4

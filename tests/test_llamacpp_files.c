@@ -32,7 +32,7 @@
  * Q4_K, Q5_K and Q6_K tensors with 8-bit activations, as llama.cpp does)
  * the perplexity runs again on it and must land within PPL_INT8_REL = 0.5%
  * of the f32-activation reference and within PPL_REL of llama.cpp's. The
- * int8 bound is wider than the 0.2% issue 15 allows for a real model
+ * int8 bound is wider than the 0.2% kvlm allows for a real model
  * because these random-weight models score worse than uniform (perplexity
  * 7,000-12,700 over a vocabulary of ~509: large, confidently wrong logits),
  * which amplifies activation rounding: measured -0.05% (gpt2-q3_k_m),
