@@ -444,11 +444,14 @@ abi-baseline: abi-lib
 # renderings by Python's jinja2 configured as transformers configures it
 # (tools/template_reference.py; needs python3-jinja2). LLAMA_CPP names the
 # checkout; without it only the expectations are regenerated.
+# TEMPLATE_PYTHON names a Python that has jinja2 (python3-jinja2 for
+# Debian's /usr/bin/python3, the default).
 .PHONY: fixtures-templates
 LLAMA_CPP ?=
+TEMPLATE_PYTHON ?= /usr/bin/python3
 fixtures-templates:
-	$(if $(LLAMA_CPP),/usr/bin/python3 tools/import_chat_templates.py $(LLAMA_CPP) tests/fixtures/templates)
-	/usr/bin/python3 tools/template_reference.py tests/fixtures/templates
+	$(if $(LLAMA_CPP),$(TEMPLATE_PYTHON) tools/import_chat_templates.py $(LLAMA_CPP) tests/fixtures/templates)
+	$(TEMPLATE_PYTHON) tools/template_reference.py tests/fixtures/templates
 
 # The sampler's vector kernels promise the same bits on every ISA: no
 # multiply-add may be fused in them.

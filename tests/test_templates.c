@@ -6,7 +6,9 @@
  * every conversation of conversations.json must give byte-identical text to
  * expected.json (made by tools/template_reference.py with jinja2 configured
  * as transformers configures it), or fail where jinja2 failed, with the
- * same message when the template called raise_exception.
+ * same message when the template called raise_exception. A conversation's
+ * "variables" (enable_thinking, thinking) are passed as further template
+ * variables, as the reference passes them.
  *
  * Group 2, the language and the limits, each against an exact expected
  * string: whitespace control, trim_blocks/lstrip_blocks, loops and loop
@@ -70,6 +72,10 @@ static void test_corpus(void **state) {
             json_object_set(vars, "add_generation_prompt", json_object_get(conv, "add_generation_prompt"));
             json_object_set(vars, "bos_token", json_object_get(t, "bos_token"));
             json_object_set(vars, "eos_token", json_object_get(t, "eos_token"));
+            /* a conversation's own variables (enable_thinking...), as
+             * template_reference.py passes them */
+            json_t *extra = json_object_get(conv, "variables");
+            if (extra) assert_int_equal(json_object_update(vars, extra), 0);
             tpl_render_opts o = {.now = NOW};
             tpl_result r;
             int rc = tpl_render(tpl, vars, &o, &r);
@@ -103,9 +109,9 @@ static void test_corpus(void **state) {
     fprintf(stderr, "  %d templates x %d conversations: %d identical, %d errors as jinja2's, %d different\n",
             n_templates, n_convs, same, errors_matched, bad);
     assert_int_equal(bad, 0);
-    assert_int_equal(n_templates, 44);
-    assert_int_equal(n_convs, 8);
-    assert_int_equal(same + errors_matched, 44 * 8);
+    assert_int_equal(n_templates, 46);
+    assert_int_equal(n_convs, 11);
+    assert_int_equal(same + errors_matched, 46 * 11);
     json_decref(manifest);
     json_decref(convs);
     json_decref(exp_root);

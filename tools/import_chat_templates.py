@@ -10,8 +10,8 @@ model's tokenizer_config.json by llama.cpp's scripts/get_chat_template.py)
 and the template strings of tests/test-chat-template.cpp, whose test cases
 name the model each template belongs to. bos/eos are the strings the
 template is rendered with in the fixtures: the model's own for the first 28
-(and gemma-4, DeepSeek-V3.1, Qwen3-Coder, granite-4.0, Devstral, Ministral,
-Command-R7B), "<s>" and "</s>" for the others.
+(and gemma-4, DeepSeek-V3.1, Qwen3-Coder, granite-4.0 and 4.1, Devstral,
+Ministral, Command-R7B), "<s>" and "</s>" for the others.
 """
 import ast
 import json
@@ -69,6 +69,7 @@ FILES = [
     ("ByteDance-Seed-OSS", "ByteDance Seed-OSS", "<s>", "</s>"),
     ("Reka-Edge", "Reka-Edge", "<s>", "</s>"),
     ("tencent-Hy3", "tencent Hy3", "<s>", "</s>"),
+    ("ibm-granite-granite-4.1", "ibm-granite/granite-4.1", "<|end_of_text|>", "<|end_of_text|>"),
 ]
 
 # test case name in tests/test-chat-template.cpp -> (fixture name, model, bos, eos)
@@ -85,6 +86,7 @@ CASES = [
      "deepseek-ai/deepseek-coder-33b-instruct", "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<|EOT|>"),
     ("CohereForAI/c4ai-command-r-plus", "CohereForAI-c4ai-command-r-plus-default",
      "CohereForAI/c4ai-command-r-plus (default)", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    ("phi-4", "microsoft-phi-4", "phi-4 (llama.cpp's test case name)", "<s>", "</s>"),
 ]
 
 

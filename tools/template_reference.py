@@ -15,7 +15,9 @@ DIR/expected.json: for every template and conversation either
 template called raise_exception, whose message kvlm must repeat exactly).
 The variables are messages, add_generation_prompt, tools (None when the
 conversation has none, as transformers passes it), documents (None),
-bos_token and eos_token.
+bos_token and eos_token, and the conversation's own "variables" object
+when it has one (e.g. {"enable_thinking": false}, as transformers passes
+apply_chat_template's extra keyword arguments).
 
     /usr/bin/python3 tools/template_reference.py render FILE.jinja CONV.json
 prints one rendering (for debugging).
@@ -68,9 +70,12 @@ def environment():
 
 def render(env, text, conv, bos, eos):
     try:
+        # a conversation's "variables" are further template variables (the
+        # chat_template_kwargs of a request: enable_thinking, thinking...)
+        variables = dict(conv.get("variables", {}))
         out = env.from_string(text).render(messages=conv["messages"], tools=conv.get("tools"), documents=None,
                                            add_generation_prompt=conv["add_generation_prompt"],
-                                           bos_token=bos, eos_token=eos)
+                                           bos_token=bos, eos_token=eos, **variables)
         return {"output": out}
     except TemplateError as e:
         raised = type(e) is TemplateError
