@@ -297,6 +297,15 @@ layers-gguf-fixtures:
 	/usr/bin/python3 tools/make_layers_gguf.py /tmp/kvlm-layers-gguf --llama-cpp $(or $(LLAMA_CPP),/tmp/peer/llama.cpp) \
 	    --commit tests/fixtures/layers_gguf
 
+# Q4_K_M files of the same families widened to K-quant rows (hidden 256),
+# with the float64 reference of their dequantised weights and
+# llama-perplexity's figure (tools/make_layers_kquant.py, a few minutes);
+# the two smallest are committed to tests/fixtures/layers_gguf.
+.PHONY: layers-kquant-fixtures
+layers-kquant-fixtures:
+	/usr/bin/python3 tools/make_layers_kquant.py /tmp/kvlm-layers-kquant --llama-cpp $(or $(LLAMA_CPP),/tmp/peer/llama.cpp) \
+	    --commit tests/fixtures/layers_gguf
+
 # ---------------------------------------------------------------------------
 # GGUF and quantised weights. `make bench-quant`: decode (1-row) matmul
 # throughput per weight dtype and ISA against the measured read bandwidth

@@ -147,59 +147,104 @@ static float *llamacpp_prefill(const char *path, int V) {
 }
 
 /* The same families from GGUF files in llama.cpp's converter layout,
- * quantised to Q8_0 by llama-quantize (tests/fixtures/layers_gguf, made by
- * tools/make_layers_gguf.py): prefill and greedy decoding against the
+ * quantised by llama-quantize (tests/fixtures/layers_gguf): Q8_0 files of
+ * the fixtures (tools/make_layers_gguf.py) and Q4_K_M files of widened ones
+ * (hidden 256, heads of 64: K-quant rows are 256 values;
+ * tools/make_layers_kquant.py). Prefill and greedy decoding against the
  * float64 reference on the dequantised weights (the file's "decode" ids are
- * its greedy ids), on the float-activation kernel sets with f32 KV. */
+ * its greedy ids), on the float-activation kernel sets with f32 KV;
+ * llama.cpp's prefill logits within 0.5. */
+static void check_gguf(const char *name) {
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    char p[256], e[256];
+    kvlm_error err;
+    snprintf(p, sizeof p, "tests/fixtures/layers_gguf/%s.gguf", name);
+    snprintf(e, sizeof e, "tests/fixtures/layers_gguf/%s.expected.json", name);
+    th_expected ex;
+    assert_int_equal(th_expected_load(e, &ex), 0);
+    const int V = ex.vocab;
+    float *lc = llamacpp_prefill(e, V);
+    kvlm_model *m = kvlm_model_load(p, NULL, &err);
+    if (!m) fail_msg("%s: %s", p, err.msg);
+    for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
+        if (!kern_cpu_supports(isas[k])) continue;
+        kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .block_size = 4}, &err);
+        kvlm_engine *en = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 2, .isa = isas[k]}, &err);
+        assert_non_null(en);
+        const int seq = kvlm_kv_seq_new(kv, &err);
+        float *lg = malloc((size_t)TH_NPOS * V * sizeof *lg);
+        kvlm_batch_item it = {seq, ex.prompt, TH_NPOS, 1};
+        if (kvlm_engine_step(en, &it, 1, lg, &err)) fail_msg("%s: %s", p, err.msg);
+        double worst = 0, vs_lc = 0;
+        for (size_t i = 0; i < (size_t)TH_NPOS * V; i++) {
+            worst = fmax(worst, fabs((double)lg[i] - ex.prefill[i]));
+            vs_lc = fmax(vs_lc, fabs((double)lg[i] - lc[i]));
+        }
+        int next = argmax(lg + (size_t)(TH_NPOS - 1) * V, V);
+        for (int g = 0; g < TH_NPOS; g++) {
+            if (next != ex.decode[g])
+                fail_msg("%s %s: greedy step %d: kvlm %d, reference %d", name, kvlm_isa_name(isas[k]), g, next,
+                         ex.decode[g]);
+            it = (kvlm_batch_item){seq, &ex.decode[g], 1, 0};
+            if (kvlm_engine_step(en, &it, 1, lg, &err)) fail_msg("%s: %s", p, err.msg);
+            for (int i = 0; i < V; i++) worst = fmax(worst, fabs((double)lg[i] - ex.dec[(size_t)g * V + i]));
+            next = argmax(lg, V);
+        }
+        printf("  %-26s %-7s max|diff| %.2e (reference), %.3f (llama.cpp prefill)\n", name, kvlm_isa_name(isas[k]),
+               worst, vs_lc);
+        if (!(worst < TOL)) fail_msg("%s %s: %g from the reference", name, kvlm_isa_name(isas[k]), worst);
+        if (!(vs_lc < 0.5)) fail_msg("%s %s: %g from llama.cpp", name, kvlm_isa_name(isas[k]), vs_lc);
+        free(lg);
+        kvlm_engine_free(en);
+        kvlm_kv_free(kv);
+    }
+    kvlm_model_free(m);
+    free(lc);
+    th_expected_free(&ex);
+}
+
 static void test_gguf_q8_0(void **state) {
     (void)state;
-    static const char *const files[] = {"gemma2", "gemma3", "smollm3", "granite", "phi3_longrope"};
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    static const char *const files[] = {"gemma2-q8_0", "gemma3-q8_0", "smollm3-q8_0", "granite-q8_0",
+                                        "phi3_longrope-q8_0"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) check_gguf(files[f]);
+}
+
+/* Q4_K_M (Q4_K and Q6_K blocks) of the widened families, and `kvlm
+ * perplexity --chunks --context 64` on the Shakespeare slice (bytes as
+ * ids) within 0.5% of llama-perplexity's figure and within 0.2% of the
+ * float64 reference's, both in the expected file. */
+static void test_gguf_q4_k_m(void **state) {
+    (void)state;
+    static const char *const files[] = {"granite-wide-q4_k_m", "phi3_longrope-wide-q4_k_m"};
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
-        char p[256], e[256];
-        kvlm_error err;
-        snprintf(p, sizeof p, "tests/fixtures/layers_gguf/%s-q8_0.gguf", files[f]);
-        snprintf(e, sizeof e, "tests/fixtures/layers_gguf/%s-q8_0.expected.json", files[f]);
-        th_expected ex;
-        assert_int_equal(th_expected_load(e, &ex), 0);
-        const int V = ex.vocab;
-        float *lc = llamacpp_prefill(e, V);
-        kvlm_model *m = kvlm_model_load(p, NULL, &err);
-        if (!m) fail_msg("%s: %s", p, err.msg);
-        for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
-            if (!kern_cpu_supports(isas[k])) continue;
-            kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32, .block_size = 4}, &err);
-            kvlm_engine *en = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = 2, .isa = isas[k]}, &err);
-            assert_non_null(en);
-            const int seq = kvlm_kv_seq_new(kv, &err);
-            float *lg = malloc((size_t)TH_NPOS * V * sizeof *lg);
-            kvlm_batch_item it = {seq, ex.prompt, TH_NPOS, 1};
-            if (kvlm_engine_step(en, &it, 1, lg, &err)) fail_msg("%s: %s", p, err.msg);
-            double worst = 0, vs_lc = 0;
-            for (size_t i = 0; i < (size_t)TH_NPOS * V; i++) {
-                worst = fmax(worst, fabs((double)lg[i] - ex.prefill[i]));
-                vs_lc = fmax(vs_lc, fabs((double)lg[i] - lc[i]));
-            }
-            int next = argmax(lg + (size_t)(TH_NPOS - 1) * V, V);
-            for (int g = 0; g < TH_NPOS; g++) {
-                if (next != ex.decode[g]) fail_msg("%s %s: greedy step %d: kvlm %d, reference %d", files[f],
-                                                   kvlm_isa_name(isas[k]), g, next, ex.decode[g]);
-                it = (kvlm_batch_item){seq, &ex.decode[g], 1, 0};
-                if (kvlm_engine_step(en, &it, 1, lg, &err)) fail_msg("%s: %s", p, err.msg);
-                for (int i = 0; i < V; i++) worst = fmax(worst, fabs((double)lg[i] - ex.dec[(size_t)g * V + i]));
-                next = argmax(lg, V);
-            }
-            printf("  %-14s q8_0 %-7s max|diff| %.2e (reference), %.3f (llama.cpp prefill)\n", files[f],
-                   kvlm_isa_name(isas[k]), worst, vs_lc);
-            if (!(worst < TOL)) fail_msg("%s %s: %g from the reference", files[f], kvlm_isa_name(isas[k]), worst);
-            if (!(vs_lc < 0.5)) fail_msg("%s %s: %g from llama.cpp", files[f], kvlm_isa_name(isas[k]), vs_lc);
-            free(lg);
-            kvlm_engine_free(en);
-            kvlm_kv_free(kv);
-        }
-        kvlm_model_free(m);
-        free(lc);
-        th_expected_free(&ex);
+        check_gguf(files[f]);
+        char e[256];
+        snprintf(e, sizeof e, "tests/fixtures/layers_gguf/%s.expected.json", files[f]);
+        json_error_t je;
+        json_t *ex = json_load_file(e, 0, &je);
+        assert_non_null(ex);
+        json_t *pp = json_object_get(ex, "perplexity");
+        const double lc = json_number_value(json_object_get(pp, "llama_cpp"));
+        const double ref = json_number_value(json_object_get(pp, "reference"));
+        assert_true(lc > 1 && ref > 1);
+        char *out = NULL;
+        int st = th_run_kvlm(&out, "perplexity -m tests/fixtures/layers_gguf/%s.gguf -f "
+                             "tests/fixtures/shakespeare_val_slice.txt --chunks --context 64 --json 2>/dev/null",
+                             files[f]);
+        if (st != 0) fail_msg("kvlm perplexity %s: exit %d: %s", files[f], st, out);
+        json_t *j = json_loads(out, 0, &je);
+        if (!j) fail_msg("%s: not JSON: %s", files[f], out);
+        assert_int_equal((long)json_integer_value(json_object_get(j, "windows")),
+                         (long)json_integer_value(json_object_get(pp, "chunks")));
+        assert_int_equal((long)json_integer_value(json_object_get(j, "tokens")), 47 * 31);
+        const double k = json_number_value(json_object_get(j, "perplexity"));
+        printf("  %-26s perplexity kvlm %.4f, llama.cpp %.4f, reference %.4f\n", files[f], k, lc, ref);
+        if (!(fabs(k - lc) <= 5e-3 * lc)) fail_msg("%s: perplexity %g, llama.cpp %g", files[f], k, lc);
+        if (!(fabs(k - ref) <= 2e-3 * ref)) fail_msg("%s: perplexity %g, reference %g", files[f], k, ref);
+        json_decref(j);
+        free(out);
+        json_decref(ex);
     }
 }
 
@@ -347,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_parity),
         cmocka_unit_test(test_description),
         cmocka_unit_test(test_gguf_q8_0),
+        cmocka_unit_test(test_gguf_q4_k_m),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_long_context),
     };

@@ -99,7 +99,9 @@ def tensors(v, c, W):
     return [(n, t.to(torch.float32).numpy()) for n, t in out]
 
 
-def write_f32(gguf, v, c, W, path):
+def write_f32(gguf, v, c, W, path, toks=None):
+    """toks: the vocabulary's token strings (default: 256 tokens that no
+    text maps to, for files driven by token ids)."""
     arch = ARCH[v]
     gw = gguf.GGUFWriter(path, arch)
     gw.add_type(gguf.GGUFType.MODEL)
@@ -144,8 +146,9 @@ def write_f32(gguf, v, c, W, path):
     gw.add_quantization_version(gguf.GGML_QUANT_VERSION)
     gw.add_tokenizer_model("gpt2")
     gw.add_tokenizer_pre("default")
-    toks = ["<%02x>" % i if i < 3 else chr(0x100 + i) for i in range(c["vocab_size"])]
-    toks[-1] = toks[3] + toks[4]  # llama.cpp wants at least one merge
+    if toks is None:
+        toks = ["<%02x>" % i if i < 3 else chr(0x100 + i) for i in range(c["vocab_size"])]
+        toks[-1] = toks[3] + toks[4]  # llama.cpp wants at least one merge
     gw.add_token_list(toks)
     gw.add_token_types([3 if i < 3 else 1 for i in range(c["vocab_size"])])
     gw.add_token_merges([toks[3] + " " + toks[4]])
