@@ -16,6 +16,8 @@ phi3_longrope:
     OUTDIR/V-wide-f32.gguf             F32, in llama.cpp's converter layout
                                        (tools/make_layers_gguf.py)
     OUTDIR/V-wide-q4_k_m.gguf          llama-quantize ... Q4_K_M
+    OUTDIR/V-wide-q8_0.gguf            llama-quantize ... Q8_0 (and its
+                                       .expected.json, as below)
     OUTDIR/V-wide-q4_k_m.expected.json the float64 reference on the weights
                                        gguf-py dequantises from the Q4_K_M
                                        file: prefill logits of the fixtures'
@@ -48,7 +50,8 @@ import make_layers_gguf as G  # noqa: E402
 WIDE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
 PPL_TEXT = os.path.join("tests", "fixtures", "shakespeare_val_slice.txt")
 PPL_CTX = 64
-COMMIT = ["granite", "phi3_longrope"]
+TYPES = ["Q4_K_M", "Q8_0"]
+COMMIT = ["granite-wide-q4_k_m", "phi3_longrope-wide-q4_k_m"]
 
 
 def wide_config(v):
@@ -119,6 +122,48 @@ def llamacpp_ppl(llama, path, text):
             "llama_cpp": float(m.group(1)), "chunks": n, "ctx": PPL_CTX}
 
 
+def one_file(gguf, llama, exe, out, v, c, cg, f32, qt, text, ids, commit):
+    """Quantises f32 to qt and writes the file's expected figures."""
+    lib = os.path.join(llama, "build", "bin")
+    name = "%s-wide-%s" % (v, qt.lower())
+    q = os.path.join(out, name + ".gguf")
+    subprocess.run([os.path.join(lib, "llama-quantize"), f32, q, qt], check=True, capture_output=True)
+    types = sorted({t.tensor_type.name for t in gguf.GGUFReader(q).tensors})
+    Wq = G.back_to_hf(gguf, v, c, q)
+    with torch.no_grad():
+        pre, gids, dec = G.greedy(Wq, cg, R.PROMPT, G.N_GEN)
+        ref_ppl, n_scored = reference_ppl(Wq, cg, ids)
+    r = subprocess.run([exe, q, "64", str(G.N_GEN), text] + [str(t) for t in R.PROMPT], check=True,
+                       capture_output=True, text=True)
+    lc = json.loads(r.stdout)
+    assert lc["text_ids"] == ids, v
+    ppl = llamacpp_ppl(llama, q, text)
+    assert n_scored == ppl["chunks"] * (PPL_CTX - PPL_CTX // 2 - 1)
+    ppl["reference"] = round(ref_ppl, 6)
+    path = os.path.join(out, name + ".expected.json")
+    L.write_expected(path, name, qt.lower(), pre, dec, R.PROMPT, gids)
+    with open(path) as f:
+        ex = json.load(f)
+    ex["llamacpp"] = {"greedy_ids": lc["greedy_ids"], "prefill_logits": lc["prefill_logits"],
+                      "command": "tools/llamacpp_logits.c, llama.cpp de3ff81, F16 KV, 2 threads"}
+    ex["perplexity"] = ppl
+    ex["config"] = c
+    with open(path, "w") as f:
+        json.dump(ex, f, separators=(",", ":"))
+        f.write("\n")
+    d = float((torch.tensor(lc["prefill_logits"], dtype=torch.float64) - pre).abs().max())
+    s = {"file": name + ".gguf", "bytes": os.path.getsize(q), "types": types, "greedy": gids,
+         "llama_cpp_greedy": lc["greedy_ids"], "prefill_llama_cpp_vs_reference": round(d, 4),
+         "llama_cpp_ppl": ppl["llama_cpp"], "reference_ppl": ppl["reference"], "chunks": ppl["chunks"]}
+    print(json.dumps(s))
+    if commit and name in COMMIT:
+        os.makedirs(commit, exist_ok=True)
+        for fn in (name + ".gguf", name + ".expected.json"):
+            with open(os.path.join(out, fn), "rb") as a, open(os.path.join(commit, fn), "wb") as b:
+                b.write(a.read())
+    return s
+
+
 def main(argv):
     if len(argv) not in (4, 6) or argv[2] != "--llama-cpp" or (len(argv) == 6 and argv[4] != "--commit"):
         sys.exit(__doc__)
@@ -143,45 +188,9 @@ def main(argv):
         W = {k: t * (R.BASE["hidden_size"] / c["hidden_size"]) ** 0.5 if t.dim() == 2 else t
              for k, t in R.make_weights(v, c, 100 + i).items()}
         f32 = os.path.join(out, v + "-wide-f32.gguf")
-        q4 = os.path.join(out, v + "-wide-q4_k_m.gguf")
         G.write_f32(gguf, v, c, W, f32, byte_vocab(c["vocab_size"]))
-        subprocess.run([os.path.join(lib, "llama-quantize"), f32, q4, "Q4_K_M"], check=True, capture_output=True)
-        types = sorted({t.tensor_type.name for t in gguf.GGUFReader(q4).tensors})
-        Wq = G.back_to_hf(gguf, v, c, q4)
-        with torch.no_grad():
-            pre, gids, dec = G.greedy(Wq, cg, R.PROMPT, G.N_GEN)
-            ref_ppl, n_scored = reference_ppl(Wq, cg, ids)
-        r = subprocess.run([exe, q4, "64", str(G.N_GEN), text] + [str(t) for t in R.PROMPT], check=True,
-                           capture_output=True, text=True)
-        lc = json.loads(r.stdout)
-        assert lc["text_ids"] == ids, v
-        ppl = llamacpp_ppl(llama, q4, text)
-        assert n_scored == ppl["chunks"] * (PPL_CTX - PPL_CTX // 2 - 1)
-        ppl["reference"] = round(ref_ppl, 6)
-        name = v + "-wide-q4_k_m"
-        path = os.path.join(out, name + ".expected.json")
-        L.write_expected(path, name, "q4_k_m", pre, dec, R.PROMPT, gids)
-        with open(path) as f:
-            ex = json.load(f)
-        ex["llamacpp"] = {"greedy_ids": lc["greedy_ids"], "prefill_logits": lc["prefill_logits"],
-                          "command": "tools/llamacpp_logits.c, llama.cpp de3ff81, F16 KV, 2 threads"}
-        ex["perplexity"] = ppl
-        ex["config"] = c
-        with open(path, "w") as f:
-            json.dump(ex, f, separators=(",", ":"))
-            f.write("\n")
-        d = float((torch.tensor(lc["prefill_logits"], dtype=torch.float64) - pre).abs().max())
-        s = {"file": name + ".gguf", "bytes": os.path.getsize(q4), "types": types, "greedy": gids,
-             "llama_cpp_greedy": lc["greedy_ids"], "prefill_llama_cpp_vs_reference": round(d, 4),
-             "llama_cpp_ppl": ppl["llama_cpp"], "reference_ppl": ppl["reference"], "chunks": ppl["chunks"]}
-        summary.append(s)
-        print(json.dumps(s))
-        if commit:
-            os.makedirs(commit, exist_ok=True)
-            if v in COMMIT:
-                for fn in (name + ".gguf", name + ".expected.json"):
-                    with open(os.path.join(out, fn), "rb") as a, open(os.path.join(commit, fn), "wb") as b:
-                        b.write(a.read())
+        for qt in TYPES:
+            summary.append(one_file(gguf, llama, exe, out, v, c, cg, f32, qt, text, ids, commit))
     with open(os.path.join(out, "kquant_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
