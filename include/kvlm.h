@@ -180,7 +180,8 @@ typedef struct kvlm_model kvlm_model;
 
 typedef struct kvlm_config {
     char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
-                             "smollm3", "granite" */
+                             "smollm3", "granite", and the mixtures of experts "qwen2_moe", "qwen3_moe",
+                             "mixtral" (GGUF: "qwen2moe", "qwen3moe", "llama") */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
@@ -207,6 +208,17 @@ typedef struct kvlm_config {
                                    (Hugging Face's convention) on every layer; 0: the whole
                                    context, or a window on some layers only (Gemma, Qwen's
                                    max_window_layers: each layer's own is internal) */
+    /* Mixture of experts (all 0 for a dense model): each layer's FFN is
+     * n_expert SwiGLU experts of n_ff_expert, a router picking
+     * n_expert_used of them per token (softmax over all experts, the top
+     * n_expert_used kept, renormalised to sum 1 when expert_norm_topk),
+     * plus, when n_ff_shared > 0, a shared expert of that size scaled by a
+     * sigmoid gate (Qwen2-MoE). */
+    int n_expert;
+    int n_expert_used;
+    int n_ff_expert;
+    int n_ff_shared;
+    int expert_norm_topk;
 } kvlm_config;
 
 /* How a model is loaded (kvlm_model_default_params gives the defaults;

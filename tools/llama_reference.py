@@ -10,7 +10,8 @@ The computation, for token ids t[0..T) at positions 0..T-1:
     per layer:  h = rmsnorm(x, input_layernorm)
                 x += o_proj(attention(rope(qn(q_proj(h))), rope(kn(k_proj(h))), v_proj(h)))
                 h = rmsnorm(x, post_attention_layernorm)
-                x += down_proj(silu(gate_proj(h)) * up_proj(h))
+                x += down_proj(silu(gate_proj(h)) * up_proj(h))   (a mixture of experts for
+                     qwen2_moe, qwen3_moe and mixtral: tools/moe_reference.py)
     logits = rmsnorm(x, norm) @ lm_head^T      (lm_head = embed_tokens when tied)
 
 - rmsnorm(x, w) = x / sqrt(mean(x^2) + rms_norm_eps) * w.
@@ -78,7 +79,10 @@ write_safetensors = _fx.write_safetensors    # path, [(name, tensor f32/f16/bf16
 write_expected = _fx.write_expected          # the shared .expected.json format
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                 "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+                 "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM",
+                 # mixtures of experts: the FFN is tools/moe_reference.py's
+                 "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+                 "mixtral": "MixtralForCausalLM"}
 
 EMBED, NORM, HEAD = "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"
 LAYER_FMT = "model.layers.%d."
@@ -116,7 +120,7 @@ def sliding_window(config):
     w = config.get("sliding_window", 4096 if mt == "mistral" else None)
     if not w or mt == "llama":
         return None
-    if mt in ("qwen2", "qwen3"):
+    if mt in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not config.get("use_sliding_window", False):
             return None
         if config.get("max_window_layers", 28) >= config["num_hidden_layers"]:
@@ -272,9 +276,18 @@ def final_hidden(weights, config, token_ids, dtype=torch.float64, rope_interleav
         y = (att @ v).transpose(-2, -3).reshape(*lead, T, nh * hd)
         x = x + drop(_linear(y, W, p + "self_attn.o_proj", act))
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
-        m = F.silu(_linear(h, W, p + "mlp.gate_proj", act)) * _linear(h, W, p + "mlp.up_proj", act)
-        x = x + drop(_linear(m, W, p + "mlp.down_proj", act))
+        x = x + drop(ffn(h, W, p, config, act))
     return rms_norm(x, W[NORM], eps)
+
+
+def ffn(h, W, p, config, act=None):
+    """The layer's FFN: SwiGLU, or a mixture of experts (tools/moe_reference.py)."""
+    if config.get("model_type") in ("qwen2_moe", "qwen3_moe", "mixtral"):
+        import moe_reference
+        return moe_reference.moe_ffn(h, W, p, config, act)
+    F = torch.nn.functional
+    m = F.silu(_linear(h, W, p + "mlp.gate_proj", act)) * _linear(h, W, p + "mlp.up_proj", act)
+    return _linear(m, W, p + "mlp.down_proj", act)
 
 
 def forward(weights, config, token_ids, dtype=torch.float64, **kw):

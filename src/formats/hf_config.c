@@ -2,7 +2,8 @@
  * Hugging Face config.json reader (see hf_config.h). Two field dialects:
  * GPT-2 (n_layer, n_head, n_embd, ...) and the Llama family (llama,
  * mistral, qwen2, qwen3, phi3: num_hidden_layers, num_attention_heads,
- * num_key_value_heads, ...). Llama-family configs are range-checked here
+ * num_key_value_heads, ...), the latter with the expert counts and sizes
+ * of the mixtures of experts (qwen2_moe, qwen3_moe, mixtral). Llama-family configs are range-checked here
  * under their own field names (their different limits and defaults too);
  * model_check_config then checks what every source shares.
  */
@@ -101,9 +102,11 @@ static const struct hf_arch {
     {"gpt2", "GPT2", "gpt2"},       {"llama", "Llama", "llama"},   {"mistral", "Mistral", "mistral"},
     {"qwen2", "Qwen2", "qwen2"},    {"qwen3", "Qwen3", "qwen3"},   {"phi3", "Phi3", "phi3"},
     {"gemma2", "Gemma2", "gemma2"}, {"gemma3_text", "Gemma3", "gemma3"}, {"smollm3", "SmolLM3", "smollm3"},
-    {"granite", "Granite", "granite"},
+    {"granite", "Granite", "granite"}, {"qwen2_moe", "Qwen2Moe", "qwen2moe"}, {"qwen3_moe", "Qwen3Moe", "qwen3moe"},
+    {"mixtral", "Mixtral", "mixtral"},
 };
-#define HF_ARCH_NAMES "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, granite"
+#define HF_ARCH_NAMES \
+    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, granite, qwen2_moe, qwen3_moe, mixtral"
 
 static const char *find_arch(json_t *root) {
     json_t *mt = json_object_get(root, "model_type");
@@ -175,7 +178,7 @@ static double get_num(json_t *o, const char *key, double def) {
  * Llama has none. A window at least as long as the context never masks
  * anything and is stored as 0. */
 static int load_window(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
-    if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3")) return KVLM_OK;
+    if (strcmp(cfg->arch, "mistral") && strcmp(cfg->arch, "phi3") && strcmp(cfg->arch, "mixtral")) return KVLM_OK;
     int w = 0, rc;
     /* Hugging Face's MistralConfig defaults to 4096 when the key is absent
      * (null is no window); the others default to none. */
@@ -205,8 +208,8 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
     json_t *tie = json_object_get(root, "tie_word_embeddings"), *ab = json_object_get(root, "attention_bias");
     cfg->tie_embeddings = json_is_true(tie);
-    cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || json_is_true(ab);
-    cfg->qk_norm = !strcmp(cfg->arch, "qwen3");
+    cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen2moe") || json_is_true(ab);
+    cfg->qk_norm = !strcmp(cfg->arch, "qwen3") || !strcmp(cfg->arch, "qwen3moe");
     int rc;
     if ((rc = load_window(root, path, cfg, err))) return rc;
     if ((rc = hf_layer_spec(root, path, cfg, spec, err))) return rc;
@@ -244,7 +247,42 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
     return KVLM_OK;
 }
 
-/* Llama, Mistral, Qwen2, Qwen3 and Phi-3 share these field names and
+/* The mixtures of experts: Qwen2-MoE and Qwen3-MoE (num_experts,
+ * moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared expert of
+ * shared_expert_intermediate_size) and Mixtral (num_local_experts, experts
+ * of intermediate_size, top-k always renormalised). Every layer must be
+ * sparse: decoder_sparse_step other than 1 or a non-empty mlp_only_layers
+ * (dense MLPs on some layers) is refused by name. */
+static int load_moe(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
+    const int mixtral = !strcmp(cfg->arch, "mixtral"), qwen2 = !strcmp(cfg->arch, "qwen2moe");
+    const char *n_key = mixtral ? "num_local_experts" : "num_experts";
+    int rc, step = 1;
+    if ((rc = get_int(root, path, n_key, 1, 0, &cfg->n_expert, err)) ||
+        (rc = get_int(root, path, "num_experts_per_tok", 1, 0, &cfg->n_expert_used, err)) ||
+        (rc = check_range(path, n_key, cfg->n_expert, 1, 4096, err)) ||
+        (rc = check_range(path, "num_experts_per_tok", cfg->n_expert_used, 1, cfg->n_expert, err)))
+        return rc;
+    if (mixtral) {
+        cfg->n_ff_expert = cfg->n_ff;
+        cfg->expert_norm_topk = 1;
+        return KVLM_OK;
+    }
+    if ((rc = get_int(root, path, "moe_intermediate_size", 1, 0, &cfg->n_ff_expert, err)) ||
+        (rc = check_range(path, "moe_intermediate_size", cfg->n_ff_expert, 1, 1 << 20, err)) ||
+        (rc = get_int(root, path, "decoder_sparse_step", 0, 1, &step, err)))
+        return rc;
+    if (qwen2 && ((rc = get_int(root, path, "shared_expert_intermediate_size", 1, 0, &cfg->n_ff_shared, err)) ||
+                  (rc = check_range(path, "shared_expert_intermediate_size", cfg->n_ff_shared, 1, 1 << 20, err))))
+        return rc;
+    json_t *dense = json_object_get(root, "mlp_only_layers");
+    if (step != 1 || (json_is_array(dense) && json_array_size(dense) > 0))
+        return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: %s: dense MLPs on some layers are not supported (every "
+                              "layer a mixture of experts)", path, step != 1 ? "decoder_sparse_step != 1" : "mlp_only_layers");
+    cfg->expert_norm_topk = json_is_true(json_object_get(root, "norm_topk_prob"));
+    return KVLM_OK;
+}
+
+/* Llama, Mistral, Qwen2, Qwen3, Phi-3 and the mixtures of experts share these field names and
  * defaults. */
 static int load_llama(json_t *root, const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err) {
     int rc;
@@ -278,6 +316,8 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, layer_sp
     }
     if ((rc = check_range(path, "head_dim", cfg->head_dim, 1, 1 << 12, err))) return rc;
     if ((rc = check_eos(path, cfg, err))) return rc;
+    if ((!strcmp(cfg->arch, "mixtral") || strstr(cfg->arch, "moe")) && (rc = load_moe(root, path, cfg, err)))
+        return rc;
     json_t *eps = json_object_get(root, "rms_norm_eps");
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     if (!(cfg->norm_eps > 0 && cfg->norm_eps < 1))

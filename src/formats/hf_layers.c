@@ -255,7 +255,7 @@ int hf_longrope(json_t *root, json_t *sc, const char *path, const kvlm_config *c
 
 int hf_layer_spec(json_t *root, const char *path, kvlm_config *c, layer_spec *s, kvlm_error *err) {
     if (is(c, "gemma2") || is(c, "gemma3")) return gemma(root, path, c, s, err);
-    if (is(c, "qwen2") || is(c, "qwen3")) return qwen_window(root, path, c, s, err);
+    if (is(c, "qwen2") || is(c, "qwen3") || is(c, "qwen2moe") || is(c, "qwen3moe")) return qwen_window(root, path, c, s, err);
     if (is(c, "smollm3")) return smollm3(root, path, c, s, err);
     if (is(c, "granite")) return granite(root, path, c, s, err);
     if (is(c, "phi3")) return phi3(root, path, c, s, err);

@@ -14,6 +14,9 @@
  * LongRoPE factors, Gemma's window pattern and soft-caps, Granite's
  * multipliers) are read by model/gguf_layers.c; SmolLM3 and Granite files
  * have Llama's interleaved q/k rows, Gemma's Hugging Face's order.
+ * Mixtures of experts (qwen2moe, qwen3moe, llama with expert_count) read
+ * their expert counts and sizes (read_experts); the binder takes the 3-D
+ * expert tensors.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,38 @@ static int read_int(const gguf_meta *g, const char *arch, const char *key, int64
     return rc;
 }
 
+/* The mixture of experts, when {arch}.expert_count is present and not 0
+ * (a Mixtral file is a "llama" one with experts): expert_used_count in
+ * [1, expert_count], each expert's FFN of expert_feed_forward_length
+ * (default feed_forward_length, as Mixtral files leave it), Qwen2-MoE's
+ * shared expert of expert_shared_feed_forward_length. The routing weights
+ * are renormalised as llama.cpp does per architecture (Qwen3-MoE and
+ * Llama/Mixtral yes, Qwen2-MoE no) unless expert_weights_norm says. */
+static int read_experts(const gguf_meta *g, kvlm_config *c, kvlm_error *err) {
+    const char *arch = c->arch;
+    int rc, norm;
+    if ((rc = read_int(g, arch, "expert_count", 0, 4096, 0, 0, &c->n_expert, err))) return rc;
+    if (!c->n_expert) {
+        if (strstr(arch, "moe"))
+            return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s.expert_count is missing or 0", g->path, arch);
+        return KVLM_OK;
+    }
+    char k[128];
+    snprintf(k, sizeof k, "%s.expert_used_count", arch);
+    if ((rc = read_int(g, arch, "expert_used_count", 0, 4096, 0, 1, &c->n_expert_used, err))) return rc;
+    if (c->n_expert_used < 1 || c->n_expert_used > c->n_expert)
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %d is outside [1, expert_count = %d]", g->path, k,
+                              c->n_expert_used, c->n_expert);
+    if ((rc = read_int(g, arch, "expert_feed_forward_length", 1, 1 << 20, c->n_ff, 0, &c->n_ff_expert, err)) ||
+        (rc = read_int(g, arch, "expert_shared_feed_forward_length", 0, 1 << 20, 0, 0, &c->n_ff_shared, err)))
+        return rc;
+    snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
+    if ((rc = gguf_get_bool_or(g, k, strcmp(arch, "qwen2moe") != 0, &norm, err))) return rc;
+    if (!strcmp(arch, "qwen2moe") && !c->n_ff_shared) c->n_ff_shared = c->n_ff;
+    c->expert_norm_topk = norm;
+    return KVLM_OK;
+}
+
 static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, layer_spec *spec, kvlm_error *err) {
     const char *arch;
     int rc = gguf_get_string(g, "general.architecture", &arch, err);
@@ -42,12 +77,12 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
      * for these; the others keep Hugging Face's rotate-half order. */
     const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
                                                          !strcmp(arch, "smollm3") || !strcmp(arch, "granite");
-    static const char *const neox[] = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+    static const char *const neox[] = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe", "qwen3moe"};
     int known = gpt2 || rope_pairs;
     for (size_t i = 0; i < sizeof neox / sizeof *neox; i++) known |= !strcmp(arch, neox[i]);
     if (!known)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
-                              "mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite)", g->path, arch);
+                              "mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
     if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||
@@ -86,7 +121,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
         c->rope_interleaved = rope_pairs;
         c->tie_embeddings = !tensor_set_find(ts, "output.weight", NULL);
         c->qkv_bias = tensor_set_find(ts, "blk.0.attn_q.bias", NULL) != NULL;
-        c->qk_norm = !strcmp(arch, "qwen3");
+        c->qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe");
         if ((rc = read_int(g, arch, "attention.sliding_window", 0, 1 << 30, 0, 0, &c->sliding_window, err))) return rc;
         if (c->sliding_window >= c->n_ctx) c->sliding_window = 0;
         if ((rc = gguf_layer_spec(g, ts, c, spec, err))) return rc;
@@ -94,6 +129,7 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
         int all = spec->window > 0 && spec->window < c->n_ctx;
         for (int l = 0; all && l < c->n_layer; l++) all = spec->sliding[l];
         if (all) c->sliding_window = spec->window;
+        if ((rc = read_experts(g, c, err))) return rc;
     }
     return KVLM_OK;
 }

@@ -7,7 +7,7 @@
  * k_norm are [head_dim] vectors; a fused q|k|v matrix (Phi-3's qkv_proj,
  * GGUF attn_qkv) and Phi-3's fused gate|up matrix (gate_up_proj, which GGUF
  * stores as ffn_up of 2 x feed_forward_length rows) are bound whole, never
- * split or copied. Gemma 2 and 3 add a norm after attention and after the
+ * split or copied (a mixture of experts' FFN: model/moe_bind.c). Gemma 2 and 3 add a norm after attention and after the
  * MLP (their pre-MLP norm is pre_feedforward_layernorm in Hugging Face
  * files). Binding ends with the per-layer description (model/attn_desc.c). The output head is the token embedding when tied or
  * when the file has none.
@@ -102,9 +102,10 @@ static int bind_layer(bind_ctx *b, const llama_names *nm, int l, model_layer *L)
     if ((rc = bind_vector(b, NAME(nm->attn_norm), C, &L->norm1_w)) || (rc = bind_attention(b, nm, l, L)) ||
         (rc = bind_vector(b, NAME(post ? nm->pre_ffn_norm : nm->ffn_norm), C, &L->norm2_w)) ||
         (post && ((rc = bind_vector(b, NAME(nm->post_attn_norm), C, &L->post_attn_norm)) ||
-                  (rc = bind_vector(b, NAME(nm->post_ffn_norm), C, &L->post_ffn_norm)))) ||
-        (rc = bind_matrix(b, NAME(nm->down), C, F, &L->w_down)))
+                  (rc = bind_vector(b, NAME(nm->post_ffn_norm), C, &L->post_ffn_norm)))))
         return rc;
+    if (c->n_expert) return moe_bind_layer(b->m, nm == &gguf_names, l, L, b->origin, b->err);
+    if ((rc = bind_matrix(b, NAME(nm->down), C, F, &L->w_down))) return rc;
     if (!strcmp(c->arch, "phi3")) return bind_matrix(b, NAME(nm->gate_up), 2 * F, C, &L->w_gate_up);
     if ((rc = bind_matrix(b, NAME(nm->gate), F, C, &L->w_gate)) || (rc = bind_matrix(b, NAME(nm->up), F, C, &L->w_up)))
         return rc;

@@ -26,6 +26,19 @@ typedef enum model_arch { ARCH_GPT2, ARCH_LLAMA } model_arch;
 /* One transformer block. GPT-2 uses wqkv (fused) and w_up/w_down with
  * biases; Llama uses wq/wk/wv and w_gate/w_up/w_down; Phi-3 uses wqkv and
  * w_gate_up. A NULL bias or norm bias means none (RMSNorm has no bias). */
+/* A layer's mixture of experts (model/moe_bind.c), in place of its dense
+ * MLP: the router [n_expert, C] and, per expert, its gate, up [F_e, C] and
+ * down [C, F_e] matrices, each a view into the file (a GGUF file's 3-D
+ * ffn_*_exps tensors, or Hugging Face's tensors of one expert each; never
+ * a copy); the shared expert (data NULL without one) and its sigmoid
+ * gate's weights [C]. */
+typedef struct model_moe {
+    kern_matrix router;
+    kern_matrix *gate, *up, *down;   /* n_expert each */
+    kern_matrix sh_gate, sh_up, sh_down;
+    float *sh_router;
+} model_moe;
+
 typedef struct model_layer {
     float *norm1_w, *norm1_b;
     kern_matrix wqkv;          /* [q_dim + 2 kv_dim, C] rows q, k, v; data NULL when split */
@@ -43,6 +56,7 @@ typedef struct model_layer {
     float *b_down;
     float *post_attn_norm;     /* [C] RMSNorm of the attention output before the residual add (Gemma 2/3), or NULL */
     float *post_ffn_norm;      /* [C] RMSNorm of the MLP output before the residual add, or NULL */
+    model_moe *moe;            /* the FFN is a mixture of experts (w_gate ... unused), or NULL */
 } model_layer;
 
 /* How one layer attends (model/attn_desc.c fills it from the config): the
@@ -128,6 +142,9 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
 /* Binds the weights of m->ts for m->cfg (GPT-2 or Llama names). */
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);
+/* Binds layer l's mixture of experts (cfg.n_expert > 0) into L->moe, from
+ * GGUF names (gguf 1) or Hugging Face's (Qwen2/3-MoE or Mixtral). */
+int moe_bind_layer(kvlm_model *m, int gguf, int l, model_layer *L, const char *origin, kvlm_error *err);
 /* Reads a GGUF file into m (config from its metadata, weights in place). */
 int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);
 /* The configuration of a GGUF file, as model_load_gguf builds it (its

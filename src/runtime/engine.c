@@ -46,6 +46,7 @@
 #include "kernels/quant.h"
 #include "kernels/team.h"
 #include "runtime/kvcache.h"
+#include "runtime/moe_ffn.h"
 #include "model/model.h"
 
 typedef struct eng_row {
@@ -76,6 +77,7 @@ struct kvlm_engine {
     int tile_pos;         /* positions per attention tile */
     size_t tile_bytes;    /* tile scratch per thread */
     unsigned char *tile_scratch; /* team.threads x tile_bytes */
+    moe_work moe;         /* a mixture of experts' scratch (runtime/moe_ffn.h) */
 };
 
 /* The default thread count: one per physical core the process may run on
@@ -148,6 +150,7 @@ static void free_scratch(kvlm_engine *e) {
     free(e->act);
     free(e->rope);
     free(e->tiles);
+    moe_work_free(&e->moe);
 }
 
 void kvlm_engine_free(kvlm_engine *e) {
@@ -193,6 +196,12 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
         e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
         e->tiles = NULL;
         return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for %d rows of activations", T);
+    }
+    if (moe_work_reserve(&e->moe, c, cap, err)) {
+        free_scratch(e);
+        e->rows = NULL, e->logit_rows = NULL, e->x = e->h = e->qkv = e->att = e->ff = e->act = e->rope = NULL;
+        e->tiles = NULL;
+        return KVLM_ERR_NOMEM;
     }
     e->cap_rows = cap;
     return KVLM_OK;
@@ -482,7 +491,8 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
         if (L->post_attn_norm) norm_rows(e, e->h, L->post_attn_norm, NULL, e->h, T);
         add_rows(e->x, e->h, (size_t)T * C, m->residual_scale);
         norm_rows(e, e->x, L->norm2_w, L->norm2_b, e->h, T);
-        mlp(e, L, T);
+        if (L->moe) moe_ffn(ops, &e->team, &e->moe, c, L->moe, e->h, T, e->h);
+        else mlp(e, L, T);
         if (L->post_ffn_norm) norm_rows(e, e->h, L->post_ffn_norm, NULL, e->h, T);
         add_rows(e->x, e->h, (size_t)T * C, m->residual_scale);
     }

