@@ -2,8 +2,10 @@
  * libFuzzer target: a GGUF file (header, metadata key/values, tensor
  * infos, alignment and data bounds) through gguf_load, then the model
  * configuration built from its metadata (model_gguf_config: architecture
- * keys, ranges, tensor shapes). Every input must be accepted or rejected
- * with a status; nothing else is checked here.
+ * keys, ranges, tensor shapes), then, when that is valid, the whole load
+ * (kvlm_model_load: every tensor bound by name and shape, a mixture of
+ * experts' 3-D expert tensors among them). Every input must be accepted
+ * or rejected with a status; nothing else is checked here.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tensor_set_free(&ts);
     if (rc == 0) {
         kvlm_config cfg;
-        (void)model_gguf_config(path, &cfg, &err);
+        if (model_gguf_config(path, &cfg, &err) == 0) {
+            kvlm_model_params p = kvlm_model_default_params();
+            p.repack = 0;
+            kvlm_model_free(kvlm_model_load(path, &p, &err));
+        }
     }
     return 0;
 }

@@ -115,6 +115,34 @@ LAYER_TENSORS = {"phi3": [("rope_factors_long.weight", [3], 0, struct.pack("<3f"
                           ("rope_factors_short.weight", [3], 0, struct.pack("<3f", 1.0, 1.5, 2.0))]}
 
 
+def moe_gguf(arch="qwen3moe", vocab=16, embd=32, head=4, kv=2, experts=4, used=2, ff=32):
+    """A whole one-layer mixture of experts (every tensor the loader binds),
+    so that a mutation reaches the expert keys and 3-D expert tensors."""
+    hd = embd // head
+    kvs = [("general.architecture", T_STR, arch), ("general.name", T_STR, "tiny moe"),
+           (arch + ".block_count", T_U32, 1), (arch + ".embedding_length", T_U32, embd),
+           (arch + ".feed_forward_length", T_U32, 2 * ff), (arch + ".context_length", T_U32, 64),
+           (arch + ".attention.head_count", T_U32, head), (arch + ".attention.head_count_kv", T_U32, kv),
+           (arch + ".attention.key_length", T_U32, hd),
+           (arch + ".attention.layer_norm_rms_epsilon", T_F32, 1e-6), (arch + ".rope.freq_base", T_F32, 10000.0),
+           (arch + ".expert_count", T_U32, experts), (arch + ".expert_used_count", T_U32, used),
+           (arch + ".expert_feed_forward_length", T_U32, ff),
+           ("tokenizer.ggml.eos_token_id", T_U32, 2), ("general.alignment", T_U32, 32)]
+    ts = [("token_embd.weight", [embd, vocab], 0, f32s(embd * vocab)), ("output_norm.weight", [embd], 0, f32s(embd)),
+          ("blk.0.attn_norm.weight", [embd], 0, f32s(embd)),
+          ("blk.0.attn_q.weight", [embd, head * hd], 8, q8_0(embd * head * hd)),
+          ("blk.0.attn_k.weight", [embd, kv * hd], 8, q8_0(embd * kv * hd)),
+          ("blk.0.attn_v.weight", [embd, kv * hd], 8, q8_0(embd * kv * hd)),
+          ("blk.0.attn_output.weight", [head * hd, embd], 8, q8_0(embd * head * hd)),
+          ("blk.0.attn_q_norm.weight", [hd], 0, f32s(hd)), ("blk.0.attn_k_norm.weight", [hd], 0, f32s(hd)),
+          ("blk.0.ffn_norm.weight", [embd], 0, f32s(embd)),
+          ("blk.0.ffn_gate_inp.weight", [embd, experts], 0, f32s(embd * experts)),
+          ("blk.0.ffn_gate_exps.weight", [embd, ff, experts], 8, q8_0(embd * ff * experts)),
+          ("blk.0.ffn_up_exps.weight", [embd, ff, experts], 8, q8_0(embd * ff * experts)),
+          ("blk.0.ffn_down_exps.weight", [ff, embd, experts], 8, q8_0(embd * ff * experts))]
+    return gguf(kvs, ts)
+
+
 def tok_gguf(spec):
     kvs = [("general.architecture", T_STR, "llama"), ("tokenizer.ggml.model", T_STR, spec["model"]),
            ("tokenizer.ggml.tokens", T_ARR, (T_STR, spec["tokens"]))]
@@ -158,6 +186,7 @@ def main():
                                            [("blk.0.ffn_up.weight", [96, 3], 39, mxfp4(288)),
                                             ("blk.0.ffn_down.weight", [256, 2], 23, iq4_xs(512))], align=1))
     put("gguf", "mxfp4_nan_scale.gguf", gguf([], [("blk.0.ffn_up.weight", [64, 2], 39, mxfp4(128, bad_block=3))]))
+    put("gguf", "qwen3moe.gguf", moe_gguf())
     # tok_gguf: the repository's GGUF-style vocabularies written as GGUF
     for name in ("gguf_llama", "gguf_gpt2"):
         spec = json.load(open("tests/fixtures/tokenizer/%s.json" % name))

@@ -2,7 +2,9 @@
  * GGUF files made by llama.cpp's own tools (tests/fixtures/llamacpp: gguf-py
  * writer, llama-quantize's default K-quant, Q8_0 and IQ4_XS mixes, and
  * MXFP4 matrices over Q8_0 by its --tensor-type) for gpt2, llama
- * (grouped-query), qwen2 (q/k/v biases) and qwen3 (q/k norms), each against
+ * (grouped-query), qwen2 (q/k/v biases) and qwen3 (q/k norms), and
+ * (tests/fixtures/moe_gguf) the mixtures of experts qwen3moe, qwen2moe and
+ * Mixtral (llama with experts), each against
  * two independent oracles recorded in its .expected.json:
  *
  * - the float64 NumPy reference on the weights gguf-py dequantises from the
@@ -185,10 +187,12 @@ static void check_perplexity(const char *path, const expected *x, const char *la
     free(out);
 }
 
-static void test_llamacpp_files(void **state) {
-    (void)state;
+/* Every file of dir's manifest.json (at least min_files of them). */
+static void check_dir(const char *dir, size_t min_files) {
     json_error_t je;
-    json_t *man = json_load_file(FIX "manifest.json", 0, &je);
+    char mpath[512];
+    snprintf(mpath, sizeof mpath, "%smanifest.json", dir);
+    json_t *man = json_load_file(mpath, 0, &je);
     if (!man) fail_msg("manifest: %s", je.text);
     size_t k;
     json_t *ent;
@@ -198,8 +202,8 @@ static void test_llamacpp_files(void **state) {
         const char *xe = json_string_value(json_object_get(ent, "expected"));
         assert_non_null(g);
         assert_non_null(xe);
-        snprintf(path, sizeof path, FIX "%s", g);
-        snprintf(xpath, sizeof xpath, FIX "%s", xe);
+        snprintf(path, sizeof path, "%s%s", dir, g);
+        snprintf(xpath, sizeof xpath, "%s%s", dir, xe);
         expected x;
         load_expected(xpath, &x);
         kvlm_error err;
@@ -223,13 +227,26 @@ static void test_llamacpp_files(void **state) {
         free(x.prefill);
         free(x.greedy_logits);
     }
-    assert_true(json_array_size(man) >= 5);
+    assert_true(json_array_size(man) >= min_files);
     json_decref(man);
+}
+
+static void test_llamacpp_files(void **state) {
+    (void)state;
+    check_dir(FIX, 5);
+}
+
+/* The mixtures of experts (qwen3moe, qwen2moe, Mixtral as llama with
+ * experts): the same oracles. */
+static void test_moe_files(void **state) {
+    (void)state;
+    check_dir("tests/fixtures/moe_gguf/", 3);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llamacpp_files),
+        cmocka_unit_test(test_moe_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

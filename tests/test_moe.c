@@ -150,11 +150,74 @@ static void test_bad_hf(void **state) {
     free(tmp);
 }
 
+/* Bad GGUF files, each a byte patch of a good one: position of the bytes
+ * just after the string key (a GGUF string: u64 length, then the bytes). */
+static size_t after_string(const char *buf, size_t len, const char *key) {
+    const size_t k = strlen(key);
+    for (size_t i = 8; i + k <= len; i++)
+        if (!memcmp(buf + i, key, k)) {
+            uint64_t n;
+            memcpy(&n, buf + i - 8, 8);
+            if (n == k) return i + k;
+        }
+    fail_msg("%s not found", key);
+    return 0;
+}
+
+static void write_patched(const char *path, const char *buf, size_t len) {
+    assert_int_equal(th_write_file(path, buf, len), 0);
+}
+
+#define GOOD "tests/fixtures/moe_gguf/qwen3moe-q4_k_m.gguf"
+
+static void test_bad_gguf(void **state) {
+    (void)state;
+    size_t len;
+    char *good = th_read_file(GOOD, &len), *buf = malloc(len), *tmp = th_tempdir(), path[512];
+    assert_non_null(good);
+    snprintf(path, sizeof path, "%s/bad.gguf", tmp);
+    /* expert_used_count (type u32, then the value) of 0, then of 5 > expert_count 4 */
+    const size_t used = after_string(good, len, "qwen3moe.expert_used_count");
+    const uint32_t values[] = {0, 5};
+    for (int i = 0; i < 2; i++) {
+        memcpy(buf, good, len);
+        memcpy(buf + used + 4, &values[i], 4);
+        write_patched(path, buf, len);
+        expect_load_error(path, KVLM_ERR_FORMAT, "qwen3moe.expert_used_count");
+    }
+    /* expert_count 0 in a qwen3moe file */
+    memcpy(buf, good, len);
+    memset(buf + after_string(good, len, "qwen3moe.expert_count") + 4, 0, 4);
+    write_patched(path, buf, len);
+    expect_load_error(path, KVLM_ERR_FORMAT, "qwen3moe.expert_count");
+    /* a missing expert tensor: its name changed */
+    memcpy(buf, good, len);
+    buf[after_string(good, len, "blk.0.ffn_down_exps.weight") - 1] = 'X';
+    write_patched(path, buf, len);
+    expect_load_error(path, KVLM_ERR_FORMAT, "missing tensor 'blk.0.ffn_down_exps.weight'");
+    /* a misshaped one: ffn_up_exps with 2 experts (n_dims u32, then ne[0..2]) */
+    memcpy(buf, good, len);
+    const uint64_t two = 2;
+    memcpy(buf + after_string(good, len, "blk.0.ffn_up_exps.weight") + 4 + 16, &two, 8);
+    write_patched(path, buf, len);
+    expect_load_error(path, KVLM_ERR_FORMAT, "tensor 'blk.0.ffn_up_exps.weight' has shape [2, 256, 256], expected [4, 256, 256]");
+    /* the command line: exit 2, the message names the tensor */
+    char args[700];
+    snprintf(args, sizeof args, "run -m %s -p hi -n 1", path);
+    const th_cli_case cli[] = {{args, 2, "blk.0.ffn_up_exps.weight"}};
+    th_expect_cli(cli, 1);
+    free(buf);
+    free(good);
+    th_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_batch_grouping),
         cmocka_unit_test(test_bad_hf),
+        cmocka_unit_test(test_bad_gguf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,6 +62,21 @@ ARCHS = {
                   eos="<|endoftext|>", pad="<|endoftext|>", add_bos=False, layers=1, hidden=256, heads=4,
                   kv_heads=1, head_dim=128, ffn=256, theta=1000000.0, eps=1e-6, tied=True, out_gain=4.0,
                   seed=404),
+    # Mixtures of experts (llama.cpp's qwen3moe, qwen2moe, and "llama" with
+    # experts for Mixtral): 4 experts of 256 per layer, top 2; the router
+    # F32 as the converter keeps it; experts stacked in 3-D tensors.
+    "qwen3moe": dict(pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos="<|endoftext|>",
+                     eos="<|endoftext|>", pad="<|endoftext|>", add_bos=False, layers=1, hidden=256, heads=4,
+                     kv_heads=2, head_dim=64, ffn=512, theta=1000000.0, eps=1e-6, tied=True, out_gain=4.0,
+                     experts=4, experts_used=2, expert_ffn=256, router_gain=3.0, seed=505),
+    "qwen2moe": dict(pre="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos="<|endoftext|>",
+                     eos="<|endoftext|>", pad="<|endoftext|>", add_bos=False, layers=1, hidden=256, heads=4,
+                     kv_heads=2, ffn=512, theta=1000000.0, eps=1e-6, tied=False, out_gain=4.0, experts=4,
+                     experts_used=2, expert_ffn=256, shared_ffn=256, router_gain=3.0, seed=606),
+    "mixtral": dict(gguf_arch="llama", pre="llama-bpe", specials=["<|begin_of_text|>", "<|end_of_text|>"],
+                    bos="<|begin_of_text|>", eos="<|end_of_text|>", add_bos=True, layers=1, hidden=256, heads=4,
+                    kv_heads=2, ffn=256, theta=1000000.0, eps=1e-5, tied=False, out_gain=4.0, experts=4,
+                    experts_used=2, router_gain=3.0, seed=707),
 }
 
 
@@ -70,7 +85,7 @@ ARCHS = {
 def pretokenize(arch, text):
     if arch == "gpt2":
         return gref.pretokenize(text)
-    return lref.pretokenize_llama(text, 3 if arch == "llama" else 1)
+    return lref.pretokenize_llama(text, 3 if ARCHS[arch]["pre"] == "llama-bpe" else 1)
 
 
 class Vocab:
@@ -96,7 +111,7 @@ class Vocab:
         self.id = {t: i for i, t in enumerate(self.tokens)}
         assert len(self.id) == len(self.tokens), "duplicate token"
         self.ranks = {tuple(m.split(" ")): (r, self.id[m.replace(" ", "")]) for r, m in enumerate(self.merges)}
-        self.ignore_merges = arch == "llama"  # llama.cpp sets it for llama-bpe, as Llama 3's tokenizer.json does
+        self.ignore_merges = spec["pre"] == "llama-bpe"  # llama.cpp sets it for llama-bpe, as Llama 3's tokenizer.json does
 
     def encode(self, text, add_bos):
         """ids of text (no special tokens matched), BOS first when add_bos."""
@@ -151,16 +166,19 @@ def _weights(arch, n_vocab):
         p = "blk.%d." % i
         w[p + "attn_norm.weight"] = vec(H, 1.0)
         q, k, v = mat(nh * hd, H, ig), mat(nkv * hd, H, ig), mat(nkv * hd, H)
-        if arch == "llama":  # the converter permutes Hugging Face's q/k rows
+        if s.get("gguf_arch", arch) == "llama":  # the converter permutes Hugging Face's q/k rows
             q, k = llama_permute(q, nh), llama_permute(k, nkv)
         w[p + "attn_q.weight"], w[p + "attn_k.weight"], w[p + "attn_v.weight"] = q, k, v
-        if arch == "qwen2":
+        if arch in ("qwen2", "qwen2moe"):
             w[p + "attn_q.bias"], w[p + "attn_k.bias"], w[p + "attn_v.bias"] = (
                 vec(nh * hd, 0, 0.1), vec(nkv * hd, 0, 0.1), vec(nkv * hd, 0, 0.1))
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3moe"):
             w[p + "attn_q_norm.weight"], w[p + "attn_k_norm.weight"] = vec(hd, 1.0), vec(hd, 1.0)
         w[p + "attn_output.weight"] = mat(H, nh * hd, og)
         w[p + "ffn_norm.weight"] = vec(H, 1.0)
+        if "experts" in s:
+            _experts(w, p, s, rng, mat, vec, ig, og)
+            continue
         w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"] = mat(F, H, ig), mat(F, H, ig)
         w[p + "ffn_down.weight"] = mat(H, F, og)
     w["output_norm.weight"] = vec(H, 1.0)
@@ -169,9 +187,27 @@ def _weights(arch, n_vocab):
     return w
 
 
+def _experts(w, p, s, rng, mat, vec, ig, og):
+    """A layer's mixture of experts in the converter's layout: router
+    ffn_gate_inp [n, H]; experts stacked as ffn_{gate,up}_exps [n, F, H]
+    and ffn_down_exps [n, H, F]; Qwen2-MoE's shared expert ffn_*_shexp and
+    its gate ffn_gate_inp_shexp [H]."""
+    H, n, F = s["hidden"], s["experts"], s.get("expert_ffn", s["ffn"])
+    w[p + "ffn_gate_inp.weight"] = mat(n, H, s["router_gain"])
+    w[p + "ffn_gate_exps.weight"] = np.stack([mat(F, H, ig) for _ in range(n)])
+    w[p + "ffn_down_exps.weight"] = np.stack([mat(H, F, og) for _ in range(n)])
+    w[p + "ffn_up_exps.weight"] = np.stack([mat(F, H, ig) for _ in range(n)])
+    if "shared_ffn" in s:
+        S = s["shared_ffn"]
+        w[p + "ffn_gate_inp_shexp.weight"] = vec(H, 0.0, 1.0 / np.sqrt(H))
+        w[p + "ffn_gate_shexp.weight"], w[p + "ffn_up_shexp.weight"] = mat(S, H, ig), mat(S, H, ig)
+        w[p + "ffn_down_shexp.weight"] = mat(H, S, og)
+
+
 def _stored_type(name, arr):
-    """The converter's choice for --outtype f16."""
-    if arr.ndim <= 1 or name.endswith("_norm.weight") or name == "position_embd.weight":
+    """The converter's choice for --outtype f16 (the router stays F32)."""
+    if arr.ndim <= 1 or name.endswith("_norm.weight") or name == "position_embd.weight" or \
+            name.endswith("ffn_gate_inp.weight"):
         return np.float32
     return np.float16
 
@@ -182,7 +218,7 @@ def write_f16(arch, path, gguf):
     voc = Vocab(arch)
     n_vocab = len(voc.tokens)
     w = _weights(arch, n_vocab)
-    gw = gguf.GGUFWriter(path, arch)
+    gw = gguf.GGUFWriter(path, s.get("gguf_arch", arch))
     gw.add_type(gguf.GGUFType.MODEL)
     gw.add_name("kvlm tiny %s" % arch)
     H = s["hidden"]
@@ -200,8 +236,15 @@ def write_f16(arch, path, gguf):
         if "head_dim" in s:  # config.json's head_dim (Qwen3)
             gw.add_key_length(s["head_dim"])
             gw.add_value_length(s["head_dim"])
+    if "experts" in s:
+        gw.add_expert_count(s["experts"])
+        gw.add_expert_used_count(s["experts_used"])
+        if "expert_ffn" in s:
+            gw.add_expert_feed_forward_length(s["expert_ffn"])
+        if "shared_ffn" in s:
+            gw.add_expert_shared_feed_forward_length(s["shared_ffn"])
     gw.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    if arch == "llama":
+    if s.get("gguf_arch", arch) == "llama":
         gw.add_vocab_size(n_vocab)
         gw.add_rope_dimension_count(H // s["heads"])
     gw.add_quantization_version(gguf.GGML_QUANT_VERSION)

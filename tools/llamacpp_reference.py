@@ -22,6 +22,9 @@ Architectures (x: the residual stream, rows are positions):
   (token_embd when the file has no output.weight). qwen2 adds q/k/v biases;
   qwen3 applies rmsnorm over each head's q and k (attn_q_norm /
   attn_k_norm, the model's epsilon) before rope.
+- Mixtures of experts (qwen2moe, qwen3moe, llama with expert_count): the
+  FFN is a router, experts stacked in 3-D tensors and Qwen2-MoE's gated
+  shared expert (GGUFModel._moe).
 - Attention: causal, softmax(q k^T / sqrt(head_dim)); query head j reads
   KV head j // (heads / kv_heads). Head dim from attention.key_length when
   present, else embedding_length / heads.
@@ -65,7 +68,7 @@ class GGUFModel:
             if f.types and f.types[0] != gguf.GGUFValueType.ARRAY:
                 self.meta[k] = f.contents()
         self.arch = self.meta["general.architecture"]
-        if self.arch not in ("gpt2", "llama", "qwen2", "qwen3"):
+        if self.arch not in ("gpt2", "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe"):
             raise ValueError("%s: architecture %s is not modelled" % (path, self.arch))
         self.w, self.types = {}, {}
         for t in r.tensors:
@@ -81,6 +84,8 @@ class GGUFModel:
         self.eps = m("attention.layer_norm_rms_epsilon") if self.arch != "gpt2" else m("attention.layer_norm_epsilon")
         self.theta = m("rope.freq_base", 10000.0)
         self.n_vocab = self.w["token_embd.weight"].shape[0]
+        self.n_expert_used = m("expert_used_count", 0)
+        self.expert_norm = bool(m("expert_weights_norm", self.arch != "qwen2moe"))
 
     # ------------------------------------------------------------ pieces
 
@@ -147,10 +152,36 @@ class GGUFModel:
             q, k = self._rope(q, pos), self._rope(k, pos)
             x = x + self._lin(self._attend(q, k, v), p + "attn_output")
             h = _rms(x, w[p + "ffn_norm.weight"], self.eps)
+            if p + "ffn_gate_inp.weight" in w:
+                x = x + self._moe(h, p)
+                continue
             g = self._lin(h, p + "ffn_gate")
             x = x + self._lin(g / (1.0 + np.exp(-g)) * self._lin(h, p + "ffn_up"), p + "ffn_down")
         x = _rms(x, w["output_norm.weight"], self.eps)
         return x @ w.get("output.weight", w["token_embd.weight"]).T
+
+    def _moe(self, h, p):
+        """Mixture of experts, row by row: softmax over the router's
+        outputs, the expert_used_count largest (renormalised to sum 1
+        unless qwen2moe or expert_weights_norm false), each expert
+        ffn_down_exps[e](silu(ffn_gate_exps[e] h) * ffn_up_exps[e] h); plus
+        sigmoid(ffn_gate_inp_shexp . h) times the shared expert."""
+        w = self.w
+        probs = _softmax(h @ w[p + "ffn_gate_inp.weight"].T)
+        out = np.zeros_like(h)
+        silu = lambda g: g / (1.0 + np.exp(-g))
+        for t in range(h.shape[0]):
+            top = np.argsort(-probs[t], kind="stable")[:self.n_expert_used]
+            wt = probs[t, top] / (probs[t, top].sum() if self.expert_norm else 1.0)
+            for e, a in zip(top, wt):
+                g = w[p + "ffn_gate_exps.weight"][e] @ h[t]
+                u = w[p + "ffn_up_exps.weight"][e] @ h[t]
+                out[t] += a * (w[p + "ffn_down_exps.weight"][e] @ (silu(g) * u))
+        if p + "ffn_gate_inp_shexp.weight" in w:
+            gate = 1.0 / (1.0 + np.exp(-(h @ w[p + "ffn_gate_inp_shexp.weight"].reshape(-1))))
+            g, u = self._lin(h, p + "ffn_gate_shexp"), self._lin(h, p + "ffn_up_shexp")
+            out += gate[:, None] * self._lin(silu(g) * u, p + "ffn_down_shexp")
+        return out
 
     def greedy(self, prompt, n):
         ids, out, logits = list(prompt), [], []

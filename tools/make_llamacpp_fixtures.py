@@ -7,11 +7,13 @@ each file (tools/llamacpp_reference.py), and llama.cpp itself
 (llama-perplexity, and tools/llamacpp_logits.c built against libllama).
 
 Usage:
-    make_llamacpp_fixtures.py OUTDIR --llama-cpp DIR [--commit FIXDIR [--commit-only]]
+    make_llamacpp_fixtures.py OUTDIR --llama-cpp DIR [--archs A,B,...] [--commit FIXDIR [--commit-only]]
 
 DIR is a llama.cpp source tree with a CMake build in DIR/build (bin/
 llama-quantize, llama-perplexity, libllama.so); gguf-py is imported from
-DIR/gguf-py. Writes into OUTDIR, for ARCH in gpt2 llama qwen2 qwen3:
+DIR/gguf-py. Writes into OUTDIR, for ARCH in gpt2 llama qwen2 qwen3 (or the
+architectures --archs names, e.g. the mixtures of experts qwen3moe,qwen2moe,mixtral,
+which get MOE_TYPES only):
     ARCH-f16.gguf                 the converter's --outtype f16 layout
     ARCH-TYPE.gguf                llama-quantize ARCH-f16.gguf OUT TYPE (its
                                   default mixes, not --pure) for TYPE in
@@ -51,8 +53,13 @@ EXTRA_TYPES = {"llama": ["Q2_K", "Q3_K_M", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_
 # type); for these dense models its --tensor-type override asks for MXFP4
 # attention and feed-forward matrices over a Q8_0 base
 QUANTIZE_AS = {"MXFP4": ["--tensor-type", "attn=mxfp4", "--tensor-type", "ffn=mxfp4", "Q8_0"]}
-# one K-quant per architecture, each a different type, one Q8_0, one IQ4_XS, one MXFP4
-COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0", "qwen3-iq4_xs", "llama-mxfp4"]
+# the mixtures of experts (--archs): the two types their downloads come in most
+MOE_TYPES = ["Q8_0", "Q4_K_M"]
+# one K-quant per architecture, each a different type, one Q8_0, one IQ4_XS,
+# one MXFP4; of the mixtures of experts (tests/fixtures/moe_gguf), each
+# architecture once
+COMMITTED = ["gpt2-q3_k_m", "llama-q4_k_m", "qwen2-q6_k", "qwen3-q5_k_m", "qwen2-q8_0", "qwen3-iq4_xs", "llama-mxfp4",
+             "qwen3moe-q4_k_m", "qwen2moe-q4_k_m", "mixtral-q8_0"]
 PROMPT = "ROMEO:\nBut soft"
 N_GEN = 16
 PPL_TEXT = os.path.join("tests", "fixtures", "shakespeare_val_slice.txt")
@@ -154,7 +161,8 @@ def commit_subset(out, commit, summary):
     writes commit/manifest.json."""
     os.makedirs(commit, exist_ok=True)
     man = []
-    for name in COMMITTED:
+    made = set(x["file"] for x in summary)
+    for name in [n for n in COMMITTED if n + ".gguf" in made]:
         for suffix in (".gguf", ".expected.json"):
             shutil.copyfile(os.path.join(out, name + suffix), os.path.join(commit, name + suffix))
         p = os.path.join(commit, name + ".gguf")
@@ -189,14 +197,16 @@ def main(argv):
         text_str = f.read()
     quantize = os.path.join(llama, "build", "bin", "llama-quantize")
     summary = []
-    for arch in lm.ARCHS:
+    archs = argv[argv.index("--archs") + 1].split(",") if "--archs" in argv else \
+        [a for a in lm.ARCHS if "experts" not in lm.ARCHS[a]]
+    for arch in archs:
         f16 = os.path.join(out, arch + "-f16.gguf")
         voc = lm.write_f16(arch, f16, gguf)
         add_bos = bool(lm.ARCHS[arch]["add_bos"])
         prompt = voc.encode(PROMPT, add_bos)
         text_ids = voc.encode(text_str, add_bos)
         names = [arch + "-f16"]
-        for t in TYPES + EXTRA_TYPES.get(arch, []):
+        for t in MOE_TYPES if "experts" in lm.ARCHS[arch] else TYPES + EXTRA_TYPES.get(arch, []):
             name = "%s-%s" % (arch, t.lower())
             how = QUANTIZE_AS.get(t, [t])
             run([quantize] + how[:-1] + [f16, os.path.join(out, name + ".gguf"), how[-1], "2"])
