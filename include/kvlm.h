@@ -283,7 +283,12 @@ const char *kvlm_model_dir(const kvlm_model *m);
 const char *kvlm_model_tokenizer_path(const kvlm_model *m);
 /* Human-readable origin: format and file ("safetensors: dir/model.safetensors"). */
 const char *kvlm_model_source(const kvlm_model *m);
+/* Every parameter of the model (all experts of a mixture of experts). */
 size_t kvlm_model_param_count(const kvlm_model *m);
+/* The parameters one token uses: kvlm_model_param_count for a dense
+ * model; for a mixture of experts, n_expert_used of each layer's experts
+ * (plus the router and any shared expert) instead of all n_expert. */
+size_t kvlm_model_active_param_count(const kvlm_model *m);
 /* The bytes of the weights repacked at load (kvlm_model_params.repack; 0
  * when none were), held in place of the file's layout of those matrices. */
 size_t kvlm_model_repacked_bytes(const kvlm_model *m);

@@ -48,7 +48,9 @@ double kvlm_repeated_ngram_rate(const int32_t *ids, int n, int order);
 /* ------------------------------------------------------ decode roofline */
 
 /* Bytes of weights read by one decode step (every matrix once, plus one
- * embedding row); the numerator of the bandwidth roofline. */
+ * embedding row); the numerator of the bandwidth roofline. For a mixture
+ * of experts, the active bytes per token: each layer's router, shared
+ * expert and n_expert_used of its experts. */
 size_t kvlm_model_decode_bytes(const kvlm_model *m);
 
 /* The kernel that multiplies batches of rows (prefill, batched decode) by

@@ -33,6 +33,7 @@ static const struct preset_case {
     {"qwen2.5-7b", 56 * KiB, 224 * MiB, 7 * GiB, "56 KiB", "224 MiB", "7 GiB"},
     {"llama-2-70b", 320 * KiB, 1280 * MiB, 40 * GiB, "320 KiB", "1.25 GiB", "40 GiB"},
     {"llama-2-7b", 512 * KiB, 2 * GiB, 64 * GiB, "512 KiB", "2 GiB", "64 GiB"},
+    {"qwen3-30b-a3b", 96 * KiB, 384 * MiB, 12 * GiB, "96 KiB", "384 MiB", "12 GiB"},
 };
 #define N_CASES (sizeof preset_cases / sizeof preset_cases[0])
 

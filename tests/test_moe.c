@@ -19,6 +19,7 @@
 #include "helpers.h"
 #include "kernels/kernels.h"
 #include "kvlm.h"
+#include "kvlm_measure.h"
 
 #define FIX "tests/fixtures/moe/"
 static const char *const variants[] = {"qwen3_moe", "qwen2_moe", "mixtral"};
@@ -40,6 +41,15 @@ static void test_reference(void **state) {
         assert_int_equal(c->n_ff_expert, 16);
         assert_int_equal(c->n_ff_shared, v == 1 ? 24 : 0);
         assert_int_equal(c->expert_norm_topk, v != 1);
+        /* every tensor of the file counted once; a token uses k of 8 experts of 3 x 16 x 32 */
+        uint64_t file_bytes, file_params;
+        assert_int_equal(kvlm_weight_bytes(dir, &file_bytes, &file_params, &err), 0);
+        assert_int_equal(kvlm_model_param_count(m), file_params);
+        assert_int_equal(kvlm_model_active_param_count(m), file_params - 2u * (8u - (unsigned)c->n_expert_used) * 3u * 16u * 32u);
+        /* decode reads, per layer, q k v o (3,072 floats), the router (256), k experts (1,536 each) and
+         * the shared expert (2,304); then the head (4,096) and one embedding row (32) */
+        const size_t per_layer = 3072 + 256 + (size_t)c->n_expert_used * 1536 + (v == 1 ? 2304 : 0);
+        assert_int_equal(kvlm_model_decode_bytes(m), 4 * (2 * per_layer + 4096 + 32));
         const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
         for (size_t i = 0; i < 3; i++) {
             if (!kern_cpu_supports(isas[i])) continue;
@@ -212,12 +222,41 @@ static void test_bad_gguf(void **state) {
     free(tmp);
 }
 
+/* The synthetic mixtures of experts: shapes, the depth suffix, counts. */
+static void test_synthetic(void **state) {
+    (void)state;
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("qwen3moe-tiny:1", KVLM_Q8_0, 7, NULL, &err);
+    if (!m) fail_msg("%s", err.msg);
+    const kvlm_config *c = kvlm_model_config(m);
+    assert_string_equal(c->arch, "qwen3moe");
+    assert_int_equal(c->n_layer, 1);
+    assert_int_equal(c->n_expert, 8);
+    assert_int_equal(c->n_expert_used, 2);
+    /* embedding 256 x 64; attention 4 x 64 x 64 ... : q, o 64 x 64, k, v 32 x 64; router 8 x 64; experts 3 x 32 x 64 */
+    const size_t shared = 256 * 64 + 64 + 2 * 64 + 2 * 16 + 2 * 4096 + 2 * 2048 + 512;
+    assert_int_equal(kvlm_model_param_count(m), shared + 8 * 6144);
+    assert_int_equal(kvlm_model_active_param_count(m), shared + 2 * 6144);
+    const int32_t ids[] = {1, 2, 3, 4};
+    const int n = 4;
+    const int32_t *t[] = {ids};
+    float *lg = step_logits(m, t, &n, 1);
+    for (int i = 0; i < 4 * 256; i++) assert_true(isfinite(lg[i]));
+    free(lg);
+    kvlm_model_free(m);
+    assert_null(kvlm_model_synthetic("qwen3moe-tiny:3", KVLM_F32, 7, NULL, &err));
+    assert_non_null(strstr(err.msg, "layer count"));
+    assert_null(kvlm_model_synthetic("llama-tiny:1", KVLM_F32, 7, NULL, &err));
+    assert_non_null(strstr(err.msg, "only the mixtures of experts"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_batch_grouping),
         cmocka_unit_test(test_bad_hf),
         cmocka_unit_test(test_bad_gguf),
+        cmocka_unit_test(test_synthetic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

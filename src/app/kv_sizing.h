@@ -39,6 +39,10 @@ typedef struct kvs_model {
     uint64_t params;      /* 0 if unknown */
     int window;           /* sliding window of the window layers (0: none) */
     int window_layers;    /* layers with that window; the others attend globally */
+    /* A mixture of experts: the parameters of the experts one token does
+     * not use (n_layer x (n_expert - n_expert_used) x 3 x n_embd x
+     * n_ff_expert); params minus this is the active count. 0: dense. */
+    uint64_t idle_expert_params;
 } kvs_model;
 
 /* The built-in presets, in display order. */

@@ -212,6 +212,7 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
         acc_sd(&r->tg_tok_s), "median_tok_s", acc_median(&r->tg_tok_s), "median_ms_per_token", tpot * 1e3, "roofline",
         "ms_per_token", wb / r->bw * 1e3, "ratio", wb / r->bw / tpot, "effective_gbs", wb / tpot / 1e9);
     char why[160] = "--threads";
+    json_object_set_new(root, "active_params", json_integer((json_int_t)kvlm_model_active_param_count(b->m)));
     if (!o->threads) kvlm_default_threads(why, sizeof why);
     json_object_set_new(root, "threads_reason", json_string(why));
     const double read_ms = acc_mean(&r->read_ms), tg_mean_ms = acc_mean(&r->tg_ms);
@@ -312,6 +313,10 @@ static void print_human(const kvlm_model *m, const json_t *d) {
     printf("model        %s\n", str(d, "model"));
     printf("shape        %d layers, %d heads, %d embd, vocab %d, %.1fM params, %s weights\n", c->n_layer, c->n_head,
            c->n_embd, c->vocab_size, num(d, "params", NULL) / 1e6, str(d, "weight_dtype"));
+    if (c->n_expert)
+        printf("experts      %d of %d per token in each layer: %.1fM active params; the roofline counts the active\n"
+               "             bytes (router, shared expert, %d experts per layer)\n",
+               c->n_expert_used, c->n_expert, num(d, "active_params", NULL) / 1e6, c->n_expert_used);
     printf("engine       %d threads (%s), %s kernels, KV %s\n", (int)num(d, "threads", NULL),
            str(d, "threads_reason"), str(d, "isa"), str(d, "kv_dtype"));
     const double repacked = num(d, "repacked_bytes", NULL);

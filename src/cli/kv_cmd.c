@@ -394,7 +394,13 @@ static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
     for (int r = 0; r < n; r++) {
         const kv_row *w = &rows[r];
         t_set(&c, r + 1, 0, "%s", w->m.label);
-        t_set(&c, r + 1, 1, "%s", w->m.params ? TH(w->m.params) : "-");
+        if (w->m.params && w->m.idle_expert_params && w->m.idle_expert_params < w->m.params) {
+            char tot[32];
+            snprintf(tot, sizeof tot, "%s", TH(w->m.params));
+            t_set(&c, r + 1, 1, "%s (%s active)", tot, TH(w->m.params - w->m.idle_expert_params));
+        } else {
+            t_set(&c, r + 1, 1, "%s", w->m.params ? TH(w->m.params) : "-");
+        }
         t_set(&c, r + 1, 2, "%s", w->have_weights ? HB(w->weights) : "-");
         t_set(&c, r + 1, 3, "%s", w->have_weights ? w->weights_from : "-");
         t_set(&c, r + 1, 4, "%s", TH((uint64_t)w->m.max_ctx));
@@ -512,6 +518,8 @@ static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_m
         json_object_set_new(m, "bytes_per_token_global", j_u64(w->bpt_global));
         json_object_set_new(m, "bytes_per_token_window", j_u64(w->bpt_window));
         json_object_set_new(m, "params", w->m.params ? j_u64(w->m.params) : json_null());
+        json_object_set_new(m, "active_params", w->m.params && w->m.idle_expert_params < w->m.params
+                                                    ? j_u64(w->m.params - w->m.idle_expert_params) : json_null());
         json_object_set_new(m, "weight_bytes", w->have_weights ? j_u64(w->weights) : json_null());
         json_object_set_new(m, "weight_bytes_from", w->have_weights ? json_string(w->weights_from) : json_null());
         if (w->have_plan) json_object_set_new(m, "plan", plan_json(w));

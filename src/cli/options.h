@@ -27,7 +27,9 @@
 
 /* The synthetic presets of src/model/synthetic.c, as the help texts name
  * them (tests/test_cli.c checks the list against the loader's). */
-#define CLI_SYNTHETIC_PRESETS "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny, gemma3-1b-shape, gemma3-tiny"
+#define CLI_SYNTHETIC_PRESETS                                                                              \
+    "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny, gemma3-1b-shape, gemma3-tiny, qwen3-30b-a3b[:LAYERS], " \
+    "qwen3moe-tiny[:LAYERS]"
 
 /* ------------------------------------------------------ shared values */
 

@@ -23,6 +23,7 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "app/json_text.h"
+#include "kvlm_measure.h"
 
 typedef struct run_opts {
     model_flags mf;
@@ -109,6 +110,7 @@ typedef struct run_stats {
     kvlm_kv_layer_type types[8]; /* the cache's layer types (kvlm_kv_layer_types) */
     int n_types;
     size_t kv_held;    /* kvlm_kv_seq_bytes at kv_tokens: what one sequence this long holds */
+    size_t params, active_params, decode_bytes; /* kvlm_model_param_count, _active_param_count, _decode_bytes */
 } run_stats;
 
 /* The bytes of one head's K or V of one token, as the stats line spells
@@ -144,6 +146,11 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
                 st->decode_steps);
     fprintf(f, "threads / kernels    %d / %s (threads: %s)\n", kvlm_engine_threads(e), kvlm_isa_name(kvlm_engine_isa(e)),
             why);
+    char experts[64] = "";
+    if (c->n_expert)
+        snprintf(experts, sizeof experts, ": %d of %d experts per layer", c->n_expert_used, c->n_expert);
+    fprintf(f, "parameters           %zu (%zu active per token%s)\n", st->params, st->active_params, experts);
+    fprintf(f, "weights per token    %zu bytes read by a decode step\n", st->decode_bytes);
     if (st->repacked > 0)
         fprintf(f, "repacked weights     %zu bytes (Q4_0 packed for decode; --no-repack: 0)\n", st->repacked);
     else if (mf->no_repack && c->weight_dtype == KVLM_Q4_0)
@@ -209,6 +216,9 @@ static void print_json(const run_opts *o, const int32_t *prompt, int n_prompt, c
     json_object_set_new(js, "drafted_tokens", json_integer(st->drafted));
     json_object_set_new(js, "accepted_tokens", json_integer(st->accepted));
     json_object_set_new(js, "repacked_bytes", json_integer((json_int_t)st->repacked));
+    json_object_set_new(js, "params", json_integer((json_int_t)st->params));
+    json_object_set_new(js, "active_params", json_integer((json_int_t)st->active_params));
+    json_object_set_new(js, "decode_bytes_per_token", json_integer((json_int_t)st->decode_bytes));
     json_object_set_new(root, "stats", js);
     if (o->logprobs) {
         json_t *lps = json_array();
@@ -298,7 +308,9 @@ int cli_run(int argc, char **argv) {
     }
     if (!o.json) putchar('\n');
     run_stats st = {.prompt_tokens = n_prompt, .generated = g.n_ids, .decode_steps = g.decode_steps,
-                    .drafted = g.drafted, .accepted = g.accepted, .repacked = kvlm_model_repacked_bytes(ss.m)};
+                    .drafted = g.drafted, .accepted = g.accepted, .repacked = kvlm_model_repacked_bytes(ss.m),
+                    .params = kvlm_model_param_count(ss.m), .active_params = kvlm_model_active_param_count(ss.m),
+                    .decode_bytes = kvlm_model_decode_bytes(ss.m)};
     st.prefill_ms = g.prefill_s * 1e3;
     st.ttft_ms = g.ttft_s * 1e3;
     st.prefill_ms_per_token = st.prefill_ms / n_prompt;

@@ -5,7 +5,11 @@
  * (quantised rows at their block size; a Q4_0 matrix with a packed copy
  * for decode in the copy's bytes), the output head, and one row of each
  * embedding table. The numerator of the decode roofline; vectors
- * (norms, biases) are not counted.
+ * (norms, biases) are not counted. A mixture of experts counts, per layer,
+ * its router, its shared expert and n_expert_used experts (the first ones:
+ * which experts a token picks varies, their sizes do not), the active
+ * bytes one token reads; the read test over these ranges then reads that
+ * many bytes of the expert tensors.
  */
 #include <stdlib.h>
 
@@ -32,6 +36,17 @@ int model_decode_ranges(const kvlm_model *m, decode_range *r, int cap) {
         const model_layer *L = &m->layers[l];
         const kern_matrix *ws[] = MODEL_LAYER_MATRICES(L);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n = add(r, n, cap, ws[i], ws[i]->rows);
+        if (!L->moe) continue;
+        const model_moe *moe = L->moe;
+        n = add(r, n, cap, &moe->router, moe->router.rows);
+        n = add(r, n, cap, &moe->sh_gate, moe->sh_gate.rows);
+        n = add(r, n, cap, &moe->sh_up, moe->sh_up.rows);
+        n = add(r, n, cap, &moe->sh_down, moe->sh_down.rows);
+        for (int e = 0; e < c->n_expert_used; e++) { /* every expert of a layer has the same bytes */
+            n = add(r, n, cap, &moe->gate[e], moe->gate[e].rows);
+            n = add(r, n, cap, &moe->up[e], moe->up[e].rows);
+            n = add(r, n, cap, &moe->down[e], moe->down[e].rows);
+        }
     }
     n = add(r, n, cap, &m->lm_head, c->vocab_size); /* output head */
     n = add(r, n, cap, &m->wte, 1);                 /* one embedding row each */

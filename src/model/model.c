@@ -167,7 +167,24 @@ const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
 
 static size_t matrix_params(const kern_matrix *w, int rows) { return w->data ? (size_t)rows * w->cols : 0; }
 
-size_t kvlm_model_param_count(const kvlm_model *m) {
+/* A layer's mixture of experts: the router, the shared expert, and
+ * `experts` of its experts (they have one shape). */
+static size_t moe_params(const model_moe *moe, int experts) {
+    size_t n = matrix_params(&moe->router, moe->router.rows);
+    const kern_matrix *sh[] = {&moe->sh_gate, &moe->sh_up, &moe->sh_down};
+    for (int i = 0; i < 3; i++) n += matrix_params(sh[i], sh[i]->rows);
+    if (moe->sh_router) n += (size_t)moe->router.cols;
+    const kern_matrix *ex[] = {&moe->gate[0], &moe->up[0], &moe->down[0]};
+    for (int i = 0; i < 3; i++) n += (size_t)experts * matrix_params(ex[i], ex[i]->rows);
+    return n;
+}
+
+static size_t param_count(const kvlm_model *m, int active);
+
+size_t kvlm_model_param_count(const kvlm_model *m) { return param_count(m, 0); }
+size_t kvlm_model_active_param_count(const kvlm_model *m) { return param_count(m, 1); }
+
+static size_t param_count(const kvlm_model *m, int active) {
     const kvlm_config *c = &m->cfg;
     const size_t C = (size_t)c->n_embd, F = (size_t)c->n_ff;
     const size_t qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim;
@@ -178,6 +195,7 @@ size_t kvlm_model_param_count(const kvlm_model *m) {
         const model_layer *L = &m->layers[l];
         const kern_matrix *ws[] = MODEL_LAYER_MATRICES(L);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
+        if (L->moe) n += moe_params(L->moe, active ? c->n_expert_used : c->n_expert);
         n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
              (L->b_up ? F : 0) + (L->b_down ? C : 0) + (L->q_norm ? 2 * (size_t)c->head_dim : 0);
     }

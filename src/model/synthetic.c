@@ -6,6 +6,11 @@
  * the parallel fill does not depend on the thread count). A preset may give
  * its window layers a sliding window (model->layer_window), Gemma 3's
  * pattern of five window layers to one global.
+ *
+ * Mixture-of-experts presets (Qwen3-MoE blocks: q/k norms, a router and
+ * stacked experts, each expert a view of one [n_expert x F_e, C] buffer as
+ * in a GGUF file) take a depth suffix, "qwen3-30b-a3b:12" for the first 12
+ * of its 48 layers, so the largest shapes fit in memory.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,26 +28,35 @@ typedef struct synth_preset {
     int head_dim;      /* 0: n_embd / n_head */
     int window;        /* sliding window of the window layers (0: every layer global) */
     int global_every;  /* with a window: layer l is global when (l + 1) % global_every == 0 */
+    /* mixtures of experts (Qwen3-MoE blocks; 0: dense): experts, experts
+     * per token, each expert's FFN */
+    int n_expert, n_expert_used, n_ff_expert;
 } synth_preset;
 
 static const synth_preset presets[] = {
-    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257, 0, 0, 0},
-    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257, 0, 0, 0},
-    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200, 0, 0, 0},
+    {"gpt2-124m", 0, 12, 12, 12, 768, 3072, 1024, 50257, 0, 0, 0, 0, 0, 0},
+    {"gpt2-355m", 0, 24, 16, 16, 1024, 4096, 1024, 50257, 0, 0, 0, 0, 0, 0},
+    {"gpt2-tiny", 0, 2, 4, 4, 64, 256, 32, 200, 0, 0, 0, 0, 0, 0},
     /* Llama 3.2 1B shapes; the context is capped at 4,096 to keep pools small */
-    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256, 0, 0, 0},
-    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256, 0, 0, 0},
+    {"llama-1b", 1, 16, 32, 8, 2048, 8192, 4096, 128256, 0, 0, 0, 0, 0, 0},
+    {"llama-tiny", 1, 2, 4, 2, 64, 128, 64, 256, 0, 0, 0, 0, 0, 0},
     /* Gemma 3 1B's attention shapes (26 layers, 4 query heads and 1 KV head
      * of 256, a window of 512 on five layers of every six, hidden 1152,
      * MLP 6912) in a Llama block; the vocabulary is cut to 32,768 (Gemma's
      * 262,144 would only make the output layer larger) and the context to
      * 32,768 */
-    {"gemma3-1b-shape", 1, 26, 4, 1, 1152, 6912, 32768, 32768, 256, 512, 6},
+    {"gemma3-1b-shape", 1, 26, 4, 1, 1152, 6912, 32768, 32768, 256, 512, 6, 0, 0, 0},
     /* the same pattern, small: 12 layers (10 window, 2 global: slices of 2
      * layers), window 8 */
-    {"gemma3-tiny", 1, 12, 4, 1, 64, 128, 128, 256, 32, 8, 6},
+    {"gemma3-tiny", 1, 12, 4, 1, 64, 128, 128, 256, 32, 8, 6, 0, 0, 0},
+    /* Qwen3-30B-A3B shapes (128 experts, top 8, expert FFN 768, 32 query /
+     * 4 KV heads of 128); context capped at 4,096 */
+    {"qwen3-30b-a3b", 1, 48, 32, 4, 2048, 6144, 4096, 151936, 128, 0, 0, 128, 8, 768},
+    {"qwen3moe-tiny", 1, 2, 4, 2, 64, 128, 64, 256, 16, 0, 0, 8, 2, 32},
 };
-#define PRESET_NAMES "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny, gemma3-1b-shape, gemma3-tiny"
+#define PRESET_NAMES                                                                                          \
+    "gpt2-124m, gpt2-355m, gpt2-tiny, llama-1b, llama-tiny, gemma3-1b-shape, gemma3-tiny, qwen3-30b-a3b[:LAYERS], " \
+    "qwen3moe-tiny[:LAYERS]"
 
 static uint64_t splitmix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -94,12 +108,17 @@ static float *const_vector(kvlm_model *m, int n, float v) {
 }
 
 static void set_config(kvlm_config *c, const synth_preset *p, kvlm_dtype dt) {
-    strcpy(c->arch, p->llama ? "llama" : "gpt2");
+    strcpy(c->arch, p->n_expert ? "qwen3moe" : p->llama ? "llama" : "gpt2");
     c->n_layer = p->n_layer;
     c->n_head = p->n_head;
     c->n_kv_head = p->n_kv_head;
     c->n_embd = p->n_embd;
     c->head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    c->n_expert = p->n_expert;
+    c->n_expert_used = p->n_expert_used;
+    c->n_ff_expert = p->n_ff_expert;
+    c->expert_norm_topk = p->n_expert > 0;
+    c->qk_norm = p->n_expert > 0;
     c->n_ff = p->n_ff;
     c->n_ctx = p->n_ctx;
     c->vocab_size = p->vocab;
@@ -110,11 +129,49 @@ static void set_config(kvlm_config *c, const synth_preset *p, kvlm_dtype dt) {
     c->tie_embeddings = 1;
 }
 
+/* A Qwen3-MoE layer: attention with q/k norms, a router and stacked experts. */
+static int build_moe_layer(kvlm_model *m, model_layer *L, kvlm_dtype dt, uint64_t seed, uint64_t *s, float a,
+                           kvlm_error *err) {
+    const kvlm_config *c = &m->cfg;
+    const int C = c->n_embd, F = c->n_ff_expert, E = c->n_expert;
+    const int qd = c->n_head * c->head_dim, kd = c->n_kv_head * c->head_dim;
+    model_moe *moe = model_own(m, calloc(1, sizeof *moe));
+    kern_matrix *views = moe ? model_own(m, calloc((size_t)E * 3, sizeof *views)) : NULL;
+    L->q_norm = const_vector(m, c->head_dim, 1.0f);
+    L->k_norm = const_vector(m, c->head_dim, 1.0f);
+    L->norm1_w = const_vector(m, C, 1.0f);
+    L->norm2_w = const_vector(m, C, 1.0f);
+    if (!views || !L->q_norm || !L->k_norm || !L->norm1_w || !L->norm2_w)
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "synthetic model: out of memory");
+    moe->gate = views, moe->up = views + E, moe->down = views + 2 * E;
+    kern_matrix stacked[3];
+    int rc;
+    if ((rc = fill_matrix(m, &L->wq, qd, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->wk, kd, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->wv, kd, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &L->wo, C, qd, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &moe->router, E, C, KVLM_F32, seed, (*s)++, 1.0f, err)) ||
+        (rc = fill_matrix(m, &stacked[0], E * F, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &stacked[1], E * F, C, dt, seed, (*s)++, a, err)) ||
+        (rc = fill_matrix(m, &stacked[2], E * C, F, dt, seed, (*s)++, a, err)))
+        return rc;
+    for (int e = 0; e < E; e++)
+        for (int k = 0; k < 3; k++) {
+            const int rows = k == 2 ? C : F, cols = k == 2 ? F : C;
+            const size_t off = (size_t)e * rows * dtype_row_bytes(dt, cols, NULL);
+            views[k * E + e] = (kern_matrix){.dtype = dt, .data = (const char *)stacked[k].data + off, .rows = rows,
+                                             .cols = cols};
+        }
+    L->moe = moe;
+    return KVLM_OK;
+}
+
 static int build_layer(kvlm_model *m, const synth_preset *p, model_layer *L, kvlm_dtype dt, uint64_t seed,
                        uint64_t *s, float a, kvlm_error *err) {
     const kvlm_config *c = &m->cfg;
     const int C = c->n_embd, F = c->n_ff, qd = c->n_head * c->head_dim, kd = c->n_kv_head * c->head_dim;
     int rc;
+    if (p->n_expert) return build_moe_layer(m, L, dt, seed, s, a, err);
     if (p->llama) {
         if ((rc = fill_matrix(m, &L->wq, qd, C, dt, seed, (*s)++, a, err)) ||
             (rc = fill_matrix(m, &L->wk, kd, C, dt, seed, (*s)++, a, err)) ||
@@ -168,19 +225,39 @@ static int build(kvlm_model *m, const synth_preset *p, kvlm_dtype dt, uint64_t s
     return rope_init(m, NULL, err);
 }
 
+/* The preset called name; a mixture of experts' may end in ":LAYERS" (1 ..
+ * its layer count), the first LAYERS of its layers (*cut holds it). */
+static const synth_preset *find_preset(const char *name, synth_preset *cut, kvlm_error *err) {
+    const char *colon = name ? strchr(name, ':') : NULL;
+    const size_t n = colon ? (size_t)(colon - name) : name ? strlen(name) : 0;
+    for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++) {
+        if (strlen(presets[i].name) != n || strncmp(presets[i].name, name, n)) continue;
+        if (!colon) return &presets[i];
+        char *end;
+        const long layers = strtol(colon + 1, &end, 10);
+        if (!presets[i].n_expert || *end || end == colon + 1 || layers < 1 || layers > presets[i].n_layer) {
+            kvlm_error_set(err, KVLM_ERR_ARG, "synthetic preset '%s': %s", name,
+                           presets[i].n_expert ? "the layer count after ':' must be 1 .. the preset's"
+                                               : "only the mixtures of experts take a layer count");
+            return NULL;
+        }
+        *cut = presets[i];
+        cut->n_layer = (int)layers;
+        return cut;
+    }
+    kvlm_error_set(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", name ? name : "");
+    return NULL;
+}
+
 kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t seed, const kvlm_model_params *params,
                                  kvlm_error *err) {
     kvlm_error local;
     if (!err) err = &local;
     const kvlm_model_params mp = params ? *params : kvlm_model_default_params();
     if (model_check_params(&mp, err)) return NULL;
-    const synth_preset *p = NULL;
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (preset && !strcmp(presets[i].name, preset)) p = &presets[i];
-    if (!p) {
-        kvlm_error_set(err, KVLM_ERR_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
-        return NULL;
-    }
+    synth_preset cut;
+    const synth_preset *p = find_preset(preset, &cut, err);
+    if (!p) return NULL;
     if (!dtype_is_valid(dtype) || (dtype_is_blocked(dtype) && !quant_can_quantize(dtype))) {
         kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
                        "synthetic model: cannot quantise to %s (weights can be f32, f16, bf16, q8_0 or q4_0; "
@@ -191,8 +268,8 @@ kvlm_model *kvlm_model_synthetic(const char *preset, kvlm_dtype dtype, uint64_t 
     kvlm_model *m = calloc(1, sizeof *m);
     if (!m) { kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory"); return NULL; }
     tensor_set_init(&m->ts);
-    snprintf(m->source, sizeof m->source, "synthetic %s (random %s weights, seed %llu)", p->name,
-             kvlm_dtype_name(dtype), (unsigned long long)seed);
+    snprintf(m->source, sizeof m->source, "synthetic %s (%d layers, random %s weights, seed %llu)", p->name,
+             p->n_layer, kvlm_dtype_name(dtype), (unsigned long long)seed);
     if (build(m, p, dtype, seed, err) != KVLM_OK || model_finish_load(m, &mp, err) != KVLM_OK) {
         kvlm_model_free(m);
         return NULL;
