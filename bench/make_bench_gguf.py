@@ -17,7 +17,13 @@ SHAPE:
     llama-gqa  a small Llama with grouped-query attention for long-context
                figures: 8 layers, hidden 1024, FFN 4096, 16 query heads and
                4 KV heads of 64, context 8192; Llama 3's tokenizer.
-make test decompresses both vocabularies from tests/fixtures/llama_vocab.
+    qwen3-30b-a3b  Qwen3-30B-A3B (architecture qwen3moe): hidden 2048, 32
+               query and 4 KV heads of 128 with q/k norms, 128 experts of
+               FFN 768 per layer, 8 per token, untied output; 48 layers, or
+               the first --layers of them (the experts stacked in 3-D
+               tensors, the router F32, as llama.cpp's converter writes
+               them); Qwen2's tokenizer (build/tests/vocab/ggml-vocab-qwen2.gguf).
+make test decompresses the vocabularies from tests/fixtures/llama_vocab.
 Matrices are uniform in +-0.02 (speed does not depend on them), stored in
 --type (default f16); norms and biases are f32.
 """
@@ -101,9 +107,41 @@ def write_llama(w, vocab, m, vec, shape):
             w.add_tensor(p + name + ".weight", m(rows, cols))
 
 
+def write_qwen3moe(w, vocab, m, vec, layers):
+    H, NH, NKV, HD, E, K, FE, CTX = 2048, 32, 4, 128, 128, 8, 768, 4096
+    w.add_context_length(CTX)
+    w.add_embedding_length(H)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(6144)
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_key_length(HD)
+    w.add_value_length(HD)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1000000.0)
+    w.add_expert_count(E)
+    w.add_expert_used_count(K)
+    w.add_expert_feed_forward_length(FE)
+    n_vocab = copy_vocab(vocab, w)
+    w.add_tensor("token_embd.weight", m(n_vocab, H))
+    w.add_tensor("output_norm.weight", np.ones(H, np.float32))
+    w.add_tensor("output.weight", m(n_vocab, H))
+    for i in range(layers):
+        p = f"blk.{i}."
+        for norm, n in (("attn_norm", H), ("ffn_norm", H), ("attn_q_norm", HD), ("attn_k_norm", HD)):
+            w.add_tensor(p + norm + ".weight", np.ones(n, np.float32))
+        for name, rows, cols in (("attn_q", NH * HD, H), ("attn_k", NKV * HD, H), ("attn_v", NKV * HD, H),
+                                 ("attn_output", H, NH * HD)):
+            w.add_tensor(p + name + ".weight", m(rows, cols))
+        w.add_tensor(p + "ffn_gate_inp.weight", (vec(E * H) * 50).reshape(E, H))
+        for name, rows, cols in (("ffn_gate_exps", FE, H), ("ffn_up_exps", FE, H), ("ffn_down_exps", H, FE)):
+            w.add_tensor(p + name + ".weight", m(E * rows, cols).reshape(E, rows, cols))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b", "llama-gqa"])
+    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b", "llama-gqa", "qwen3-30b-a3b"])
+    ap.add_argument("--layers", type=int, default=48, help="qwen3-30b-a3b: the first N of its 48 layers")
     ap.add_argument("vocab")
     ap.add_argument("out")
     ap.add_argument("--type", choices=["f32", "f16"], default="f16")
@@ -117,12 +155,14 @@ def main():
     def vec(n):
         return (rng.random(n, dtype=np.float32) * 0.04 - 0.02)
 
-    arch = "gpt2" if a.shape == "gpt2-124m" else "llama"
+    arch = {"gpt2-124m": "gpt2", "qwen3-30b-a3b": "qwen3moe"}.get(a.shape, "llama")
     w = GGUFWriter(a.out, arch)
     w.add_name(a.shape + "-shapes-random")
     w.add_file_type(0 if a.type == "f32" else 1)
     if arch == "gpt2":
         write_gpt2(w, a.vocab, m, vec)
+    elif arch == "qwen3moe":
+        write_qwen3moe(w, a.vocab, m, vec, a.layers)
     else:
         write_llama(w, a.vocab, m, vec, a.shape)
     w.write_header_to_file()
