@@ -9,11 +9,18 @@
  *    expert by expert (a counting sort, serial: T x k integers), and each
  *    pair's input row is copied into its expert's contiguous segment of g.
  * 3. Experts: for each expert with at least one row, gate and up over its
- *    segment, SwiGLU, down, each one kern_matmul over all of the segment's
- *    rows: the expert's bytes stream once per step however many rows chose
- *    it (what llama.cpp's MUL_MAT_ID does), and an expert no row chose is
- *    never read, so decode reads only the k selected experts. Every weight
- *    dtype and ISA of kern_matmul works, and each matmul uses the whole team.
+ *    segment, SwiGLU, down: the expert's bytes stream once per step however
+ *    many rows chose it (what llama.cpp's MUL_MAT_ID does), and an expert no
+ *    row chose is never read, so decode reads only the k selected experts.
+ *    Every weight dtype and ISA of kern_matmul works. Two schedules, the
+ *    same arithmetic per output: when some expert has more than
+ *    SMALL_ROWS rows (prefill), each matmul is one kern_matmul over the
+ *    segment with the whole team (its prepared activations and panels pay
+ *    off); otherwise (decode, small batches) every selected expert's work
+ *    goes into two regions, gate|up|SwiGLU by chunks of F_e rows, then down
+ *    by chunks of C rows, each item a one-thread kern_matmul on a row view
+ *    of the expert: 2 regions per layer instead of 3 per expert, so waking
+ *    the team does not cost more than the small matmuls themselves.
  * 4. Sum: out[t] = sum over ranks j of wts[t, j] x g[slot(t, j)], in rank
  *    order, so the result does not depend on how rows were grouped; plus
  *    sigmoid(h[t] . sh_router) x shared(h[t]) when there is a shared expert.
@@ -128,6 +135,66 @@ static void group_rows(moe_work *w, const kvlm_config *c, const float *h, int T)
     }
 }
 
+#define SMALL_ROWS 8
+#define CHUNK_F 64   /* gate/up rows per item of the small schedule */
+#define CHUNK_C 128  /* down rows per item */
+
+/* Rows r0 .. r1 - 1 of w, in place. */
+static kern_matrix row_view(const kern_matrix *w, int r0, int r1) {
+    kern_matrix v = *w;
+    v.data = (const char *)w->data + (size_t)r0 * dtype_row_bytes(w->dtype, w->cols, NULL);
+    v.rows = r1 - r0;
+    v.packed = NULL;
+    return v;
+}
+
+typedef struct small_job {
+    const kern_ops *ops;
+    moe_work *w;
+    const kvlm_config *c;
+    const model_moe *moe;
+    const int *active;  /* the experts with rows */
+    int f_chunks, c_chunks;
+} small_job;
+
+static void small_gate_up(void *ctx, int item, int worker) {
+    (void)worker;
+    const small_job *j = ctx;
+    const int C = j->c->n_embd, F = j->c->n_ff_expert, e = j->active[item / j->f_chunks];
+    const int f0 = (item % j->f_chunks) * CHUNK_F, f1 = f0 + CHUNK_F < F ? f0 + CHUNK_F : F;
+    const int s0 = j->w->start[e], n = j->w->start[e + 1] - s0;
+    kern_team solo = {.threads = 1};
+    const kern_matrix g = row_view(&j->moe->gate[e], f0, f1), u = row_view(&j->moe->up[e], f0, f1);
+    const float *x = j->w->g + (size_t)s0 * C;
+    float *ff = j->w->ff + (size_t)s0 * 2 * F, *act = j->w->act + (size_t)s0 * F;
+    kern_matmul(j->ops, &solo, x, n, &g, NULL, ff + f0, 2 * F);
+    kern_matmul(j->ops, &solo, x, n, &u, NULL, ff + F + f0, 2 * F);
+    for (int r = 0; r < n; r++)
+        j->ops->swiglu(ff + (size_t)r * 2 * F + f0, ff + (size_t)r * 2 * F + F + f0, act + (size_t)r * F + f0,
+                       (size_t)(f1 - f0));
+}
+
+/* Down rows c0 .. c1 into the expert's segment of g (its inputs were
+ * consumed by the gate|up region). */
+static void small_down(void *ctx, int item, int worker) {
+    (void)worker;
+    const small_job *j = ctx;
+    const int C = j->c->n_embd, F = j->c->n_ff_expert, e = j->active[item / j->c_chunks];
+    const int c0 = (item % j->c_chunks) * CHUNK_C, c1 = c0 + CHUNK_C < C ? c0 + CHUNK_C : C;
+    const int s0 = j->w->start[e], n = j->w->start[e + 1] - s0;
+    kern_team solo = {.threads = 1};
+    const kern_matrix d = row_view(&j->moe->down[e], c0, c1);
+    kern_matmul(j->ops, &solo, j->w->act + (size_t)s0 * F, n, &d, NULL, j->w->g + (size_t)s0 * C + c0, C);
+}
+
+/* The small schedule over the n_active experts listed in active. */
+static void run_small(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_config *c, const model_moe *moe,
+                      const int *active, int n_active) {
+    small_job j = {ops, w, c, moe, active, (c->n_ff_expert + CHUNK_F - 1) / CHUNK_F, (c->n_embd + CHUNK_C - 1) / CHUNK_C};
+    kern_team_run(team, n_active * j.f_chunks, small_gate_up, &j);
+    kern_team_run(team, n_active * j.c_chunks, small_down, &j);
+}
+
 /* SwiGLU over rows [0, n) of ff ([n, 2F], gate | up) into act ([n, F]). */
 static void swiglu_rows(const kern_ops *ops, const float *ff, float *act, int n, int F) {
     for (int r = 0; r < n; r++) ops->swiglu(ff + (size_t)r * 2 * F, ff + (size_t)r * 2 * F + F, act + (size_t)r * F, (size_t)F);
@@ -152,13 +219,22 @@ void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_confi
     else
         for (int t = 0; t < T; t++) route_row(&rj, t, 0);
     group_rows(w, c, h, T);
+    int n_active = 0, most = 0;
     for (int e = 0; e < E; e++) {
-        const int s0 = w->start[e], n = w->start[e + 1] - s0;
-        if (!n) continue;
-        float *g = w->g + (size_t)s0 * C;
-        swiglu_mlp(ops, team, &moe->gate[e], &moe->up[e], &moe->down[e], g, n, w->ff + (size_t)s0 * 2 * F,
-                   w->act + (size_t)s0 * F, g);
-        w->expert_runs++;
+        const int n = w->start[e + 1] - w->start[e];
+        if (n) w->fill[n_active++] = e; /* fill is free after grouping: the active experts */
+        if (n > most) most = n;
+    }
+    w->expert_runs += n_active;
+    if (most <= SMALL_ROWS) {
+        run_small(ops, team, w, c, moe, w->fill, n_active);
+    } else {
+        for (int i = 0; i < n_active; i++) {
+            const int e = w->fill[i], s0 = w->start[e], n = w->start[e + 1] - s0;
+            float *g = w->g + (size_t)s0 * C;
+            swiglu_mlp(ops, team, &moe->gate[e], &moe->up[e], &moe->down[e], g, n, w->ff + (size_t)s0 * 2 * F,
+                       w->act + (size_t)s0 * F, g);
+        }
     }
     w->routed += (long long)T * k;
     if (moe->sh_router) {
