@@ -433,12 +433,19 @@ static void test_cli_presets(void **state) {
     assert_int_equal(jint(l70, "params"), 68976648192ll);
     assert_int_equal(jint(l70, "weight_bytes"), 2 * 68976648192ll);
     assert_int_equal(jint(l70, "max_context"), 4096);
+    /* the mixture of experts: 30.5 B parameters, 3.35 B of them active per token */
+    json_t *moe = json_array_get(models, 6);
+    assert_int_equal(jint(moe, "params"), 30532122624ll);
+    assert_int_equal(jint(moe, "active_params"), 3353032704ll);
+    assert_true(json_is_null(json_object_get(l70, "active_params")) ||
+                jint(l70, "active_params") == 68976648192ll);
     json_decref(j);
 
     /* The human table: each row carries the article's strings in order. */
     char *out = NULL;
     assert_int_equal(th_run_kvlm(&out, "kv"), 0);
-    const char *labels[] = {"GPT-2 124M", "Llama 3.1 8B", "Mistral 7B", "Qwen2.5 7B", "Llama 2 70B", "Llama 2 7B"};
+    const char *labels[] = {"GPT-2 124M", "Llama 3.1 8B", "Mistral 7B", "Qwen2.5 7B", "Llama 2 70B", "Llama 2 7B",
+                            "Qwen3 30B-A3B"};
     for (size_t i = 0; i < N_CASES; i++) {
         char *row = strstr(out, labels[i]);
         if (!row) fail_msg("no row for %s:\n%s", labels[i], out);
