@@ -183,7 +183,7 @@ static void test_report_files(void **state) {
     expect_close(v[0], json_number_value(get(r, "machine.bandwidth_gbs")), 1, "bandwidth");
 
     /* KV: 2 x 2 layers x 4 heads x 16 dims = 256 numbers per token */
-    assert_int_equal(json_array_size(get(r, "kv_presets.models")), 7); /* the 6 of the article and Gemma 3 1B */
+    assert_int_equal(json_array_size(get(r, "kv_presets.models")), 8); /* the 6 of the article, Gemma 3 1B, Qwen3 30B-A3B */
     assert_int_equal(json_integer_value(get(r, "kv_model.models.0.bytes_per_token")), 512);
     /* the runs' KV cache: f16, the default of every command that loads a model */
     assert_string_equal(json_string_value(get(r, "kv_model_engine.kv_dtype")), "f16");

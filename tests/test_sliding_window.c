@@ -377,7 +377,7 @@ static void test_refusals(void **state) {
     assert_int_equal(th_write_file(path, g, n), 0);
     free(g);
     expect_refused(path, KVLM_ERR_UNSUPPORTED, "general.architecture 'gemma' is not supported",
-                   "(gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite)");
+                   "(gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe)");
     th_rmtree(dir);
     free(dir);
 }

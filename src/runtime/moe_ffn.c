@@ -120,18 +120,59 @@ static void route_row(void *ctx, int t, int worker) {
         for (int r = 0; r < k; r++) wt[r] = (float)(wt[r] / sum);
 }
 
-/* Counting sort of the (row, rank) pairs by expert; copies each pair's
- * input row into its expert's segment of g. */
-static void group_rows(moe_work *w, const kvlm_config *c, const float *h, int T) {
-    const int E = c->n_expert, k = c->n_expert_used, C = c->n_embd;
+/* Per-row work of a step: gathering a row's inputs into its experts'
+ * segments, or summing its experts' outputs (a region when T is large). */
+typedef struct row_job {
+    moe_work *w;
+    const kvlm_config *c;
+    const model_moe *moe;
+    const float *h;
+    float *out;
+} row_job;
+
+static void gather_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const row_job *j = ctx;
+    const int k = j->c->n_expert_used, C = j->c->n_embd;
+    for (int r = 0; r < k; r++)
+        memcpy(j->w->g + (size_t)j->w->slot[t * k + r] * C, j->h + (size_t)t * C, (size_t)C * sizeof(float));
+}
+
+/* Counting sort of the (row, rank) pairs by expert (serial: T x k
+ * integers), then each pair's input row copied into its expert's segment
+ * of g. */
+static void group_rows(kern_team *team, moe_work *w, const kvlm_config *c, const float *h, int T) {
+    const int E = c->n_expert, k = c->n_expert_used;
     memset(w->fill, 0, (size_t)E * sizeof(int));
     for (int i = 0; i < T * k; i++) w->fill[w->sel[i]]++;
     w->start[0] = 0;
     for (int e = 0; e < E; e++) w->start[e + 1] = w->start[e] + w->fill[e], w->fill[e] = 0;
-    for (int i = 0; i < T * k; i++) {
-        const int e = w->sel[i], s = w->start[e] + w->fill[e]++;
-        w->slot[i] = s;
-        memcpy(w->g + (size_t)s * C, h + (size_t)(i / k) * C, (size_t)C * sizeof(float));
+    for (int i = 0; i < T * k; i++) w->slot[i] = w->start[w->sel[i]] + w->fill[w->sel[i]]++;
+    row_job j = {w, c, NULL, h, NULL};
+    if (T >= 8) kern_team_run(team, T, gather_row, &j);
+    else
+        for (int t = 0; t < T; t++) gather_row(&j, t, 0);
+}
+
+/* out[t]: the weighted expert outputs in rank order, plus the gated
+ * shared expert's. */
+static void sum_row(void *ctx, int t, int worker) {
+    (void)worker;
+    const row_job *j = ctx;
+    const moe_work *w = j->w;
+    const int k = j->c->n_expert_used, C = j->c->n_embd;
+    float *o = j->out + (size_t)t * C;
+    const float *y0 = w->g + (size_t)w->slot[t * k] * C;
+    const float w0 = w->wts[t * k];
+    for (int i = 0; i < C; i++) o[i] = w0 * y0[i];
+    for (int r = 1; r < k; r++) {
+        const float *y = w->g + (size_t)w->slot[t * k + r] * C;
+        const float wr = w->wts[t * k + r];
+        for (int i = 0; i < C; i++) o[i] += wr * y[i];
+    }
+    if (j->moe->sh_router) {
+        const float *so = w->sh_out + (size_t)t * C;
+        for (int i = 0; i < C; i++) o[i] += so[i];
     }
 }
 
@@ -218,7 +259,7 @@ void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_confi
     if (T >= 8) kern_team_run(team, T, route_row, &rj);
     else
         for (int t = 0; t < T; t++) route_row(&rj, t, 0);
-    group_rows(w, c, h, T);
+    group_rows(team, w, c, h, T);
     int n_active = 0, most = 0;
     for (int e = 0; e < E; e++) {
         const int n = w->start[e + 1] - w->start[e];
@@ -248,19 +289,8 @@ void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_confi
             for (int i = 0; i < C; i++) so[i] *= gate;
         }
     }
-    for (int t = 0; t < T; t++) {
-        float *o = out + (size_t)t * C;
-        const float *y0 = w->g + (size_t)w->slot[t * k] * C;
-        const float w0 = w->wts[t * k];
-        for (int i = 0; i < C; i++) o[i] = w0 * y0[i];
-        for (int r = 1; r < k; r++) {
-            const float *y = w->g + (size_t)w->slot[t * k + r] * C;
-            const float wr = w->wts[t * k + r];
-            for (int i = 0; i < C; i++) o[i] += wr * y[i];
-        }
-        if (moe->sh_router) {
-            const float *so = w->sh_out + (size_t)t * C;
-            for (int i = 0; i < C; i++) o[i] += so[i];
-        }
-    }
+    row_job sj = {w, c, moe, h, out};
+    if (T >= 8) kern_team_run(team, T, sum_row, &sj);
+    else
+        for (int t = 0; t < T; t++) sum_row(&sj, t, 0);
 }
