@@ -180,8 +180,8 @@ typedef struct kvlm_model kvlm_model;
 
 typedef struct kvlm_config {
     char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
-                             "smollm3", "granite", and the mixtures of experts "qwen2_moe", "qwen3_moe",
-                             "mixtral" (GGUF: "qwen2moe", "qwen3moe", "llama") */
+                             "smollm3", "granite", and the mixtures of experts "qwen2moe", "qwen3moe",
+                             "mixtral" (a GGUF Mixtral is "llama" with experts) */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
