@@ -41,10 +41,10 @@ static const kvs_model presets[] = {
     {"qwen2.5-7b", "Qwen2.5 7B", "qwen2", 28, 28, 4, 128, 131072, 7615616512ull, 0, 0, 0},
     {"llama-2-70b", "Llama 2 70B", "llama", 80, 64, 8, 128, 4096, 68976648192ull, 0, 0, 0},
     {"llama-2-7b", "Llama 2 7B", "llama", 32, 32, 32, 128, 4096, 6738415616ull, 0, 0, 0},
-    /* five window layers (512) to one global: 22 and 4 of 26 */
-    {"gemma-3-1b", "Gemma 3 1B", "gemma3", 26, 4, 1, 256, 32768, 999885952ull, 512, 22, 0},
     /* 128 experts of 768, 8 per token: 48 x 120 x 3 x 2048 x 768 idle */
     {"qwen3-30b-a3b", "Qwen3 30B-A3B", "qwen3moe", 48, 32, 4, 128, 40960, 30532122624ull, 0, 0, 27179089920ull},
+    /* five window layers (512) to one global: 22 and 4 of 26 */
+    {"gemma-3-1b", "Gemma 3 1B", "gemma3", 26, 4, 1, 256, 32768, 999885952ull, 512, 22, 0},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
@@ -60,7 +60,7 @@ const kvs_model *kvs_preset_find(const char *name) {
 }
 
 const char *kvs_preset_names(void) {
-    return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b, gemma-3-1b, qwen3-30b-a3b";
+    return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b, qwen3-30b-a3b, gemma-3-1b";
 }
 
 void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path) {
