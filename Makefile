@@ -7,10 +7,29 @@
 # examples/ against it); `make abi-check` compares libkvlm.so's ABI with
 # the one recorded in abi/ for its soname; `make bench` runs the benchmarks; `make fixtures`
 # regenerates the reference fixtures with PyTorch (needs `scripts/setup.sh --dev`).
+# `make CROSS=aarch64` builds for aarch64 with aarch64-linux-gnu-gcc in
+# build-aarch64/ (`scripts/setup.sh --arm64` installs the cross toolchain,
+# QEMU and the arm64 libraries); `make test-aarch64` runs its tests under
+# QEMU user-mode emulation (docs/arm64.md).
 
 CC      ?= cc
 SANITIZE ?= 0
 OPT     ?= -O3
+
+# The target architecture: the host's, or aarch64 with CROSS=aarch64. It
+# decides which kernel files are built (x86-64: the AVX2 / AVX-512 ones;
+# aarch64: the NEON ones; anything else: the scalar reference only).
+CROSS   ?=
+ifeq ($(CROSS),aarch64)
+CC      := aarch64-linux-gnu-gcc
+ARCH    := aarch64
+else ifneq ($(CROSS),)
+$(error CROSS=$(CROSS): only CROSS=aarch64 is known)
+else
+ARCH    := $(patsubst arm64,aarch64,$(patsubst amd64,x86_64,$(shell uname -m)))
+endif
+# Programs run on the build machine while building (tools/embed_files).
+HOSTCC  ?= cc
 
 ifeq ($(SANITIZE),1)
 BUILD   := build-san
@@ -40,15 +59,34 @@ else
 BUILD   := build
 SANFLAGS :=
 endif
+ifneq ($(CROSS),)
+BUILD   := $(BUILD)-$(CROSS)
+endif
 
 OMPFLAGS ?= -fopenmp
-CFLAGS  := -std=c17 $(OPT) $(OMPFLAGS) -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc
+# gcc 12 for aarch64 stops with an internal compiler error when it
+# vectorises a reduction over double fmax at -O3 (stats.c, the tests);
+# fmax stays a call to libm there.
+ifeq ($(ARCH),aarch64)
+ARCH_CFLAGS := -fno-builtin-fmax
+endif
+CFLAGS  := -std=c17 $(OPT) $(OMPFLAGS) -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_CFLAGS) -Iinclude -Isrc
 LDFLAGS := $(filter-out -W%,$(OMPFLAGS)) $(SANFLAGS)
 LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
+# x86-64: *_avx2.c, *_avx512.c; aarch64: *_neon.c (Advanced SIMD, part of
+# every aarch64 CPU: no flag) and *_dotprod.c (Armv8.2 SDOT/UDOT). Each
+# architecture's files, and the x86 ones that only dispatch to x86 kernels
+# (X86_ONLY), are left out of the other's build.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+DOTPROD_FLAGS := -march=armv8.2-a+dotprod
+X86_ONLY     := %_avx2.c %_avx512.c src/kernels/quant_int8_prep.c
+ARM_ONLY     := %_neon.c %_dotprod.c
+# Tests of one architecture's kernels (their sources name them directly).
+X86_ONLY_TESTS := tests/test_bf16_dot.c tests/test_quant_int8_decode.c tests/test_quant_int8.c
+ARM_ONLY_TESTS := tests/test_quant_int8_dotprod.c
 
 # Three floors: the library (libkvlm, everything below src/app), the code
 # the programs share on top of it (libkvlm_app.a: chat templates, the OpenAI
@@ -59,6 +97,16 @@ LIB_SRC  := $(wildcard src/*.c src/formats/*.c src/kernels/*.c src/tokenizer/*.c
 APP_SRC  := $(wildcard src/app/*.c src/app/template/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c src/server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
+ifeq ($(ARCH),x86_64)
+LIB_SRC  := $(filter-out $(ARM_ONLY),$(LIB_SRC))
+TEST_SRC := $(filter-out $(ARM_ONLY_TESTS),$(TEST_SRC))
+else ifeq ($(ARCH),aarch64)
+LIB_SRC  := $(filter-out $(X86_ONLY),$(LIB_SRC))
+TEST_SRC := $(filter-out $(X86_ONLY_TESTS),$(TEST_SRC))
+else
+LIB_SRC  := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(LIB_SRC))
+TEST_SRC := $(filter-out $(X86_ONLY_TESTS) $(ARM_ONLY_TESTS),$(TEST_SRC))
+endif
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
@@ -113,6 +161,10 @@ $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/%_dotprod.o: %_dotprod.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DOTPROD_FLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -148,7 +200,7 @@ check-boundary: $(BUILD)/kvlm-shared
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg web/*.png))
 $(BUILD)/tools/embed_files: tools/embed_files.c | setup
 	@mkdir -p $(dir $@)
-	$(CC) -std=c17 -O2 -Wall -Wextra -Werror -o $@ $<
+	$(HOSTCC) -std=c17 -O2 -Wall -Wextra -Werror -o $@ $<
 $(BUILD)/web_files.list: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(WEB_FILES)' | cmp -s - $@ || echo '$(WEB_FILES)' > $@
@@ -245,7 +297,7 @@ fixtures:
 	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz build-abi
+	rm -rf build build-san build-tsan build-fuzz build-abi build-aarch64 build-san-aarch64
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
@@ -568,3 +620,26 @@ setup-cluster:
 test-cluster: $(BUILD)/kvlm setup-cluster
 	haproxy -c -q -f deploy/haproxy.cfg
 	/usr/bin/python3 tests/cluster/cluster_test.py --kvlm $(BUILD)/kvlm
+
+# ---------------------------------------------------------------------------
+# aarch64 under emulation (docs/arm64.md): `make test-aarch64` installs the
+# cross toolchain, QEMU and the arm64 libraries (scripts/setup.sh --arm64),
+# builds kvlm and AARCH64_TESTS for aarch64 in build-aarch64/ and the native
+# kvlm, then runs tests/run_aarch64.sh: AARCH64_TESTS under qemu -cpu max
+# (every ARM level), AARCH64_FALLBACK_TESTS under -cpu cortex-a53 (no dot
+# product), and the ROMEO: text at every ARM level against the native
+# build's. The kernels, the float and quantised parity (Hugging Face and
+# GGUF fixtures; the llama.cpp files' logits and perplexity, neon-dotprod
+# included), the CLI and the server; about 6 minutes on two busy cores.
+AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotprod test_vec_softmax \
+                 test_attention_tile test_kv_q8 test_read_sum test_public_api test_gpt2_parity \
+                 test_llama_parity test_llamacpp_files test_sampler test_server test_run_server
+AARCH64_FALLBACK_TESTS := test_kernels test_quant_int8_dotprod test_vec_softmax test_attention_tile \
+                          test_public_api test_gpt2_parity
+.PHONY: test-aarch64 setup-arm64
+setup-arm64:
+	./scripts/setup.sh --arm64
+test-aarch64: setup-arm64
+	$(MAKE) --no-print-directory CROSS=aarch64 build-aarch64/kvlm $(AARCH64_TESTS:%=build-aarch64/tests/%)
+	$(MAKE) --no-print-directory CROSS= build/kvlm
+	./tests/run_aarch64.sh build-aarch64 build/kvlm "$(AARCH64_TESTS)" "$(AARCH64_FALLBACK_TESTS)"

@@ -16,6 +16,12 @@
 #                             (docs/deploy.md)
 #   scripts/setup.sh --wait-lock  only wait for the package manager's locks,
 #                             as an install would, and exit (tests)
+#   scripts/setup.sh --arm64  on x86-64: also the aarch64 cross compiler,
+#                             QEMU user-mode emulation and the arm64 builds
+#                             of the libraries kvlm links (dpkg's arm64
+#                             architecture is added first), for
+#                             `make CROSS=aarch64` and `make test-aarch64`
+#                             (docs/arm64.md)
 # Runs apt-get directly as root, through sudo otherwise.
 #
 # Another apt-get or dpkg (often unattended upgrades on a machine that has
@@ -95,6 +101,15 @@ fi
 if [ "${1:-}" = "--sdk" ]; then
     command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
     command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
+if [ "${1:-}" = "--arm64" ]; then
+    # The -dev packages of the arm64 architecture (multiarch) install beside
+    # the native ones; the cross compiler searches their directories.
+    pkgs="$pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
+    pkgs="$pkgs libgomp1:arm64 libjansson-dev:arm64 libpcre2-dev:arm64 libcmocka-dev:arm64 libxxhash-dev:arm64 libmicrohttpd-dev:arm64"
+    if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        if [ "$(id -u)" -eq 0 ]; then dpkg --add-architecture arm64; else sudo dpkg --add-architecture arm64; fi
+    fi
 fi
 if [ "${1:-}" = "--browser" ]; then
     pkgs="$pkgs chromium"
