@@ -156,7 +156,7 @@ size_t kvlm_dtype_block(kvlm_dtype t, int *values);
 /* ------------------------------------------------------------------- ISA */
 
 typedef enum kvlm_isa {
-    KVLM_ISA_AUTO = 0,   /* best the CPU supports (cpuid) */
+    KVLM_ISA_AUTO = 0,   /* best the CPU supports (cpuid / hwcaps) */
     KVLM_ISA_SCALAR,     /* plain C, the reference path */
     KVLM_ISA_AVX2,
     KVLM_ISA_AVX512,
@@ -166,6 +166,11 @@ typedef enum kvlm_isa {
                              weights (AVX-VNNI dot products) */
     KVLM_ISA_AVX512_BF16, /* avx512-vnni, with bf16 activations for bf16 weights
                              (AVX512-BF16 dot products) */
+    /* aarch64 (getauxval on Linux; the x86 values are unsupported there,
+       these on x86-64): */
+    KVLM_ISA_NEON,         /* Advanced SIMD (every aarch64 CPU): f32 activations */
+    KVLM_ISA_NEON_DOTPROD, /* neon, with int8 activations for Q8_0, Q4_0, Q4_K,
+                              Q5_K, Q6_K weights (SDOT, Armv8.2 dotprod) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

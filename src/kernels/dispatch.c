@@ -1,5 +1,6 @@
 /*
- * Run-time choice of kernel set from cpuid, and the threaded matmul driver
+ * Run-time choice of kernel set (what the CPU has: cpu_features.c), and
+ * the threaded matmul driver
  * that splits output features into items for the caller's team (its own
  * pool, kernels/team.h; the process-wide OpenMP default is never used).
  */
@@ -16,60 +17,20 @@
 #include "kernels/team.h"
 #include "kernels/vec_softmax.h"
 
-int kern_cpu_supports(kvlm_isa isa) {
-    __builtin_cpu_init();
-    switch (isa) {
-    case KVLM_ISA_SCALAR: return 1;
-    case KVLM_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case KVLM_ISA_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    case KVLM_ISA_AVX512_VNNI:
-        return kern_cpu_supports(KVLM_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
-    case KVLM_ISA_AVX2_VNNI:
-        return kern_cpu_supports(KVLM_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
-    case KVLM_ISA_AVX512_BF16:
-        return kern_cpu_supports(KVLM_ISA_AVX512_VNNI) && __builtin_cpu_supports("avx512bf16");
-    default: return 0;
-    }
-}
-
-/* Int8 activations (the -vnni levels) and bf16 ones where the CPU has the
- * dot products. */
-kvlm_isa kvlm_isa_best(void) {
-    if (kern_cpu_supports(KVLM_ISA_AVX512_BF16)) return KVLM_ISA_AVX512_BF16;
-    if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) return KVLM_ISA_AVX512_VNNI;
-    if (kern_cpu_supports(KVLM_ISA_AVX512)) return KVLM_ISA_AVX512;
-    if (kern_cpu_supports(KVLM_ISA_AVX2_VNNI)) return KVLM_ISA_AVX2_VNNI;
-    if (kern_cpu_supports(KVLM_ISA_AVX2)) return KVLM_ISA_AVX2;
-    return KVLM_ISA_SCALAR;
-}
-
-const char *kvlm_isa_name(kvlm_isa isa) {
-    switch (isa) {
-    case KVLM_ISA_AUTO: return "auto";
-    case KVLM_ISA_SCALAR: return "scalar";
-    case KVLM_ISA_AVX2: return "avx2";
-    case KVLM_ISA_AVX512: return "avx512";
-    case KVLM_ISA_AVX512_VNNI: return "avx512-vnni";
-    case KVLM_ISA_AVX2_VNNI: return "avx2-vnni";
-    case KVLM_ISA_AVX512_BF16: return "avx512-bf16";
-    }
-    return "?";
-}
-
 const kern_ops *kern_select(kvlm_isa isa) {
     if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
     if (!kern_cpu_supports(isa)) return NULL;
     switch (isa) {
     case KVLM_ISA_SCALAR: return &kern_ops_scalar;
+#if defined(__x86_64__)
     case KVLM_ISA_AVX2: return &kern_ops_avx2;
     case KVLM_ISA_AVX512: return &kern_ops_avx512;
     case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX2_VNNI: return quant_int8_ops(isa);
     case KVLM_ISA_AVX512_BF16: return bf16_dot_ops();
+#elif defined(__aarch64__)
+    case KVLM_ISA_NEON: return &kern_ops_neon;
+    case KVLM_ISA_NEON_DOTPROD: return dotprod_ops();
+#endif
     default: return NULL;
     }
 }
