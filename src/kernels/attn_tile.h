@@ -51,6 +51,7 @@ typedef struct attn_tile_ops {
 extern const attn_tile_ops attn_tile_scalar;
 extern const attn_tile_ops attn_tile_avx2;
 extern const attn_tile_ops attn_tile_avx512;
+extern const attn_tile_ops attn_tile_neon;
 
 /* The set for isa (the VNNI sets map to their base ISA; AUTO: the best the
  * CPU has); NULL if the CPU lacks it. */

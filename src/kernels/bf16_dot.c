@@ -1,8 +1,9 @@
 /*
  * The avx512-bf16 kernel set (the avx512-vnni set with bf16-weight
  * matmuls sent to bf16_dot_avx512.c, through a prepared form of bf16
- * activations) and the plain C reference of its math (bf16_dot.h).
- * Compiled without ISA flags: nothing here runs a vector instruction.
+ * activations) and the plain C reference of its math (bf16_dot.h). The
+ * kernel set exists on x86-64 only; the reference everywhere. Compiled
+ * without ISA flags: nothing here runs a vector instruction.
  */
 #include <math.h>
 #include <pthread.h>
@@ -33,6 +34,7 @@ void bf16_dot_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, in
         }
 }
 
+#if defined(__x86_64__)
 /* The prepared form: a 64-byte head holding M, then M rows of
  * bf16_dot_stride(K) bf16. */
 enum { HEAD = 64 };
@@ -117,3 +119,4 @@ const kern_ops *bf16_dot_ops(void) {
     pthread_once(&ops_once, build_ops);
     return &ops_bf16;
 }
+#endif

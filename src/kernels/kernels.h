@@ -3,9 +3,10 @@
  * dtype, attention over a block table, LayerNorm, GELU, softmax.
  *
  * Every kernel has a plain C version (the reference the tests compare
- * against) and SIMD versions (AVX2, AVX-512) compiled in their own files with
- * their own target flags; kern_select() picks one set at run time from
- * cpuid. The kernels know nothing about models or requests: weights arrive as
+ * against) and SIMD versions (AVX2, AVX-512 on x86-64; NEON and the
+ * dot-product extension on aarch64) compiled in their own files with their
+ * own target flags; kern_select() picks one set at run time from what the
+ * CPU reports (cpu_features.c). The kernels know nothing about models or requests: weights arrive as
  * a kern_matrix, KV as per-block pointers.
  *
  * Weight layout is always [rows = out features][cols = in features], row
@@ -103,9 +104,20 @@ void quant_wide_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, in
 void quant_wide_matmul_rows_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                    const float *bias, float *y, int ldy);
 
+/* aarch64: Q8_0 / Q4_0 (quant_simd.h) and the other block types
+ * (quant_neon.c) against f32 activations, with NEON. */
+void quant_matmul_rows_neon(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                            const float *bias, float *y, int ldy);
+void quant_wide_matmul_rows_neon(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                 const float *bias, float *y, int ldy);
+
 extern const kern_ops kern_ops_scalar;
 extern const kern_ops kern_ops_avx2;
 extern const kern_ops kern_ops_avx512;
+extern const kern_ops kern_ops_neon;
+/* The neon-dotprod set (dotprod_set_neon.c): kern_ops_neon with int8
+ * activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights. */
+const kern_ops *dotprod_ops(void);
 
 /* The ops for isa (AUTO resolves with cpuid); NULL if the CPU lacks it. */
 const kern_ops *kern_select(kvlm_isa isa);

@@ -1,6 +1,7 @@
 /*
  * SIMD matmul against block-quantised weights (Q8_0, Q4_0), written once
- * and instantiated by quant_avx2.c (8 lanes) and quant_avx512.c (16 lanes).
+ * and instantiated by quant_avx2.c (8 lanes), quant_avx512.c (16 lanes)
+ * and quant_neon.c (4 lanes; it also defines Q_F16(h), one f16 as f32).
  * Include only from those files, after defining:
  *
  *   VW, vf, V_ZERO(), V_SET1(s), V_LOADU(p), V_ADD(a, b), V_MUL(a, b),
@@ -41,10 +42,15 @@ AI void prefetch_range(const unsigned char *base, size_t from, size_t to) {
     for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, 3);
 }
 
+/* One f16 as f32: F16C's instruction unless the includer names its own. */
+#ifndef Q_F16
+#define Q_F16(h) _cvtsh_ss(h)
+#endif
+
 AI float q_scale(const void *blk) {
     uint16_t h;
     memcpy(&h, blk, 2);
-    return _cvtsh_ss(h);
+    return Q_F16(h);
 }
 
 /* One mr x nr tile of y over all K; t is a compile-time constant once

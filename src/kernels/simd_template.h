@@ -1,7 +1,8 @@
 /*
  * SIMD kernel bodies written once against a small vector vocabulary (V_*)
- * and instantiated twice: by avx2.c with 8-lane ymm vectors and by avx512.c
- * with 16-lane zmm vectors. Include only from those files, after defining:
+ * and instantiated three times: by avx2.c with 8-lane ymm vectors, by
+ * avx512.c with 16-lane zmm vectors and by kernels_neon.c with 4-lane NEON
+ * vectors. Include only from those files, after defining:
  *
  *   VW             lanes per vector
  *   vf             vector of VW floats
@@ -37,6 +38,12 @@
 #include "tensor.h"
 
 #define AI static inline __attribute__((always_inline))
+
+/* An empty asm that keeps v in a vector register ("v": the x86 files; the
+ * NEON vocabulary defines its own with aarch64's "w"). */
+#ifndef V_PIN
+#define V_PIN(v) __asm__("" : "+v"(v))
+#endif
 
 AI vf load_w(const void *w, kvlm_dtype t, size_t off) {
     if (t == KVLM_F16) return V_LOAD_F16((const uint16_t *)w + off);
@@ -200,7 +207,7 @@ AI void pk_tile(const float *x, int K, const void *w, kvlm_dtype t, int mr, int 
 #pragma GCC unroll 8
         for (int j = 0; j < PK_NR; j++) {
             vf wv = V_LOADU(ps + (size_t)j * VW);
-            __asm__("" : "+v"(wv)); /* one load per vector, not one per FMA */
+            V_PIN(wv); /* one load per vector, not one per FMA */
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++) acc[i][j] = V_FMA(xv[i], wv, acc[i][j]);
         }

@@ -1,7 +1,7 @@
 /*
  * The sampler's vector kernels in plain C: the reference every ISA variant
  * reproduces bit for bit (vec_softmax.h states the exponential and the
- * summation order), and the choice of variant by cpuid. Built with
+ * summation order), and the choice of variant by ISA. Built with
  * -ffp-contract=off, so no multiply-add is fused behind our back.
  */
 #include "kernels/vec_softmax.h"
@@ -74,10 +74,14 @@ const vec_softmax_ops vec_softmax_scalar = {KVLM_ISA_SCALAR, max_scalar, div_sca
 const vec_softmax_ops *vec_softmax_of(kvlm_isa isa) {
     switch (isa) {
     case KVLM_ISA_SCALAR: return &vec_softmax_scalar;
+#if defined(__x86_64__)
     case KVLM_ISA_AVX2:
     case KVLM_ISA_AVX2_VNNI: return &vec_softmax_avx2; /* -vnni sets differ in matmul only */
     case KVLM_ISA_AVX512:
     case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX512_BF16: return &vec_softmax_avx512;
+#elif defined(__aarch64__)
+    case KVLM_ISA_NEON: case KVLM_ISA_NEON_DOTPROD: return &vec_softmax_neon;
+#endif
     default: return NULL;
     }
 }

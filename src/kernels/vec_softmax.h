@@ -53,6 +53,7 @@ typedef struct vec_softmax_ops {
 extern const vec_softmax_ops vec_softmax_scalar;
 extern const vec_softmax_ops vec_softmax_avx2;
 extern const vec_softmax_ops vec_softmax_avx512;
+extern const vec_softmax_ops vec_softmax_neon;
 
 /* The ops for isa (AUTO: the best the CPU has); NULL if the CPU lacks it. */
 const vec_softmax_ops *vec_softmax_select(kvlm_isa isa);

@@ -36,7 +36,9 @@ static uint64_t scalar_tiled(const uint64_t *p, size_t words) {
 const read_sum_ops read_sum_scalar = {scalar_sequential, scalar_tiled};
 
 const read_sum_ops *read_sum_best(void) {
+#if defined(__x86_64__)
     if (kern_cpu_supports(KVLM_ISA_AVX512)) return &read_sum_avx512;
     if (kern_cpu_supports(KVLM_ISA_AVX2)) return &read_sum_avx2;
+#endif
     return &read_sum_scalar;
 }
