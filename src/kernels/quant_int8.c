@@ -2,8 +2,9 @@
  * The avx512-vnni and avx2-vnni kernel sets (built once from the avx512 /
  * avx2 sets, matmul_rows and its prepared form replaced by
  * quant_int8_prep.c's) and the plain C reference of the int8 activation
- * matmul (quant_int8.h). Compiled without ISA flags: nothing
- * here runs a vector instruction of those sets itself.
+ * matmul (quant_int8.h). The kern_ops exist on x86-64 only (the
+ * neon-dotprod set is dotprod_set_neon.c's). Compiled without ISA flags:
+ * nothing here runs a vector instruction of those sets itself.
  */
 #include <math.h>
 #include <pthread.h>
@@ -36,16 +37,14 @@ int quant_int8_supports(kvlm_dtype t) {
     return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q6_K;
 }
 
-/* One weight row in the reference's terms: value i = a[i / 16] * w[i] -
- * b[i / 16] with integer codes w (any constant offset already applied). */
-static void row_codes(kvlm_dtype t, const unsigned char *row, int K, int32_t *w, float *a, float *b) {
+void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b) {
     if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
         const size_t bb = dtype_block_bytes(t);
         for (int kb = 0; kb < K / QK; kb++) {
             const unsigned char *blk = row + (size_t)kb * bb, *q = blk + 2;
             for (int j = 0; j < QK / 2; j++) {
                 if (t == KVLM_Q8_0) w[kb * QK + j] = (int8_t)q[j], w[kb * QK + j + 16] = (int8_t)q[j + 16];
-                else w[kb * QK + j] = (q[j] & 15) - 8, w[kb * QK + j + 16] = (q[j] >> 4) - 8;
+                else w[kb * QK + j] = (int8_t)((q[j] & 15) - 8), w[kb * QK + j + 16] = (int8_t)((q[j] >> 4) - 8);
             }
             a[2 * kb] = a[2 * kb + 1] = qb_f16(blk);
             b[2 * kb] = b[2 * kb + 1] = 0.0f;
@@ -55,7 +54,7 @@ static void row_codes(kvlm_dtype t, const unsigned char *row, int K, int32_t *w,
     const size_t bb = dtype_block_bytes(t);
     for (int kb = 0; kb < K / QK_K; kb++) {
         const unsigned char *blk = row + (size_t)kb * bb;
-        int32_t *wc = w + kb * QK_K;
+        int8_t *wc = w + kb * QK_K;
         float *ab = a + kb * 16, *bbv = b + kb * 16;
         if (t == KVLM_Q6_K) {
             const blk_q6_k *k = (const blk_q6_k *)blk;
@@ -65,7 +64,7 @@ static void row_codes(kvlm_dtype t, const unsigned char *row, int K, int32_t *w,
                     for (int l = 0; l < 32; l++) {
                         const int lo = (k->ql[64 * h + 32 * (c & 1) + l] >> (c < 2 ? 0 : 4)) & 15;
                         const int hi = (k->qh[32 * h + l] >> (2 * c)) & 3;
-                        wc[128 * h + 32 * c + l] = (lo | hi << 4) - 32;
+                        wc[128 * h + 32 * c + l] = (int8_t)((lo | hi << 4) - 32);
                     }
             for (int s = 0; s < 16; s++) ab[s] = d * (float)k->scales[s], bbv[s] = 0.0f;
             continue;
@@ -83,7 +82,7 @@ static void row_codes(kvlm_dtype t, const unsigned char *row, int K, int32_t *w,
                 const unsigned char q = qs[32 * (s / 2) + l];
                 int c = s & 1 ? q >> 4 : q & 15;
                 if (t == KVLM_Q5_K) c |= ((k5->qh[l] >> s) & 1) << 4;
-                wc[32 * s + l] = c;
+                wc[32 * s + l] = (int8_t)c;
             }
         }
     }
@@ -96,7 +95,7 @@ void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, 
     int8_t *q = malloc((size_t)K + 1);
     float *d = malloc(sizeof(float) * ((size_t)nb + 1)), *a = malloc(sizeof(float) * ((size_t)K / 16 + 1));
     float *b = malloc(sizeof(float) * ((size_t)K / 16 + 1));
-    int32_t *c = malloc(sizeof(int32_t) * ((size_t)K + 1));
+    int8_t *c = malloc((size_t)K + 1);
     if (!q || !d || !a || !b || !c) {
         free(q), free(d), free(a), free(b), free(c);
         return;
@@ -104,7 +103,7 @@ void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, 
     for (int m = 0; m < M; m++) {
         quant_int8_quantize_row(x + (size_t)m * K, K, q, d);
         for (int n = n0; n < n1; n++) {
-            row_codes(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, c, a, b);
+            quant_int8_row_codes(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, c, a, b);
             double acc = 0;
             for (int g = 0; g < K / 16; g++) {
                 int32_t swq = 0, sq = 0;
@@ -117,6 +116,7 @@ void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, 
     free(q), free(d), free(a), free(b), free(c);
 }
 
+#if defined(__x86_64__)
 static kern_ops ops_avx512_vnni, ops_avx2_vnni;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
@@ -141,3 +141,4 @@ const kern_ops *quant_int8_ops(kvlm_isa isa) {
     if (isa == KVLM_ISA_AVX2_VNNI) return &ops_avx2_vnni;
     return NULL;
 }
+#endif

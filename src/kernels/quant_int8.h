@@ -38,6 +38,12 @@ void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d);
  * Q6_K). */
 int quant_int8_supports(kvlm_dtype t);
 
+/* One weight row of a dtype with quant_int8_supports in the reference's
+ * terms: value i = a[i / 16] * w[i] - b[i / 16], integer codes w in
+ * [-128, 127] (any constant offset applied: Q4_0 - 8, Q6_K - 32), a and b
+ * per 16 values (K / 16 of each). */
+void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b);
+
 /* The reference: matmul_rows' contract (kernels.h) for a dtype with
  * quant_int8_supports, computed from quant_int8_quantize_row's codes with
  * exact integer block sums, accumulated in double, rounded once to float. */
@@ -159,5 +165,17 @@ void quant_int8_vnni_rows_prep_avx2(const void *buf, void *panel, const kern_mat
 /* The kern_ops of KVLM_ISA_AVX512_VNNI or KVLM_ISA_AVX2_VNNI (NULL for
  * other values); the caller checks kern_cpu_supports first. */
 const kern_ops *quant_int8_ops(kvlm_isa isa);
+
+/* The neon-dotprod level (aarch64, quant_int8_dotprod.c): the dtypes of
+ * quant_int8_supports with int8 activations; matmul_rows' contract and
+ * the prepared form's (kernels.h; K-quants need a panel per concurrent
+ * call). prep_bytes is 0 for every other dtype, whose calls matmul_rows
+ * sends to kern_ops_neon. */
+size_t quant_int8_dotprod_prep_bytes(int M, const kern_matrix *w, size_t *panel);
+void quant_int8_dotprod_prep(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_dotprod_rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
+                                  const float *bias, float *y, int ldy);
+void quant_int8_dotprod_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1,
+                                    const float *bias, float *y, int ldy);
 
 #endif
