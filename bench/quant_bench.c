@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
     const kvlm_dtype dts[] = {KVLM_F32,  KVLM_F16,  KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0,   KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1,
                               KVLM_IQ4_NL, KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
     const kvlm_isa isas[] = {KVLM_ISA_SCALAR,      KVLM_ISA_AVX2,        KVLM_ISA_AVX512,
-                             KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512_BF16};
+                             KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512_BF16,
+                             KVLM_ISA_NEON,        KVLM_ISA_NEON_DOTPROD};
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)N * 4);
     if (!x || !y) return 1;
     for (int k = 0; k < K; k++) x[k] = wval(0, k);

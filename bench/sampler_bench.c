@@ -93,12 +93,12 @@ int main(int argc, char **argv) {
     }
 #ifndef SAMPLER_BENCH_PUBLIC_ONLY
     printf("\n%-24s %8s %12s\n", "exp+sum kernel", "vocab", "us/row");
-    const kvlm_isa isas[3] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    const kvlm_isa isas[4] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
     for (int v = 0; v < 2; v++) {
         const int V = vocabs[v];
         float *x = malloc((size_t)V * sizeof(float)), *y = malloc((size_t)V * sizeof(float));
         gaussian(x, V, 1.0f, 1);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             const vec_softmax_ops *ops = vec_softmax_select(isas[k]);
             if (!ops) continue;
             for (int i = 0; i < calls; i++) {

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "kernels/kernels.h"
 #include "kvlm.h"
 
 #include <stdio.h>
@@ -164,4 +165,11 @@ double th_chi2_critical(int dof) {
     const double z = 3.0902, a = 2.0 / (9.0 * dof);
     const double t = 1 - a + z * sqrt(a);
     return dof * t * t * t;
+}
+
+kvlm_isa th_best_f32_isa(void) {
+    const kvlm_isa order[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2, KVLM_ISA_NEON};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        if (kern_cpu_supports(order[i])) return order[i];
+    return KVLM_ISA_SCALAR;
 }

@@ -68,4 +68,8 @@ double th_parity_run(struct kvlm_model *m, const th_expected *ex, int isa, int k
 int th_recompute_step(kvlm_engine *e, kvlm_kv *kv, int seq, const int32_t *context, int n, float *logits,
                       kvlm_error *err);
 
+/* The best kernel set with f32 activations this CPU has (auto may pick an
+ * int8 level): avx512, avx2, neon or scalar. */
+kvlm_isa th_best_f32_isa(void);
+
 #endif

@@ -47,7 +47,7 @@ static float frand(float lo, float hi) {
     return lo + (hi - lo) * (float)((rng_state >> 40) / 16777216.0);
 }
 
-static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
 
 typedef struct tcase {
     int d, n_kv, group, bs;
@@ -276,8 +276,13 @@ static void test_widen_exact(void **state) {
 /* The VNNI sets use the tiles of their base ISA. */
 static void test_select(void **state) {
     (void)state;
+#if defined(__x86_64__)
     if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) assert_ptr_equal(attn_tile_select(KVLM_ISA_AVX512_VNNI), &attn_tile_avx512);
     if (kern_cpu_supports(KVLM_ISA_AVX2_VNNI)) assert_ptr_equal(attn_tile_select(KVLM_ISA_AVX2_VNNI), &attn_tile_avx2);
+#elif defined(__aarch64__)
+    if (kern_cpu_supports(KVLM_ISA_NEON)) assert_ptr_equal(attn_tile_select(KVLM_ISA_NEON), &attn_tile_neon);
+    if (kern_cpu_supports(KVLM_ISA_NEON_DOTPROD)) assert_ptr_equal(attn_tile_select(KVLM_ISA_NEON_DOTPROD), &attn_tile_neon);
+#endif
     assert_ptr_equal(attn_tile_select(KVLM_ISA_SCALAR), &attn_tile_scalar);
 }
 

@@ -115,14 +115,14 @@ static const char *variants[][2] = {
 
 static void test_all_variants_all_isas(void **state) {
     (void)state;
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         kvlm_error err;
         kvlm_model *m = kvlm_model_load(variants[v][1], NULL, &err);
         if (!m) fail_msg("%s: %s", variants[v][1], err.msg);
         expected ex = load_expected(variants[v][0]);
         assert_int_equal(kvlm_model_config(m)->vocab_size, ex.vocab);
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
             if (!kern_cpu_supports(isas[i])) continue;
             double d32 = run_variant(m, &ex, isas[i], KVLM_F32, 0);
             double d16 = run_variant(m, &ex, isas[i], KVLM_F16, 0);

@@ -32,7 +32,9 @@ static void *make_weights(kvlm_dtype t, int n, int k, unsigned *seed) {
     return w;
 }
 
-static const kvlm_isa simd[] = {KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+/* Every architecture's float SIMD levels; the CPU runs those of its own. */
+static const kvlm_isa simd[] = {KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
+#define N_SIMD (sizeof simd / sizeof *simd)
 
 static void test_matmul(void **state) {
     (void)state;
@@ -52,7 +54,7 @@ static void test_matmul(void **state) {
                     for (int i = 0; i < N; i++) bias[i] = frand(&seed);
                     kern_matrix km = {dts[d], w, N, K, NULL};
                     kern_matmul(kern_select(KVLM_ISA_SCALAR), &(kern_team){.threads = 2}, x, M, &km, bias, ref, N);
-                    for (size_t s = 0; s < 2; s++) {
+                    for (size_t s = 0; s < N_SIMD; s++) {
                         const kern_ops *ops = kern_select(simd[s]);
                         if (!ops) continue;
                         kern_matmul(ops, &(kern_team){.threads = 2}, x, M, &km, bias, got, N);
@@ -85,7 +87,7 @@ static void test_matmul_row1_equals_batch(void **state) {
               Ms[] = {3, 8, 13, 14, 125, 450};
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     unsigned seed = 3;
-    for (size_t s = 0; s < 2; s++) {
+    for (size_t s = 0; s < N_SIMD; s++) {
         const kern_ops *ops = kern_select(simd[s]);
         if (!ops) continue;
         for (size_t d = 0; d < 3; d++)
@@ -123,7 +125,7 @@ static void test_float_batch_choice(void **state) {
     (void)state;
     const kvlm_dtype dts[] = {KVLM_F32, KVLM_F16, KVLM_BF16};
     assert_int_equal(kern_float_batch_get(kern_select(KVLM_ISA_SCALAR), KVLM_F32, 64, NULL), -1);
-    for (size_t s = 0; s < 2; s++) {
+    for (size_t s = 0; s < N_SIMD; s++) {
         const kern_ops *ops = kern_select(simd[s]);
         if (!ops) continue;
         assert_int_equal(kern_float_batch_get(ops, KVLM_Q8_0, 64, NULL), -1);
@@ -169,9 +171,9 @@ static void test_attention_heads(void **state) {
     (void)state;
     unsigned seed = 11;
     const int ds[] = {64, 128, 24, 7}, ns[] = {1, 5, 16}, hs[] = {1, 2, 3, 4, 7};
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
     enum { HMAX = 7, DMAX = 128, NMAX = 16, LDS = NMAX + 3 };
-    for (size_t s = 0; s < 3; s++) {
+    for (size_t s = 0; s < 4; s++) {
         const kern_ops *ops = kern_select(isas[s]);
         if (!ops) continue;
         for (size_t a = 0; a < 4; a++)
@@ -205,7 +207,7 @@ static void test_attention_heads(void **state) {
 static void test_softmax(void **state) {
     (void)state;
     unsigned seed = 5;
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
     const int ns[] = {1, 7, 16, 33, 100, 4096};
     for (size_t a = 0; a < 6; a++) {
         const int n = ns[a];
@@ -215,7 +217,7 @@ static void test_softmax(void **state) {
         double mx = x[0], sum = 0;
         for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
         for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
-        for (size_t s = 0; s < 3; s++) {
+        for (size_t s = 0; s < 4; s++) {
             const kern_ops *ops = kern_select(isas[s]);
             if (!ops) continue;
             memcpy(got, x, (size_t)n * sizeof(float));
@@ -235,7 +237,7 @@ static void test_attention_and_norms(void **state) {
     (void)state;
     unsigned seed = 3;
     const int ds[] = {16, 64, 24, 7}, ns[] = {1, 5, 16};
-    for (size_t s = 0; s < 2; s++) {
+    for (size_t s = 0; s < N_SIMD; s++) {
         const kern_ops *ops = kern_select(simd[s]), *sc = kern_select(KVLM_ISA_SCALAR);
         if (!ops) continue;
         for (size_t a = 0; a < 4; a++)

@@ -50,7 +50,7 @@
 #define GREEDY_N 48
 #define GREEDY_SAME 16
 
-static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(float lo, float hi) {

@@ -32,8 +32,8 @@ static void check_model(const char *path, const char *expected_path, const char 
     kvlm_error err;
     kvlm_model *m = kvlm_model_load(path, NULL, &err);
     if (!m) fail_msg("%s: %s", path, err.msg);
-    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
-    for (size_t i = 0; i < 3; i++) {
+    const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
+    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
         if (!kern_cpu_supports(isas[i])) continue;
         double d32 = th_parity_run(m, &ex, isas[i], KVLM_F32, 0), d16 = th_parity_run(m, &ex, isas[i], KVLM_F16, 0);
         printf("  %-22s %-6s max|diff| f32 kv %.2e  f16 kv %.2e\n", label, kvlm_isa_name(isas[i]), d32, d16);

@@ -209,8 +209,8 @@ static void check_dir(const char *dir, size_t min_files) {
         kvlm_error err;
         kvlm_model *m = kvlm_model_load(path, NULL, &err);
         if (!m) fail_msg("%s: %s", path, err.msg);
-        const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
-        for (size_t i = 0; i < 3; i++) {
+        const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
+        for (size_t i = 0; i < 4; i++) {
             if (!kern_cpu_supports(isas[i])) continue;
             double d = run_one(m, &x, isas[i], g);
             printf("  %-22s %-6s max|logit diff| %.2e, %d greedy ids equal\n", g, kvlm_isa_name(isas[i]), d,
@@ -218,11 +218,10 @@ static void check_dir(const char *dir, size_t min_files) {
             if (d >= LOGIT_TOL) fail_msg("%s %s: logits differ by %g", g, kvlm_isa_name(isas[i]), d);
         }
         kvlm_model_free(m);
-        const kvlm_isa f32 = kern_cpu_supports(KVLM_ISA_AVX512) ? KVLM_ISA_AVX512
-                             : kern_cpu_supports(KVLM_ISA_AVX2) ? KVLM_ISA_AVX2 : KVLM_ISA_SCALAR;
+        const kvlm_isa f32 = th_best_f32_isa();
         check_perplexity(path, &x, g, f32, PPL_REF_REL);
-        const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
-        for (size_t i = 0; i < 2; i++)
+        const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI, KVLM_ISA_NEON_DOTPROD};
+        for (size_t i = 0; i < 3; i++)
             if (kern_cpu_supports(int8[i])) check_perplexity(path, &x, g, int8[i], PPL_INT8_REL);
         free(x.prefill);
         free(x.greedy_logits);

@@ -141,8 +141,9 @@ static void test_chunks_match_llamacpp(void **state) {
     /* 8-bit activations (the int8 levels, where the CPU has one) move the
      * trained model's perplexity by at most 0.2% against f32 activations
      * (measured 0.007%) */
-    const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI}, f32[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2};
-    for (size_t i = 0; i < 2; i++) {
+    const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI, KVLM_ISA_NEON_DOTPROD},
+                   f32[] = {KVLM_ISA_AVX512, KVLM_ISA_AVX2, KVLM_ISA_NEON};
+    for (size_t i = 0; i < 3; i++) {
         if (!kern_cpu_supports(int8[i])) continue;
         char a2[600];
         snprintf(a2, sizeof a2, "%s --isa %s", args, kvlm_isa_name(f32[i]));

@@ -21,13 +21,12 @@
 #include "tensor.h"
 
 static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
-static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
 
 /* The best kernel set with f32 activations (auto may pick an int8 level,
  * tested with its own tolerances in tests/test_quant_int8.c). */
 static kvlm_isa best_f32_isa(void) {
-    return kern_cpu_supports(KVLM_ISA_AVX512) ? KVLM_ISA_AVX512
-           : kern_cpu_supports(KVLM_ISA_AVX2) ? KVLM_ISA_AVX2 : KVLM_ISA_SCALAR;
+    return th_best_f32_isa();
 }
 
 static float frand(unsigned *s) {
@@ -181,7 +180,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     sc->matmul_rows(x, M, &kd, 0, N, bias, ref, N);
     sc->matmul_rows(x, M, &kf, 0, N, bias, orig, N);
     int checked = 0;
-    for (size_t s = 0; s < 3; s++) {
+    for (size_t s = 0; s < 4; s++) {
         const kern_ops *ops = kern_select(all_isas[s]);
         if (!ops) continue;
         memset(got, 0, (size_t)M * N * 4);

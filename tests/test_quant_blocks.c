@@ -37,13 +37,12 @@ static const kvlm_dtype new_types[] = {KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_IQ4
                                        KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K, KVLM_IQ4_XS};
 #define N_32 5
 #define N_NEW (sizeof new_types / sizeof new_types[0])
-static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+static const kvlm_isa all_isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
 
 /* The best kernel set with f32 activations (auto may pick an int8 level,
  * tested with its own tolerances in tests/test_quant_int8.c). */
 static kvlm_isa best_f32_isa(void) {
-    return kern_cpu_supports(KVLM_ISA_AVX512) ? KVLM_ISA_AVX512
-           : kern_cpu_supports(KVLM_ISA_AVX2) ? KVLM_ISA_AVX2 : KVLM_ISA_SCALAR;
+    return th_best_f32_isa();
 }
 
 static uint32_t rnd(uint32_t *s) {
@@ -179,7 +178,7 @@ static void check_case(kvlm_dtype t, int M, int N, int K, uint32_t *seed, int *c
     sc->matmul_rows(x, M, &kq, 0, N, bias, ref, N);
     sc->matmul_rows(x, M, &kd, 0, N, bias, deq, N);
     if (memcmp(ref, deq, (size_t)M * N * 4)) fail_msg("%s: C matmul differs from the f32 matmul of the dequantised matrix", kvlm_dtype_name(t));
-    for (size_t s = 1; s < 3; s++) {
+    for (size_t s = 1; s < 4; s++) {
         const kern_ops *ops = kern_select(all_isas[s]);
         if (!ops) continue;
         for (int i = 0; i < M * N; i++) got[i] = NAN;
@@ -214,7 +213,7 @@ static void test_kernels_use_exact_weights(void **state) {
         random_blocks(new_types[t], (size_t)N * K / dtype_block_len(new_types[t]), wq, &seed);
         for (int n = 0; n < N; n++) quant_dequantize_row(new_types[t], wq + (size_t)n * rb, K, wd + (size_t)n * K);
         kern_matrix kq = {new_types[t], wq, N, K, NULL};
-        for (size_t s = 0; s < 3; s++) {
+        for (size_t s = 0; s < 4; s++) {
             const kern_ops *ops = kern_select(all_isas[s]);
             if (!ops) continue;
             for (int pass = 0; pass < 2; pass++) {

@@ -11,11 +11,12 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "kernels/kernels.h"
 #include "kernels/vec_softmax.h"
 #include "kvlm.h"
 #include "runtime/sampler.h"
 
-static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512};
+static const kvlm_isa isas[] = {KVLM_ISA_SCALAR, KVLM_ISA_AVX2, KVLM_ISA_AVX512, KVLM_ISA_NEON};
 
 static uint64_t lcg(uint64_t *st) {
     *st = *st * 6364136223846793005ull + 1442695040888963407ull;
@@ -95,8 +96,8 @@ static void test_variants_match_reference(void **state) {
             }
         }
     }
-    /* This CPU runs at least one vector variant (the suite's machines have AVX2). */
-    if (__builtin_cpu_supports("avx2")) assert_true(tested >= 1);
+    /* This CPU runs at least one vector variant (the suite's machines have AVX2 or NEON). */
+    if (kern_cpu_supports(KVLM_ISA_AVX2) || kern_cpu_supports(KVLM_ISA_NEON)) assert_true(tested >= 1);
     free(x), free(y0), free(y1), free(d0), free(d1), free(k0), free(k1);
 }
 
@@ -104,16 +105,25 @@ static void test_variants_match_reference(void **state) {
  * matmul) get the vector sampler kernels, not the scalar reference. */
 static void test_select_vnni_and_auto(void **state) {
     (void)state;
-    if (__builtin_cpu_supports("avx512f")) {
+#if defined(__x86_64__)
+    if (kern_cpu_supports(KVLM_ISA_AVX512)) {
         assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX512), &vec_softmax_avx512);
         if (vec_softmax_select(KVLM_ISA_AVX512_VNNI))
             assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX512_VNNI), &vec_softmax_avx512);
     }
-    if (__builtin_cpu_supports("avx2") && vec_softmax_select(KVLM_ISA_AVX2_VNNI))
+    if (kern_cpu_supports(KVLM_ISA_AVX2) && vec_softmax_select(KVLM_ISA_AVX2_VNNI))
         assert_ptr_equal(vec_softmax_select(KVLM_ISA_AVX2_VNNI), &vec_softmax_avx2);
+#elif defined(__aarch64__)
+    assert_ptr_equal(vec_softmax_select(KVLM_ISA_NEON), &vec_softmax_neon);
+    if (kern_cpu_supports(KVLM_ISA_NEON_DOTPROD))
+        assert_ptr_equal(vec_softmax_select(KVLM_ISA_NEON_DOTPROD), &vec_softmax_neon);
+    else
+        assert_null(vec_softmax_select(KVLM_ISA_NEON_DOTPROD));
+#endif
     const vec_softmax_ops *best = vec_softmax_select(KVLM_ISA_AUTO);
     assert_non_null(best);
-    if (__builtin_cpu_supports("avx2")) assert_ptr_not_equal(best, &vec_softmax_scalar);
+    if (kern_cpu_supports(KVLM_ISA_AVX2) || kern_cpu_supports(KVLM_ISA_NEON))
+        assert_ptr_not_equal(best, &vec_softmax_scalar);
 }
 
 /* The same seed draws the same tokens with every ISA's kernels. */
