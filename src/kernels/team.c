@@ -116,7 +116,9 @@
  * team are opened by one thread at a time.
  */
 #include <limits.h>
+#if defined(__linux__)
 #include <linux/futex.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -219,9 +221,12 @@ static long long now_ns(void) {
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
 #endif
 }
 
+#if defined(__linux__)
 static void futex_wait(atomic_uint *w, unsigned expect) {
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, expect, NULL, NULL, 0);
 }
@@ -234,6 +239,20 @@ static void futex_wait_for(atomic_uint *w, unsigned expect, long long ns) {
     struct timespec ts = {.tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL};
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, expect, &ts, NULL, 0);
 }
+#else
+/* Without futexes (macOS, the BSDs; untested): a sleeping thread polls
+ * its word every 50 us, so a wake is never lost (it is only late by up to
+ * one poll), and a wake is nothing but the store the caller already made. */
+static void futex_wait_for(atomic_uint *w, unsigned expect, long long ns) {
+    const long long end = ns < 0 ? -1 : now_ns() + ns;
+    const struct timespec nap = {0, 50000};
+    while (atomic_load(w) == expect && (end < 0 || now_ns() < end)) nanosleep(&nap, NULL);
+}
+
+static void futex_wait(atomic_uint *w, unsigned expect) { futex_wait_for(w, expect, -1); }
+
+static void futex_wake(atomic_uint *w, int n) { (void)w, (void)n; }
+#endif
 
 /* One item of a staged region on a worker: computed into the worker's
  * private outputs, then owned (taken 0 -> 1) and copied to the destination,

@@ -60,7 +60,9 @@ static size_t largest_cache_bytes(void) {
 static uint64_t *probe_buffer(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     return p;
 }
 

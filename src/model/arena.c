@@ -25,7 +25,9 @@ void *model_arena(kvlm_model *m, size_t bytes) {
     unsigned char *p = (unsigned char *)(((size_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
     if (p > raw) munmap(raw, (size_t)(p - raw));
     if (raw + HUGE_PAGE > p) munmap(p + bytes, (size_t)(raw + HUGE_PAGE - p));
+#ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     m->arena = p;
     m->arena_bytes = bytes;
     return p;
