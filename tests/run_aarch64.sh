@@ -25,6 +25,10 @@ if ! command -v "$qemu" >/dev/null 2>&1; then
     exit 1
 fi
 
+# Emulation runs the programs several times slower: the waits of the
+# server tests are scaled as under ThreadSanitizer (tests/run_tsan.sh).
+export KVLM_TEST_TIME_SCALE=${KVLM_TEST_TIME_SCALE:-10}
+
 root=$(pwd)
 wrapper="$build/kvlm-qemu"
 printf '#!/bin/sh\nexec %s %s/%s/kvlm "$@"\n' "$qemu" "$root" "$build" > "$wrapper"
