@@ -630,11 +630,13 @@ test-cluster: $(BUILD)/kvlm setup-cluster
 # product), and the ROMEO: text at every ARM level against the native
 # build's. The kernels, the float and quantised parity (Hugging Face and
 # GGUF fixtures; the llama.cpp files' logits and perplexity, neon-dotprod
-# included), the CLI and the server: several minutes of CPU time (test_kernels 22 s,
+# included; the per-layer attention families and the mixtures of experts), the
+# CLI and the server: several minutes of CPU time (test_kernels 22 s,
 # test_kv_q8 70 s, test_llamacpp_files 75 s of them), longer on a busy machine.
 AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotprod test_vec_softmax \
                  test_attention_tile test_kv_q8 test_read_sum test_public_api test_gpt2_parity \
-                 test_llama_parity test_llamacpp_files test_sampler test_server test_run_server
+                 test_llama_parity test_layer_archs test_moe test_llamacpp_files test_sampler test_server \
+                 test_run_server
 AARCH64_FALLBACK_TESTS := test_kernels test_quant_int8_dotprod test_vec_softmax test_attention_tile \
                           test_public_api test_gpt2_parity
 .PHONY: test-aarch64 setup-arm64
