@@ -2,7 +2,7 @@
 # `make test-install`: installs kvlm into a temporary prefix and checks what
 # an embedding program gets. The files and symlinks are in place, the .so
 # has the soname of its version (libkvlm.so.MAJOR.MINOR before 1.0, e.g.
-# libkvlm.so.0.14; libkvlm.so.MAJOR from 1.0) and exports only kvlm_*
+# libkvlm.so.0.15; libkvlm.so.MAJOR from 1.0) and exports only kvlm_*
 # symbols, kvlm.pc answers
 # pkg-config, and examples/ builds from the installed headers and
 # libraries alone (shared and static) and runs on the shipped models:
