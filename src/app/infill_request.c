@@ -113,7 +113,8 @@ int fim_assemble(const kvlm_tokenizer *tok, const fim_input *in, int room, int s
         goto done;
     }
     const int n_extra = min_i((int)x.n, room - core);
-    const int32_t *pv = p.v + (p.n - (size_t)n_pre), *xv = x.v + (x.n - (size_t)n_extra);
+    /* the kept ends (an empty list has no array: NULL, read 0 from) */
+    const int32_t *pv = p.v ? p.v + (p.n - (size_t)n_pre) : NULL, *xv = x.v ? x.v + (x.n - (size_t)n_extra) : NULL;
     rc = ids_add(&all, xv, (size_t)n_extra);
     if (!rc && add_bos) rc = ids_one(&all, bos);
     for (int part = 0; !rc && part < 2; part++) {
