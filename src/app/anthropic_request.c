@@ -9,22 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int in_list(const char *s, const char *const *list) {
-    for (; *list; list++)
-        if (!strcmp(s, *list)) return 1;
-    return 0;
-}
-
 /* Every key of o in keys, else a 400 naming param.key. */
 static int only_keys(json_t *o, const char *const *keys, const char *param, api_error *e) {
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) if (!in_list(key, keys)) {
-        char p[224];
-        snprintf(p, sizeof p, "%s%s%.40s", param, *param ? "." : "", key);
-        return api_fail(e, 400, "unknown_parameter", p, "%s: Extra inputs are not permitted", p);
-    }
-    return 0;
+    return api_only_keys(o, keys, param, "%s: Extra inputs are not permitted", e);
 }
 
 static int valid_name(const char *s) {

@@ -112,9 +112,20 @@ static json_t *parse_body(const char *body, size_t len, api_error *e) {
     return root;
 }
 
-static int in_list(const char *key, const char *const *list) {
+int api_in_list(const char *s, const char *const *list) {
     for (; *list; list++)
-        if (!strcmp(key, *list)) return 1;
+        if (!strcmp(s, *list)) return 1;
+    return 0;
+}
+
+int api_only_keys(json_t *o, const char *const *keys, const char *param, const char *fmt, api_error *e) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) if (!api_in_list(key, keys)) {
+        char p[224];
+        snprintf(p, sizeof p, "%s%s%.40s", param, *param ? "." : "", key);
+        return api_fail(e, 400, "unknown_parameter", p, fmt, p);
+    }
     return 0;
 }
 
@@ -124,11 +135,11 @@ static int check_keys(json_t *root, const char *const *known, const api_limits *
     json_t *v;
     static const char *const unsupported[] = {"functions", "function_call", "audio", "web_search_options", NULL};
     json_object_foreach(root, key, v) {
-        if (in_list(key, unsupported)) {
+        if (api_in_list(key, unsupported)) {
             if (json_is_null(v)) continue;
             return api_fail(e, 400, "unsupported_parameter", key, "'%s' is not supported by this server", key);
         }
-        if (!in_list(key, known))
+        if (!api_in_list(key, known))
             return api_fail(e, 400, "unknown_parameter", key, "Unrecognized request argument supplied: %s", key);
     }
     json_t *m = json_object_get(root, "model");
@@ -188,7 +199,7 @@ static int get_bool(json_t *root, const char *key, int *out, api_error *e) {
 /* ------------------------------------------------ fields accepted, ignored */
 
 static int is_one_of(json_t *v, const char *const *list) {
-    return json_is_string(v) && in_list(json_string_value(v), list);
+    return json_is_string(v) && api_in_list(json_string_value(v), list);
 }
 
 /* Fields of OpenAI's API that do not change what kvlm generates are
@@ -450,14 +461,14 @@ static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, i
         }
         const char *key;
         json_t *v;
-        json_object_foreach(m, key, v) if (!rc && !in_list(key, keys)) {
+        json_object_foreach(m, key, v) if (!rc && !api_in_list(key, keys)) {
             snprintf(param, sizeof param, "messages[%zu].%.32s", i, key);
             rc = api_fail(e, 400, "unsupported_parameter", param, "'%s' is not supported", param);
         }
         if (rc) break;
         const char *role = json_string_value(json_object_get(m, "role"));
         snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!role || !in_list(role, roles)) {
+        if (!role || !api_in_list(role, roles)) {
             rc = api_fail(e, 400, "invalid_value", param,
                           "'%s' must be one of system, user, assistant, developer, tool", param);
             break;
@@ -613,7 +624,7 @@ static int parse_speculation(json_t *root, const api_limits *lim, api_request *r
         return api_fail(e, 400, "invalid_type", "kvlm_speculation", "'kvlm_speculation' must be an object");
     const char *key;
     json_t *x;
-    json_object_foreach(v, key, x) if (!in_list(key, keys))
+    json_object_foreach(v, key, x) if (!api_in_list(key, keys))
         return api_fail(e, 400, "unknown_parameter", "kvlm_speculation",
                         "Unrecognized argument 'kvlm_speculation.%.64s' (draft, k, ngram, adaptive)", key);
     json_t *d = json_object_get(v, "draft");

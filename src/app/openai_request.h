@@ -40,6 +40,14 @@ typedef struct api_error {
     char message[600];
 } api_error;
 
+/* 1 when s is one of the NULL-terminated list. */
+int api_in_list(const char *s, const char *const *list);
+
+/* Every key of object o in keys (NULL-terminated), else a 400
+ * "unknown_parameter" naming param.key (param "" for the top level), its
+ * message fmt with that name for its one %s. Returns 0 or -1. */
+int api_only_keys(json_t *o, const char *const *keys, const char *param, const char *fmt, api_error *e);
+
 /* Fills e; the type follows from the status. Returns -1. */
 int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -9,21 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int in_list(const char *s, const char *const *list) {
-    for (; *list; list++)
-        if (!strcmp(s, *list)) return 1;
-    return 0;
-}
-
+/* Every key of o in keys, else a 400 naming param.key. */
 static int only_keys(json_t *o, const char *const *keys, const char *param, api_error *e) {
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) if (!in_list(key, keys)) {
-        char p[224];
-        snprintf(p, sizeof p, "%s%s%.40s", param, *param ? "." : "", key);
-        return api_fail(e, 400, "unknown_parameter", p, "Unknown parameter: '%s'.", p);
-    }
-    return 0;
+    return api_only_keys(o, keys, param, "Unknown parameter: '%s'.", e);
 }
 
 /* A message's content: a string or a list of input_text / output_text parts. */
@@ -60,7 +48,7 @@ static int add_item(json_t *it, size_t i, json_t *msgs, api_error *e) {
         static const char *const roles[] = {"user", "assistant", "system", "developer", NULL};
         const char *role = json_string_value(json_object_get(it, "role"));
         if (only_keys(it, keys, p, e)) return -1;
-        if (!role || !in_list(role, roles))
+        if (!role || !api_in_list(role, roles))
             return api_fail(e, 400, "invalid_value", p, "'%s.role' must be user, assistant, system or developer", p);
         char q[96];
         snprintf(q, sizeof q, "%s.content", p);
