@@ -465,6 +465,52 @@ static void test_tokenize_empty_tools(void **state) {
     free(ids);
 }
 
+/* chat_template_kwargs reach the template as variables: Qwen3's template
+ * closes an empty think block when enable_thinking is false. */
+static void test_template_kwargs(void **state) {
+    (void)state;
+    chat_template q3;
+    kvlm_error err;
+    assert_int_equal(chat_template_load(&q3, "models/gpt2-tokenizer", "models/gpt2-tokenizer",
+                                        "tests/fixtures/templates/Qwen-Qwen3-0.6B.jinja", &err),
+                     0);
+    json_t *msgs = json_pack("[{ssss}]", "role", "user", "content", "hi");
+    json_t *kw = json_pack("{sb}", "enable_thinking", 0);
+    sbuf with = {0}, without = {0};
+    char msg[200];
+    int raised;
+    assert_int_equal(chat_render_vars(&q3, msgs, NULL, kw, 1, &with, msg, sizeof msg, &raised), 0);
+    assert_int_equal(chat_render_vars(&q3, msgs, NULL, NULL, 1, &without, msg, sizeof msg, &raised), 0);
+    static const char closed[] = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    assert_true(with.len == without.len + strlen("<think>\n\n</think>\n\n"));
+    assert_memory_equal(with.data + with.len - strlen(closed), closed, strlen(closed));
+    sbuf_free(&with);
+    sbuf_free(&without);
+    json_decref(kw);
+    json_decref(msgs);
+
+    api_limits lim = limits(&q3);
+    api_error e;
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    static const char on[] = "{" MSG "}";
+    static const char off[] = "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":false}}";
+    assert_int_equal(api_parse_tokenize(on, sizeof on - 1, &lim, &a, &na, &e), 0);
+    assert_int_equal(api_parse_tokenize(off, sizeof off - 1, &lim, &b, &nb, &e), 0);
+    assert_true(nb > na);
+    assert_memory_equal(a, b, na * sizeof *a);
+    free(a);
+    free(b);
+    expect_fail("{" MSG ",\"chat_template_kwargs\":[1]}", 1, &q3, 400, "invalid_type", "chat_template_kwargs",
+                "'chat_template_kwargs' must be an object of template variables");
+    expect_fail("{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", 1, &q3, 400, "invalid_value",
+                "chat_template_kwargs", "'chat_template_kwargs' may not set 'messages': the server sets it");
+    api_request rq;
+    expect_ok("{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":false}}", 1, &q3, &rq);
+    api_request_free(&rq);
+    chat_template_free(&q3);
+}
+
 /* kvlm_speculation: parsed into the scheduler's settings, or refused by field. */
 static void test_speculation(void **state) {
     (void)state;
@@ -526,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_tool_choice_none_prompt), cmocka_unit_test(test_structured_refused),
         cmocka_unit_test(test_call_schema),
         cmocka_unit_test(test_speculation),
+        cmocka_unit_test(test_template_kwargs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

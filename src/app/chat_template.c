@@ -236,8 +236,21 @@ void chat_template_free(chat_template *t) {
     t->main = t->tool_use = NULL;
 }
 
+int chat_reserved_var(const char *name) {
+    static const char *const names[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token",
+                                        "documents", NULL};
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+
 int chat_render(const chat_template *t, json_t *messages, json_t *tools, int add_generation_prompt, sbuf *out,
                 char *msg, size_t msg_size, int *raised) {
+    return chat_render_vars(t, messages, tools, NULL, add_generation_prompt, out, msg, msg_size, raised);
+}
+
+int chat_render_vars(const chat_template *t, json_t *messages, json_t *tools, json_t *extra, int add_generation_prompt,
+                     sbuf *out, char *msg, size_t msg_size, int *raised) {
     *raised = 0;
     if (!t->main) {
         size_t i;
@@ -259,6 +272,9 @@ int chat_render(const chat_template *t, json_t *messages, json_t *tools, int add
         return -1;
     }
     json_object_set_new(vars, "documents", json_null());
+    const char *key;
+    json_t *x;
+    json_object_foreach(extra, key, x) if (!chat_reserved_var(key)) json_object_set(vars, key, x);
     tpl_render_opts o = {.now = -1};
     tpl_result r;
     int rc = tpl_render(tpl, vars, &o, &r);

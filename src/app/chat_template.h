@@ -58,6 +58,15 @@ void chat_template_free(chat_template *t);
  * message, word for word. */
 int chat_render(const chat_template *t, json_t *messages, json_t *tools, int add_generation_prompt, sbuf *out,
                 char *msg, size_t msg_size, int *raised);
+/* chat_render with further template variables (NULL: none), as
+ * transformers passes apply_chat_template's keyword arguments (e.g.
+ * enable_thinking): a JSON object whose names must not be one of
+ * chat_reserved_var's. */
+int chat_render_vars(const chat_template *t, json_t *messages, json_t *tools, json_t *extra, int add_generation_prompt,
+                     sbuf *out, char *msg, size_t msg_size, int *raised);
+/* 1 if name is a variable the renderer itself sets (messages, tools,
+ * add_generation_prompt, bos_token, eos_token, documents). */
+int chat_reserved_var(const char *name);
 /* The special token text that ends an assistant turn, or NULL. */
 const char *chat_turn_end(const chat_template *t);
 /* 1 if the rendered text must be tokenised with special tokens matched

@@ -429,12 +429,33 @@ static json_t *tool_calls(json_t *tc, const char *param, api_error *e) {
     return out;
 }
 
-/* Checks "messages" (and "tools") and renders them with the chat template
- * into text. The template sees each message's role (developer as system),
- * content (a string; "" for an assistant turn with none) and, where given,
- * name, tool_calls and tool_call_id. */
-static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, int add_generation_prompt, sbuf *text,
-                           api_error *e) {
+/* "chat_template_kwargs": NULL when absent or null; an object of further
+ * template variables (enable_thinking, ...) else a 400. */
+static int template_kwargs(json_t *root, json_t **out, api_error *e) {
+    json_t *v = json_object_get(root, "chat_template_kwargs");
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_object(v))
+        return api_fail(e, 400, "invalid_type", "chat_template_kwargs",
+                        "'chat_template_kwargs' must be an object of template variables");
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x) if (chat_reserved_var(key))
+        return api_fail(e, 400, "invalid_value", "chat_template_kwargs",
+                        "'chat_template_kwargs' may not set '%.40s': the server sets it", key);
+    *out = v;
+    return 0;
+}
+
+/* Checks "messages" (and "tools" and "chat_template_kwargs" of root) and
+ * renders them with the chat template into text. The template sees each
+ * message's role (developer as system), content (a string; "" for an
+ * assistant turn with none) and, where given, name, tool_calls and
+ * tool_call_id. */
+static int render_messages(json_t *root, json_t *msgs, json_t *tools, const api_limits *lim, int add_generation_prompt,
+                           sbuf *text, api_error *e) {
+    json_t *kwargs;
+    if (template_kwargs(root, &kwargs, e)) return -1;
     if (!msgs || json_is_null(msgs)) return api_fail(e, 400, "missing_parameter", "messages", "'messages' is required");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a non-empty list of messages");
@@ -518,7 +539,7 @@ static int render_messages(json_t *msgs, json_t *tools, const api_limits *lim, i
     if (!rc) {
         char msg[500];
         int raised = 0;
-        if (chat_render(lim->tpl, norm, tools, add_generation_prompt, text, msg, sizeof msg, &raised))
+        if (chat_render_vars(lim->tpl, norm, tools, kwargs, add_generation_prompt, text, msg, sizeof msg, &raised))
             rc = raised ? api_fail(e, 400, "chat_template_error", "messages", "%s", msg)
                         : api_fail(e, 400, "chat_template_error", "messages", "the chat template failed: %s", msg);
     }
@@ -531,7 +552,7 @@ static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, 
     sbuf text = {0};
     /* tool_choice "none": the tools are left out of the prompt */
     json_t *tools = rq->tool_choice == API_TOOLS_OFF ? NULL : request_tools(root);
-    int rc = render_messages(json_object_get(root, "messages"), tools, lim, 1, &text, e);
+    int rc = render_messages(root, json_object_get(root, "messages"), tools, lim, 1, &text, e);
     if (!rc) rc = alloc_prompts(rq, 1, e);
     if (!rc)
         rc = encode(lim, text.data ? text.data : "", text.len, chat_uses_special(lim->tpl), "messages", &rq->prompts[0],
@@ -768,7 +789,7 @@ static int parse_root(json_t *root, int chat, const api_limits *lim, api_request
         "logit_bias", "user", "prompt_cache_key", "top_k", "min_p", "repetition_penalty", "ignore_eos", "metadata",
         "store", "service_tier", "return_tokens_as_token_ids", "tools", "tool_choice", "parallel_tool_calls",
         "reasoning_effort", "response_format", "prediction", "modalities", "grammar", "regex", "kvlm_entropy",
-        "kvlm_speculation", NULL};
+        "kvlm_speculation", "chat_template_kwargs", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
     rq->turn_end = -1;
@@ -851,7 +872,7 @@ int api_prompt_ids(json_t *root, const api_limits *lim, int special, int gen, in
     else if (prompt)
         sbuf_add(&text, json_string_value(prompt), json_string_length(prompt));
     else
-        rc = render_messages(msgs, json_object_get(root, "tools"), lim, gen, &text, e);
+        rc = render_messages(root, msgs, json_object_get(root, "tools"), lim, gen, &text, e);
     kvlm_error err;
     /* add_special_tokens: as a completion prompt is encoded (special tokens
      * matched, BOS when the files ask); false: the text alone, as text. */
@@ -867,7 +888,7 @@ int api_prompt_ids(json_t *root, const api_limits *lim, int special, int gen, in
 int api_parse_tokenize(const char *body, size_t len, const api_limits *lim, int32_t **ids, size_t *n,
                        api_error *e) {
     static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens",
-                                       "add_generation_prompt", "tools", NULL};
+                                       "add_generation_prompt", "tools", "chat_template_kwargs", NULL};
     *ids = NULL;
     *n = 0;
     json_t *root = api_parse_object(body, len, keys, lim, e);
