@@ -543,6 +543,66 @@ int kvlm_engine_threads(const kvlm_engine *e);
  * regions so far (0 before the first step); never above kvlm_engine_threads. */
 int kvlm_engine_threads_used(const kvlm_engine *e);
 
+/* ------------------------------------------------------------ embeddings */
+
+/* How the final hidden states of an input (after the model's final norm,
+ * one vector of n_embd per token) become its embedding. The values are
+ * llama.cpp's (GGUF {arch}.pooling_type). */
+typedef enum kvlm_pooling {
+    KVLM_POOLING_UNSPECIFIED = -1, /* the model's (kvlm_model_pooling) */
+    KVLM_POOLING_NONE = 0,  /* no pooling: every token's vector */
+    KVLM_POOLING_MEAN = 1,  /* the mean over the input's tokens */
+    KVLM_POOLING_CLS = 2,   /* the first token's */
+    KVLM_POOLING_LAST = 3,  /* the last token's (decoder embedding models such as Qwen3-Embedding) */
+} kvlm_pooling;
+
+/* "none", "mean", "cls", "last" ("unspecified" for -1; NULL for another value). */
+const char *kvlm_pooling_name(kvlm_pooling p);
+/* Parses "mean", "cls", "last" or "none" (case-insensitive). Returns 0 or
+ * KVLM_ERR_ARG naming s and listing the names. */
+int kvlm_pooling_parse(const char *s, kvlm_pooling *out, kvlm_error *err);
+/* The pooling the model's files name: GGUF {arch}.pooling_type (mean, cls
+ * or last), else a sentence-transformers 1_Pooling/config.json in the
+ * model's directory (pooling_mode_mean_tokens, _cls_token, _lasttoken),
+ * else KVLM_POOLING_LAST, the pooling of decoder embedding models. *source
+ * (may be NULL) receives where it came from: "gguf", "1_Pooling" or
+ * "default". A file naming a pooling kvlm does not compute (max, weighted
+ * mean, several modes, rank) gives KVLM_POOLING_UNSPECIFIED and *source
+ * says which; kvlm_embed then needs an explicit pooling. */
+kvlm_pooling kvlm_model_pooling(const kvlm_model *m, const char **source);
+
+/* Initialise with kvlm_embed_default_params(). */
+typedef struct kvlm_embed_params {
+    kvlm_pooling pooling;  /* UNSPECIFIED: kvlm_model_pooling */
+    int raw;               /* 0: each vector scaled to L2 norm 1 (a zero vector stays
+                              zero); 1: as pooled */
+    int max_batch_tokens;  /* tokens per engine step (inputs are grouped into steps
+                              of at most this many; an input longer runs alone);
+                              0: 2048 */
+} kvlm_embed_params;
+
+/* pooling UNSPECIFIED, raw 0, max_batch_tokens 0 (2048). */
+kvlm_embed_params kvlm_embed_default_params(void);
+
+/* Floats kvlm_embed writes for these inputs: n_inputs x n_embd, or
+ * sum(n_tokens) x n_embd with KVLM_POOLING_NONE (p NULL: defaults). 0 when
+ * the pooling is unknown or a count is negative. */
+size_t kvlm_embed_size(const kvlm_engine *e, const int *n_tokens, int n_inputs, const kvlm_embed_params *p);
+/* Embeds n_inputs token sequences (inputs[i] of n_tokens[i] ids, each
+ * 1..n_ctx) with the engine's model: each input is its own KV sequence
+ * (causal attention within it, nothing seen across inputs), as many
+ * inputs as fit the batch budget, the free sequence slots and the free
+ * blocks run in one engine step, and their sequences are freed at once
+ * (blocks that running sequences hold are never touched). out receives
+ * the vectors input after input (cap floats; kvlm_embed_size needed).
+ * Returns 0, or KVLM_ERR_ARG (an input empty or longer than the context,
+ * naming its index; a token outside the vocabulary; cap too small; a
+ * pooling the model's files name that kvlm does not compute),
+ * KVLM_ERR_NOMEM when not even one input finds a sequence slot and its
+ * blocks now (nothing is written then; inputs of earlier steps may be). */
+int kvlm_embed(kvlm_engine *e, const int32_t *const *inputs, const int *n_tokens, int n_inputs,
+               const kvlm_embed_params *p, float *out, size_t cap, kvlm_error *err);
+
 /* --------------------------------------------------------------- sampler */
 
 typedef struct kvlm_sampler kvlm_sampler;

@@ -18,6 +18,7 @@
  * their expert counts and sizes (read_experts); the binder takes the 3-D
  * expert tensors.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,14 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
         rc = strcmp(m->cfg.arch, "gpt2") ? llama_bind(m, path, err) : gpt2_bind(m, path, err);
     }
     if (!rc) rc = apply_rope_freqs(m, err);
+    if (!rc) {
+        /* Embedding pooling (llama.cpp's enum); model_read_pooling judges the value. */
+        char k[128];
+        int64_t pool = -1;
+        snprintf(k, sizeof k, "%s.pooling_type", m->cfg.arch);
+        if (gguf_get_int_or(&g, k, INT32_MIN, INT32_MAX, -1, &pool, NULL)) pool = 100;
+        model_read_pooling(m, (int)pool);
+    }
     gguf_meta_free(&g);
     return rc;
 }

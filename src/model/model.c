@@ -104,8 +104,10 @@ static int load_path(kvlm_model *m, const char *path, kvlm_error *err) {
     if (!rc) snprintf(m->dir, sizeof m->dir, "%s", p->dir);
     if (!rc && p->kind == PROBE_HF) {
         rc = p->weights[0] ? load_hf(m, p->config, p->weights, p->sharded, err) : probe_no_weights(p, err);
+        if (!rc) model_read_pooling(m, -1);
     } else if (!rc && p->kind == PROBE_LLMC) {
         rc = load_llmc(m, path, err);
+        if (!rc) model_read_pooling(m, -1);
     } else if (!rc) {
         snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s", path);
         rc = model_load_gguf(m, path, err);

@@ -122,6 +122,12 @@ struct kvlm_model {
     float logit_scale;        /* logits (Granite: 1 / logits_scaling) */
     float final_softcap;      /* > 0: logits capped to final_softcap * tanh(x / final_softcap) (Gemma 2) */
     model_mlp_act mlp_act;    /* gated MLP activation: SiLU (SwiGLU) or tanh GELU (GeGLU) */
+    /* Embedding pooling the files name (model/pooling.c): a kvlm_pooling,
+     * or -1 (none named, or one kvlm does not compute); pooling_src says
+     * where it came from ("gguf", "1_Pooling", "default", or the mode
+     * that is not computed). */
+    int pooling;
+    char pooling_src[64];
 };
 
 /* The window layer l attends over (0: global): what its attention reads
@@ -138,6 +144,11 @@ typedef enum model_source { MODEL_SRC_HF_GPT2, MODEL_SRC_HF_LLAMA, MODEL_SRC_GGU
 
 /* Validates a config (ranges, divisibility); err names the field as src
  * names it. */
+/* Reads the embedding pooling of the model's files into m->pooling: the
+ * GGUF value gguf_pooling (-1: the file has none; 0..4 llama.cpp's enum),
+ * else dir/1_Pooling/config.json, else last-token. Never fails: a file it
+ * cannot read or understand is recorded in pooling_src. */
+void model_read_pooling(kvlm_model *m, int gguf_pooling);
 int model_check_config(const kvlm_config *c, model_source src, const char *origin, kvlm_error *err);
 /* Binds the weights of m->ts for m->cfg (GPT-2 or Llama names). */
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);

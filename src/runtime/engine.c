@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "runtime/attention.h"
+#include "runtime/engine_hidden.h"
 #include "error.h"
 #include "kernels/cores.h"
 #include "kernels/kernels.h"
@@ -473,7 +474,9 @@ static void mlp(kvlm_engine *e, const model_layer *L, int T) {
     kern_matmul(ops, &e->team, e->act, T, &L->w_down, L->b_down, e->h, C);
 }
 
-static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
+/* hidden non-NULL: the final-normed hidden state of every row goes there
+ * (T x n_embd) and no logits are computed. */
+static void forward(kvlm_engine *e, int T, int n_logits, float *logits, float *hidden) {
     const kvlm_model *m = e->m;
     const kvlm_config *c = &m->cfg;
     const int C = c->n_embd;
@@ -495,6 +498,10 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits) {
         else mlp(e, L, T);
         if (L->post_ffn_norm) norm_rows(e, e->h, L->post_ffn_norm, NULL, e->h, T);
         add_rows(e->x, e->h, (size_t)T * C, m->residual_scale);
+    }
+    if (hidden) {
+        norm_rows(e, e->x, m->normf_w, m->normf_b, hidden, T);
+        return;
     }
     /* Final norm and output head only for the rows whose logits are asked for. */
     for (int i = 0; i < n_logits; i++) {
@@ -547,7 +554,8 @@ static int check_items(const kvlm_engine *e, const kvlm_batch_item *items, int n
     return KVLM_OK;
 }
 
-int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, float *logits, kvlm_error *err) {
+static int step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, float *logits, float *hidden,
+                kvlm_error *err) {
     int T = 0, rc;
     if ((rc = check_items(e, items, n_items, &T, err))) return rc;
     if ((rc = ensure_rows(e, T, err))) return rc;
@@ -568,7 +576,18 @@ int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, 
             if (it->logits_all > 0 || (it->logits_all == 0 && j == it->n_tokens - 1)) e->logit_rows[nl++] = t;
         }
     }
-    forward(e, T, nl, logits);
+    forward(e, T, nl, logits, hidden);
     for (int i = 0; i < n_items; i++) kv_append_commit(kv, items[i].seq, items[i].tokens);
     return KVLM_OK;
 }
+
+int kvlm_engine_step(kvlm_engine *e, const kvlm_batch_item *items, int n_items, float *logits, kvlm_error *err) {
+    return step(e, items, n_items, logits, NULL, err);
+}
+
+int engine_step_hidden(kvlm_engine *e, const kvlm_batch_item *items, int n_items, float *hidden, kvlm_error *err) {
+    return step(e, items, n_items, NULL, hidden, err);
+}
+
+const kvlm_model *engine_model(const kvlm_engine *e) { return e->m; }
+kvlm_kv *engine_kv(const kvlm_engine *e) { return e->kv; }
