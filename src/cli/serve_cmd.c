@@ -31,7 +31,7 @@ typedef struct serve_opts {
     model_flags mf;
     srv_config cfg;
     double drain_timeout;
-    const char *key_file, *log_format;
+    const char *key_file, *log_format, *pooling;
     draft_flags draft;
     char key[512];             /* from --api-key-file or KVLM_API_KEY */
 } serve_opts;
@@ -137,6 +137,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
                 &c->served_name),
         CLI_STR("--chat-template", "NAME|FILE",
                 "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
+        CLI_STR("--pooling", "P",
+                "/v1/embeddings pooling: mean, cls or last (default: the model's files', GGUF\n"
+                "pooling_type or 1_Pooling/config.json, else last)", &o->pooling),
         CLI_HEADING("speculative decoding, the default of requests without \"kvlm_speculation\" (without\n"
                     "flags: prompt lookup, --draft-ngram 3 --draft-k 4, where it pays; docs/speculative.md):"),
         DRAFT_OPTS(&o->draft),
@@ -201,6 +204,13 @@ static int parse(int argc, char **argv, serve_opts *o) {
         if (!n || n > 63 || bad != n)
             return cli_usage_error(&spec, "--replica-id '%s': give 1 to 63 letters, digits or . _ : -",
                                    c->replica_id);
+    }
+    if (o->pooling) {
+        kvlm_pooling pool;
+        kvlm_error err;
+        if (kvlm_pooling_parse(o->pooling, &pool, &err) || pool == KVLM_POOLING_NONE)
+            return cli_usage_error(&spec, "--pooling '%s': give mean, cls or last", o->pooling);
+        c->pooling = pool;
     }
     if (api_key(o)) return -1;
     if (draft_flags_check(&o->draft, "serve", 1)) return -1;

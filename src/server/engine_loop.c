@@ -27,6 +27,7 @@
 
 #include "server/api_stream.h"
 #include "server/engine_stream.h"
+#include "server/embed_routes.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/srv.h"
@@ -287,19 +288,22 @@ static void answer(srv *s, job *j, int status, char *body) {
 
 static void answer_error(srv *s, job *j, const api_error *e) { answer(s, j, e->status, resp_error_body(e)); }
 
-/* Runs the waiting measurements that fit now, in arrival order; with
- * nothing running, one that does not fit never will. */
+/* Runs the waiting measurements and embedding slices that fit now, in
+ * arrival order; with nothing running, one that does not fit never will.
+ * An embeddings job with inputs left runs its next slice after the next
+ * step (at once when nothing runs). */
 static void run_measures(srv *s) {
     job **at = &s->measures;
     while (*at) {
         job *j = *at;
         char *body;
         api_error e;
-        const int wait = measure_run(s, j, &body, &e);
+        const int wait = j->embed ? embed_run(s, j, &body, &e) : measure_run(s, j, &body, &e);
         if (wait && kvlm_sched_has_work(s->sched)) return; /* keep the order: retry after the next step */
+        if (wait == 2) continue;
         *at = j->next;
         j->next = NULL;
-        if (wait) api_fail(&e, 503, "kv_cache_full", NULL, "%s", "no KV sequence slot or blocks for the measurement");
+        if (wait) api_fail(&e, 503, "kv_cache_full", NULL, "no KV sequence slot or blocks for the %s", j->embed ? "embeddings" : "measurement");
         if (body) answer(s, j, 200, body);
         else answer_error(s, j, &e);
     }
@@ -412,7 +416,7 @@ static void *engine_main(void *arg) {
             job *next = in->next;
             in->next = NULL;
             if (stopping) reject(s, in, 503, "shutting_down", "the server is shutting down");
-            else if (in->measure) queue_measure(s, in);
+            else if (in->measure || in->embed) queue_measure(s, in);
             else submit(s, in);
             in = next;
         }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/embed_routes.h"
 #include "server/srv.h"
 #include "app/structured.h"
 #include "app/tool_calls.h"
@@ -79,6 +80,7 @@ static void job_free(job *j) {
     free(j->runs);
     structured_free(j->grammar);
     free(j->measure);
+    embed_job_free(j->embed);
     sbuf_free(&j->out);
     api_request_free(&j->rq);
     free(j);

@@ -14,6 +14,7 @@
 #include "app/responses_request.h"
 #include "server/api_stream.h"
 #include "server/engine_view.h"
+#include "server/embed_routes.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/responses_store.h"
@@ -290,7 +291,7 @@ typedef struct endpoint {
 
 enum { EP_HEALTH, EP_MODELS, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_COMPLETIONS, EP_CHAT, EP_ENGINE,
        EP_ENGINE_HISTORY, EP_ENGINE_STREAM, EP_MODEL_INFO, EP_MEASURE_NEXT, EP_MESSAGES, EP_COUNT_TOKENS,
-       EP_RESPONSES, EP_INFILL };
+       EP_RESPONSES, EP_INFILL, EP_EMBEDDINGS };
 
 static const endpoint endpoints[] = {
     {"/health", "GET", EP_HEALTH},
@@ -304,6 +305,7 @@ static const endpoint endpoints[] = {
     {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
     {"/v1/responses", "POST", EP_RESPONSES},
     {"/infill", "POST", EP_INFILL},
+    {"/v1/embeddings", "POST", EP_EMBEDDINGS},
     {"/kvlm/engine", "GET", EP_ENGINE},
     {"/kvlm/engine/history", "GET", EP_ENGINE_HISTORY},
     {"/kvlm/engine/stream", "GET", EP_ENGINE_STREAM},
@@ -376,5 +378,6 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     case EP_ENGINE_STREAM: r->engine_stream = 1; break;
     case EP_MODEL_INFO: model_info(s, r); break;
     case EP_MEASURE_NEXT: measure_route(s, body, len, r); break;
+    case EP_EMBEDDINGS: embed_route(s, body, len, r); break;
     }
 }

@@ -52,6 +52,9 @@ typedef struct srv_config {
     /* speculative decoding (docs/speculative.md) */
     kvlm_model *draft;         /* draft model (the caller's, same vocabulary; srv_set_draft); NULL: none */
     kvlm_speculation speculation; /* for requests without "kvlm_speculation" (mode NONE: none) */
+    /* /v1/embeddings: mean, cls or last; KVLM_POOLING_NONE (0): the model's
+     * files' (kvlm_model_pooling) */
+    kvlm_pooling pooling;
 } srv_config;
 
 typedef struct srv srv;
