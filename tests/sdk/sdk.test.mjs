@@ -240,3 +240,42 @@ test('openai: store false is not kept; a 400 is the SDK typed error', async () =
     return true;
   });
 });
+
+// ------------------------------------------------------------------ OpenAI embeddings
+
+test('openai: embeddings create, float and base64 give equal vectors', async () => {
+  const input = ['ROMEO: But soft', 'JULIET:'];
+  const f = await openai.embeddings.create({ model, input, encoding_format: 'float' });
+  assert.equal(f.object, 'list');
+  assert.equal(f.data.length, 2);
+  assert.ok(f.usage.prompt_tokens > 2);
+  assert.equal(f.usage.total_tokens, f.usage.prompt_tokens);
+  const width = f.data[0].embedding.length;
+  assert.ok(width > 0);
+  for (const [i, d] of f.data.entries()) {
+    assert.equal(d.object, 'embedding');
+    assert.equal(d.index, i);
+    const norm = Math.hypot(...d.embedding);
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  }
+  assert.notDeepEqual(f.data[0].embedding, f.data[1].embedding);
+  // JSON numbers carry 9 significant digits: each is the nearest double to a float32, which fround recovers.
+  const f32 = f.data.map(x => x.embedding.map(Math.fround));
+  // The SDK's default asks for base64 and decodes it to numbers itself.
+  const d = await openai.embeddings.create({ model, input });
+  assert.deepEqual(d.data.map(x => x.embedding), f32);
+  // base64 asked for explicitly: the string of little-endian float32 values
+  const b = await openai.embeddings.create({ model, input, encoding_format: 'base64' });
+  for (const [i, x] of b.data.entries()) {
+    assert.equal(typeof x.embedding, 'string');
+    const bytes = Buffer.from(x.embedding, 'base64');
+    assert.equal(bytes.length, 4 * width);
+    const v = Array.from({ length: width }, (_, k) => bytes.readFloatLE(4 * k));
+    assert.deepEqual(v, f32[i]);
+  }
+  await assert.rejects(openai.embeddings.create({ model, input: [] }), e => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, 'input');
+    return true;
+  });
+});
