@@ -310,6 +310,16 @@ def main():
     for i, (kind, body) in enumerate(fim):
         put("infill_request", "req%d" % i, bytes([kind]) + json.dumps(body).encode())
     put("infill_request", "bad_extra", b"\0{\"input_prefix\": \"a\", \"input_suffix\": \"b\", \"input_extra\": [{}]}")
+    # embed_request: the body
+    emb = [
+        {"model": "m", "input": "the fox", "encoding_format": "float"},
+        {"input": ["a", "bc", "def"], "encoding_format": "base64", "dimensions": 8, "user": "u"},
+        {"input": [1, 2, 3]},
+        {"input": [[1, 2], [3], [4, 5, 6]], "dimensions": 16},
+    ]
+    for i, body in enumerate(emb):
+        put("embed_request", "req%d" % i, json.dumps(body).encode())
+    put("embed_request", "bad_mixed", b"{\"input\": [\"a\", [1], 2, []]}")
     # responses_request: the body; previous_response_id "resp_a" is found
     resp = [
         {"model": "m", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0.7,
