@@ -8,7 +8,8 @@
  * pooling_type and from a sentence-transformers 1_Pooling/config.json; the
  * errors (empty input, too long, outside the vocabulary, output too small,
  * no sequence slot) with the input index named; running sequences keep
- * their tokens.
+ * their tokens; `kvlm embed` prints the reference's vector and refuses an
+ * unknown pooling.
  */
 #include <jansson.h>
 #include <math.h>
@@ -323,6 +324,36 @@ static void test_names(void **state) {
     kvlm_model_free(m);
 }
 
+static void test_cli(void **state) {
+    (void)state;
+    fixture f;
+    fixture_load(&f);
+    char ids[512];
+    size_t o = 0;
+    for (int j = 0; j < f.len[0]; j++) o += (size_t)snprintf(ids + o, sizeof ids - o, j ? ",%d" : "%d", f.ids[0][j]);
+    char *out = NULL;
+    /* the GGUF names mean pooling: no flag needed */
+    assert_int_equal(th_run_kvlm(&out, "embed -m " GGUF " --kv-dtype f32 --ids %s", ids), 0);
+    json_t *want = json_array_get(json_object_get(json_object_get(json_object_get(f.root, "poolings"), "mean"),
+                                                  "normalized"), 0);
+    char *p = out;
+    double d = 0;
+    for (size_t k = 0; k < json_array_size(want); k++) {
+        char *end;
+        const double v = strtod(p, &end);
+        assert_true(end != p);
+        d = fmax(d, fabs(v - json_real_value(json_array_get(want, k))));
+        p = end;
+    }
+    printf("  kvlm embed: max|diff| %.2e\n", d);
+    assert_true(d < TOL);
+    free(out);
+    assert_int_equal(th_run_kvlm(&out, "embed -m " GGUF " --ids 1,2 --pooling max"), 2);
+    assert_non_null(strstr(out, "pooling 'max' is not one of mean, cls, last, none"));
+    free(out);
+    fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_each_pooling),
@@ -330,6 +361,7 @@ int main(void) {
         cmocka_unit_test(test_pooling_from_files),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@ int cli_run(int argc, char **argv);
 int cli_chat(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_embed(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 int cli_perplexity(int argc, char **argv);
 int cli_kv(int argc, char **argv);

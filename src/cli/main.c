@@ -24,6 +24,7 @@ static const command commands[] = {
     {"bench", cli_bench, "prefill/decode throughput, decode roofline, cache on vs off"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"detokenize", cli_detokenize, "print the text of token ids"},
+    {"embed", cli_embed, "the embedding of a text or token ids (pooled hidden states, as /v1/embeddings)"},
     {"perplexity", cli_perplexity, "sliding-window perplexity of a text file"},
     {"kv", cli_kv, "KV cache bytes per token, per context and capacity planning"},
     {"bench-kv", cli_bench_kv, "paged vs contiguous KV: residency, utilisation, tokens/s; attention kernel; prefix cache"},
