@@ -12,7 +12,9 @@
  * renormalises; a string equals its /tokenize ids; the 400s name the
  * parameter and input at fault (empty string, empty list, empty id list,
  * too long, outside the vocabulary, text without a tokenizer, bad
- * encoding_format or dimensions, an unknown key); GET is a 405.
+ * encoding_format or dimensions, an unknown key); GET is a 405; while a
+ * greedy completion runs on the other sequence slot, embeddings still
+ * equal the reference and the completion's text is the one it has alone.
  */
 #include <math.h>
 
@@ -188,6 +190,43 @@ static void test_errors(void **state) {
     resp_free(&r);
 }
 
+#define COMPLETION "{\"prompt\":[1,17,200],\"max_tokens\":40,\"temperature\":0}"
+
+static void *complete(void *arg) {
+    json_t **out = arg;
+    *out = post(q.port, "/v1/completions", COMPLETION, 200);
+    return NULL;
+}
+
+static void test_alongside_completion(void **state) {
+    (void)state;
+    json_t *alone = post(q.port, "/v1/completions", COMPLETION, 200);
+    char *inputs, body[4096];
+    json_t *ex = reference(&inputs);
+    json_t *want = json_object_get(json_object_get(json_object_get(ex, "poolings"), "mean"), "normalized");
+    snprintf(body, sizeof body, "{\"input\":%s}", inputs);
+    json_t *during = NULL;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, complete, &during), 0);
+    for (int round = 0; round < 3; round++) {
+        json_t *j = post(q.port, "/v1/embeddings", body, 200);
+        for (size_t i = 0; i < json_array_size(want); i++) {
+            char p[64];
+            snprintf(p, sizeof p, "data.%zu.embedding", i);
+            assert_true(vec_diff(jget(j, p), json_array_get(want, i)) < 1e-5);
+        }
+        json_decref(j);
+    }
+    pthread_join(th, NULL);
+    assert_non_null(during);
+    assert_string_equal(jstr(during, "choices.0.text"), jstr(alone, "choices.0.text"));
+    assert_int_equal(jint(during, "usage.completion_tokens"), 40);
+    json_decref(during);
+    json_decref(alone);
+    json_decref(ex);
+    free(inputs);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_embed_server")) return 1;
@@ -195,6 +234,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_text),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_alongside_completion),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;
 }

@@ -5,7 +5,6 @@
 #include "app/embed_request.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -33,6 +33,10 @@
  * sinks; the model's multipliers, extra norms, MLP activation and final
  * soft-cap); no architecture name is read here.
  *
+ * The same step without the output head (engine_step_hidden,
+ * runtime/engine_hidden.h) returns every new row's final-normed hidden
+ * state instead of logits, for embeddings (runtime/embed.c).
+ *
  * Invariant: a failed step leaves every sequence as it was.
  */
 #include <math.h>
