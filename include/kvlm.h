@@ -577,11 +577,12 @@ typedef struct kvlm_embed_params {
     int raw;               /* 0: each vector scaled to L2 norm 1 (a zero vector stays
                               zero); 1: as pooled */
     int max_batch_tokens;  /* tokens per engine step (inputs are grouped into steps
-                              of at most this many; an input longer runs alone);
-                              0: 2048 */
+                              of at most this many; an input longer runs alone).
+                              The engine's activations grow to the largest step
+                              and stay. 0: 512 */
 } kvlm_embed_params;
 
-/* pooling UNSPECIFIED, raw 0, max_batch_tokens 0 (2048). */
+/* pooling UNSPECIFIED, raw 0, max_batch_tokens 0 (512). */
 kvlm_embed_params kvlm_embed_default_params(void);
 
 /* Floats kvlm_embed writes for these inputs: n_inputs x n_embd, or

@@ -23,7 +23,7 @@
 #include "error.h"
 #include "runtime/engine_hidden.h"
 
-#define DEFAULT_BATCH_TOKENS 2048
+#define DEFAULT_BATCH_TOKENS 512
 
 kvlm_embed_params kvlm_embed_default_params(void) {
     return (kvlm_embed_params){.pooling = KVLM_POOLING_UNSPECIFIED, .raw = 0, .max_batch_tokens = 0};
