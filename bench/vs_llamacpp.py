@@ -2,7 +2,7 @@
 """kvlm against llama.cpp on the same GGUF file, side by side.
 
     bench/vs_llamacpp.py --llama-bench PATH/llama-bench [--kvlm build/kvlm]
-                         [--rounds 3] [--pp 120] [--tg 48] [--threads 2]
+                         [--rounds 3] [--pp 120] [--tg 48] [--depth D] [--threads 2]
                          [--contend] [--llama-arg=-nr ...] FILE.gguf ...
 
 For every file and round the two programs run one after the other (kvlm,
@@ -10,7 +10,10 @@ then llama-bench; the order flips every round), same threads, same prompt
 length and generated tokens, KV cache in f16 in both. Each run reports
 prefill (pp) and decode (tg) tokens/s. kvlm bench decodes after its pp
 prompt, so llama-bench's tg test runs at depth pp (-d) to decode over the
-same context.
+same context. --depth D decodes after a context of D tokens instead
+(llama-bench -d D, kvlm bench --depth D): both compute that context once
+per run, untimed, and reuse it for every repeat (llama-bench restores its
+saved state, kvlm finds it in its prefix cache).
 
 The table gives per program the median and min-max over rounds, and the
 per-round ratios kvlm / llama.cpp: their median and, in brackets, the
@@ -39,6 +42,8 @@ import sys
 def run_kvlm(kvlm, path, a):
     cmd = [kvlm, "bench", "-m", path, "--pp", str(a.pp), "--tg", str(a.tg), "--repeats", str(a.repeats),
            "--threads", str(a.threads), "--kv-dtype", "f16", "--no-cache-test", "--bw-mib", "64", "--json"]
+    if a.depth:
+        cmd += ["--depth", str(a.depth)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     j = json.loads(out)
     read = j["roofline"].get("paired", {}).get("read_gbs", 0.0)
@@ -53,7 +58,8 @@ def llama_rows(bench, path, a, extra):
 
 def run_llama(bench, path, a):
     pp = [r["avg_ts"] for r in llama_rows(bench, path, a, ["-p", str(a.pp), "-n", "0"])]
-    tg = [r["avg_ts"] for r in llama_rows(bench, path, a, ["-p", "0", "-n", str(a.tg), "-d", str(a.pp)])]
+    depth = a.depth or a.pp
+    tg = [r["avg_ts"] for r in llama_rows(bench, path, a, ["-p", "0", "-n", str(a.tg), "-d", str(depth)])]
     if len(pp) != 1 or len(tg) != 1:
         sys.exit(f"llama-bench gave no pp/tg rows for {path}")
     return pp[0], tg[0]
@@ -99,11 +105,12 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pp", type=int, default=120)
     ap.add_argument("--tg", type=int, default=48)
+    ap.add_argument("--depth", type=int, default=0, help="decode after D tokens of context (default: after pp)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--contend", action="store_true",
                     help="a busy process pinned to CPU 0 during every run of both programs")
     a = ap.parse_args()
-    print(f"# pp{a.pp} / tg{a.tg} after {a.pp}, {a.threads} threads, KV f16, {a.rounds} rounds alternated, "
+    print(f"# pp{a.pp} / tg{a.tg} after {a.depth or a.pp}, {a.threads} threads, KV f16, {a.rounds} rounds alternated, "
           f"{a.repeats} repeats per run{', busy process on CPU 0' if a.contend else ''}; "
           f"ratios: median (worst-best round)")
     print("| file | weights | kvlm pp t/s | llama.cpp pp t/s | pp ratio | kvlm tg t/s | llama.cpp tg t/s | tg ratio |")

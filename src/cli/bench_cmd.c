@@ -74,6 +74,10 @@ static int parse(int argc, char **argv, bench_opts *o) {
          .help = "tokens generated for the decode and cache tests (default 48)\n"
                  "(without --pp/--tg both shrink to fit a small context window)",
          .kind = OPT_INT, .dst = &o->p.tg, .lo = 2, .hi = 1 << 20, .given = &o->tg_set},
+        CLI_INT("--depth", "N",
+                "decode after a context of N tokens instead of the pp prompt, computed once and\n"
+                "reused through the prefix cache (llama-bench -d N; skips the cache test)",
+                &o->p.depth, 0, 1 << 20),
         CLI_INT("--repeats", "N", "repeats per test (default 5)", &o->p.repeats, 1, MAX_REPEATS),
         CLI_INT("--bw-mib", "N",
                 "buffer for the bandwidth measurement in MiB, raised to twice the largest cache (default 1024)",
@@ -107,6 +111,14 @@ static int parse(int argc, char **argv, bench_opts *o) {
 }
 
 int bench_fit_timing(const char *cmd, bench_params *p, int pp_set, int tg_set, int n_ctx) {
+    if (p->depth > 0) {
+        if (p->pp > n_ctx || p->depth + p->tg > n_ctx) {
+            fprintf(stderr, "kvlm %s: --pp %d, or --depth %d + --tg %d, exceed the context window of %d\n", cmd, p->pp,
+                    p->depth, p->tg, n_ctx);
+            return -1;
+        }
+        return 0;
+    }
     if (p->pp + p->tg > n_ctx) {
         if (!pp_set && !tg_set) { /* both shrink in proportion */
             long pp = (long)p->pp * n_ctx / (p->pp + p->tg);
@@ -162,6 +174,9 @@ typedef struct bench_result {
  * moves with other tenants' load moves both alike. */
 #define PAIRED_READS 4
 
+static int bench_open(bench_ctx *b, const bench_params *p, int prefix_cache);
+static void bench_close(bench_ctx *b);
+
 static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
     gen_result g;
     const double bytes = (double)kvlm_model_decode_bytes(b->m);
@@ -173,8 +188,14 @@ static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
         acc_add(&r->pp_tok_s, o->pp / g.prefill_s);
         gen_result_free(&g);
     }
+    const int ctx = o->depth > 0 ? o->depth : o->pp;
+    if (o->depth > 0) { /* a cache that keeps the depth's blocks: computed once (untimed), found by later repeats */
+        bench_close(b);
+        if (bench_open(b, o, 1) || one_gen(b, 0, ctx, 2, &g)) return -1;
+        gen_result_free(&g);
+    }
     for (int i = 0; i < o->repeats; i++) {
-        if (one_gen(b, 0, o->pp, o->tg, &g)) return -1;
+        if (one_gen(b, 0, ctx, o->tg, &g)) return -1;
         double ms = g.decode_s * 1e3 / g.decode_steps;
         acc_add(&r->tg_ms, ms);
         acc_add(&r->tg_tok_s, 1e3 / ms);
@@ -185,7 +206,7 @@ static int run_tests(bench_ctx *b, const bench_params *o, bench_result *r) {
             if (bw > 0) acc_add(&r->read_ms, bytes / bw * 1e3);
         }
     }
-    if (!o->skip_cache) {
+    if (!o->skip_cache && o->depth <= 0) {
         if (one_gen(b, 1, o->pp, o->tg, &g)) return -1;
         r->cache_off_s = g.ttft_s + g.decode_s;
         gen_result_free(&g);
@@ -232,7 +253,8 @@ static json_t *result_json(const bench_ctx *b, const bench_params *o, const benc
                                                  fb[i].direct_us));
         json_object_set_new(root, "float_batch", arr);
     }
-    if (!o->skip_cache)
+    if (o->depth > 0) json_object_set_new(json_object_get(root, "tg"), "depth", json_integer(o->depth));
+    if (!o->skip_cache && o->depth <= 0)
         json_object_set_new(root, "cache", json_pack("{s:i,s:i,s:f,s:f,s:f}", "prompt_tokens", o->pp, "new_tokens",
                                                      o->tg, "on_s", r->cache_on_s, "off_s", r->cache_off_s,
                                                      "speedup", r->cache_off_s / r->cache_on_s));
@@ -259,27 +281,47 @@ void bench_setup_options(const bench_params *p, kvlm_kv_options *ko, kvlm_engine
     eo->isa = p->isa;
 }
 
+/* b's cache and engine; prefix_cache 1 keeps full blocks for later
+ * repeats (the depth test). */
+static int bench_open(bench_ctx *b, const bench_params *p, int prefix_cache) {
+    kvlm_kv_options ko;
+    kvlm_engine_options eo;
+    kvlm_error err;
+    bench_setup_options(p, &ko, &eo);
+    ko.no_prefix_cache = !prefix_cache;
+    if (!(b->kv = kvlm_kv_create(b->m, &ko, &err)) || !(b->e = kvlm_engine_create(b->m, b->kv, &eo, &err))) {
+        fprintf(stderr, "kvlm bench: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void bench_close(bench_ctx *b) {
+    kvlm_engine_free(b->e);
+    kvlm_kv_free(b->kv);
+    b->e = NULL, b->kv = NULL;
+}
+
 json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     bench_ctx b = {.m = m, .c = kvlm_model_config(m)};
-    kvlm_error err;
     json_t *doc = NULL;
-    if (p->pp < 1 || p->tg < 2 || p->pp + p->tg > b.c->n_ctx) {
-        fprintf(stderr, "kvlm bench: --pp %d + --tg %d exceed the context window of %d\n", p->pp, p->tg, b.c->n_ctx);
+    const int ctx = p->depth > 0 ? p->depth : p->pp, n = ctx > p->pp ? ctx : p->pp;
+    if (p->pp < 1 || p->tg < 2 || p->depth < 0 || p->pp > b.c->n_ctx || ctx + p->tg > b.c->n_ctx) {
+        fprintf(stderr, "kvlm bench: --pp %d (or --depth %d) + --tg %d exceed the context window of %d\n", p->pp,
+                p->depth, p->tg, b.c->n_ctx);
         return NULL;
     }
     if (p->repeats < 1 || p->repeats > MAX_REPEATS || p->bw_mib < 1) {
         fprintf(stderr, "kvlm bench: --repeats %d or --bw-mib %d out of range\n", p->repeats, p->bw_mib);
         return NULL;
     }
-    kvlm_kv_options ko;
-    kvlm_engine_options eo;
-    bench_setup_options(p, &ko, &eo);
-    b.prompt = malloc((size_t)p->pp * sizeof(int32_t));
-    if (!b.prompt || !(b.kv = kvlm_kv_create(m, &ko, &err)) || !(b.e = kvlm_engine_create(m, b.kv, &eo, &err))) {
-        fprintf(stderr, "kvlm bench: %s\n", b.prompt ? err.msg : "out of memory");
-        goto out;
+    b.prompt = malloc((size_t)n * sizeof(int32_t));
+    if (!b.prompt) {
+        fprintf(stderr, "kvlm bench: out of memory\n");
+        return NULL;
     }
-    bench_prompt(b.prompt, p->pp, b.c->vocab_size);
+    if (bench_open(&b, p, 0)) goto out;
+    bench_prompt(b.prompt, n, b.c->vocab_size);
     bench_result *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "kvlm bench: out of memory\n");
@@ -293,8 +335,7 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p) {
     free(r);
 out:
     free(b.prompt);
-    kvlm_engine_free(b.e);
-    kvlm_kv_free(b.kv);
+    bench_close(&b);
     return doc;
 }
 
@@ -341,7 +382,11 @@ static void print_human(const kvlm_model *m, const json_t *d) {
            (int)num(d, "repeats", NULL));
     printf("pp%-8d %12.1f %10.1f %12.1f %12.3f\n", pp, num(d, "pp", "mean_tok_s"), num(d, "pp", "sd_tok_s"),
            pp_median, 1e3 / pp_median);
-    printf("tg%-8d %12.2f %10.2f %12.2f %12.3f\n\n", tg, num(d, "tg", "mean_tok_s"), num(d, "tg", "sd_tok_s"),
+    char tg_label[40];
+    const int depth = (int)num(d, "tg", "depth");
+    if (depth > 0) snprintf(tg_label, sizeof tg_label, "tg%d@d%d", tg, depth);
+    else snprintf(tg_label, sizeof tg_label, "tg%d", tg);
+    printf("%-10s %12.2f %10.2f %12.2f %12.3f\n\n", tg_label, num(d, "tg", "mean_tok_s"), num(d, "tg", "sd_tok_s"),
            num(d, "tg", "median_tok_s"), tpot_ms);
     printf("decode roofline: %.1f MB of weights per token / %.1f GB/s = %.2f ms/token;\n", wb / 1e6, bw_gbs, roof_ms);
     printf("  median decode %.2f ms/token = %.1f%% of the roofline (%.1f GB/s effective)\n", tpot_ms,

@@ -55,6 +55,10 @@ typedef struct bench_params {
     int skip_cache;        /* no cache on/off comparison */
     int bw_mib;            /* buffer for the bandwidth measurement */
     int progress;          /* "measuring read bandwidth..." on stderr */
+    int depth;             /* > 0: the decode test runs after a context of depth
+                              tokens, computed once and found again by the prefix
+                              cache (llama-bench's -d); 0: after the pp prompt.
+                              depth + tg must fit the context window; no cache test */
 } bench_params;
 
 #define BENCH_MAX_REPEATS 1000
