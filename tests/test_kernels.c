@@ -268,6 +268,25 @@ static void test_attention_and_norms(void **state) {
             sc->gelu(r, (size_t)n);
             ops->gelu(g, (size_t)n);
             for (int i = 0; i < n; i++) assert_true(fabsf(r[i] - g[i]) < 2e-6f * (1 + fabsf(r[i])));
+            /* GeGLU against the scalar reference and against gelu then a product */
+            float up[80], gr[80], gg[80];
+            for (int i = 0; i < n; i++) x[i] = 8 * frand(&seed), up[i] = 2 * frand(&seed);
+            sc->geglu(x, up, gr, (size_t)n);
+            ops->geglu(x, up, gg, (size_t)n);
+            for (int i = 0; i < n; i++) {
+                float v = x[i];
+                sc->gelu(&v, 1);
+                assert_true(fabsf(gr[i] - v * up[i]) <= 1e-6f * (1 + fabsf(gr[i])));
+                assert_true(fabsf(gr[i] - gg[i]) < 4e-6f * (1 + fabsf(gr[i])));
+            }
+            /* soft-capping at 30 (Gemma 2's final cap) over scores from -300 to 300 */
+            for (int i = 0; i < n; i++) r[i] = g[i] = 300 * frand(&seed);
+            sc->softcap(r, (size_t)n, 30.0f);
+            ops->softcap(g, (size_t)n, 30.0f);
+            for (int i = 0; i < n; i++) {
+                assert_true(fabsf(r[i]) <= 30.0f);
+                assert_true(fabsf(r[i] - g[i]) < 4e-6f * 30.0f);
+            }
             uint16_t hr[80], hg[80];
             sc->store_row(hr, KVLM_F16, x, n);
             ops->store_row(hg, KVLM_F16, x, n);

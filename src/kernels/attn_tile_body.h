@@ -77,12 +77,14 @@ static void TILE_NAME(update)(int groups, int d, int dp, const float *qt, const 
         if (hi_max < kpos || lo_min > klast) continue; /* no row of the group sees the chunk */
         const int all = lo_max <= kpos && hi_min >= klast;
         const float *gq = qt + (size_t)g * d * VW;
-        /* Head dims 64 and 128 as constants: the KP key rows are then one
-         * base register plus fixed offsets. */
+        /* Head dims 64, 128 and 256 (Gemma) as constants: the KP key rows
+         * are then one base register plus fixed offsets. */
         if (d == 64)
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(64, gq, kf, j0, sbuf);
         else if (d == 128)
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(128, gq, kf, j0, sbuf);
+        else if (d == 256)
+            for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(256, gq, kf, j0, sbuf);
         else
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(d, gq, kf, j0, sbuf);
         if (softcap > 0) /* logit soft-capping (Gemma 2): rare, so plain C */

@@ -71,6 +71,10 @@ typedef struct kern_ops {
     void (*rmsnorm)(const float *x, const float *w, int n, float eps, float *out);
     /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). */
     void (*swiglu)(const float *gate, const float *up, float *out, size_t n);
+    /* out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU: Gemma's MLP). */
+    void (*geglu)(const float *gate, const float *up, float *out, size_t n);
+    /* In place: x = cap * tanh(x / cap) (logit soft-capping, cap > 0). */
+    void (*softcap)(float *x, size_t n, float cap);
     /* Writes x[i] in dst dtype (KV cache stores; Q8_0 rows are rounded as
      * quant_quantize_row does on every ISA, n a multiple of 32). */
     void (*store_row)(void *dst, kvlm_dtype t, const float *x, int n);

@@ -82,6 +82,18 @@ static void swiglu_scalar(const float *gate, const float *up, float *out, size_t
     for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+static void geglu_scalar(const float *gate, const float *up, float *out, size_t n) {
+    const float c = 0.7978845608028654f;
+    for (size_t i = 0; i < n; i++) {
+        const float v = gate[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v))) * up[i];
+    }
+}
+
+static void softcap_scalar(float *x, size_t n, float cap) {
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 static void store_row_scalar(void *dst, kvlm_dtype t, const float *x, int n) {
     if (t == KVLM_Q8_0) quant_quantize_row(t, x, n, dst);
     else
@@ -99,5 +111,7 @@ const kern_ops kern_ops_scalar = {
     .layernorm = layernorm_scalar,
     .rmsnorm = rmsnorm_scalar,
     .swiglu = swiglu_scalar,
+    .geglu = geglu_scalar,
+    .softcap = softcap_scalar,
     .store_row = store_row_scalar,
 };

@@ -608,23 +608,44 @@ static void KERNEL_NAME(attn_accum_heads)(const float *p, size_t ldp, int heads,
     for (; h < heads; h++) KERNEL_NAME(attn_accum)(p + h * ldp, v, vt, n, d, out + (size_t)h * d);
 }
 
-/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1). */
-static void KERNEL_NAME(gelu)(float *x, size_t n) {
+/* tanh(u) = 1 - 2 / (exp(2u) + 1), 2u clamped to [-80, 80] (tanh is +-1
+ * in float well before). */
+AI vf vec_tanh(vf u) {
+    const vf one = V_SET1(1.0f), two = V_SET1(2.0f);
+    const vf e = V_EXP(V_MIN(V_MAX(V_MUL(two, u), V_SET1(-80.0f)), V_SET1(80.0f)));
+    return V_SUB(one, V_DIV(two, V_ADD(e, one)));
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+AI vf vec_gelu(vf v) {
     const vf c = V_SET1(0.7978845608028654f), a = V_SET1(0.044715f);
-    const vf one = V_SET1(1.0f), two = V_SET1(2.0f), half = V_SET1(0.5f);
-    const vf lo = V_SET1(-80.0f), hi = V_SET1(80.0f);
+    const vf u = V_MUL(c, V_FMA(V_MUL(a, V_MUL(v, v)), v, v));
+    return V_MUL(V_MUL(V_SET1(0.5f), v), V_ADD(V_SET1(1.0f), vec_tanh(u)));
+}
+
+static void KERNEL_NAME(gelu)(float *x, size_t n) {
     size_t i = 0;
-    for (; i + VW <= n; i += VW) {
-        vf v = V_LOADU(x + i);
-        vf u = V_MUL(c, V_FMA(V_MUL(a, V_MUL(v, v)), v, v));
-        vf e = V_EXP(V_MIN(V_MAX(V_MUL(two, u), lo), hi));
-        vf th = V_SUB(one, V_DIV(two, V_ADD(e, one)));
-        V_STOREU(x + i, V_MUL(V_MUL(half, v), V_ADD(one, th)));
-    }
+    for (; i + VW <= n; i += VW) V_STOREU(x + i, vec_gelu(V_LOADU(x + i)));
     for (; i < n; i++) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     }
+}
+
+static void KERNEL_NAME(geglu)(const float *gate, const float *up, float *out, size_t n) {
+    size_t i = 0;
+    for (; i + VW <= n; i += VW) V_STOREU(out + i, V_MUL(vec_gelu(V_LOADU(gate + i)), V_LOADU(up + i)));
+    for (; i < n; i++) {
+        const float v = gate[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * up[i];
+    }
+}
+
+static void KERNEL_NAME(softcap)(float *x, size_t n, float cap) {
+    const vf c = V_SET1(cap), inv = V_SET1(1.0f / cap);
+    size_t i = 0;
+    for (; i + VW <= n; i += VW) V_STOREU(x + i, V_MUL(c, vec_tanh(V_MUL(V_LOADU(x + i), inv))));
+    for (; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
 static void KERNEL_NAME(layernorm)(const float *x, const float *w, const float *b, int n, float eps,
@@ -728,5 +749,7 @@ const kern_ops KERNEL_NAME(kern_ops) = {
     .layernorm = KERNEL_NAME(layernorm),
     .rmsnorm = KERNEL_NAME(rmsnorm),
     .swiglu = KERNEL_NAME(swiglu),
+    .geglu = KERNEL_NAME(geglu),
+    .softcap = KERNEL_NAME(softcap),
     .store_row = KERNEL_NAME(store_row),
 };

@@ -67,9 +67,7 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
                                hd, scale, scores + (p - lo), lds);
         p += cnt;
     }
-    if (x && x->softcap > 0)
-        for (int h = 0; h < heads; h++)
-            for (size_t i = 0; i < lds; i++) scores[h * lds + i] = x->softcap * tanhf(scores[h * lds + i] / x->softcap);
+    if (x && x->softcap > 0) ops->softcap(scores, (size_t)heads * lds, x->softcap);
     for (int h = 0; h < heads; h++) {
         if (x && x->sinks) softmax_sink(scores + h * lds, n - lo, x->sinks[h]);
         else kern_softmax(ops, scores + h * lds, n - lo);

@@ -447,13 +447,8 @@ static void swiglu_row(void *ctx, int t, int worker) {
     const int F = e->m->cfg.n_ff;
     const float *gate = e->ff + (size_t)t * 2 * F, *up = gate + F;
     float *act = e->act + (size_t)t * F;
-    if (e->m->mlp_act == MLP_GELU_TANH) {
-        memcpy(act, gate, (size_t)F * sizeof(float));
-        e->ops->gelu(act, (size_t)F);
-        for (int i = 0; i < F; i++) act[i] *= up[i];
-        return;
-    }
-    e->ops->swiglu(gate, up, act, (size_t)F);
+    if (e->m->mlp_act == MLP_GELU_TANH) e->ops->geglu(gate, up, act, (size_t)F);
+    else e->ops->swiglu(gate, up, act, (size_t)F);
 }
 
 /* GELU MLP (GPT-2) or SwiGLU: down(silu(gate(h)) * up(h)) (Llama); gate
@@ -519,8 +514,7 @@ static void forward(kvlm_engine *e, int T, int n_logits, float *logits, float *h
     const size_t nl = (size_t)n_logits * c->vocab_size;
     if (m->logit_scale > 0)
         for (size_t i = 0; i < nl; i++) logits[i] *= m->logit_scale;
-    if (m->final_softcap > 0)
-        for (size_t i = 0; i < nl; i++) logits[i] = m->final_softcap * tanhf(logits[i] / m->final_softcap);
+    if (m->final_softcap > 0) ops->softcap(logits, nl, m->final_softcap);
 }
 
 size_t kvlm_engine_logits_size(const kvlm_engine *e, const kvlm_batch_item *items, int n_items) {
