@@ -307,6 +307,13 @@ size_t kvlm_model_repacked_bytes(const kvlm_model *m);
  * Returns 0 or a negative status (KVLM_ERR_IO, _FORMAT, _UNSUPPORTED). */
 int kvlm_config_load(const char *path, kvlm_config *cfg, kvlm_error *err);
 
+/* The window each layer of the model at path attends over, as
+ * kvlm_model_load would set it (0: the whole context; a window at least as
+ * long as the context is none), from the same files kvlm_config_load
+ * reads: windows[l] for l < cap (windows may be NULL with cap 0 to count).
+ * Returns the layer count, or a negative status as kvlm_config_load. */
+int kvlm_config_layer_windows(const char *path, int *windows, int cap, kvlm_error *err);
+
 /* Bytes of weights a checkpoint holds, without loading it: the sum of its
  * tensors' sizes as its headers declare them, for the paths
  * kvlm_config_load takes (a config.json counts the weights beside it) and
@@ -486,6 +493,11 @@ int kvlm_kv_block_states(const kvlm_kv *kv, int *refs, unsigned char *cached, si
  * Returns how many (enough for its length and any pending append), or
  * KVLM_ERR_ARG when seq is no live sequence. */
 int kvlm_kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table, kvlm_error *err);
+/* kvlm_kv_seq_blocks for any layer slice 0 .. kvlm_kv_info.n_slices - 1
+ * (each slice has its own table; a window slice's starts with -1 where
+ * its window released blocks). KVLM_ERR_ARG for no live seq or a slice
+ * out of range. */
+int kvlm_kv_seq_slice_blocks(const kvlm_kv *kv, int seq, int slice, const int **table, kvlm_error *err);
 
 /* ---------------------------------------------------------------- engine */
 

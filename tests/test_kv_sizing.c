@@ -694,10 +694,16 @@ static void test_window_preset(void **state) {
     /* A config's one sliding window covers every layer. */
     kvlm_config c = {.n_layer = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .n_ctx = 64, .sliding_window = 8};
     kvs_model m;
-    kvs_model_from_config(&m, &c, "x");
+    kvs_model_from_config(&m, &c, NULL, "x");
     assert_int_equal(m.window, 8), assert_int_equal(m.window_layers, 4);
     assert_int_equal(kvs_split_bytes_per_token(&m, KVLM_F32, &glob, &win), 0);
     assert_int_equal(glob, 0), assert_int_equal(win, 2 * 4 * 2 * 16 * 4);
+    /* per-layer windows: the window layers only */
+    const int wins[4] = {8, 0, 8, 100};
+    kvs_model_from_config(&m, &c, wins, "x");
+    assert_int_equal(m.window, 8), assert_int_equal(m.window_layers, 2); /* 100 >= n_ctx: global */
+    assert_int_equal(kvs_split_bytes_per_token(&m, KVLM_F32, &glob, &win), 0);
+    assert_int_equal(glob, 2 * 2 * 2 * 16 * 4), assert_int_equal(win, 2 * 2 * 2 * 16 * 4);
     /* kvlm kv --json carries the split and the windowed totals */
     json_t *j = kv_json("--preset gemma-3-1b --ctx 32768");
     json_t *g0 = model0(j);
@@ -710,6 +716,40 @@ static void test_window_preset(void **state) {
     json_decref(j);
 }
 
+/* kvlm kv -m reads each layer's window from the model's files: Gemma 3's
+ * fixture (6 layers, window 5 on layers 0-4, layer 5 global; 1 KV head of
+ * 16) as a config.json and as llama.cpp's GGUF. f32: 2 x 16 x 4 = 128
+ * bytes per token and layer; at 64 tokens 64 x 128 + 5 x 5 x 128. */
+static void test_model_windows(void **state) {
+    (void)state;
+    const char *paths[] = {"tests/fixtures/layers/gemma3", "tests/fixtures/layers_gguf/gemma3-q8_0.gguf"};
+    for (int i = 0; i < 2; i++) {
+        int w[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+        kvlm_error err;
+        assert_int_equal(kvlm_config_layer_windows(paths[i], w, 8, &err), 6);
+        for (int l = 0; l < 5; l++) assert_int_equal(w[l], 5);
+        assert_int_equal(w[5], 0), assert_int_equal(w[6], -1);
+        assert_int_equal(kvlm_config_layer_windows(paths[i], NULL, 0, &err), 6);
+        char args[160];
+        snprintf(args, sizeof args, "-m %s --kv-dtype f32 --ctx 64", paths[i]);
+        json_t *j = kv_json(args);
+        json_t *g0 = model0(j);
+        assert_int_equal(jint(g0, "window"), 5);
+        assert_int_equal(jint(g0, "window_layers"), 5);
+        assert_int_equal(jint(g0, "bytes_per_token_global"), 128);
+        assert_int_equal(jint(g0, "bytes_per_token_window"), 640);
+        assert_int_equal(jint(json_array_get(json_object_get(g0, "totals"), 0), "bytes"), 64 * 128 + 5 * 640);
+        json_decref(j);
+    }
+    /* one window on every layer, or none: GPT-2 has none */
+    int w[12];
+    kvlm_error err;
+    assert_int_equal(kvlm_config_layer_windows(TINY, w, 12, &err), 2);
+    assert_int_equal(w[0], 0), assert_int_equal(w[1], 0);
+    assert_true(kvlm_config_layer_windows("tests/fixtures/no-such-model", w, 12, &err) < 0);
+    assert_int_equal(kvlm_config_layer_windows(TINY, NULL, 3, &err), KVLM_ERR_ARG);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preset_bytes),
@@ -720,6 +760,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_config_load_bad, setup, teardown),
         cmocka_unit_test(test_cli_presets),
         cmocka_unit_test(test_window_preset),
+        cmocka_unit_test(test_model_windows),
         cmocka_unit_test(test_cli_dtypes_and_ctx),
         cmocka_unit_test_setup_teardown(test_cli_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_plan, setup, teardown),

@@ -37,6 +37,36 @@ static void check_invariants(const kvlm_kv *kv) {
     if (kv_check_invariants(kv, &err)) fail_msg("invariants: %s", err.msg);
 }
 
+/* The public view of every slice's table (kvlm_kv_seq_slice_blocks, what
+ * kvlm serve's engine view lists): the same tables as the cache's own, and
+ * over all of them a block's reference count is the number of tables that
+ * list it. */
+static void check_slice_views(const kvlm_kv *kv, const int *live, int n_live) {
+    kvlm_kv_info info;
+    kvlm_kv_get_info(kv, &info);
+    int *listed = calloc(info.n_blocks, sizeof *listed), *refs = calloc(info.n_blocks, sizeof *refs);
+    unsigned char *cached = calloc(info.n_blocks, 1);
+    kvlm_error err;
+    for (int i = 0; i < n_live; i++)
+        for (int sl = 0; sl < info.n_slices; sl++) {
+            const int *pub, *own;
+            const int n = kvlm_kv_seq_slice_blocks(kv, live[i], sl, &pub, &err);
+            assert_int_equal(n, kv_seq_slice_blocks(kv, live[i], sl, &own));
+            assert_ptr_equal(pub, own);
+            for (int b = 0; b < n; b++)
+                if (pub[b] >= 0) listed[pub[b]]++;
+        }
+    assert_int_equal(kvlm_kv_block_states(kv, refs, cached, info.n_blocks, &err), 0);
+    for (size_t b = 0; b < info.n_blocks; b++) assert_int_equal(listed[b], refs[b]);
+    if (n_live) {
+        const int *t;
+        assert_int_equal(kvlm_kv_seq_slice_blocks(kv, live[0], info.n_slices, &t, &err), KVLM_ERR_ARG);
+        assert_null(t);
+        assert_int_equal(kvlm_kv_seq_slice_blocks(kv, live[0], -1, &t, &err), KVLM_ERR_ARG);
+    }
+    free(listed), free(refs), free(cached);
+}
+
 static kvlm_kv_stats stats(const kvlm_kv *kv) {
     kvlm_kv_stats st;
     kvlm_kv_get_stats(kv, &st);
@@ -349,6 +379,7 @@ static void test_property(void **state) {
                 live[i] = live[--n_live];
             }
             check_invariants(kv);
+            check_slice_views(kv, live, n_live);
             const kvlm_kv_stats st = stats(kv);
             assert_int_equal(st.bytes_reserved, st.blocks_used * st.block_bytes);
             assert_int_equal(st.blocks_used + st.blocks_cached + st.blocks_free, NB);

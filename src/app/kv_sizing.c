@@ -63,7 +63,7 @@ const char *kvs_preset_names(void) {
     return "gpt2-124m, llama-3.1-8b, mistral-7b, qwen2.5-7b, llama-2-70b, llama-2-7b, qwen3-30b-a3b, gemma-3-1b";
 }
 
-void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path) {
+void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const int *windows, const char *path) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", path);
     snprintf(m->label, sizeof m->label, "%s", path);
@@ -73,7 +73,13 @@ void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path)
     m->n_kv_head = c->n_kv_head;
     m->head_dim = c->head_dim;
     m->max_ctx = c->n_ctx;
-    if (c->sliding_window > 0 && c->sliding_window < c->n_ctx) { /* one window on every layer */
+    if (windows) { /* per layer, from the model's files */
+        for (int l = 0; l < c->n_layer; l++)
+            if (windows[l] > 0 && windows[l] < c->n_ctx) {
+                m->window = windows[l] > m->window ? windows[l] : m->window;
+                m->window_layers++;
+            }
+    } else if (c->sliding_window > 0 && c->sliding_window < c->n_ctx) { /* one window on every layer */
         m->window = c->sliding_window;
         m->window_layers = c->n_layer;
     }

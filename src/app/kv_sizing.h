@@ -51,8 +51,12 @@ const kvs_model *kvs_presets(size_t *n);
 const kvs_model *kvs_preset_find(const char *name);
 /* Comma-separated preset names, for messages. */
 const char *kvs_preset_names(void);
-/* Fills m from a loaded config; name and label are the path. */
-void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const char *path);
+/* Fills m from a loaded config; name and label are the path. windows:
+ * each layer's window (kvlm_config_layer_windows; 0: global), or NULL
+ * for the config's one window on every layer. Layers of two different
+ * windows count under the larger (an upper bound: no model kvlm reads
+ * has more than one window size). */
+void kvs_model_from_config(kvs_model *m, const kvlm_config *c, const int *windows, const char *path);
 
 /* The library's KV bytes per token (kvlm_kv_bytes_per_token) of m's
  * shape in a cache of dtype t: 2 x layers x KV heads x the bytes of one

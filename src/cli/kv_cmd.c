@@ -543,12 +543,22 @@ static int build_rows(const kv_opts *o, kv_row *rows, int *n) {
     if (o->model || o->config) {
         kvlm_config cfg;
         kvlm_error err;
+        int *windows = NULL;
         if (o->model && kvlm_config_load(o->model, &cfg, &err)) {
             fprintf(stderr, "kvlm kv: %s\n", err.msg);
             return 1;
         }
-        kvs_model_from_config(&rows[0].m, o->model ? &cfg : o->config,
+        if (o->model) { /* the file's per-layer windows (Gemma's window and global layers) */
+            windows = malloc((size_t)(cfg.n_layer > 0 ? cfg.n_layer : 1) * sizeof *windows);
+            if (!windows || kvlm_config_layer_windows(o->model, windows, cfg.n_layer, &err) != cfg.n_layer) {
+                fprintf(stderr, "kvlm kv: %s\n", windows ? err.msg : "out of memory");
+                free(windows);
+                return 1;
+            }
+        }
+        kvs_model_from_config(&rows[0].m, o->model ? &cfg : o->config, windows,
                               o->model ? o->model : o->label ? o->label : "model");
+        free(windows);
         *n = 1;
         return build_row(&rows[0], o, 0, 1);
     }

@@ -33,6 +33,11 @@ static void fold_norms(kvlm_model *m) {
     }
 }
 
+int model_spec_window(const layer_spec *s, const kvlm_config *c, int l) {
+    const int w = s && s->window && s->sliding[l] ? s->window : c->sliding_window;
+    return w >= c->n_ctx ? 0 : w;
+}
+
 int attn_desc_init(kvlm_model *m, kvlm_error *err) {
     const kvlm_config *c = &m->cfg;
     const layer_spec *s = m->spec;
@@ -45,8 +50,7 @@ int attn_desc_init(kvlm_model *m, kvlm_error *err) {
     int mixed = 0;
     for (int l = 0; l < c->n_layer; l++) {
         model_attn_layer *a = &m->attn[l];
-        a->window = s->window && s->sliding[l] ? s->window : c->sliding_window;
-        if (a->window >= c->n_ctx) a->window = 0;
+        a->window = model_spec_window(s, c, l);
         mixed |= a->window != c->sliding_window;
         a->rope_dims = s->no_rope[l] ? 0 : dims;
         a->rope_table = m->n_rope > 1 && s->sliding[l] ? 1 : 0;

@@ -172,15 +172,16 @@ int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err) {
     return rc;
 }
 
-int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err) {
+int model_gguf_config(const char *path, kvlm_config *cfg, layer_spec *spec_out, kvlm_error *err) {
     tensor_set ts;
     tensor_set_init(&ts);
     gguf_meta g = {0};
-    layer_spec *spec = malloc(sizeof *spec);
+    layer_spec *spec = spec_out ? spec_out : malloc(sizeof *spec);
+    if (spec) layer_spec_init(spec);
     int rc = spec ? gguf_load(&ts, &g, path, err) : kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
     if (!rc) rc = read_config(&g, &ts, cfg, spec, err);
     if (!rc) rc = model_check_config(cfg, MODEL_SRC_GGUF, path, err);
-    free(spec);
+    if (spec != spec_out) free(spec);
     gguf_meta_free(&g);
     tensor_set_free(&ts);
     return rc;

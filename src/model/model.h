@@ -160,7 +160,10 @@ int moe_bind_layer(kvlm_model *m, int gguf, int l, model_layer *L, const char *o
 int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);
 /* The configuration of a GGUF file, as model_load_gguf builds it (its
  * metadata and the embedding's shape), without binding any weights. */
-int model_gguf_config(const char *path, kvlm_config *cfg, kvlm_error *err);
+int model_gguf_config(const char *path, kvlm_config *cfg, layer_spec *spec, kvlm_error *err);
+/* The window layer l attends over (0: the whole context) under config c
+ * and spec s (NULL: c's one window on every layer). */
+int model_spec_window(const layer_spec *s, const kvlm_config *c, int l);
 /* The rotary frequency tables of m->cfg and spec (may be NULL): table 0
  * for the global layers (rope_theta; llama3, linear or LongRoPE scaling),
  * table 1 for the sliding layers when spec gives them their own base. */

@@ -46,3 +46,11 @@ int kvlm_kv_seq_blocks(const kvlm_kv *kv, int seq, const int **table, kvlm_error
     if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "kvlm_kv_seq_blocks: no sequence %d", seq);
     return kv_seq_blocks(kv, seq, table);
 }
+
+int kvlm_kv_seq_slice_blocks(const kvlm_kv *kv, int seq, int slice, const int **table, kvlm_error *err) {
+    *table = NULL;
+    if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "kvlm_kv_seq_slice_blocks: no sequence %d", seq);
+    if (slice < 0 || slice >= kv_n_slices(kv))
+        return kvlm_error_set(err, KVLM_ERR_ARG, "kvlm_kv_seq_slice_blocks: slice %d of %d", slice, kv_n_slices(kv));
+    return kv_seq_slice_blocks(kv, seq, slice, table);
+}

@@ -243,7 +243,19 @@ static size_t put_count(char *out, int x) {
     return n;
 }
 
-static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, double now) {
+/* A block table's entries, comma-separated (-1: released by a sliding window). */
+static void write_table(sbuf *o, const int *table, int nb) {
+    for (int b = 0; b < nb; b++) {
+        char num[16];
+        size_t n = 0;
+        if (b) num[n++] = ',';
+        if (table[b] < 0) num[n++] = '-', num[n++] = '1';
+        else n += put_count(num + n, table[b]);
+        sbuf_add(o, num, n);
+    }
+}
+
+static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, double now, int n_slices) {
     const prompt_run *pr = c->user;
     const job *j = pr->j;
     const int api_choice = pr->index * j->rq.n + c->choice;
@@ -260,15 +272,19 @@ static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, doubl
                 kvlm_kv_seq_len(s->kv, c->seq, NULL));
     const int *table;
     const int nb = kvlm_kv_seq_blocks(s->kv, c->seq, &table, NULL);
-    for (int b = 0; b < nb; b++) {
-        char num[16];
-        size_t n = 0;
-        if (b) num[n++] = ',';
-        if (table[b] < 0) num[n++] = '-', num[n++] = '1'; /* released by a sliding window */
-        else n += put_count(num + n, table[b]);
-        sbuf_add(o, num, n);
+    write_table(o, table, nb);
+    sbuf_adds(o, "]");
+    if (n_slices > 1) { /* every layer slice's own table, slice 0 first */
+        sbuf_adds(o, ",\"slices\":[");
+        for (int sl = 0; sl < n_slices; sl++) {
+            const int ns = kvlm_kv_seq_slice_blocks(s->kv, c->seq, sl, &table, NULL);
+            sbuf_adds(o, sl ? ",[" : "[");
+            write_table(o, table, ns > 0 ? ns : 0);
+            sbuf_adds(o, "]");
+        }
+        sbuf_adds(o, "]");
     }
-    sbuf_adds(o, "]}");
+    sbuf_adds(o, "}");
 }
 
 static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm_kv_stats *kv) {
@@ -324,7 +340,7 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
             if (v->choices[i].running != pass) continue;
             if (!first) sbuf_add(o, ",", 1);
             first = 0;
-            write_choice(o, s, &v->choices[i], now);
+            write_choice(o, s, &v->choices[i], now, info.n_slices);
         }
     }
     sbuf_printf(o,
