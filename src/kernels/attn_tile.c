@@ -24,6 +24,7 @@ static inline float hide1(float s, int lo, int hi, int pos) { return pos < lo ||
 #define V_ADD(a, b) ((a) + (b))
 #define V_SUB(a, b) ((a) - (b))
 #define V_MUL(a, b) ((a) * (b))
+#define V_DIV(a, b) ((a) / (b))
 #define V_MAX(a, b) fmaxf((a), (b))
 #define VI_LOADU(p) (*(p))
 #define V_HIDE(s, lo, hi, pos) hide1((s), (lo), (hi), (pos))

@@ -24,6 +24,7 @@ static inline __m256 uninf8(__m256 m) {
 }
 
 #define KP 8
+#define V_DIV(a, b) _mm256_div_ps((a), (b))
 #define vi __m256i
 #define VI_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
 #define V_HIDE(s, lo, hi, pos) hide8((s), (lo), (hi), (pos))

@@ -24,6 +24,7 @@ static inline __m512 uninf16(__m512 m) {
 }
 
 #define KP 16
+#define V_DIV(a, b) _mm512_div_ps((a), (b))
 #define vi __m512i
 #define VI_LOADU(p) _mm512_loadu_si512((const void *)(p))
 #define V_HIDE(s, lo, hi, pos) hide16((s), (lo), (hi), (pos))

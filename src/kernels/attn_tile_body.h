@@ -8,7 +8,7 @@
  *   VW  lanes (rows per group)      KP  keys per score pass (<= 16)
  *   vf  float vector   vi  int32 vector
  *   V_ZERO() V_SET1(s) V_LOADU(p) V_STOREU(p, v) V_FMA(a, b, c) (a*b+c)
- *   V_ADD V_SUB V_MUL V_MAX  VI_LOADU(p)
+ *   V_ADD V_SUB V_MUL V_DIV V_MAX  VI_LOADU(p)
  *   V_HIDE(s, lo, hi, pos)  s with -INFINITY where pos < lo or pos > hi
  *   V_EXPZ(x)      exp(x), 0 where x < VEC_EXP_LO (and for -inf, NaN)
  *   V_UNINF(m)     m with 0 where m == -INFINITY
@@ -87,8 +87,13 @@ static void TILE_NAME(update)(int groups, int d, int dp, const float *qt, const 
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(256, gq, kf, j0, sbuf);
         else
             for (int j0 = 0; j0 < n; j0 += KP) TILE_NAME(scores)(d, gq, kf, j0, sbuf);
-        if (softcap > 0) /* logit soft-capping (Gemma 2): rare, so plain C */
-            for (int j = 0; j < n * VW; j++) sbuf[j] = softcap * tanhf(sbuf[j] / softcap);
+        if (softcap > 0) { /* logit soft-capping (Gemma 2): cap tanh(s / cap), tanh(u) = 1 - 2 / (exp(2u) + 1) */
+            const vf cap = V_SET1(softcap), k2 = V_SET1(2.0f / softcap), one = V_SET1(1.0f), two = V_SET1(2.0f);
+            for (int j = 0; j < n; j++) {
+                const vf e = V_EXPZ(V_MUL(V_LOADU(sbuf + (size_t)j * VW), k2));
+                V_STOREU(sbuf + (size_t)j * VW, V_MUL(cap, V_SUB(one, V_DIV(two, V_ADD(e, one)))));
+            }
+        }
         const vi lov = VI_LOADU(glo), hiv = VI_LOADU(ghi);
         const vf mo = V_LOADU(mx + (size_t)g * VW);
         vf mb = V_SET1(-INFINITY);

@@ -24,6 +24,7 @@ static inline float32x4_t uninf4(float32x4_t m) {
 }
 
 #define KP 8
+#define V_DIV(a, b) vdivq_f32((a), (b))
 #define vi int32x4_t
 #define VI_LOADU(p) vld1q_s32((const int32_t *)(p))
 #define V_HIDE(s, lo, hi, pos) hide4((s), (lo), (hi), (pos))
