@@ -103,10 +103,10 @@ static const struct hf_arch {
     {"qwen2", "Qwen2", "qwen2"},    {"qwen3", "Qwen3", "qwen3"},   {"phi3", "Phi3", "phi3"},
     {"gemma2", "Gemma2", "gemma2"}, {"gemma3_text", "Gemma3", "gemma3"}, {"smollm3", "SmolLM3", "smollm3"},
     {"granite", "Granite", "granite"}, {"qwen2_moe", "Qwen2Moe", "qwen2moe"}, {"qwen3_moe", "Qwen3Moe", "qwen3moe"},
-    {"mixtral", "Mixtral", "mixtral"},
+    {"mixtral", "Mixtral", "mixtral"}, {"gpt_oss", "GptOss", "gpt-oss"},
 };
 #define HF_ARCH_NAMES \
-    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, granite, qwen2_moe, qwen3_moe, mixtral"
+    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, granite, qwen2_moe, qwen3_moe, mixtral, gpt_oss"
 
 static const char *find_arch(json_t *root) {
     json_t *mt = json_object_get(root, "model_type");
@@ -208,7 +208,8 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
         return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_theta = %g is outside (1, 1e12)", path, cfg->rope_theta);
     json_t *tie = json_object_get(root, "tie_word_embeddings"), *ab = json_object_get(root, "attention_bias");
     cfg->tie_embeddings = json_is_true(tie);
-    cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen2moe") || json_is_true(ab);
+    cfg->qkv_bias = !strcmp(cfg->arch, "qwen2") || !strcmp(cfg->arch, "qwen2moe") || json_is_true(ab) ||
+                    (!strcmp(cfg->arch, "gpt-oss") && !json_is_false(ab)); /* GptOssConfig's default: true */
     cfg->qk_norm = !strcmp(cfg->arch, "qwen3") || !strcmp(cfg->arch, "qwen3moe");
     int rc;
     if ((rc = load_window(root, path, cfg, err))) return rc;
@@ -228,9 +229,10 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
     }
     if (json_is_object(sc) && (!strcmp(tn, "longrope") || !strcmp(tn, "su")))
         return hf_longrope(root, sc, path, cfg, spec, err);
+    if (json_is_object(sc) && !strcmp(tn, "yarn")) return hf_yarn(root, sc, path, cfg, spec, err);
     if (!json_is_object(sc) || strcmp(tn, "llama3"))
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED,
-                              "%s: rope_scaling.%s '%s' is not supported (llama3, linear, longrope)",
+                              "%s: rope_scaling.%s '%s' is not supported (llama3, linear, longrope, yarn)",
                               path, json_object_get(sc, "rope_type") ? "rope_type" : "type", tn);
     cfg->rope_factor = (float)get_num(sc, "factor", 0);
     cfg->rope_low_freq_factor = (float)get_num(sc, "low_freq_factor", 1);
@@ -247,7 +249,8 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
     return KVLM_OK;
 }
 
-/* The mixtures of experts: Qwen2-MoE and Qwen3-MoE (num_experts,
+/* The mixtures of experts: gpt-oss (num_local_experts, num_experts_per_tok
+ * or experts_per_token, experts of intermediate_size), Qwen2-MoE and Qwen3-MoE (num_experts,
  * moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared expert of
  * shared_expert_intermediate_size) and Mixtral (num_local_experts, experts
  * of intermediate_size, top-k always renormalised). Every layer must be
@@ -255,16 +258,19 @@ static int load_rope(json_t *root, const char *path, kvlm_config *cfg, layer_spe
  * (dense MLPs on some layers) is refused by name. */
 static int load_moe(json_t *root, const char *path, kvlm_config *cfg, kvlm_error *err) {
     const int mixtral = !strcmp(cfg->arch, "mixtral"), qwen2 = !strcmp(cfg->arch, "qwen2moe");
-    const char *n_key = mixtral ? "num_local_experts" : "num_experts";
+    const int oss = !strcmp(cfg->arch, "gpt-oss");
+    const char *n_key = mixtral || oss ? "num_local_experts" : "num_experts";
+    /* gpt-oss's configs carry experts_per_token too (OpenAI's name). */
+    const char *k_key = oss && !json_object_get(root, "num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok";
     int rc, step = 1;
     if ((rc = get_int(root, path, n_key, 1, 0, &cfg->n_expert, err)) ||
-        (rc = get_int(root, path, "num_experts_per_tok", 1, 0, &cfg->n_expert_used, err)) ||
+        (rc = get_int(root, path, k_key, 1, 0, &cfg->n_expert_used, err)) ||
         (rc = check_range(path, n_key, cfg->n_expert, 1, 4096, err)) ||
-        (rc = check_range(path, "num_experts_per_tok", cfg->n_expert_used, 1, cfg->n_expert, err)))
+        (rc = check_range(path, k_key, cfg->n_expert_used, 1, cfg->n_expert, err)))
         return rc;
-    if (mixtral) {
+    if (mixtral || oss) {
         cfg->n_ff_expert = cfg->n_ff;
-        cfg->expert_norm_topk = 1;
+        cfg->expert_norm_topk = mixtral; /* gpt-oss: a softmax over the k chosen logits (layer_spec) */
         return KVLM_OK;
     }
     if ((rc = get_int(root, path, "moe_intermediate_size", 1, 0, &cfg->n_ff_expert, err)) ||
@@ -316,7 +322,8 @@ static int load_llama(json_t *root, const char *path, kvlm_config *cfg, layer_sp
     }
     if ((rc = check_range(path, "head_dim", cfg->head_dim, 1, 1 << 12, err))) return rc;
     if ((rc = check_eos(path, cfg, err))) return rc;
-    if ((!strcmp(cfg->arch, "mixtral") || strstr(cfg->arch, "moe")) && (rc = load_moe(root, path, cfg, err)))
+    if ((!strcmp(cfg->arch, "mixtral") || !strcmp(cfg->arch, "gpt-oss") || strstr(cfg->arch, "moe")) &&
+        (rc = load_moe(root, path, cfg, err)))
         return rc;
     json_t *eps = json_object_get(root, "rms_norm_eps");
     cfg->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;

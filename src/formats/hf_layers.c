@@ -22,6 +22,12 @@
  *                long_factor / short_factor of rotary_dims / 2 values each,
  *                original_max_position_embeddings.
  *   mistral      sliding_window on every layer (default 4096 when absent).
+ *   gpt_oss      sliding_window (default 128) on the layers layer_types
+ *                marks (default the even ones), attention sinks, biases,
+ *                top-k-then-softmax routing, swiglu_limit (default 7).
+ *   any          rope_scaling yarn (hf_yarn): factor, beta_fast, beta_slow,
+ *                original_max_position_embeddings, attention_factor,
+ *                truncate.
  *
  * Every value out of range is an error naming its key.
  */
@@ -253,11 +259,59 @@ int hf_longrope(json_t *root, json_t *sc, const char *path, const kvlm_config *c
     return KVLM_OK;
 }
 
+/* gpt-oss: sliding_window (default 128) on the layers layer_types marks
+ * (default the even ones), attention sinks, biases on the attention output,
+ * router and experts, routing by the top k logits then a softmax over them,
+ * the clamped SwiGLU of swiglu_limit (default 7) with alpha 1.702. */
+static int gptoss(json_t *root, const char *path, kvlm_config *c, layer_spec *s, kvlm_error *err) {
+    int rc;
+    if ((rc = get_window(root, path, 128, &s->window, err))) return rc;
+    if (!layer_types(root, path, c, s, &rc, err))
+        for (int l = 0; l < c->n_layer; l++) s->sliding[l] = l % 2 == 0;
+    if (rc) return rc;
+    s->attn_sinks = s->o_bias = s->moe_bias = s->moe_topk_softmax = 1;
+    s->swiglu_alpha = 1.702f;
+    if ((rc = num(root, path, "swiglu_limit", 7.0, 0, 1e9, &s->swiglu_limit, err))) return rc;
+    return check_window(path, c, s, err);
+}
+
+/* rope_scaling of type yarn: called by hf_config.c. factor > 1,
+ * original_max_position_embeddings (in the object or the config), beta_fast
+ * (32) > beta_slow (1), attention_factor (default 0.1 ln(factor) + 1),
+ * truncate (default true). */
+int hf_yarn(json_t *root, json_t *sc, const char *path, const kvlm_config *c, layer_spec *s, kvlm_error *err) {
+    (void)c;
+    int rc;
+    float af = 0;
+    if ((rc = num(sc, path, "factor", 0, 1, 1e6, &s->yarn_factor, err)) ||
+        (rc = num(sc, path, "beta_fast", 32, 0, 1e6, &s->yarn_beta_fast, err)) ||
+        (rc = num(sc, path, "beta_slow", 1, 0, 1e6, &s->yarn_beta_slow, err)) ||
+        (rc = num(sc, path, "attention_factor", 0, -1e-30, 1e6, &af, err))) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "rope_scaling (yarn): %s", m);
+    }
+    if (!(s->yarn_beta_fast > s->yarn_beta_slow))
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_scaling.beta_fast = %g must exceed beta_slow = %g", path,
+                              s->yarn_beta_fast, s->yarn_beta_slow);
+    json_t *o = json_object_get(sc, "original_max_position_embeddings");
+    if (!o) o = json_object_get(root, "original_max_position_embeddings");
+    if (!json_is_integer(o) || json_integer_value(o) < 1 || json_integer_value(o) > (1 << 24))
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: rope_scaling (yarn) needs original_max_position_embeddings "
+                              "(a positive integer)", path);
+    s->yarn_orig_ctx = (int)json_integer_value(o);
+    s->yarn_mscale = af > 0 ? af : (float)(0.1 * log(s->yarn_factor) + 1.0);
+    json_t *t = json_object_get(sc, "truncate");
+    s->yarn_truncate = !json_is_false(t);
+    return KVLM_OK;
+}
+
 int hf_layer_spec(json_t *root, const char *path, kvlm_config *c, layer_spec *s, kvlm_error *err) {
     if (is(c, "gemma2") || is(c, "gemma3")) return gemma(root, path, c, s, err);
     if (is(c, "qwen2") || is(c, "qwen3") || is(c, "qwen2moe") || is(c, "qwen3moe")) return qwen_window(root, path, c, s, err);
     if (is(c, "smollm3")) return smollm3(root, path, c, s, err);
     if (is(c, "granite")) return granite(root, path, c, s, err);
     if (is(c, "phi3")) return phi3(root, path, c, s, err);
+    if (is(c, "gpt-oss")) return gptoss(root, path, c, s, err);
     return KVLM_OK;
 }

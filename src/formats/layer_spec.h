@@ -40,6 +40,23 @@ typedef struct layer_spec {
     int longrope_ctx;                          /* original_max_position_embeddings */
     float longrope_mscale;
     float long_factor[LAYER_SPEC_MAX_FACTORS], short_factor[LAYER_SPEC_MAX_FACTORS];
+    /* YaRN (rope_scaling type yarn; model/rope.c): frequency i is
+     * extrapolated (kept) below the correction range of beta_fast ..
+     * beta_slow, interpolated (divided by yarn_factor) above it, mixed
+     * linearly inside; cos and sin times yarn_mscale. yarn_truncate rounds
+     * the range to whole dimensions (llama.cpp always does; Hugging Face
+     * unless the config's truncate is false). */
+    float yarn_factor;                         /* 0: no YaRN */
+    float yarn_beta_fast, yarn_beta_slow, yarn_mscale;
+    int yarn_orig_ctx, yarn_truncate;
+    int attn_sinks;                            /* one learned logit per query head joins each softmax (gpt-oss) */
+    int o_bias;                                /* the attention output projection has a bias */
+    int ffn_norm_post_attn;                    /* GGUF: the FFN's norm is named post_attention_norm (gpt-oss) */
+    /* Mixtures of experts: routing and the experts' activation. */
+    int moe_topk_softmax;                      /* top k of the raw router logits, then softmax over the k (gpt-oss) */
+    int moe_bias;                              /* the router and the experts' matrices have biases */
+    float swiglu_limit;                        /* > 0: clamped SwiGLU, (min(up,..) + 1) * g * sigmoid(alpha g) */
+    float swiglu_alpha;
 } layer_spec;
 
 static inline void layer_spec_init(layer_spec *s) {

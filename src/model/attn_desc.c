@@ -56,6 +56,7 @@ int attn_desc_init(kvlm_model *m, kvlm_error *err) {
         a->rope_table = m->n_rope > 1 && s->sliding[l] ? 1 : 0;
         a->scale = s->query_scale > 0 ? s->query_scale : 1.0f / sqrtf((float)c->head_dim);
         a->softcap = s->attn_softcap;
+        a->sinks = m->layers[l].sinks;
     }
     if (mixed) {
         m->layer_window = model_own(m, malloc((size_t)c->n_layer * sizeof(int)));

@@ -28,6 +28,9 @@
  *                (llama.cpp decides by its context the same way), cos and
  *                sin times rope.scaling.attn_factor (default sqrt(1 +
  *                ln(s) / ln(orig)), s = context / orig).
+ *   gpt-oss      attention.sliding_window on the layers of the pattern
+ *                (default 2), sinks, biases, clamped SwiGLU (gptoss).
+ *   every arch   rope.scaling.type yarn (yarn).
  */
 #include "model/gguf_layers.h"
 
@@ -155,6 +158,53 @@ static int longrope(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, la
     return fkey(g, c, "rope.scaling.attn_factor", def, 0, 1e9, &s->longrope_mscale, err);
 }
 
+/* gpt-oss: attention.sliding_window (required) on the layers of
+ * attention.sliding_window_pattern (default 2: the even ones), sinks,
+ * biases, the FFN norm named post_attention_norm, top-k-then-softmax
+ * routing, the clamped SwiGLU with llama.cpp's constants (limit 7, alpha
+ * 1.702: the file has no key for them). */
+static int gptoss(const gguf_meta *g, kvlm_config *c, layer_spec *s, kvlm_error *err) {
+    char b[160];
+    int64_t w;
+    int rc;
+    if ((rc = gguf_get_int(g, key(b, sizeof b, c, "attention.sliding_window"), 1, 1 << 30, &w, err))) return rc;
+    if (w > c->n_ctx)
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s = %lld exceeds %s.context_length = %d", g->path, b,
+                              (long long)w, c->arch, c->n_ctx);
+    s->window = (int)w;
+    c->sliding_window = 0;
+    if ((rc = swa_pattern(g, c, s, 2, err))) return rc;
+    s->attn_sinks = s->o_bias = s->moe_bias = s->moe_topk_softmax = s->ffn_norm_post_attn = 1;
+    s->swiglu_limit = 7.0f;
+    s->swiglu_alpha = 1.702f;
+    return KVLM_OK;
+}
+
+/* rope.scaling.type yarn: rope.scaling.factor (> 1),
+ * rope.scaling.original_context_length, yarn_beta_fast (32), yarn_beta_slow
+ * (1); cos and sin times 0.1 ln(factor) + 1 and rope.scaling.attn_factor
+ * (1), the correction range rounded to whole dimensions: what llama.cpp
+ * computes. */
+static int yarn(const gguf_meta *g, kvlm_config *c, layer_spec *s, kvlm_error *err) {
+    char b[160];
+    int64_t orig;
+    float af = 1;
+    int rc;
+    if ((rc = fkey(g, c, "rope.scaling.factor", -1, 1, 1e6, &s->yarn_factor, err)) ||
+        (rc = fkey(g, c, "rope.scaling.yarn_beta_fast", 32, 0, 1e6, &s->yarn_beta_fast, err)) ||
+        (rc = fkey(g, c, "rope.scaling.yarn_beta_slow", 1, 0, 1e6, &s->yarn_beta_slow, err)) ||
+        (rc = fkey(g, c, "rope.scaling.attn_factor", 1, 0, 1e6, &af, err)) ||
+        (rc = gguf_get_int(g, key(b, sizeof b, c, "rope.scaling.original_context_length"), 1, 1 << 24, &orig, err)))
+        return rc;
+    if (!(s->yarn_beta_fast > s->yarn_beta_slow))
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s.rope.scaling.yarn_beta_fast = %g must exceed yarn_beta_slow = %g",
+                              g->path, c->arch, s->yarn_beta_fast, s->yarn_beta_slow);
+    s->yarn_orig_ctx = (int)orig;
+    s->yarn_mscale = (float)(0.1 * log(s->yarn_factor) + 1.0) * af;
+    s->yarn_truncate = 1;
+    return KVLM_OK;
+}
+
 int gguf_layer_spec(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, layer_spec *s, kvlm_error *err) {
     char b[160];
     int rc;
@@ -176,6 +226,8 @@ int gguf_layer_spec(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, la
             else
                 rc = fkey(g, c, "rope.scale_linear", 1, 0.999, 1e6, &s->rope_linear, err);
             if (rc) return rc;
+        } else if (!strcmp(type, "yarn") && (rc = yarn(g, c, s, err))) {
+            return rc;
         }
     }
     if (is(c, "gemma2") || is(c, "gemma3")) rc = gemma(g, c, s, err);
@@ -183,5 +235,6 @@ int gguf_layer_spec(const gguf_meta *g, const tensor_set *ts, kvlm_config *c, la
         for (int l = 0; l < c->n_layer; l++) s->no_rope[l] = (l + 1) % 4 == 0;
     else if (is(c, "granite")) rc = granite(g, c, s, err);
     else if (is(c, "phi3")) rc = longrope(g, ts, c, s, err);
+    else if (is(c, "gpt-oss")) rc = gptoss(g, c, s, err);
     return rc;
 }

@@ -44,13 +44,14 @@ static int read_int(const gguf_meta *g, const char *arch, const char *key, int64
  * (default feed_forward_length, as Mixtral files leave it), Qwen2-MoE's
  * shared expert of expert_shared_feed_forward_length. The routing weights
  * are renormalised as llama.cpp does per architecture (Qwen3-MoE and
- * Llama/Mixtral yes, Qwen2-MoE no) unless expert_weights_norm says. */
+ * Llama/Mixtral yes, Qwen2-MoE and gpt-oss no) unless expert_weights_norm
+ * says; gpt-oss's softmax over the chosen k is in its layer spec. */
 static int read_experts(const gguf_meta *g, kvlm_config *c, kvlm_error *err) {
     const char *arch = c->arch;
     int rc, norm;
     if ((rc = read_int(g, arch, "expert_count", 0, 4096, 0, 0, &c->n_expert, err))) return rc;
     if (!c->n_expert) {
-        if (strstr(arch, "moe"))
+        if (strstr(arch, "moe") || !strcmp(arch, "gpt-oss"))
             return kvlm_error_set(err, KVLM_ERR_FORMAT, "%s: %s.expert_count is missing or 0", g->path, arch);
         return KVLM_OK;
     }
@@ -64,7 +65,7 @@ static int read_experts(const gguf_meta *g, kvlm_config *c, kvlm_error *err) {
         (rc = read_int(g, arch, "expert_shared_feed_forward_length", 0, 1 << 20, 0, 0, &c->n_ff_shared, err)))
         return rc;
     snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
-    if ((rc = gguf_get_bool_or(g, k, strcmp(arch, "qwen2moe") != 0, &norm, err))) return rc;
+    if ((rc = gguf_get_bool_or(g, k, strcmp(arch, "qwen2moe") && strcmp(arch, "gpt-oss"), &norm, err))) return rc;
     if (!strcmp(arch, "qwen2moe") && !c->n_ff_shared) c->n_ff_shared = c->n_ff;
     c->expert_norm_topk = norm;
     return KVLM_OK;
@@ -78,12 +79,12 @@ static int read_config(const gguf_meta *g, const tensor_set *ts, kvlm_config *c,
      * for these; the others keep Hugging Face's rotate-half order. */
     const int gpt2 = !strcmp(arch, "gpt2"), rope_pairs = !strcmp(arch, "llama") || !strcmp(arch, "mistral") ||
                                                          !strcmp(arch, "smollm3") || !strcmp(arch, "granite");
-    static const char *const neox[] = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe", "qwen3moe"};
+    static const char *const neox[] = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "gpt-oss"};
     int known = gpt2 || rope_pairs;
     for (size_t i = 0; i < sizeof neox / sizeof *neox; i++) known |= !strcmp(arch, neox[i]);
     if (!known)
         return kvlm_error_set(err, KVLM_ERR_UNSUPPORTED, "%s: general.architecture '%s' is not supported (gpt2, llama, "
-                              "mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe)", g->path, arch);
+                              "mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe, gpt-oss)", g->path, arch);
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "%s", arch);
     if ((rc = read_int(g, arch, "block_count", 1, 1024, 0, 1, &c->n_layer, err)) ||

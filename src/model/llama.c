@@ -9,7 +9,9 @@
  * stores as ffn_up of 2 x feed_forward_length rows) are bound whole, never
  * split or copied (a mixture of experts' FFN: model/moe_bind.c). Gemma 2 and 3 add a norm after attention and after the
  * MLP (their pre-MLP norm is pre_feedforward_layernorm in Hugging Face
- * files). Binding ends with the per-layer description (model/attn_desc.c). The output head is the token embedding when tied or
+ * files). gpt-oss adds a bias on the output projection and per-head
+ * attention sinks (self_attn.sinks, attn_sinks), and its GGUF files name
+ * the FFN's norm post_attention_norm. Binding ends with the per-layer description (model/attn_desc.c). The output head is the token embedding when tied or
  * when the file has none.
  */
 #include <stdio.h>
@@ -24,6 +26,7 @@ typedef struct llama_names {
     const char *attn_norm, *q, *k, *v, *o, *q_bias, *k_bias, *v_bias, *ffn_norm, *gate, *up, *down;
     const char *q_norm, *k_norm, *qkv, *qkv_bias, *gate_up;
     const char *pre_ffn_norm, *post_attn_norm, *post_ffn_norm; /* Gemma's four norms */
+    const char *o_bias, *sinks;                                /* gpt-oss */
 } llama_names;
 
 static const llama_names hf_names = {
@@ -39,6 +42,7 @@ static const llama_names hf_names = {
     "model.layers.%d.mlp.gate_up_proj.weight",
     "model.layers.%d.pre_feedforward_layernorm.weight", "model.layers.%d.post_attention_layernorm.weight",
     "model.layers.%d.post_feedforward_layernorm.weight",
+    "model.layers.%d.self_attn.o_proj.bias", "model.layers.%d.self_attn.sinks",
 };
 
 static const llama_names gguf_names = {
@@ -49,6 +53,7 @@ static const llama_names gguf_names = {
     "blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight", "blk.%d.attn_qkv.weight", "blk.%d.attn_qkv.bias",
     "blk.%d.ffn_up.weight", /* Phi-3: [gate; up] under the up name */
     "blk.%d.ffn_norm.weight", "blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight",
+    "blk.%d.attn_output.bias", "blk.%d.attn_sinks.weight",
 };
 
 #define NAME(fmt) (snprintf(name, sizeof name, (fmt), l), name)
@@ -90,6 +95,9 @@ static int bind_attention(bind_ctx *b, const llama_names *nm, int l, model_layer
     if (c->qk_norm && ((rc = bind_vector(b, NAME(nm->q_norm), c->head_dim, &L->q_norm)) ||
                        (rc = bind_vector(b, NAME(nm->k_norm), c->head_dim, &L->k_norm))))
         return rc;
+    const layer_spec *s = b->m->spec;
+    if (s && s->o_bias && (rc = bind_vector(b, NAME(nm->o_bias), C, &L->bo))) return rc;
+    if (s && s->attn_sinks && (rc = bind_vector(b, NAME(nm->sinks), c->n_head, &L->sinks))) return rc;
     return bind_matrix(b, NAME(nm->o), C, qd, &L->wo);
 }
 
@@ -99,8 +107,11 @@ static int bind_layer(bind_ctx *b, const llama_names *nm, int l, model_layer *L)
     char name[96];
     int rc;
     const int post = b->m->spec && b->m->spec->post_norms;
+    const char *ffn_norm = post ? nm->pre_ffn_norm
+                           : b->m->spec && b->m->spec->ffn_norm_post_attn && nm == &gguf_names ? nm->post_attn_norm
+                           : nm->ffn_norm;
     if ((rc = bind_vector(b, NAME(nm->attn_norm), C, &L->norm1_w)) || (rc = bind_attention(b, nm, l, L)) ||
-        (rc = bind_vector(b, NAME(post ? nm->pre_ffn_norm : nm->ffn_norm), C, &L->norm2_w)) ||
+        (rc = bind_vector(b, NAME(ffn_norm), C, &L->norm2_w)) ||
         (post && ((rc = bind_vector(b, NAME(nm->post_attn_norm), C, &L->post_attn_norm)) ||
                   (rc = bind_vector(b, NAME(nm->post_ffn_norm), C, &L->post_ffn_norm)))))
         return rc;

@@ -37,6 +37,14 @@ typedef struct model_moe {
     kern_matrix *gate, *up, *down;   /* n_expert each */
     kern_matrix sh_gate, sh_up, sh_down;
     float *sh_router;
+    /* gpt-oss: biases (NULL: none) of the router [n_expert], of each
+     * expert's gate and up [n_expert, F_e] and down [n_expert, C]; routing
+     * by the top k logits then a softmax over them (topk_softmax); the
+     * clamped SwiGLU when limit > 0: g = min(gate, limit), u = clamp(up,
+     * +-limit), act = (u + 1) g sigmoid(alpha g). */
+    float *router_b, *gate_b, *up_b, *down_b;
+    int topk_softmax;
+    float limit, alpha;
 } model_moe;
 
 typedef struct model_layer {
@@ -57,6 +65,7 @@ typedef struct model_layer {
     float *post_attn_norm;     /* [C] RMSNorm of the attention output before the residual add (Gemma 2/3), or NULL */
     float *post_ffn_norm;      /* [C] RMSNorm of the MLP output before the residual add, or NULL */
     model_moe *moe;            /* the FFN is a mixture of experts (w_gate ... unused), or NULL */
+    float *sinks;              /* [n_head] attention sink logits (gpt-oss), or NULL */
 } model_layer;
 
 /* How one layer attends (model/attn_desc.c fills it from the config): the
@@ -154,7 +163,7 @@ int model_check_config(const kvlm_config *c, model_source src, const char *origi
 int gpt2_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 int llama_bind(kvlm_model *m, const char *origin, kvlm_error *err);
 /* Binds layer l's mixture of experts (cfg.n_expert > 0) into L->moe, from
- * GGUF names (gguf 1) or Hugging Face's (Qwen2/3-MoE or Mixtral). */
+ * GGUF names (gguf 1) or Hugging Face's (Qwen2/3-MoE, Mixtral, gpt-oss). */
 int moe_bind_layer(kvlm_model *m, int gguf, int l, model_layer *L, const char *origin, kvlm_error *err);
 /* Reads a GGUF file into m (config from its metadata, weights in place). */
 int model_load_gguf(kvlm_model *m, const char *path, kvlm_error *err);

@@ -15,6 +15,17 @@
  * Mixtral's block_sparse_moe.experts.E.{w1 (gate), w3 (up), w2 (down)} with
  * the router block_sparse_moe.gate. Each is used in place like any matrix.
  *
+ * gpt-oss adds biases: GGUF's ffn_gate_inp.bias [n_expert] and
+ * ffn_{gate,up,down}_exps.bias ([n_expert, F_e], [n_expert, C]); Hugging
+ * Face's mlp.router.{weight,bias} and the experts as three tensors of all
+ * of them, mlp.experts.gate_up_proj [n_expert, C, 2 F_e] ([in, out], gate
+ * and up interleaved column by column) with gate_up_proj_bias [n_expert,
+ * 2 F_e], down_proj [n_expert, F_e, C] with down_proj_bias [n_expert, C]:
+ * that layout is brought to [out, in] with gate and up apart once at load,
+ * widened to f32, in memory the model owns (a GGUF file of the same model
+ * is used in place). The original checkpoint's MXFP4 blocks
+ * (gate_up_proj_blocks / _scales) are not read: convert it to GGUF.
+ *
  * Every missing or misshaped tensor is an error naming it and the shape
  * expected. The experts' sizes come from the config (n_ff_expert,
  * n_ff_shared); nothing is inferred from the tensors.
@@ -64,6 +75,94 @@ static int bind_gate_vector(bind_ctx *b, const char *name, int64_t C, float **ou
     return bind_vector(b, name, C, out);
 }
 
+/* A [rows, cols] tensor (or [cols] when rows is 0) widened to f32. */
+static int bind_f32(bind_ctx *b, const char *name, int64_t rows, int64_t cols, float **out) {
+    const named_tensor *nt = bind_find(b, name, 1);
+    if (!nt) return b->err->code;
+    const int ok_shape = rows ? nt->t.ndim == 2 && nt->t.shape[0] == rows && nt->t.shape[1] == cols
+                              : nt->t.ndim == 1 && nt->t.shape[0] == cols;
+    if (!ok_shape) {
+        char got[96];
+        if (rows)
+            return kvlm_error_set(b->err, KVLM_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld, %lld]", nt->file,
+                                  nt->name, tensor_shape_str(&nt->t, got, sizeof got), (long long)rows, (long long)cols);
+        return kvlm_error_set(b->err, KVLM_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld]", nt->file, nt->name,
+                              tensor_shape_str(&nt->t, got, sizeof got), (long long)cols);
+    }
+    if (nt->t.dtype != KVLM_F32 && nt->t.dtype != KVLM_F16 && nt->t.dtype != KVLM_BF16)
+        return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s' must be F32, F16 or BF16, not %s", nt->file,
+                              nt->name, kvlm_dtype_name(nt->t.dtype));
+    const size_t n = (size_t)(rows ? rows : 1) * (size_t)cols;
+    float *v = model_own(b->m, malloc(n * sizeof(float)));
+    if (!v) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory", b->origin);
+    for (size_t i = 0; i < n; i++) v[i] = dtype_load(nt->t.dtype, nt->t.data, i);
+    *out = v;
+    return KVLM_OK;
+}
+
+/* Hugging Face gpt-oss experts: [E, C, 2F] interleaved gate/up and
+ * [E, F, C] down, each [in, out]; copied to f32 [out, in] matrices. */
+static int bind_hf_fused(bind_ctx *b, int l, model_moe *moe) {
+    const kvlm_config *c = &b->m->cfg;
+    const int64_t C = c->n_embd, F = c->n_ff_expert, E = c->n_expert;
+    char name[160];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_blocks", l);
+    if (bind_find(b, name, 0))
+        return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s': the MXFP4 blocks of the original "
+                              "checkpoint are not read (convert it to GGUF, or dequantise it)", b->origin, name);
+    const char *names[2] = {"gate_up_proj", "down_proj"};
+    const int64_t rows[2] = {C, F}, cols[2] = {2 * F, C};
+    for (int t = 0; t < 2; t++) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, names[t]);
+        const named_tensor *nt = bind_find(b, name, 1);
+        if (!nt) return b->err->code;
+        if (nt->t.ndim != 3 || nt->t.shape[0] != E || nt->t.shape[1] != rows[t] || nt->t.shape[2] != cols[t]) {
+            char got[96];
+            return kvlm_error_set(b->err, KVLM_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected [%lld, %lld, %lld] "
+                                  "(experts, in, out)", nt->file, nt->name, tensor_shape_str(&nt->t, got, sizeof got),
+                                  (long long)E, (long long)rows[t], (long long)cols[t]);
+        }
+        if (nt->t.dtype != KVLM_F32 && nt->t.dtype != KVLM_F16 && nt->t.dtype != KVLM_BF16)
+            return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s' must be F32, F16 or BF16, not %s",
+                                  nt->file, nt->name, kvlm_dtype_name(nt->t.dtype));
+        for (int64_t e = 0; e < E; e++) {
+            const size_t base = (size_t)(e * rows[t] * cols[t]);
+            if (t == 0) {
+                float *g = model_own(b->m, malloc((size_t)(F * C) * sizeof(float)));
+                float *u = model_own(b->m, malloc((size_t)(F * C) * sizeof(float)));
+                if (!g || !u) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory", b->origin);
+                for (int64_t i = 0; i < C; i++)
+                    for (int64_t f = 0; f < F; f++) {
+                        g[f * C + i] = dtype_load(nt->t.dtype, nt->t.data, base + (size_t)(i * 2 * F + 2 * f));
+                        u[f * C + i] = dtype_load(nt->t.dtype, nt->t.data, base + (size_t)(i * 2 * F + 2 * f + 1));
+                    }
+                moe->gate[e] = (kern_matrix){.dtype = KVLM_F32, .data = g, .rows = (int)F, .cols = (int)C};
+                moe->up[e] = (kern_matrix){.dtype = KVLM_F32, .data = u, .rows = (int)F, .cols = (int)C};
+            } else {
+                float *d = model_own(b->m, malloc((size_t)(F * C) * sizeof(float)));
+                if (!d) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory", b->origin);
+                for (int64_t f = 0; f < F; f++)
+                    for (int64_t i = 0; i < C; i++) d[i * F + f] = dtype_load(nt->t.dtype, nt->t.data, base + (size_t)(f * C + i));
+                moe->down[e] = (kern_matrix){.dtype = KVLM_F32, .data = d, .rows = (int)C, .cols = (int)F};
+            }
+        }
+    }
+    float *gu;
+    int rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_bias", l);
+    if ((rc = bind_f32(b, name, E, 2 * F, &gu))) return rc;
+    moe->gate_b = model_own(b->m, malloc((size_t)(E * F) * sizeof(float)));
+    moe->up_b = model_own(b->m, malloc((size_t)(E * F) * sizeof(float)));
+    if (!moe->gate_b || !moe->up_b) return kvlm_error_set(b->err, KVLM_ERR_NOMEM, "%s: out of memory", b->origin);
+    for (int64_t i = 0; i < E * F; i++) moe->gate_b[i] = gu[2 * i], moe->up_b[i] = gu[2 * i + 1];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_bias", l);
+    if ((rc = bind_f32(b, name, E, C, &moe->down_b))) return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", l);
+    if ((rc = bind_matrix(b, name, E, C, &moe->router))) return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", l);
+    return bind_f32(b, name, 0, E, &moe->router_b);
+}
+
 static int alloc_experts(bind_ctx *b, model_moe *moe, int n) {
     moe->gate = model_own(b->m, calloc((size_t)n, sizeof *moe->gate));
     moe->up = model_own(b->m, calloc((size_t)n, sizeof *moe->up));
@@ -83,6 +182,12 @@ static int bind_gguf(bind_ctx *b, int l, model_moe *moe) {
         (rc = bind_stacked(b, GN("blk.%d.ffn_gate_exps.weight"), E, F, C, moe->gate)) ||
         (rc = bind_stacked(b, GN("blk.%d.ffn_up_exps.weight"), E, F, C, moe->up)) ||
         (rc = bind_stacked(b, GN("blk.%d.ffn_down_exps.weight"), E, C, F, moe->down)))
+        return rc;
+    if (b->m->spec && b->m->spec->moe_bias &&
+        ((rc = bind_f32(b, GN("blk.%d.ffn_gate_inp.bias"), 0, E, &moe->router_b)) ||
+         (rc = bind_f32(b, GN("blk.%d.ffn_gate_exps.bias"), E, F, &moe->gate_b)) ||
+         (rc = bind_f32(b, GN("blk.%d.ffn_up_exps.bias"), E, F, &moe->up_b)) ||
+         (rc = bind_f32(b, GN("blk.%d.ffn_down_exps.bias"), E, C, &moe->down_b))))
         return rc;
     if (S && ((rc = bind_gate_vector(b, GN("blk.%d.ffn_gate_inp_shexp.weight"), C, &moe->sh_router)) ||
               (rc = bind_matrix(b, GN("blk.%d.ffn_gate_shexp.weight"), S, C, &moe->sh_gate)) ||
@@ -126,7 +231,9 @@ int moe_bind_layer(kvlm_model *m, int gguf, int l, model_layer *L, const char *o
     model_moe *moe = model_own(m, calloc(1, sizeof *moe));
     if (!moe) return kvlm_error_set(err, KVLM_ERR_NOMEM, "%s: out of memory", origin);
     int rc = alloc_experts(&b, moe, m->cfg.n_expert);
-    if (!rc) rc = gguf ? bind_gguf(&b, l, moe) : bind_hf(&b, l, moe);
+    const layer_spec *s = m->spec;
+    if (s) moe->topk_softmax = s->moe_topk_softmax, moe->limit = s->swiglu_limit, moe->alpha = s->swiglu_alpha;
+    if (!rc) rc = gguf ? bind_gguf(&b, l, moe) : s && s->moe_bias ? bind_hf_fused(&b, l, moe) : bind_hf(&b, l, moe);
     if (!rc) L->moe = moe;
     return rc;
 }

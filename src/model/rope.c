@@ -9,6 +9,14 @@
  *   LongRoPE  frequency i divided by the long factor i when the context
  *             exceeds the original one, else by the short factor i; cos
  *             and sin multiplied by the attention factor (rope_mscale).
+ *   YaRN      with r(b) = d ln(orig / (2 pi b)) / (2 ln theta) the index
+ *             whose wavelength makes b turns over the original context,
+ *             low = r(beta_fast), high = r(beta_slow) (rounded down and up
+ *             when truncating, kept in [0, d - 1]), the ramp
+ *             t = clamp((i - low) / (high - low), 0, 1) mixes the
+ *             interpolated frequency (divided by the factor) and the
+ *             original one: freq t / factor + freq (1 - t);
+ *             cos and sin multiplied by the attention factor.
  * Table 1 (Gemma 3's sliding layers) uses its own base, unscaled.
  * Computed in double once at load; the engine rotates q and k with them
  * (see runtime/engine.c).
@@ -18,6 +26,21 @@
 
 #include "error.h"
 #include "model/model.h"
+
+/* Index of the rotary pair that turns b times over the original context. */
+static double yarn_dim(double b, double theta, int dims, int orig) {
+    return dims * log(orig / (b * 2 * M_PI)) / (2 * log(theta));
+}
+
+static double yarn(double freq, int i, double theta, int dims, const layer_spec *s) {
+    double lo = yarn_dim(s->yarn_beta_fast, theta, dims, s->yarn_orig_ctx);
+    double hi = yarn_dim(s->yarn_beta_slow, theta, dims, s->yarn_orig_ctx);
+    if (s->yarn_truncate) lo = floor(lo), hi = ceil(hi);
+    lo = fmax(lo, 0), hi = fmin(hi, dims - 1);
+    double t = (i - lo) / fmax(hi - lo, 0.001);
+    t = fmin(fmax(t, 0), 1);
+    return freq / s->yarn_factor * t + freq * (1 - t);
+}
 
 static float *table(kvlm_model *m, double theta, int dims, const layer_spec *s, int global, kvlm_error *err) {
     const kvlm_config *c = &m->cfg;
@@ -45,6 +68,7 @@ static float *table(kvlm_model *m, double theta, int dims, const layer_spec *s, 
         if (global && s && s->rope_linear > 0) freq /= s->rope_linear;
         if (global && s && s->n_factors)
             freq /= c->n_ctx > s->longrope_ctx ? s->long_factor[i] : s->short_factor[i];
+        if (global && s && s->yarn_factor > 0) freq = yarn(freq, i, theta, dims, s);
         f[i] = (float)freq;
     }
     return f;
@@ -63,7 +87,7 @@ int rope_init(kvlm_model *m, const layer_spec *s, kvlm_error *err) {
                               s->n_factors, dims, dims / 2);
     if (!(m->rope_freq[0] = table(m, c->rope_theta, dims, s, 1, err))) return KVLM_ERR_NOMEM;
     m->rope_freq_n[0] = dims / 2;
-    m->rope_mscale[0] = s && s->n_factors ? s->longrope_mscale : 1.0f;
+    m->rope_mscale[0] = s && s->n_factors ? s->longrope_mscale : s && s->yarn_factor > 0 ? s->yarn_mscale : 1.0f;
     m->n_rope = 1;
     if (s && s->local_rope_theta > 0) {
         if (!(m->rope_freq[1] = table(m, s->local_rope_theta, dims, s, 0, err))) return KVLM_ERR_NOMEM;

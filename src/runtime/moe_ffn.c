@@ -1,15 +1,18 @@
 /*
  * Mixture-of-experts FFN (see moe_ffn.h). One step, T rows of h:
  *
- * 1. Router: logits = h x router^T ([T, n_expert], one matmul), then per
- *    row (a parallel region when the step is large) softmax over all
- *    experts, the k = n_expert_used largest kept in rank order (ties to the
- *    lower expert id), renormalised to sum 1 when expert_norm_topk.
+ * 1. Router: logits = h x router^T (+ bias) ([T, n_expert], one matmul),
+ *    then per row (a parallel region when the step is large) softmax over
+ *    all experts, the k = n_expert_used largest kept in rank order (ties to
+ *    the lower expert id), renormalised to sum 1 when expert_norm_topk; or
+ *    (moe->topk_softmax, gpt-oss) the k largest logits, then a softmax over
+ *    those k.
  * 2. Grouping: the (row, rank) pairs are counted per expert and laid out
  *    expert by expert (a counting sort, serial: T x k integers), and each
  *    pair's input row is copied into its expert's contiguous segment of g.
  * 3. Experts: for each expert with at least one row, gate and up over its
- *    segment, SwiGLU, down: the expert's bytes stream once per step however
+ *    segment (+ the expert's biases), SwiGLU (or the clamped one of
+ *    moe->limit), down (+ bias): the expert's bytes stream once per step however
  *    many rows chose it (what llama.cpp's MUL_MAT_ID does), and an expert no
  *    row chose is never read, so decode reads only the k selected experts.
  *    Every weight dtype and ISA of kern_matmul works. Two schedules, the
@@ -92,6 +95,7 @@ typedef struct route_job {
     const kern_ops *ops;
     moe_work *w;
     const kvlm_config *c;
+    const model_moe *moe;
 } route_job;
 
 /* Softmax, top k in rank order, optional renormalisation: row t. */
@@ -102,7 +106,8 @@ static void route_row(void *ctx, int t, int worker) {
     float *p = j->w->logits + (size_t)t * E;
     int *sel = j->w->sel + (size_t)t * k;
     float *wt = j->w->wts + (size_t)t * k;
-    kern_softmax(j->ops, p, E);
+    const int after = j->moe->topk_softmax;
+    if (!after) kern_softmax(j->ops, p, E);
     double sum = 0;
     for (int r = 0; r < k; r++) {
         int best = -1;
@@ -116,8 +121,35 @@ static void route_row(void *ctx, int t, int worker) {
         wt[r] = p[best];
         sum += p[best];
     }
-    if (j->c->expert_norm_topk)
+    if (after) { /* wt holds the k logits, largest first */
+        const double top = wt[0];
+        sum = 0;
+        for (int r = 0; r < k; r++) sum += exp((double)wt[r] - top);
+        for (int r = 0; r < k; r++) wt[r] = (float)(exp((double)wt[r] - top) / sum);
+    } else if (j->c->expert_norm_topk) {
         for (int r = 0; r < k; r++) wt[r] = (float)(wt[r] / sum);
+    }
+}
+
+/* The experts' activation over n values: SwiGLU, or gpt-oss's clamped
+ * form (llama.cpp's swiglu_oai). */
+static void expert_act(const kern_ops *ops, const model_moe *moe, const float *gate, const float *up, float *act,
+                       size_t n) {
+    if (!(moe->limit > 0)) {
+        ops->swiglu(gate, up, act, n);
+        return;
+    }
+    const float lim = moe->limit, alpha = moe->alpha;
+    for (size_t i = 0; i < n; i++) {
+        const float g = gate[i] < lim ? gate[i] : lim;
+        const float u = up[i] < -lim ? -lim : up[i] > lim ? lim : up[i];
+        act[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+}
+
+/* Expert e's bias vector of len values from offset off, or NULL. */
+static const float *ebias(const float *b, int e, int len, int off) {
+    return b ? b + (size_t)e * len + off : NULL;
 }
 
 /* Per-row work of a step: gathering a row's inputs into its experts'
@@ -208,11 +240,11 @@ static void small_gate_up(void *ctx, int item, int worker) {
     const kern_matrix g = row_view(&j->moe->gate[e], f0, f1), u = row_view(&j->moe->up[e], f0, f1);
     const float *x = j->w->g + (size_t)s0 * C;
     float *ff = j->w->ff + (size_t)s0 * 2 * F, *act = j->w->act + (size_t)s0 * F;
-    kern_matmul(j->ops, &solo, x, n, &g, NULL, ff + f0, 2 * F);
-    kern_matmul(j->ops, &solo, x, n, &u, NULL, ff + F + f0, 2 * F);
+    kern_matmul(j->ops, &solo, x, n, &g, ebias(j->moe->gate_b, e, F, f0), ff + f0, 2 * F);
+    kern_matmul(j->ops, &solo, x, n, &u, ebias(j->moe->up_b, e, F, f0), ff + F + f0, 2 * F);
     for (int r = 0; r < n; r++)
-        j->ops->swiglu(ff + (size_t)r * 2 * F + f0, ff + (size_t)r * 2 * F + F + f0, act + (size_t)r * F + f0,
-                       (size_t)(f1 - f0));
+        expert_act(j->ops, j->moe, ff + (size_t)r * 2 * F + f0, ff + (size_t)r * 2 * F + F + f0, act + (size_t)r * F + f0,
+                   (size_t)(f1 - f0));
 }
 
 /* Down rows c0 .. c1 into the expert's segment of g (its inputs were
@@ -225,7 +257,8 @@ static void small_down(void *ctx, int item, int worker) {
     const int s0 = j->w->start[e], n = j->w->start[e + 1] - s0;
     kern_team solo = {.threads = 1};
     const kern_matrix d = row_view(&j->moe->down[e], c0, c1);
-    kern_matmul(j->ops, &solo, j->w->act + (size_t)s0 * F, n, &d, NULL, j->w->g + (size_t)s0 * C + c0, C);
+    kern_matmul(j->ops, &solo, j->w->act + (size_t)s0 * F, n, &d, ebias(j->moe->down_b, e, C, c0),
+                j->w->g + (size_t)s0 * C + c0, C);
 }
 
 /* The small schedule over the n_active experts listed in active. */
@@ -236,26 +269,24 @@ static void run_small(const kern_ops *ops, kern_team *team, moe_work *w, const k
     kern_team_run(team, n_active * j.c_chunks, small_down, &j);
 }
 
-/* SwiGLU over rows [0, n) of ff ([n, 2F], gate | up) into act ([n, F]). */
-static void swiglu_rows(const kern_ops *ops, const float *ff, float *act, int n, int F) {
-    for (int r = 0; r < n; r++) ops->swiglu(ff + (size_t)r * 2 * F, ff + (size_t)r * 2 * F + F, act + (size_t)r * F, (size_t)F);
-}
-
-/* down(silu(gate(x)) * up(x)) for n rows of x into y (ldy C). */
-static void swiglu_mlp(const kern_ops *ops, kern_team *team, const kern_matrix *gate, const kern_matrix *up,
-                       const kern_matrix *down, const float *x, int n, float *ff, float *act, float *y) {
+/* down(act(gate(x), up(x))) for n rows of x into y (ldy C); b: the three
+ * biases (NULL each when none). */
+static void swiglu_mlp(const kern_ops *ops, kern_team *team, const model_moe *moe, const kern_matrix *gate,
+                       const kern_matrix *up, const kern_matrix *down, const float *const b[3], const float *x, int n,
+                       float *ff, float *act, float *y) {
     const int F = gate->rows;
-    kern_matmul(ops, team, x, n, gate, NULL, ff, 2 * F);
-    kern_matmul(ops, team, x, n, up, NULL, ff + F, 2 * F);
-    swiglu_rows(ops, ff, act, n, F);
-    kern_matmul(ops, team, act, n, down, NULL, y, down->rows);
+    kern_matmul(ops, team, x, n, gate, b[0], ff, 2 * F);
+    kern_matmul(ops, team, x, n, up, b[1], ff + F, 2 * F);
+    for (int r = 0; r < n; r++)
+        expert_act(ops, moe, ff + (size_t)r * 2 * F, ff + (size_t)r * 2 * F + F, act + (size_t)r * F, (size_t)F);
+    kern_matmul(ops, team, act, n, down, b[2], y, down->rows);
 }
 
 void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_config *c, const model_moe *moe,
              const float *h, int T, float *out) {
     const int E = c->n_expert, k = c->n_expert_used, C = c->n_embd, F = c->n_ff_expert;
-    kern_matmul(ops, team, h, T, &moe->router, NULL, w->logits, E);
-    route_job rj = {ops, w, c};
+    kern_matmul(ops, team, h, T, &moe->router, moe->router_b, w->logits, E);
+    route_job rj = {ops, w, c, moe};
     if (T >= 8) kern_team_run(team, T, route_row, &rj);
     else
         for (int t = 0; t < T; t++) route_row(&rj, t, 0);
@@ -273,13 +304,15 @@ void moe_ffn(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_confi
         for (int i = 0; i < n_active; i++) {
             const int e = w->fill[i], s0 = w->start[e], n = w->start[e + 1] - s0;
             float *g = w->g + (size_t)s0 * C;
-            swiglu_mlp(ops, team, &moe->gate[e], &moe->up[e], &moe->down[e], g, n, w->ff + (size_t)s0 * 2 * F,
+            const float *const b[3] = {ebias(moe->gate_b, e, F, 0), ebias(moe->up_b, e, F, 0), ebias(moe->down_b, e, C, 0)};
+            swiglu_mlp(ops, team, moe, &moe->gate[e], &moe->up[e], &moe->down[e], b, g, n, w->ff + (size_t)s0 * 2 * F,
                        w->act + (size_t)s0 * F, g);
         }
     }
     w->routed += (long long)T * k;
     if (moe->sh_router) {
-        swiglu_mlp(ops, team, &moe->sh_gate, &moe->sh_up, &moe->sh_down, h, T, w->sh_ff, w->sh_act, w->sh_out);
+        const float *const none[3] = {NULL, NULL, NULL};
+        swiglu_mlp(ops, team, moe, &moe->sh_gate, &moe->sh_up, &moe->sh_down, none, h, T, w->sh_ff, w->sh_act, w->sh_out);
         for (int t = 0; t < T; t++) {
             const float *x = h + (size_t)t * C;
             double z = 0;
