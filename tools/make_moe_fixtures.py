@@ -19,6 +19,11 @@ All: 2 layers, hidden 32, 4 query heads of 8 over 2 KV heads, vocabulary
                 of 24 with its sigmoid gate, untied head
     mixtral     top 2 (always renormalised), untied head
 
+    gpt_oss     see GO below: sinks, window 128 on layer 0, YaRN, biases,
+                top-k-then-softmax, clamped SwiGLU; its expected file holds
+                the logits of every position of prompt + decode
+                (tools/moe_reference.py's gptoss_forward)
+
 The routers' scale spreads the tokens over the experts (every expert is
 chosen somewhere in every layer) with a margin between the k-th and the
 (k+1)-th probability of every routed row (at least MIN_MARGIN, far above
@@ -125,6 +130,111 @@ def routing_stats(w, cfg):
     return margin[0], [len(s) for s in seen]
 
 
+# gpt-oss: 2 layers (layer 0 sliding over 128 positions, layer 1 global),
+# hidden 32, 4 query heads of 8 over 2 KV heads, vocabulary 64, 256
+# positions, 8 experts of FFN 32 (MXFP4 rows need multiples of 32), top 3,
+# YaRN factor 4 over an original context of 64 (truncate false, as
+# gpt-oss's own config), sinks, biases everywhere; the gate/up biases hold
+# a few values of +-9 so the clamp at swiglu_limit 7 acts. A prompt of 136
+# ids (past the window) and 8 decode ids.
+GO = dict(E=8, K=3, FE=32, V=64, CTX=256, WIN=128, N_PROMPT=136, N_DECODE=8)
+
+
+def gptoss_config(truncate=False):
+    return {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": H,
+            "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": NKV, "head_dim": HD,
+            "max_position_embeddings": GO["CTX"], "vocab_size": GO["V"], "rms_norm_eps": 1e-5,
+            "hidden_act": "silu", "rope_theta": 10000.0, "tie_word_embeddings": False, "bos_token_id": 1,
+            "eos_token_id": 2, "torch_dtype": "float32", "num_local_experts": GO["E"],
+            "num_experts_per_tok": GO["K"], "experts_per_token": GO["K"], "intermediate_size": GO["FE"],
+            "sliding_window": GO["WIN"], "layer_types": ["sliding_attention", "full_attention"],
+            "attention_bias": True, "swiglu_limit": 7.0,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                             "original_max_position_embeddings": 64, "truncate": truncate}}
+
+
+def gptoss_weights(off):
+    g = torch.Generator().manual_seed(SEED + off)
+    rnd = lambda s, *shape: s * torch.randn(*shape, generator=g, dtype=torch.float32)
+    E, FE, V = GO["E"], GO["FE"], GO["V"]
+    w = {ref.EMBED: rnd(0.5, V, H), ref.NORM: 1 + rnd(0.1, H), ref.HEAD: rnd(0.35, V, H)}
+    for i in range(L):
+        p = ref.LAYER_FMT % i
+        w[p + "input_layernorm.weight"] = 1 + rnd(0.1, H)
+        w[p + "post_attention_layernorm.weight"] = 1 + rnd(0.1, H)
+        for n, rows in (("q", NH), ("k", NKV), ("v", NKV)):
+            w[p + "self_attn.%s_proj.weight" % n] = rnd(0.25, rows * HD, H)
+            w[p + "self_attn.%s_proj.bias" % n] = rnd(0.2, rows * HD)
+        w[p + "self_attn.o_proj.weight"] = rnd(0.2, H, NH * HD)
+        w[p + "self_attn.o_proj.bias"] = rnd(0.1, H)
+        w[p + "self_attn.sinks"] = rnd(1.0, NH)
+        w[p + "mlp.router.weight"] = rnd(0.6, E, H)
+        w[p + "mlp.router.bias"] = rnd(0.3, E)
+        w[p + "mlp.experts.gate_up_proj"] = rnd(0.3, E, H, 2 * FE)
+        b = rnd(0.2, E, 2 * FE)
+        b[:, 0:6] = torch.tensor([9.0, -9.0, 9.5, 9.0, -9.5, 8.5])  # gate 0 above the limit, up 0 below, ...
+        w[p + "mlp.experts.gate_up_proj_bias"] = b
+        w[p + "mlp.experts.down_proj"] = rnd(0.15, E, FE, H)
+        w[p + "mlp.experts.down_proj_bias"] = rnd(0.1, E, H)
+    return w
+
+
+def gptoss_ids():
+    x, out = 4242, []
+    for _ in range(GO["N_PROMPT"] + GO["N_DECODE"]):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        out.append((x >> 8) % GO["V"])
+    return out
+
+
+def gptoss_margin(w, cfg, ids):
+    """Smallest gap between the k-th and (k+1)-th router logit, experts used per layer."""
+    seen, margin = [set() for _ in range(L)], [1e9]
+    orig = moe.gptoss_routing
+
+    def spy(h, W, p, config):
+        wt, e, logits = orig(h, W, p, config)
+        top = torch.topk(logits, GO["K"] + 1, dim=-1).values
+        margin[0] = min(margin[0], (top[..., GO["K"] - 1] - top[..., GO["K"]]).min().item())
+        seen[int(p.split(".")[2])].update(e.flatten().tolist())
+        return wt, e, logits
+    moe.gptoss_routing = spy
+    try:
+        moe.gptoss_forward(w, cfg, ids)
+    finally:
+        moe.gptoss_routing = orig
+    return margin[0], [len(s) for s in seen]
+
+
+def write_gptoss_expected(path, cfg, ids, lg):
+    out = {"variant": "gpt_oss", "n_prompt": GO["N_PROMPT"], "ids": ids, "vocab": cfg["vocab_size"],
+           "logits": [[float("%.9g" % x) for x in r] for r in lg.tolist()]}
+    with open(path, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def make_gptoss(out):
+    cfg, ids = gptoss_config(), gptoss_ids()
+    for t in range(SEED_TRIES):
+        w = gptoss_weights(4 + 100 * t)
+        margin, used = gptoss_margin({n: x.double() for n, x in w.items()}, cfg, ids)
+        if margin > 1e-3 and all(u == GO["E"] for u in used):
+            break
+    else:
+        raise SystemExit("gpt_oss: no seed routes with a margin")
+    d = os.path.join(out, "gpt_oss")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write(json.dumps(cfg, indent=2) + "\n")
+    ref.write_safetensors(os.path.join(d, "model.safetensors"), sorted(w.items()))
+    lg = moe.gptoss_forward(w, cfg, ids)
+    write_gptoss_expected(os.path.join(out, "gpt_oss.expected.json"), cfg, ids, lg)
+    print("gpt_oss    seed +%-4d top-%d  logit std %.3f  routing margin %.2e  experts used per layer %s" %
+          (4 + 100 * t, GO["K"], lg.std().item(), margin, used))
+    return w
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -132,6 +242,7 @@ def main():
     out = sys.argv[1]
     torch.set_num_threads(1)
     os.makedirs(out, exist_ok=True)
+    make_gptoss(out)
     for variant, (mt, k, norm, off) in VARIANTS.items():
         cfg = make_config(mt, k, norm)
         for t in range(SEED_TRIES):
