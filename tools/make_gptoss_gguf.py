@@ -4,6 +4,10 @@ experts in MXFP4, and the float64 reference of its dequantised weights.
 
 Usage:
     make_gptoss_gguf.py OUTDIR [--llama-cpp DIR]
+    make_gptoss_gguf.py --fuzz-seed FILE      a tiny model of the same layout
+                                              (hidden 32, 2 layers, vocabulary
+                                              16, no tokenizer) for the GGUF
+                                              fuzz target's corpus
 
 Writes OUTDIR/gpt-oss-mxfp4.gguf and OUTDIR/gpt-oss-mxfp4.expected.json.
 With --llama-cpp (a built llama.cpp tree: gguf-py/ and, optionally,
@@ -250,7 +254,25 @@ def llamacpp(lc, out, path, ids):
     return json.loads(r.stdout)
 
 
+class _TinyVocab:
+    tokens = ["t%d" % i for i in range(16 - len(SPECIALS))] + SPECIALS
+    types = [1] * (16 - len(SPECIALS)) + [3] * len(SPECIALS)
+    merges = []
+    id = {t: i for i, t in enumerate(tokens)}
+
+
+def fuzz_seed(path, lc):
+    global H, L, HD, FE
+    sys.path.insert(0, os.path.join(lc, "gguf-py"))
+    import gguf
+    H, L, HD, FE = 32, 2, 8, 32
+    write(path, gguf, _TinyVocab, to_gguf(hf_weights(16, SEED)))
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--fuzz-seed":
+        fuzz_seed(argv[2], "/tmp/peer/llama.cpp")
+        return 0
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--llama-cpp"):
         print(__doc__, file=sys.stderr)
         return 2
