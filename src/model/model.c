@@ -170,7 +170,7 @@ const char *kvlm_model_source(const kvlm_model *m) { return m->source; }
 static size_t matrix_params(const kern_matrix *w, int rows) { return w->data ? (size_t)rows * w->cols : 0; }
 
 /* A layer's mixture of experts: the router, the shared expert, and
- * `experts` of its experts (they have one shape). */
+ * `experts` of its experts (they have one shape), with their biases. */
 static size_t moe_params(const model_moe *moe, int experts) {
     size_t n = matrix_params(&moe->router, moe->router.rows);
     const kern_matrix *sh[] = {&moe->sh_gate, &moe->sh_up, &moe->sh_down};
@@ -178,6 +178,8 @@ static size_t moe_params(const model_moe *moe, int experts) {
     if (moe->sh_router) n += (size_t)moe->router.cols;
     const kern_matrix *ex[] = {&moe->gate[0], &moe->up[0], &moe->down[0]};
     for (int i = 0; i < 3; i++) n += (size_t)experts * matrix_params(ex[i], ex[i]->rows);
+    if (moe->router_b) n += (size_t)moe->router.rows;
+    if (moe->gate_b) n += (size_t)experts * (2 * (size_t)moe->gate[0].rows + (size_t)moe->down[0].rows);
     return n;
 }
 
@@ -199,7 +201,8 @@ static size_t param_count(const kvlm_model *m, int active) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) n += matrix_params(ws[i], ws[i]->rows);
         if (L->moe) n += moe_params(L->moe, active ? c->n_expert_used : c->n_expert);
         n += 2 * C + (L->norm1_b ? C : 0) + (L->norm2_b ? C : 0) + (L->bqkv ? qkv : 0) + (L->bo ? C : 0) +
-             (L->b_up ? F : 0) + (L->b_down ? C : 0) + (L->q_norm ? 2 * (size_t)c->head_dim : 0);
+             (L->b_up ? F : 0) + (L->b_down ? C : 0) + (L->q_norm ? 2 * (size_t)c->head_dim : 0) +
+             (L->sinks ? (size_t)c->n_head : 0);
     }
     return n;
 }
