@@ -21,7 +21,8 @@
  * "default" list and warns that quality is degraded), and "gpt2" is
  * accepted as a name of GPT-2's pattern (kvlm's own converter wrote it;
  * llama.cpp's name is "gpt-2"). "tekken" uses the pattern of the
- * tokenizer.json (llama.cpp approximates its letter classes). Any other
+ * tokenizer.json (llama.cpp approximates its letter classes), and so does
+ * "gpt-4o" (o200k, gpt-oss's vocabulary). Any other
  * name is refused with the list of supported ones. docs/tokenizer.md has
  * this table for users.
  */
@@ -49,6 +50,12 @@
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"  \
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"  \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* GPT-4o's (o200k; gpt-oss's vocabulary): Tekken's words with English
+ * contractions attached, digit triples. */
+#define GPT4O                                                                                                        \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Runs of punctuation and the ASCII symbols $+<=>^~| (Falcon, llama.cpp's default). */
 #define PUNCT "[\\p{P}\\$\\+<=>\\^~\\|]+"
 
@@ -61,6 +68,7 @@ enum split {
     SPLIT_FALCON,     /* punctuation runs, GPT-2's pattern, digit triples */
     SPLIT_DEFAULT,    /* llama.cpp's "default": Falcon's with digit runs */
     SPLIT_TEKKEN,
+    SPLIT_GPT4O,
     N_SPLITS
 };
 
@@ -76,6 +84,7 @@ static const struct {
     [SPLIT_FALCON] = {{PUNCT, NULL, "[0-9][0-9][0-9]"}, 3},
     [SPLIT_DEFAULT] = {{PUNCT, NULL, "\\p{N}+", "[0-9][0-9][0-9]"}, 4},
     [SPLIT_TEKKEN] = {{TEKKEN}, 1},
+    [SPLIT_GPT4O] = {{GPT4O}, 1},
 };
 
 /* tokenizer.ggml.pre -> split. Every name here is one llama.cpp's loader
@@ -138,6 +147,7 @@ static const struct pre_name {
     {"falcon", SPLIT_FALCON, 0, 0},
     {"default", SPLIT_DEFAULT, 0, 0},
     {"tekken", SPLIT_TEKKEN, 1, 1},
+    {"gpt-4o", SPLIT_GPT4O, 0, 0},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])
