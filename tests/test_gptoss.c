@@ -19,6 +19,7 @@
 #include "helpers.h"
 #include "kernels/kernels.h"
 #include "kvlm.h"
+#include "kvlm_measure.h"
 #include "model/model.h"
 
 #define FIX "tests/fixtures/moe/"
@@ -91,6 +92,12 @@ static void test_reference(void **state) {
     assert_int_equal(model_layer_window(m, 0), 128), assert_int_equal(model_layer_window(m, 1), 0);
     const model_attn_layer a0 = model_layer_attn(m, 0);
     assert_non_null(a0.sinks);
+    /* every tensor of the file counted once; a token uses 3 of 8 experts of 3 x 32 x 32 weights and 2 x 32 + 32
+     * biases */
+    uint64_t file_bytes, file_params;
+    assert_int_equal(kvlm_weight_bytes(FIX "gpt_oss", &file_bytes, &file_params, &err), 0);
+    assert_int_equal(kvlm_model_param_count(m), file_params);
+    assert_int_equal(kvlm_model_active_param_count(m), file_params - 2u * 5u * (3u * 32u * 32u + 96u));
     /* YaRN, factor 4 over 64 positions, 4 frequencies of base 10000 over 8
      * dimensions: the range r(32) = -0.50 .. r(1) = 1.008 (not truncated)
      * keeps frequency 0, mixes 1 (t = 1 / 1.008) and divides 2 and 3 by 4;
@@ -190,7 +197,8 @@ static int argmax(const float *v, int n) {
  * layout, experts MXFP4): the logits at positions around the window's edge
  * and 8 greedy ids with their logits equal the float64 reference of the
  * dequantised weights on every kernel set (llama.cpp's greedy ids on the
- * file are the same 8, recorded in the expected file). */
+ * file are the same 8, recorded in the expected file); its vocabulary
+ * splits text as llama.cpp does. */
 static void test_gguf(void **state) {
     (void)state;
     json_error_t je;
@@ -202,6 +210,21 @@ static void test_gguf(void **state) {
     const int n = (int)json_array_size(pj), V = (int)json_integer_value(json_object_get(ex, "vocab"));
     assert_int_equal(n, 136), assert_int_equal(json_array_size(gi), 8);
     assert_true(json_equal(gi, json_object_get(ex, "llama_cpp_greedy_ids")));
+    /* the vocabulary's pre-tokenizer "gpt-4o": llama.cpp's ids for a text that tells it from Qwen2's and
+     * Tekken's (digit triples, contractions of any case attached, CamelCase) */
+    kvlm_error terr;
+    kvlm_tokenizer *tok = kvlm_tokenizer_load(GGUF, &terr);
+    if (!tok) fail_msg("tokenizer: %s", terr.msg);
+    const char *text = json_string_value(json_object_get(ex, "text"));
+    json_t *want = json_object_get(ex, "llama_cpp_text_ids");
+    int32_t *tid = NULL;
+    size_t ntid = 0;
+    assert_int_equal(kvlm_tokenizer_encode(tok, text, strlen(text), 0, &tid, &ntid, &terr), 0);
+    assert_int_equal(ntid, json_array_size(want));
+    for (size_t i = 0; i < ntid; i++) assert_int_equal(tid[i], json_integer_value(json_array_get(want, i)));
+    printf("  gpt-4o pre-tokenizer: %zu ids equal llama.cpp's\n", ntid);
+    free(tid);
+    kvlm_tokenizer_free(tok);
     int32_t ids[136];
     for (int i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(pj, (size_t)i));
     kvlm_error err;

@@ -297,8 +297,14 @@ static void test_refusals(void **state) {
     edited_copy("phi3", dir, "rope_scaling",
                 "{\"rope_type\": \"su\", \"long_factor\": [1,1,1,1,1,1,1,1], \"short_factor\": [1,1,1,1,1,1,1]}");
     expect_refused(dir, KVLM_ERR_FORMAT, "rope_scaling.short_factor must list 8 numbers", NULL);
-    edited_copy("phi3", dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4}");
-    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.rope_type 'yarn' is not supported", NULL);
+    edited_copy("phi3", dir, "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 4}");
+    expect_refused(dir, KVLM_ERR_UNSUPPORTED, "rope_scaling.rope_type 'dynamic' is not supported", "yarn");
+    /* YaRN needs the original context, in rope_scaling or beside it */
+    edited_copy("llama3_rope", dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4}");
+    expect_refused(dir, KVLM_ERR_FORMAT, "rope_scaling (yarn) needs original_max_position_embeddings", NULL);
+    edited_copy("llama3_rope", dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 0.5, "
+                "\"original_max_position_embeddings\": 64}");
+    expect_refused(dir, KVLM_ERR_FORMAT, "rope_scaling (yarn)", "factor");
     /* a context length that no int holds (found by the config.json fuzzer) */
     edited_copy("llama3_rope", dir, "rope_scaling",
                 "{\"rope_type\": \"llama3\", \"factor\": 4.0, \"low_freq_factor\": 0.5, \"high_freq_factor\": 2.0, "
@@ -377,7 +383,7 @@ static void test_refusals(void **state) {
     assert_int_equal(th_write_file(path, g, n), 0);
     free(g);
     expect_refused(path, KVLM_ERR_UNSUPPORTED, "general.architecture 'gemma' is not supported",
-                   "(gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe)");
+                   "(gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3, smollm3, granite, qwen2moe, qwen3moe, gpt-oss)");
     th_rmtree(dir);
     free(dir);
 }

@@ -28,9 +28,10 @@ are quantised to MXFP4 by gguf-py's quantiser (the converter repacks the
 checkpoint's own MXFP4 blocks; both are llama.cpp's MXFP4 blocks), the
 router, vectors and norms F32, the other matrices F16.
 
-The vocabulary is tools/llamacpp_models.py's byte-level BPE (Qwen2's
-pre-tokenizer: kvlm does not split with gpt-oss's "gpt-4o" pattern yet)
-plus the harmony format's special tokens.
+The vocabulary is tools/llamacpp_models.py's byte-level BPE (merges
+learned with Qwen2's pre-tokenizer) plus the harmony format's special
+tokens, declared with gpt-oss's pre-tokenizer "gpt-4o"; llama.cpp's ids for
+TEXT are recorded (llama_cpp_text_ids) to check kvlm's split.
 
 The reference: every tensor dequantised by gguf-py, mapped back to
 Hugging Face's names and layout, run by tools/moe_reference.py's
@@ -60,6 +61,8 @@ CHECK = [0, 1, 126, 127, 128, 129, 130, 135]  # around the window's edge, and th
 SPECIALS = ["<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
             "<|call|>"]
 SEED = 20261208
+TEXT = ("ROMEO: But soft, what light through yonder window breaks?\nI'LL say it's 12345 o'clock, they'RE here;  "
+        "CamelCaseWords and HTTPServer2go\r\n\tcafé naïve Übermaß 3.14159 /path/to\n\n")
 
 
 def config(vocab):
@@ -183,13 +186,12 @@ def write(path, gguf, voc, t):
     gw.add_expert_feed_forward_length(FE)
     gw.add_quantization_version(gguf.GGML_QUANT_VERSION)
     gw.add_tokenizer_model("gpt2")
-    gw.add_tokenizer_pre("qwen2")
+    gw.add_tokenizer_pre("gpt-4o")
     gw.add_token_list(voc.tokens)
     gw.add_token_types(voc.types)
     gw.add_token_merges(voc.merges)
     gw.add_bos_token_id(voc.id["<|startoftext|>"] if "<|startoftext|>" in voc.id else voc.id["<|endoftext|>"])
     gw.add_eos_token_id(voc.id["<|return|>"])
-    gw.add_eot_token_id(voc.id["<|end|>"])
     gw.add_pad_token_id(voc.id["<|endoftext|>"])
     gw.add_add_bos_token(False)
     for name, arr in t.items():
@@ -249,8 +251,12 @@ def llamacpp(lc, out, path, ids):
     subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-I" + os.path.join(lc, "include"),
                     "-I" + os.path.join(lc, "ggml", "include"), "-o", exe, os.path.join(HERE, "llamacpp_logits.c"),
                     "-L" + lib, "-lllama", "-Wl,-rpath," + lib], check=True)
-    r = subprocess.run([exe, path, str(CTX), str(N_GEN), "-"] + [str(i) for i in ids], capture_output=True,
+    tf = os.path.join(out, "gpt-oss-text.txt")
+    with open(tf, "w", encoding="utf-8") as f:
+        f.write(TEXT)
+    r = subprocess.run([exe, path, str(CTX), str(N_GEN), tf] + [str(i) for i in ids], capture_output=True,
                        text=True, check=True)
+    os.unlink(tf)
     return json.loads(r.stdout)
 
 
@@ -310,6 +316,8 @@ def main(argv):
     lc_out = llamacpp(lc, out, path, ids)
     if lc_out:
         ex["llama_cpp_greedy_ids"] = lc_out["greedy_ids"]
+        ex["text"] = TEXT
+        ex["llama_cpp_text_ids"] = lc_out["text_ids"]
         ex["llama_cpp_max_logit_diff"] = max(
             max(abs(a - b) for a, b in zip(lc_out["prefill_logits"][p], ex["check_logits"][k])) for k, p in enumerate(CHECK))
         print("llama.cpp: greedy %s, largest logit difference at the checked positions %.3f" %
