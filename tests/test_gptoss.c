@@ -20,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "kvlm.h"
 #include "kvlm_measure.h"
+#include "app/chat_template.h"
 #include "model/model.h"
 
 #define FIX "tests/fixtures/moe/"
@@ -338,12 +339,30 @@ static void test_bad_gguf(void **state) {
     free(tmp);
 }
 
+/* The harmony chat template ends the assistant's turn with <|return|>,
+ * not with the <|end|> that closes each of its messages (the analysis
+ * message before the answer among them). */
+static void test_turn_end(void **state) {
+    (void)state;
+    chat_template t;
+    kvlm_error err;
+    const char *f = "tests/fixtures/templates/openai-gpt-oss-120b.jinja";
+    if (chat_template_load(&t, "models/gpt2-tokenizer", "models/gpt2-tokenizer", f, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(chat_turn_end(&t), "<|return|>");
+    chat_template_free(&t);
+    f = "tests/fixtures/templates/microsoft-Phi-3.5-mini-instruct.jinja";
+    if (chat_template_load(&t, "models/gpt2-tokenizer", "models/gpt2-tokenizer", f, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(chat_turn_end(&t), "<|end|>");
+    chat_template_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_bad_hf),
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_bad_gguf),
+        cmocka_unit_test(test_turn_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,9 +15,12 @@
 #define MAX_TEMPLATE_BYTES (1u << 20)
 
 /* Special tokens that end an assistant turn in the templates models ship:
- * the first one a template writes is taken. */
+ * the first of this list a template writes is taken. gpt-oss's harmony
+ * template writes <|end|> after every message (its analysis too) and
+ * <|return|> at the end of the turn, hence <|return|> before <|end|>
+ * (Phi-3's). */
 static const char *const turn_ends[] = {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
-                                        "<|END_OF_TURN_TOKEN|>", "<|end|>", "<|return|>", "<|EOT|>",
+                                        "<|END_OF_TURN_TOKEN|>", "<|return|>", "<|end|>", "<|EOT|>",
                                         "<|end_of_text|>", NULL};
 
 static void set_token(char *dst, size_t cap, const char *s, size_t n) {
