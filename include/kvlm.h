@@ -186,7 +186,7 @@ typedef struct kvlm_model kvlm_model;
 typedef struct kvlm_config {
     char arch[32];        /* "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
                              "smollm3", "granite", and the mixtures of experts "qwen2moe", "qwen3moe",
-                             "mixtral" (a GGUF Mixtral is "llama" with experts) */
+                             "mixtral" (a GGUF Mixtral is "llama" with experts), "gpt-oss" */
     int n_layer;
     int n_head;           /* query heads */
     int n_kv_head;        /* key/value heads (== n_head for GPT-2) */
@@ -218,7 +218,9 @@ typedef struct kvlm_config {
      * n_expert_used of them per token (softmax over all experts, the top
      * n_expert_used kept, renormalised to sum 1 when expert_norm_topk),
      * plus, when n_ff_shared > 0, a shared expert of that size scaled by a
-     * sigmoid gate (Qwen2-MoE). */
+     * sigmoid gate (Qwen2-MoE). gpt-oss routes by the top n_expert_used
+     * router logits and a softmax over those, with biases and a clamped
+     * SwiGLU (the model's own description; expert_norm_topk 0). */
     int n_expert;
     int n_expert_used;
     int n_ff_expert;

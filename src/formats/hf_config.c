@@ -3,7 +3,7 @@
  * GPT-2 (n_layer, n_head, n_embd, ...) and the Llama family (llama,
  * mistral, qwen2, qwen3, phi3: num_hidden_layers, num_attention_heads,
  * num_key_value_heads, ...), the latter with the expert counts and sizes
- * of the mixtures of experts (qwen2_moe, qwen3_moe, mixtral). Llama-family configs are range-checked here
+ * of the mixtures of experts (qwen2_moe, qwen3_moe, mixtral, gpt_oss). Llama-family configs are range-checked here
  * under their own field names (their different limits and defaults too);
  * model_check_config then checks what every source shares.
  */

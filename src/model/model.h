@@ -5,7 +5,9 @@
  * grouped-query heads, SwiGLU MLP), the latter with the variations of
  * Mistral, Qwen2 (q/k/v biases), Qwen3 (per-head q/k RMSNorm) and Phi-3
  * (fused qkv and gate|up matrices, used as stored: one matmul each),
- * Gemma 2 / 3 (norms after each sublayer, GeGLU), SmolLM3 and Granite.
+ * Gemma 2 / 3 (norms after each sublayer, GeGLU), SmolLM3 and Granite,
+ * and the mixtures of experts (model_moe) of Qwen2/3-MoE, Mixtral and
+ * gpt-oss (attention sinks and an output bias too).
  * How each layer attends is a per-layer description (model_attn_layer,
  * built by model/attn_desc.c from the config's layer_spec) that the
  * forward pass reads instead of the architecture's name. Matrices are kept in their
