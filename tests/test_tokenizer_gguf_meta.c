@@ -174,6 +174,8 @@ static const signature sigs[] = {
                  SPLIT_MARK}},
     {"tekken", {{B('1'), B('2'), -1}, {B('1'), B('2'), B('3'), B('4'), -1}, {TBA, -1}, {B('a'), B('B'), -1},
                 {B(' '), B('1'), -1}, JOIN_MARK}},
+    {"gpt4o", {{T12, -1}, {T12, B('3'), B('4'), -1}, {TBA, -1}, {B('a'), B('B'), -1}, {B(' '), B('1'), -1},
+               JOIN_MARK}},
 };
 
 /* llama.cpp's loader (src/llama-vocab.cpp): names whose regex list is one
@@ -195,7 +197,7 @@ static const struct { const char *name, *split; int add_bos; } names[] = {
     {"grok-2", "qwen2", 0}, {"qwen35", "qwen35", 0},
     {"starcoder", "digits", 0}, {"smollm", "digits", 0}, {"refact", "digits", 0}, {"command-r", "digits", 0},
     {"codeshell", "digits", 0}, {"exaone", "digits", 0}, {"minerva-7b", "digits", 0}, {"mellum2", "digits", 0},
-    {"falcon", "falcon", 0}, {"default", "default", 0}, {"tekken", "tekken", 1},
+    {"falcon", "falcon", 0}, {"default", "default", 0}, {"tekken", "tekken", 1}, {"gpt-4o", "gpt4o", 0},
 };
 
 static const signature *sig_of(const char *split) {
@@ -237,7 +239,7 @@ static void test_pre_names(void **state) {
 static void test_unsupported_pre(void **state) {
     (void)state;
     static const char *const unsupported[] = {"deepseek-llm", "deepseek-coder", "deepseek-v3", "seed-coder",
-                                              "gpt-4o", "llama4", "bloom", "viking", "chameleon", "kimi-k2",
+                                              "llama4", "bloom", "viking", "chameleon", "kimi-k2",
                                               "GPT-2", ""};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++) {
         meta m = BASE;
