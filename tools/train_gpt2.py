@@ -71,18 +71,19 @@ def split(ids):
 class Vocab:
     """Compact ids: the sorted tokens seen in training, then one shared row."""
 
-    def __init__(self, seen):
+    def __init__(self, seen, size=VOCAB):
+        self.size = size
         self.seen = torch.as_tensor(sorted(set(seen)), dtype=torch.long)
         self.n = len(self.seen) + 1
-        self.n_unseen = VOCAB - len(self.seen)
-        self.to_compact = torch.full((VOCAB,), self.n - 1, dtype=torch.long)
+        self.n_unseen = size - len(self.seen)
+        self.to_compact = torch.full((size,), self.n - 1, dtype=torch.long)
         self.to_compact[self.seen] = torch.arange(len(self.seen))
         self.head_bias = torch.zeros(self.n)
         self.head_bias[-1] = math.log(self.n_unseen)
 
     def expand(self, wte_c):
         """Full [VOCAB, C] embedding: the shared row everywhere, seen rows in place."""
-        full = wte_c[-1].expand(VOCAB, -1).clone()
+        full = wte_c[-1].expand(self.size, -1).clone()
         full[self.seen] = wte_c[:-1]
         return full
 

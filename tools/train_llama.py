@@ -39,6 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import llama_reference as ref  # noqa: E402
 import train_gpt2 as tg  # noqa: E402  data, vocabulary, optimiser, schedule, checkpoints
+import moe_reference  # noqa: E402  the mixture-of-experts FFN (Qwen3-MoE)
 
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
@@ -48,6 +49,8 @@ ROPE_THETA = 10000.0
 
 def make_config(a):
     assert a.hidden % a.heads == 0 and a.heads % a.kv_heads == 0
+    if a.experts:
+        return make_moe_config(a)
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
             "hidden_size": a.hidden, "intermediate_size": a.ffn, "num_hidden_layers": a.layers,
             "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads,
@@ -58,10 +61,41 @@ def make_config(a):
             "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True}
 
 
-def param_count(cfg):
+def make_moe_config(a):
+    """Qwen3-MoE (Qwen3MoeForCausalLM): the Llama block with RMSNorm of every
+    query and key head (q_norm, k_norm) and, in place of the MLP, a router over
+    a.experts SwiGLU experts of a.expert_ffn, the top a.top_k renormalised
+    (norm_topk_prob); every layer sparse; head tied to the embedding."""
+    assert 1 <= a.top_k <= a.experts
+    hd = a.hidden // a.heads
+    return {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+            "hidden_size": a.hidden, "intermediate_size": a.expert_ffn, "num_hidden_layers": a.layers,
+            "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "head_dim": hd,
+            "hidden_act": "silu", "max_position_embeddings": a.ctx, "rms_norm_eps": RMS_EPS,
+            "rope_theta": ROPE_THETA, "rope_scaling": None, "tie_word_embeddings": True,
+            "vocab_size": tg.VOCAB, "bos_token_id": tg.EOS, "eos_token_id": tg.EOS, "attention_bias": False,
+            "attention_dropout": 0.0, "num_experts": a.experts, "num_experts_per_tok": a.top_k,
+            "moe_intermediate_size": a.expert_ffn, "norm_topk_prob": True, "decoder_sparse_step": 1,
+            "mlp_only_layers": [], "use_sliding_window": False, "sliding_window": None,
+            "max_window_layers": a.layers, "router_aux_loss_coef": a.router_aux,
+            "output_router_logits": False, "initializer_range": 0.02, "use_cache": True}
+
+
+def is_moe(cfg):
+    return cfg["model_type"] == "qwen3_moe"
+
+
+def param_count(cfg, active=False):
+    """Parameters (with active, those one token uses: top-k experts of each layer)."""
     H, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
-    q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
-    return tg.VOCAB * H + L * (2 * H * q + 2 * H * kv + 3 * H * I + 2 * H) + H
+    hd = cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    if is_moe(cfg):
+        E, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+        ffn = (k if active else E) * 3 * H * I + E * H + 2 * hd
+    else:
+        ffn = 3 * H * I
+    return cfg["vocab_size"] * H + L * (2 * H * q + 2 * H * kv + ffn + 2 * H) + H
 
 
 def init_weights(cfg, gen, n_rows):
@@ -81,6 +115,17 @@ def init_weights(cfg, gen, n_rows):
         w[p + "self_attn.v_proj.weight"] = rnd(std, kv, H)
         w[p + "self_attn.o_proj.weight"] = rnd(rstd, H, q)
         w[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        if is_moe(cfg):
+            hd = cfg["head_dim"]
+            w[p + "self_attn.q_norm.weight"] = torch.ones(hd)
+            w[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+            w[p + "mlp.gate.weight"] = rnd(std, cfg["num_experts"], H)
+            for e in range(cfg["num_experts"]):
+                x = p + "mlp.experts.%d." % e
+                w[x + "gate_proj.weight"] = rnd(std, I, H)
+                w[x + "up_proj.weight"] = rnd(std, I, H)
+                w[x + "down_proj.weight"] = rnd(rstd, H, I)
+            continue
         w[p + "mlp.gate_proj.weight"] = rnd(std, I, H)
         w[p + "mlp.up_proj.weight"] = rnd(std, I, H)
         w[p + "mlp.down_proj.weight"] = rnd(rstd, H, I)
@@ -119,16 +164,76 @@ def evaluate(W, cfg, ids, vocab, max_windows=None, batch=8):
     return total / count
 
 
+class RouterTap:
+    """Records every layer's routing while a forward runs
+    (tools/moe_reference.py's routing, wrapped): the probabilities for the
+    load-balancing loss, the chosen experts for the load table."""
+
+    def __init__(self):
+        self.probs, self.experts = [], []
+
+    def __enter__(self):
+        self.orig = moe_reference.routing
+
+        def tap(h, W, p, config):
+            w, e, probs = self.orig(h, W, p, config)
+            self.probs.append(probs)
+            self.experts.append(e)
+            return w, e, probs
+        moe_reference.routing = tap
+        return self
+
+    def __exit__(self, *exc):
+        moe_reference.routing = self.orig
+
+    def balance_loss(self, n_experts, k):
+        """Switch Transformer's auxiliary loss, summed over layers: n * sum_e
+        (fraction of the k*T choices that go to e) * (mean probability of e);
+        1 per layer when the load is even."""
+        total = 0.0
+        for probs, e in zip(self.probs, self.experts):
+            p = probs.reshape(-1, n_experts)
+            f = torch.bincount(e.reshape(-1), minlength=n_experts).to(p.dtype) / e.numel()
+            total = total + n_experts * (f * p.mean(0)).sum()
+        return total
+
+
+def sparse_moe_ffn(h, W, p, config, act=None):
+    """moe_reference.moe_ffn computed as an engine does: each expert only on
+    the rows routed to it (the same function; about k/n of the dense cost).
+    Training uses it; evaluation and export use the dense reference."""
+    assert act is None
+    w, e, _ = moe_reference.routing(h, W, p, config)
+    F = torch.nn.functional
+    flat, wf, ef = h.reshape(-1, h.shape[-1]), w.reshape(-1, w.shape[-1]), e.reshape(-1, e.shape[-1])
+    y = torch.zeros_like(flat)
+    for x in range(config["num_experts"]):
+        rows, slot = torch.nonzero(ef == x, as_tuple=True)
+        if rows.numel() == 0:
+            continue
+        b = p + "mlp.experts.%d." % x
+        hx = flat[rows]
+        out = F.silu(hx @ W[b + "gate_proj.weight"].T) * (hx @ W[b + "up_proj.weight"].T)
+        y = y.index_add(0, rows, (out @ W[b + "down_proj.weight"].T) * wf[rows, slot].unsqueeze(-1))
+    return y.reshape(h.shape)
+
+
 # ------------------------------------------------------------------ training
 
-def train(a):
+def train(a, data=None, cfg=None):
+    """Train (or resume) from a's flags. data: (all ids, training ids,
+    validation ids) over cfg's vocabulary (tools/train_chat.py's
+    conversations); by default Tiny Shakespeare in GPT-2 tokens, split 90/10."""
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
-    cfg = make_config(a)
-    ids = tg.load_tokens(a.data, a.tokenizer)
-    tr, va = tg.split(ids)
-    vocab = tg.Vocab(tr.tolist())
+    cfg = cfg or make_config(a)
+    if data is None:
+        ids = tg.load_tokens(a.data, a.tokenizer)
+        tr, va = tg.split(ids)
+    else:
+        ids, tr, va = data
+    vocab = tg.Vocab(tr.tolist(), cfg["vocab_size"])
     tr_c, va_c = vocab.to_compact[tr], vocab.to_compact[va]
     n = param_count(cfg)
     print("tokens %d: train %d, val %d; %d distinct training tokens; params %d (%.2f MB at 2 bytes)"
@@ -159,9 +264,18 @@ def train(a):
         starts = torch.randint(0, len(tr) - T - 1, (B,), generator=gen)
         x = torch.stack([tr_c[s:s + T] for s in starts])
         y = torch.stack([tr_c[s + 1:s + T + 1] for s in starts])
-        loss = loss_fn(W, cfg, x, y, vocab, a.dropout, True).mean()
+        if is_moe(cfg):
+            dense, moe_reference.moe_ffn = moe_reference.moe_ffn, sparse_moe_ffn
+            try:
+                with RouterTap() as tap:
+                    loss = loss_fn(W, cfg, x, y, vocab, a.dropout, True).mean()
+            finally:
+                moe_reference.moe_ffn = dense
+            aux = tap.balance_loss(cfg["num_experts"], cfg["num_experts_per_tok"]) / cfg["num_hidden_layers"]
+        else:
+            loss, aux = loss_fn(W, cfg, x, y, vocab, a.dropout, True).mean(), None
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if aux is None else loss + a.router_aux * aux).backward()
         torch.nn.utils.clip_grad_norm_(list(W.values()), a.grad_clip)
         opt.step()
         step += 1
@@ -237,10 +351,13 @@ def export(a):
     ids = torch.tensor(tok.encode(text), dtype=torch.long)
     tr, va = tg.split(ids)
     seen = set(ck["seen"].tolist())
-    # Validation loss of the exported (rounded) weights, all 50,257 rows, float32.
+    # Validation loss of the exported (rounded) weights, float32: the compact
+    # model with every tensor rounded as exported (its unseen rows all equal
+    # the shared row, so this is the loss over all 50,257 rows).
+    wr = {k: v.detach().to(dt).float() for k, v in ck["weights"].items()}
+    val_rounded = evaluate(wr, cfg, vocab.to_compact[va], vocab)
     full = tg.Vocab(range(tg.VOCAB - 1))          # every token its own row (EOS the last)
     wf = {k: v.float() for k, v in back.items()}
-    val_rounded = evaluate(wf, cfg, full.to_compact[va], full)
 
     # Perplexity fixture on the GPT-2 export's validation slice.
     piece = export_gpt2.val_slice(text, len(tr), tok, ids.tolist())
@@ -259,18 +376,27 @@ def export(a):
                "context": context, "stride": stride, "file_tokens": len(sids), "tokens": scored,
                "windows": windows, "weights_dtype": a.dtype, "mean_nll": nll / scored,
                "perplexity": math.exp(nll / scored)}
-    fx_path = os.path.join(a.fixture_dir, "llama", "shakespeare_llama_ppl.json")
+    moe = is_moe(cfg)
+    fx_path = os.path.join(a.fixture_dir, "moe" if moe else "llama",
+                           "shakespeare_moe_ppl.json" if moe else "shakespeare_llama_ppl.json")
     os.makedirs(os.path.dirname(fx_path), exist_ok=True)
     with open(fx_path, "w") as f:
         f.write(json.dumps(fixture, indent=2) + "\n")
+    load = expert_load(wf, cfg, full.to_compact[va]) if moe else None
 
-    final = next((r["final"] for r in reversed(ck["log"]) if "final" in r), {})
+    final = next((r["final"] for r in reversed(ck["log"]) if "final" in r), None)
     args = ck["args"]
+    if final is None:       # a run stopped at a checkpoint before its last step
+        wc = {k: v.detach().float() for k, v in ck["weights"].items()}
+        final = {"train_loss": evaluate(wc, cfg, vocab.to_compact[tr], vocab, args["train_eval_windows"]),
+                 "val_loss": evaluate(wc, cfg, vocab.to_compact[va], vocab), "steps": ck["step"],
+                 "train_s": ck["log"][-1]["elapsed_s"] if ck["log"] else 0}
     info = dict(cfg=cfg, args=args, params=param_count(cfg), emb_params=tg.VOCAB * cfg["hidden_size"],
+                active_params=param_count(cfg, True), load=load, name=os.path.basename(os.path.abspath(a.out)),
                 dtype=a.dtype, st_bytes=os.path.getsize(os.path.join(a.out, "model.safetensors")),
                 n_tokens=len(ids), n_train=len(tr), n_val=len(va), n_seen=len(seen),
                 val_unseen=sum(1 for t in va.tolist() if t not in seen), ckpt=rel(a.ckpt), out_rel=rel(a.out),
-                train_minutes=final.get("train_s", 0) / 60, train_loss=final.get("train_loss", float("nan")),
+                steps_done=final["steps"], train_minutes=final.get("train_s", 0) / 60, train_loss=final.get("train_loss", float("nan")),
                 val_loss=final.get("val_loss", float("nan")), val_loss_rounded=val_rounded,
                 uni_train=export_gpt2.unigram_val_nll(tr, tr), uni_val=export_gpt2.unigram_val_nll(tr, va),
                 fixture=fixture, fixture_rel=rel(fx_path), log=[r for r in ck["log"] if "step" in r],
@@ -288,7 +414,32 @@ def export(a):
     return 0
 
 
+@torch.no_grad()
+def expert_load(w, cfg, ids, batch=8):
+    """[layer][expert]: the fraction of the validation tokens' top-k choices
+    that go to each expert, over every non-overlapping window (float32)."""
+    T, E, L = cfg["max_position_embeddings"], cfg["num_experts"], cfg["num_hidden_layers"]
+    counts = torch.zeros(L, E, dtype=torch.float64)
+    n_win = (len(ids) - 1) // T
+    for b0 in range(0, n_win, batch):
+        x = torch.stack([ids[r * T:r * T + T] for r in range(b0, min(n_win, b0 + batch))])
+        with RouterTap() as tap:
+            ref.final_hidden(w, cfg, x, torch.float32)
+        for layer, e in enumerate(tap.experts):
+            counts[layer] += torch.bincount(e.reshape(-1), minlength=E).double()
+    return (counts / counts.sum(1, keepdim=True)).tolist()
+
+
 SAMPLE_TEMPERATURE, SAMPLE_TOP_K, SAMPLE_SEED = 0.8, 40, 1234
+
+
+def lr_at_step(step, g):
+    return tg.lr_at(step, argparse.Namespace(**g))
+
+
+def last_logits(w, cfg, ids):
+    """The last position's logits (float64 reference), the head applied to that row only."""
+    return ref.final_hidden(w, cfg, ids)[-1] @ ref.head_weight(w, cfg).T
 
 
 @torch.no_grad()
@@ -298,21 +449,22 @@ def sample_text(w, cfg, tok, prompt, n):
     g = torch.Generator().manual_seed(SAMPLE_SEED)
     ids = tok.encode(prompt.encode())
     for _ in range(n):
-        logits = ref.forward(w, cfg, ids[-cfg["max_position_embeddings"]:])[-1] / SAMPLE_TEMPERATURE
+        logits = last_logits(w, cfg, ids[-cfg["max_position_embeddings"]:]) / SAMPLE_TEMPERATURE
         top = torch.topk(logits, SAMPLE_TOP_K)
         pick = torch.multinomial(torch.softmax(top.values, -1), 1, generator=g)
         ids.append(int(top.indices[pick]))
     return tok.decode(ids).decode("utf-8", "replace")
 
 
-def train_command(ckpt_rel, g):
+def train_command(ckpt_rel, g, script="tools/train_llama.py", extra=()):
     """The exact training command line, every hyperparameter spelled out."""
     flags = ["--out", ckpt_rel]
-    for k in ("hidden", "layers", "heads", "kv_heads", "ffn", "ctx", "batch", "steps", "warmup", "lr",
+    keys = ("experts", "top_k", "expert_ffn", "router_aux") if g.get("experts") else ("ffn",)
+    for k in ("hidden", "layers", "heads", "kv_heads") + keys + ("ctx", "batch", "steps", "warmup", "lr",
               "min_lr_frac", "weight_decay", "dropout", "grad_clip", "eval_every", "eval_windows",
-              "train_eval_windows", "ckpt_every", "seed", "threads"):
+              "train_eval_windows", "ckpt_every", "seed", "threads") + tuple(extra):
         flags += ["--" + k.replace("_", "-"), "%g" % g[k]]
-    lines = ["LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread /usr/bin/python3 tools/train_llama.py train"]
+    lines = ["LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread nice -n 19 /usr/bin/python3 %s train" % script]
     for i in range(0, len(flags), 8):
         lines.append("    " + " ".join(flags[i:i + 8]))
     return " \\\n".join(lines)
@@ -323,27 +475,71 @@ def write_readme(path, info):
     H, L, nh, nkv, hd = (c[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                         "num_key_value_heads", "head_dim"))
     kv16, kv16_mha = 2 * L * nkv * hd * 2, 2 * L * nh * hd * 2
-    toks = g["steps"] * g["batch"] * c["max_position_embeddings"]
+    done = info.get("steps_done", g["steps"])
+    toks = done * g["batch"] * c["max_position_embeddings"]
+    stopped = ("" if done == g["steps"] else
+               f" (the run was planned for {g['steps']} steps and stopped at the checkpoint of step {done},"
+               f" its learning rate then {lr_at_step(done, g):.2g})")
     drop = "no dropout" if g["dropout"] == 0 else "dropout %g (training only)" % g["dropout"]
     curve = "\n".join("| %d | %.4f | %.4f%s |" % (r["step"], r["train_loss_running"], r["val_loss"],
                                                   "" if r["val_full"] else " (%d windows)" % g["eval_windows"])
                       for r in info["log"])
-    text = f"""# shakespeare-llama
-
-A small Llama-architecture model with grouped-query attention, trained by
+    moe = is_moe(c)
+    if moe:
+        E, k = c["num_experts"], c["num_experts_per_tok"]
+        intro = f"""A small mixture-of-experts model in the Qwen3-MoE architecture ({E} experts,
+top-{k}), trained by kvlm's own script on Tiny Shakespeare with the GPT-2
+tokenizer (the same corpus, split and vocabulary as `models/shakespeare-llama`).
+It is a Hugging Face Qwen3-MoE directory (`Qwen3MoeForCausalLM`, tied
+embeddings). Its routing is trained, so it is uneven (the expert load below):
+tests that run it exercise routing as real MoE models do."""
+        arch = (f"Qwen3-MoE: RMSNorm (eps {c['rms_norm_eps']}), RMSNorm of every query and key head, rotary embeddings "
+                f"(rotate-half, theta {c['rope_theta']:g}), a router over {E} SwiGLU experts per layer, the top {k} "
+                f"renormalised (`norm_topk_prob`), no biases, head tied to `model.embed_tokens`")
+        mlp = f"{E} experts of {c['moe_intermediate_size']}, {k} per token"
+        params = (f"{info['params']:,} ({info['emb_params']:,} of them in the token embedding; "
+                  f"{info['active_params']:,} active per token)")
+        loss_note = (f" The training loss adds Switch Transformer's load-balancing loss (weight {g['router_aux']:g},"
+                     " its mean over layers; 1 for an even load) to the cross-entropy; the table shows the cross-entropy.")
+    else:
+        intro = """A small Llama-architecture model with grouped-query attention, trained by
 kvlm's own script on Tiny Shakespeare with the GPT-2 tokenizer (the same
 corpus, split and vocabulary as `models/shakespeare-gpt2`). It is a genuine
 Hugging Face Llama directory (`LlamaForCausalLM`, tied embeddings): kvlm,
-`transformers` and other Llama loaders read it unchanged.
+`transformers` and other Llama loaders read it unchanged."""
+        arch = (f"Llama: RMSNorm (eps {c['rms_norm_eps']}), rotary embeddings (rotate-half, theta "
+                f"{c['rope_theta']:g}), SwiGLU MLP, no biases, head tied to `model.embed_tokens`")
+        mlp = str(c["intermediate_size"])
+        params = f"{info['params']:,} ({info['emb_params']:,} of them in the token embedding)"
+        loss_note = ""
+    moe_note = (" (its experts `tools/moe_reference.py`'s; training computes each expert on the rows routed"
+                " to it only, the same function)") if moe else ""
+    load_section = ""
+    if info.get("load"):
+        rows = "\n".join("| %d | %s |" % (i, " | ".join("%.3f" % f for f in r)) for i, r in enumerate(info["load"]))
+        load_section = f"""
+## Expert load
+
+The fraction of the validation split's routing choices ({c['num_experts_per_tok']} per token and
+layer, every non-overlapping window of {c['max_position_embeddings']} tokens, exported weights,
+float32) that goes to each expert; an even load would be {1 / c['num_experts']:.3f} everywhere.
+
+| layer | {" | ".join("expert %d" % e for e in range(c['num_experts']))} |
+| ---: | {" | ".join("---:" for _ in range(c['num_experts']))} |
+{rows}
+"""
+    text = f"""# {info['name']}
+
+{intro}
 
 | | |
 | --- | --- |
-| architecture | Llama: RMSNorm (eps {c['rms_norm_eps']}), rotary embeddings (rotate-half, theta {c['rope_theta']:g}), SwiGLU MLP, no biases, head tied to `model.embed_tokens` |
-| layers / width / MLP | {L} / {H} / {c['intermediate_size']} |
+| architecture | {arch} |
+| layers / width / MLP | {L} / {H} / {mlp} |
 | attention | {nh} query heads over {nkv} KV heads (grouped-query, {nh // nkv} query heads per KV head), head dim {hd} |
 | context | {c['max_position_embeddings']} tokens (`max_position_embeddings`, the training window) |
 | vocabulary | 50,257 (the GPT-2 tokenizer, unchanged; BOS = EOS = 50256) |
-| parameters | {info['params']:,} ({info['emb_params']:,} of them in the token embedding) |
+| parameters | {params} |
 | weights | {info['dtype'].upper()}, `model.safetensors` {info['st_bytes']:,} bytes |
 | directory size | {info['dir_bytes']:,} bytes (with the tokenizer files) |
 | KV cache per token | 2 x {L} layers x {nkv} KV heads x {hd} x 2 bytes = {kv16} bytes at f16 ({kv16_mha} for the same model with {nh} KV heads: {nh // nkv}x smaller) |
@@ -361,12 +557,12 @@ training split; {info['val_unseen']} validation tokens are ones training never s
 
 ```
 {info['train_cmd']}
-/usr/bin/python3 tools/train_llama.py export --ckpt {info['ckpt']} --out {info['out_rel']} --dtype {info['dtype']}
+/usr/bin/python3 tools/train_llama.py export --ckpt {info['ckpt']} --out {info['out_rel']} --dtype {info['dtype']}{info.get('export_flags', '')}
 ```
 
 AdamW (betas 0.9/0.95, weight decay {g['weight_decay']:g} on matrices), peak
 learning rate {g['lr']:g} after {g['warmup']} warm-up steps, cosine decay to
-{g['min_lr_frac']:g} of the peak, batch {g['batch']} x {c['max_position_embeddings']} tokens, {g['steps']} steps
+{g['min_lr_frac']:g} of the peak, batch {g['batch']} x {c['max_position_embeddings']} tokens, {done} steps{stopped}
 ({toks:,} tokens, about {toks / info['n_train']:.1f} passes over the training split), {drop},
 gradient clipping {g['grad_clip']:g}, seed {g['seed']}, `torch.set_num_threads({g['threads']})`:
 {info['train_minutes']:.0f} minutes of wall clock, periodic evaluations included, on a 2-core machine
@@ -375,7 +571,7 @@ cross-entropy over all 50,257 tokens, trained cheaply as described at the top
 of `tools/train_gpt2.py` (the tokens never seen in training share one
 embedding row, written into each of their rows at export). The forward pass
 is `tools/llama_reference.py`'s, the same code that produces kvlm's Llama
-test fixtures.
+test fixtures{moe_note}.{loss_note}
 
 | step | training loss (running mean) | validation loss |
 | ---: | ---: | ---: |
@@ -406,7 +602,7 @@ A continuation of the prompt {json.dumps(info['sample_prompt'])} by the exported
 ```
 {info['sample']}
 ```
-
+{load_section}
 ## Licences
 
 - Model weights: trained by the kvlm project; same licence as kvlm.
@@ -422,19 +618,21 @@ A continuation of the prompt {json.dumps(info['sample_prompt'])} by the exported
 
 # ------------------------------------------------------------------ main
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="train (or --resume) and checkpoint")
+def add_train_flags(t, ctx=128, out=os.path.join(ROOT, "build", "shakespeare-llama", "ckpt.pt")):
+    """The training flags (shared with tools/train_chat.py)."""
     t.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
     t.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "gpt2-tokenizer"))
-    t.add_argument("--out", default=os.path.join(ROOT, "build", "shakespeare-llama", "ckpt.pt"))
+    t.add_argument("--out", default=out)
     t.add_argument("--hidden", type=int, default=64)
     t.add_argument("--layers", type=int, default=8)
     t.add_argument("--heads", type=int, default=8)
     t.add_argument("--kv-heads", type=int, default=2)
     t.add_argument("--ffn", type=int, default=256)
-    t.add_argument("--ctx", type=int, default=128)
+    t.add_argument("--ctx", type=int, default=ctx)
+    t.add_argument("--experts", type=int, default=0, help="a Qwen3-MoE of this many experts (0: dense Llama)")
+    t.add_argument("--top-k", type=int, default=2, help="experts per token")
+    t.add_argument("--expert-ffn", type=int, default=128, help="each expert's intermediate size")
+    t.add_argument("--router-aux", type=float, default=0.01, help="weight of the load-balancing loss")
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--steps", type=int, default=800)
     t.add_argument("--warmup", type=int, default=40)
@@ -452,6 +650,13 @@ def main():
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--resume", action="store_true")
     t.add_argument("--bench", type=int, default=0, help="time this many steps and exit")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="train (or --resume) and checkpoint")
+    add_train_flags(t)
     e = sub.add_parser("export", help="write the Hugging Face directory and the perplexity fixture")
     e.add_argument("--ckpt", default=os.path.join(ROOT, "build", "shakespeare-llama", "ckpt.pt"))
     e.add_argument("--out", default=os.path.join(ROOT, "models", "shakespeare-llama"))
