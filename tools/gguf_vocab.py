@@ -11,7 +11,8 @@ vocab.json + merges.txt or encoder.json + vocab.bpe (GPT-2), a SentencePiece
 tokenizer.model (pieces, scores and types as stored). BOS / EOS / unknown /
 padding ids come from tokenizer_config.json, the tokenizer's post-processor
 template, then config.json; add_bos_token from tokenizer_config.json, else
-from the template (byte-level) or true (SentencePiece).
+from the template (byte-level) or true (SentencePiece). A chat_template string in
+tokenizer_config.json becomes tokenizer.chat_template.
 """
 import json, os, struct, sys
 
@@ -278,4 +279,10 @@ def tokenizer_metadata(d, config):
     kv.append(("tokenizer.ggml.add_bos_token", BOOL, bool(add_bos)))
     if add_eos is not None:
         kv.append(("tokenizer.ggml.add_eos_token", BOOL, bool(add_eos)))
+    p = os.path.join(d, "tokenizer_config.json")
+    if os.path.exists(p):
+        with open(p, encoding="utf-8") as f:
+            template = json.load(f).get("chat_template")
+        if isinstance(template, str):       # a list of named templates is not carried over
+            kv.append(("tokenizer.chat_template", STRING, template))
     return kv
