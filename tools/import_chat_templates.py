@@ -121,6 +121,11 @@ def main():
         manifest.append({"name": stem, "file": stem + ".jinja", "model": model,
                          "source": f"llama.cpp {rev[:7]} tests/test-chat-template.cpp, case \"{case}\"",
                          "bos_token": bos, "eos_token": eos})
+    # kvlm's own templates (models/shakespeare-chat's) stay, after the imported ones
+    old = os.path.join(dest, "manifest.json")
+    if os.path.exists(old):
+        with open(old, encoding="utf-8") as f:
+            manifest += [t for t in json.load(f) if t["source"].startswith("kvlm's own")]
     with open(os.path.join(dest, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, ensure_ascii=False, indent=1)
         f.write("\n")
