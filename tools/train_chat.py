@@ -268,13 +268,18 @@ def export(a):
     # The exported model's loss: the compact model with every tensor rounded
     # to f16 (its unseen rows all equal the shared row, so this is exact).
     wr = {k: v.detach().half().float() for k, v in ck["weights"].items()}
-    val_rounded = tl.evaluate(wr, cfg, vocab.to_compact[va], vocab, batch=1)
     log = [r for r in ck["log"] if "step" in r]
-    final = next((r["final"] for r in reversed(ck["log"]) if "final" in r), {})
+    final = next((r["final"] for r in reversed(ck["log"]) if "final" in r), None)
+    windows = None
+    if final is None:       # stopped at a checkpoint: its last periodic evaluation
+        last, windows = log[-1], ck["args"]["eval_windows"]
+        final = {"steps": ck["step"], "train_loss": last["train_loss_running"], "val_loss": last["val_loss"],
+                 "train_s": last["elapsed_s"]}
+    val_rounded = tl.evaluate(wr, cfg, vocab.to_compact[va], vocab, windows, batch=1)
     msgs = [{"role": "system", "content": "A scene from Romeo and Juliet, by William Shakespeare."},
             {"role": "user", "content": "ROMEO:\nBut soft, what light through yonder window breaks?"}]
     prompt, reply = chat_sample(back, cfg, tok, msgs, 80)
-    info = dict(cfg=cfg, args=ck["args"], log=log, final=final, val_rounded=val_rounded, counts=counts,
+    info = dict(cfg=cfg, args=ck["args"], log=log, final=final, val_rounded=val_rounded, counts=counts, windows=windows,
                 n_train=len(tr), n_val=len(va), n_seen=len(ck["seen"]), prompt=prompt, reply=reply,
                 params=tl.param_count(cfg), ckpt=os.path.relpath(os.path.abspath(a.ckpt), ROOT),
                 out_rel=os.path.relpath(os.path.abspath(a.out), ROOT), note=a.train_note)
@@ -300,6 +305,9 @@ def write_readme(path, info):
                                                   "" if r["val_full"] else " (%d windows)" % g["eval_windows"])
                       for r in info["log"])
     sizes = info["sizes"]
+    w = info["windows"]
+    train_what = " (running mean of the last steps)" if w else " (%d windows)" % g["train_eval_windows"]
+    val_what = "%d of the" % w if w else "all the"
     gguf = "shakespeare-chat-q8_0.gguf"
     plays = "\n".join("| %s | %s | %d |" % (t, w, i) for i, w, t in PLAYS)
     cmd = tl.train_command(info["ckpt"], g, "tools/train_chat.py", ("conv_tokens",))
@@ -388,14 +396,13 @@ a small fraction of one core{info['note']}.
 
 | | train split | validation split |
 | --- | ---: | ---: |
-| this model (f32 weights, end of training) | {fin['train_loss']:.4f} | {fin['val_loss']:.4f} |
+| this model (f32 weights, end of training) | {fin['train_loss']:.4f}{train_what} | {fin['val_loss']:.4f} |
 | this model, exported F16 weights | | {info['val_rounded']:.4f} |
 
-Validation perplexity {math.exp(info['val_rounded']):.1f}, over non-overlapping windows of {T}
-tokens of the validation conversations, every position scored; the
-training-split figure uses {g['train_eval_windows']} windows spread evenly over it. It is a weak
-model: it writes speech-shaped lines with speaker names and closes its turn,
-not sense.
+Validation perplexity {math.exp(info['val_rounded']):.1f}, over {val_what} non-overlapping windows of {T}
+tokens of the validation conversations, every position scored. It is a weak
+model, an early checkpoint: it has learnt the layout (tags, turns, speaker
+lines) better than words.
 
 A reply sampled from the exported weights (temperature 0.8, top-k 40, seed
 1234, float64 reference forward, at most 80 tokens) to this prompt:
