@@ -396,13 +396,14 @@ a small fraction of one core{info['note']}.
 
 | | train split | validation split |
 | --- | ---: | ---: |
-| this model (f32 weights, end of training) | {fin['train_loss']:.4f}{train_what} | {fin['val_loss']:.4f} |
+| this model (f32 weights, at the checkpoint) | {fin['train_loss']:.4f}{train_what} | {fin['val_loss']:.4f} |
 | this model, exported F16 weights | | {info['val_rounded']:.4f} |
 
 Validation perplexity {math.exp(info['val_rounded']):.1f}, over {val_what} non-overlapping windows of {T}
 tokens of the validation conversations, every position scored. It is a weak
-model, an early checkpoint: it has learnt the layout (tags, turns, speaker
-lines) better than words.
+model, an early checkpoint ({toks / info['n_train']:.2f} passes over the data): it writes newlines,
+punctuation and common words, and its greedy reply repeats a newline.
+`--resume` on the checkpoint continues the run to its planned steps.
 
 A reply sampled from the exported weights (temperature 0.8, top-k 40, seed
 1234, float64 reference forward, at most 80 tokens) to this prompt:
