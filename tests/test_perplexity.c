@@ -1,7 +1,7 @@
 /*
- * `kvlm perplexity` end to end on the shipped models (models/shakespeare-gpt2
- * and models/shakespeare-llama, the latter with tests/fixtures/llama/
- * shakespeare_llama_ppl.json):
+ * `kvlm perplexity` end to end on the shipped models (models/shakespeare-gpt2,
+ * models/shakespeare-llama with tests/fixtures/llama/shakespeare_llama_ppl.json
+ * and models/shakespeare-moe with tests/fixtures/moe/shakespeare_moe_ppl.json):
  * the sliding-window perplexity of a fixed validation slice equals the value
  * PyTorch computed in float64 from the same exported weights
  * (tests/fixtures/shakespeare_ppl.json, written by tools/export_gpt2.py)
@@ -82,11 +82,13 @@ static void check_fixture(const char *path) {
     json_decref(fx);
 }
 
-/* The GPT-2 and the grouped-query Llama that ship with kvlm. */
+/* The GPT-2, the grouped-query Llama and the mixture of experts that ship
+ * with kvlm. */
 static void test_matches_pytorch(void **state) {
     (void)state;
     check_fixture(FIXTURE);
     check_fixture("tests/fixtures/llama/shakespeare_llama_ppl.json");
+    check_fixture("tests/fixtures/moe/shakespeare_moe_ppl.json");
 }
 
 /* Defaults are context = n_ctx and stride = context / 2; every token but
