@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -443,6 +444,22 @@ size_t kvlm_kv_available_blocks(const kvlm_kv *kv);
  * copy-on-write of a shared last block); 0 for an unknown seq. */
 size_t kvlm_kv_blocks_needed(const kvlm_kv *kv, int seq, int len);
 void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
+
+/* Saved KV of one sequence: its token ids and the K/V rows of every layer
+ * as stored (the cache's dtype), under a 64-byte header with the model's
+ * KV fingerprint (the model's weights and shape, the KV dtype, rotary and
+ * window settings) and an XXH3-64 checksum; the record does not depend on
+ * the block size. kvlm_kv_seq_save writes seq's record to f (KVLM_ERR_ARG
+ * for an unknown sequence, or one whose sliding window released its first
+ * positions; KVLM_ERR_IO when a write fails). kvlm_kv_seq_restore reads
+ * one record from f into a new sequence of kv (*seq its id; its full
+ * blocks enter the prefix index as if the tokens had been computed) and
+ * returns 0, or KVLM_ERR_FORMAT (a record that is truncated, corrupted,
+ * of another version, or from another model file or setting: the message
+ * says which) or KVLM_ERR_NOMEM (no sequence slot or blocks), leaving
+ * the cache as it was and *seq -1. m is the model kv was made for. */
+int kvlm_kv_seq_save(const kvlm_kv *kv, const kvlm_model *m, int seq, FILE *f, kvlm_error *err);
+int kvlm_kv_seq_restore(kvlm_kv *kv, const kvlm_model *m, FILE *f, int *seq, kvlm_error *err);
 
 /* A cache's fixed shape, as kvlm_kv_create settled it (defaults applied). */
 typedef struct kvlm_kv_info {

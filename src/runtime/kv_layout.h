@@ -2,7 +2,8 @@
  * The paged KV cache's private layout: the pool, its blocks, the sequences'
  * block tables and where one token's K or V sits. Included ONLY by
  * runtime/kvcache.c, runtime/kv_check.c (which keep it consistent),
- * runtime/kv_types.c (which reads the slices' windows) and
+ * runtime/kv_types.c (which reads the slices' windows), runtime/kv_save.c
+ * (which reads and writes a sequence's rows for kvlm_kv_seq_save / _restore) and
  * runtime/attention.c (which reads and writes K/V through it); everything
  * else goes through runtime/kvcache.h and runtime/attention.h.
  *
