@@ -438,6 +438,10 @@ int kvlm_kv_seq_truncate(kvlm_kv *kv, int seq, int len, kvlm_error *err);
 /* Number of token positions cached for the sequence, or KVLM_ERR_ARG
  * when there is no such sequence. */
 int kvlm_kv_seq_len(const kvlm_kv *kv, int seq, kvlm_error *err);
+/* The sequence's token ids: *tokens receives its kvlm_kv_seq_len ids
+ * (valid until the sequence changes); returns that length, or
+ * KVLM_ERR_ARG when there is no such sequence. */
+int kvlm_kv_seq_tokens(const kvlm_kv *kv, int seq, const int32_t **tokens, kvlm_error *err);
 /* Blocks a new allocation can take now (free + evictable cached). */
 size_t kvlm_kv_available_blocks(const kvlm_kv *kv);
 /* Blocks seq needs beyond what it holds to grow to len tokens (including a

@@ -56,8 +56,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         .usage = "chat (-m MODEL | --synthetic PRESET --tokenizer PATH) [options]",
         .about = "Talks with the model: each message gets a reply rendered with the model's chat template,\n"
                  "streamed as it is generated. Commands: /help, /reset, /system TEXT, /stats, /save FILE,\n"
-                 "/quit. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D or Ctrl-C\n"
-                 "at an empty prompt exits. When standard input is not a terminal each line is one message\n"
+                 "/load FILE, /quit. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D\n"
+                 "or Ctrl-C at an empty prompt exits. When standard input is not a terminal each line is one message\n"
                  "and each reply is written to standard output followed by a newline; with --json each\n"
                  "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"
                  "(docs/chat.md).\n",
@@ -150,8 +150,8 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
     interrupted = 0;
     int rc = gen_run(ce->e, ce->kv, ce->c->vocab_size, &rq, &g, &err);
     interrupted = 0;
-    free(ids);
     if (rc) {
+        free(ids);
         fprintf(out, "\n");
         fprintf(stderr, "kvlm chat: %s\n", err.msg);
         gen_result_free(&g);
@@ -167,6 +167,15 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
         fprintf(stderr, "kvlm chat: the context window of %d tokens is full; /reset starts a new conversation\n",
                 n_ctx);
     chat_stats_record(&st->last, (int)n, &g);
+    int32_t *all = realloc(ids, (n + (size_t)g.n_ids) * sizeof(int32_t)); /* what /save keeps the KV of */
+    if (all) {
+        memcpy(all + n, g.ids, (size_t)g.n_ids * sizeof(int32_t));
+        chat_state_forget_ids(st);
+        st->ids = all;
+        st->n_ids = (int)n + g.n_ids;
+        ids = NULL;
+    }
+    free(ids);
     rc = chat_conv_add(&st->conv, "assistant", g.text ? g.text : "", g.text_len);
     gen_result_free(&g);
     if (rc) fprintf(stderr, "kvlm chat: out of memory\n");
@@ -223,7 +232,8 @@ int cli_chat(int argc, char **argv) {
     cli_session ss;
     int rc = session_open(&ss, &o.mf, SESSION_TOKENIZER);
     chat_template tpl = {0};
-    chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size};
+    chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .m = ss.m,
+                     .template_origin = tpl.origin};
     chat_engine ce = {.c = ss.c, .tok = ss.tok};
     kvlm_error err;
     if (rc) goto out;
@@ -243,6 +253,7 @@ int cli_chat(int argc, char **argv) {
         rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         goto out;
     }
+    st.kv = ce.kv;
     if (chat_conv_init(&st.conv, &tpl, ss.tok, o.system)) {
         fprintf(stderr, "kvlm chat: out of memory\n");
         goto out;
@@ -261,6 +272,7 @@ int cli_chat(int argc, char **argv) {
     chat_input_close(&in);
 out:
     chat_conv_free(&st.conv);
+    chat_state_forget_ids(&st);
     kvlm_engine_free(ce.e);
     kvlm_kv_free(ce.kv);
     chat_template_free(&tpl);

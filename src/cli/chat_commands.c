@@ -1,9 +1,72 @@
 /* The slash commands of kvlm chat (see chat_commands.h). */
 #include "cli/chat_commands.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/chat_color.h"
+#include "cli/chat_file.h"
+
+void chat_state_forget_ids(chat_state *st) {
+    free(st->ids);
+    st->ids = NULL;
+    st->n_ids = 0;
+}
+
+/* 1 when the file name ends in ".json". */
+static int is_json_name(const char *s) {
+    size_t n = strlen(s);
+    return n >= 5 && !strcmp(s + n - 5, ".json");
+}
+
+static int save(chat_state *st, const char *path) {
+    char msg[600];
+    if (is_json_name(path)) {
+        if (chat_conv_save(&st->conv, path, msg, sizeof msg)) {
+            fprintf(st->info, "/save: %s\n", msg);
+            return -1;
+        }
+        fprintf(st->info, "saved %zu messages to %s\n", chat_conv_len(&st->conv), path);
+        return 0;
+    }
+    chat_file_kv k;
+    if (chat_file_save(path, &st->conv, st->template_origin, st->kv, st->m, st->ids, st->n_ids, &k, msg,
+                       sizeof msg)) {
+        fprintf(st->info, "/save: %s\n", msg);
+        return -1;
+    }
+    if (k.tokens)
+        fprintf(st->info, "saved %zu messages and the KV of %d tokens to %s (%.1f ms)\n", chat_conv_len(&st->conv),
+                k.tokens, path, k.ms);
+    else
+        fprintf(st->info, "saved %zu messages to %s without KV: %s\n", chat_conv_len(&st->conv), path, k.why);
+    return 0;
+}
+
+static int load(chat_state *st, const char *path) {
+    char msg[600];
+    chat_file_kv k;
+    int32_t *ids;
+    int n_ids;
+    if (chat_file_load(path, &st->conv, st->kv, st->m, &ids, &n_ids, &k, msg, sizeof msg)) {
+        fprintf(st->info, "/load: %s\n", msg);
+        return -1;
+    }
+    chat_state_forget_ids(st);
+    st->ids = ids;
+    st->n_ids = n_ids;
+    st->last.valid = 0;
+    if (k.tokens)
+        fprintf(st->info, "loaded %zu messages and the KV of %d tokens from %s in %.1f ms (no prefill)\n",
+                chat_conv_len(&st->conv), k.tokens, path, k.ms);
+    else
+        fprintf(st->info, "loaded %zu messages from %s; KV not restored (%s): the next reply computes the "
+                "conversation again\n", chat_conv_len(&st->conv), path, k.why);
+    if (k.template_origin[0] && st->template_origin && strcmp(k.template_origin, st->template_origin))
+        fprintf(st->info, "note: the conversation was saved with chat template %s; this chat renders it with %s\n",
+                k.template_origin, st->template_origin);
+    return 0;
+}
 
 void chat_help(const chat_state *st, FILE *f) {
     fputs("commands:\n"
@@ -12,7 +75,10 @@ void chat_help(const chat_state *st, FILE *f) {
           "  /system TEXT   set the system message (/system alone removes it)\n"
           "  /stats         the last reply: tokens, time to first token, time per token,\n"
           "                 tokens/s, the conversation's KV cache bytes and blocks\n"
-          "  /save FILE     write the conversation as JSON ({\"messages\": [...]})\n"
+          "  /save FILE     write the conversation and its KV cache (FILE.json: the messages\n"
+          "                 as JSON only, {\"messages\": [...]})\n"
+          "  /load FILE     replace the conversation with a saved one, its KV restored\n"
+          "                 without prefill when the file was saved from this model and setting\n"
           "  /quit          exit (also Ctrl-D, or Ctrl-C at an empty prompt)\n"
           "keys:\n"
           "  a line ending in \\ continues the message on the next line\n"
@@ -75,8 +141,10 @@ int chat_command(chat_state *st, const char *line) {
         st->quit = 1;
     } else if (IS("/reset")) {
         chat_conv_reset(&st->conv);
+        chat_state_forget_ids(st);
         fprintf(st->info, "new conversation%s\n", chat_conv_len(&st->conv) ? " (the system message stays)" : "");
     } else if (IS("/system")) {
+        chat_state_forget_ids(st);
         if (chat_conv_set_system(&st->conv, arg)) {
             fputs("out of memory\n", st->info);
             return -1;
@@ -84,17 +152,12 @@ int chat_command(chat_state *st, const char *line) {
         fputs(arg ? "system message set\n" : "system message removed\n", st->info);
     } else if (IS("/stats")) {
         print_stats(st);
-    } else if (IS("/save")) {
-        char msg[600];
+    } else if (IS("/save") || IS("/load")) {
         if (!arg) {
-            fputs("/save needs a file name: /save FILE\n", st->info);
+            fprintf(st->info, "%.*s needs a file name: %.*s FILE\n", (int)word, line, (int)word, line);
             return -1;
         }
-        if (chat_conv_save(&st->conv, arg, msg, sizeof msg)) {
-            fprintf(st->info, "/save: %s\n", msg);
-            return -1;
-        }
-        fprintf(st->info, "saved %zu messages to %s\n", chat_conv_len(&st->conv), arg);
+        return IS("/save") ? save(st, arg) : load(st, arg);
     } else {
         fprintf(st->info, "unknown command '%.*s' (/help lists the commands)\n", (int)word, line);
         return -1;

@@ -1,6 +1,6 @@
 /*
  * The slash commands of `kvlm chat` (/help, /reset, /system, /stats,
- * /save, /quit) and the figures /stats shows of the last reply. A line
+ * /save, /load, /quit) and the figures /stats shows of the last reply. A line
  * that starts with '/' is a command; anything else is a message.
  */
 #ifndef KVLM_CLI_CHAT_COMMANDS_H
@@ -30,7 +30,16 @@ typedef struct chat_state {
     kvlm_dtype kv_dtype;
     int block_size;
     int quit;                   /* /quit was given */
+    /* what /save and /load work with */
+    kvlm_kv *kv;
+    const kvlm_model *m;
+    const char *template_origin;  /* the chat template in use (chat_template.origin) */
+    int32_t *ids;               /* the last prompt and its reply (or the tokens /load restored), or NULL */
+    int n_ids;
 } chat_state;
+
+/* Forgets st->ids (the conversation changed). */
+void chat_state_forget_ids(chat_state *st);
 
 /* Runs the command in line (which starts with '/'). Returns 0, or -1 when
  * it failed (the reason printed on info); unknown commands fail. */

@@ -125,6 +125,13 @@ static const char *dtype_words(uint32_t d) {
     return "an unknown dtype";
 }
 
+int kvlm_kv_seq_tokens(const kvlm_kv *kv, int seq, const int32_t **tokens, kvlm_error *err) {
+    *tokens = NULL;
+    if (!kv_seq_valid(kv, seq)) return kvlm_error_set(err, KVLM_ERR_ARG, "no sequence %d", seq);
+    *tokens = kv->seqs[seq].tokens;
+    return kv->seqs[seq].len;
+}
+
 /* The header's fields against the cache: 0, or an error naming the first
  * that differs. */
 static int check_header(const kvlm_kv *kv, const save_header *hd, const kv_fingerprint *fp, kvlm_error *err) {
