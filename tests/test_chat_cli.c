@@ -16,7 +16,10 @@
  *     the prompt; Ctrl-C at an empty prompt exits 0;
  *   - with standard input not a terminal, each input line gets exactly its
  *     reply and a newline on stdout and nothing else;
- *   - bad input: unknown commands, a full context window, a bad template.
+ *   - bad input: unknown commands, a full context window, a bad template;
+ *   - /save then /load in another process: the next reply and the tokens it
+ *     reuses equal a session that never stopped; damaged KV loads the text
+ *     only, damaged text is refused, another KV dtype's cache is not served.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -491,12 +494,107 @@ static void test_errors(void **state) {
     th_expect_cli(bad, sizeof bad / sizeof bad[0]);
 }
 
+
+/* /save then /load in a new process: the reply to the next message and
+ * the tokens it reuses from the KV cache equal those of the session that
+ * never stopped; a damaged KV record restores the text only (same reply,
+ * recomputed), damaged text is refused, another KV dtype is not served. */
+#define SAVE_FLAGS "--temp 0 -n 24 --system 'You are a player in a company of actors; answer in the words of the old plays.'"
+
+/* The value after `key` in s (-1 when absent). */
+static int int_after(const char *s, const char *key) {
+    const char *p = strstr(s, key);
+    return p ? atoi(p + strlen(key)) : -1;
+}
+
+/* The tokens /stats says were reused from the KV cache (-1 when absent). */
+static int reused(const char *s) {
+    const char *p = strstr(s, "prompt tokens ");
+    p = p ? strchr(p, '(') : NULL;
+    return p ? atoi(p + 1) : -1;
+}
+
+static void test_save_load_kv(void **state) {
+    (void)state;
+    char *dir = th_tempdir(), path[600], bad[700];
+    snprintf(path, sizeof path, "%s/talk.kvc", dir);
+    char *whole = NULL, *loaded = NULL, *out = NULL;
+    int st = th_run_kvlm(&whole, "chat -m %s %s 2>&1 <<'EOF'\nHello\n/save %s\nWhat news?\n/stats\nEOF\n",
+                         LLAMA_GGUF, SAVE_FLAGS, path);
+    assert_int_equal(st, 0);
+    const int saved = int_after(whole, "saved 3 messages and the KV of ");
+    assert_true(saved >= 16 && saved % 16 == 0);
+    st = th_run_kvlm(&loaded, "chat -m %s %s 2>&1 <<'EOF'\n/load %s\nWhat news?\n/stats\nEOF\n", LLAMA_GGUF,
+                     SAVE_FLAGS, path);
+    assert_int_equal(st, 0);
+    char want[200];
+    snprintf(want, sizeof want, "loaded 3 messages and the KV of %d tokens from ", saved);
+    assert_non_null(strstr(loaded, want));
+    assert_non_null(strstr(loaded, "(no prefill)"));
+    /* /stats of the second reply: the same prompt, the same tokens reused */
+    const int prompt_whole = int_after(whole, "prompt tokens        "), cached_whole = reused(whole);
+    assert_true(cached_whole > 0);
+    assert_int_equal(int_after(loaded, "prompt tokens        "), prompt_whole);
+    assert_int_equal(reused(loaded), cached_whole);
+    /* the second reply: from the line after /save's (or /load's) to /stats */
+    char *a = strchr(strstr(whole, "saved 3 messages"), '\n'), *b = strchr(strstr(loaded, "(no prefill)"), '\n');
+    char *ae = strstr(whole, "\nprompt tokens"), *be = strstr(loaded, "\nprompt tokens");
+    assert_true(a && b && ae > a && be > b);
+    *ae = 0, *be = 0;
+    assert_true(strlen(a) > 10);
+    assert_string_equal(a, b);
+    size_t len;
+    unsigned char *file = (unsigned char *)th_read_file(path, &len);
+    assert_non_null(file);
+    snprintf(bad, sizeof bad, "%s/bad.kvc", dir);
+    /* a bit flip in the KV record: the text loads, the KV is recomputed */
+    file[len - 100] ^= 1;
+    assert_int_equal(th_write_file(bad, file, len), 0);
+    st = th_run_kvlm(&out, "chat -m %s %s 2>&1 <<'EOF'\n/load %s\nWhat news?\n/stats\nEOF\n", LLAMA_GGUF, SAVE_FLAGS,
+                     bad);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "loaded 3 messages from "));
+    assert_non_null(strstr(out, "KV not restored (restore: checksum mismatch (the record is corrupted))"));
+    assert_int_equal(reused(out), 0);
+    free(out);
+    file[len - 100] ^= 1;
+    /* truncated inside the KV record */
+    assert_int_equal(th_write_file(bad, file, len - 9), 0);
+    st = th_run_kvlm(&out, "chat -m %s %s 2>&1 <<'EOF'\n/load %s\nEOF\n", LLAMA_GGUF, SAVE_FLAGS, bad);
+    assert_non_null(strstr(out, "KV not restored (restore: the record ends inside its KV rows (truncated))"));
+    free(out);
+    /* a bit flip in the text, and a file cut inside it: refused, the conversation stays */
+    file[40] ^= 4;
+    assert_int_equal(th_write_file(bad, file, len), 0);
+    file[40] ^= 4;
+    st = th_run_kvlm(&out, "chat -m %s %s 2>&1 <<'EOF'\n/load %s\nEOF\n", LLAMA_GGUF, SAVE_FLAGS, bad);
+    assert_non_null(strstr(out, "its text does not match its checksum (corrupted)"));
+    free(out);
+    assert_int_equal(th_write_file(bad, file, 50), 0);
+    st = th_run_kvlm(&out, "chat -m %s %s 2>&1 <<'EOF'\n/load %s\n/load %s/none\nEOF\n", LLAMA_GGUF, SAVE_FLAGS, bad,
+                     dir);
+    assert_non_null(strstr(out, "the file ends inside its text (truncated)"));
+    assert_non_null(strstr(out, "/none: No such file or directory"));
+    free(out);
+    /* another KV dtype: the KV is not served */
+    st = th_run_kvlm(&out, "chat -m %s %s --kv-dtype f32 2>&1 <<'EOF'\n/load %s\nEOF\n", LLAMA_GGUF, SAVE_FLAGS,
+                     path);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "KV not restored (restore: the KV was saved as f16, the cache holds f32)"));
+    free(out);
+    free(file);
+    free(whole);
+    free(loaded);
+    th_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reply_matches_run), cmocka_unit_test(test_system_and_reset),
         cmocka_unit_test(test_multiline_and_save), cmocka_unit_test(test_ctrl_c_stops_reply),
         cmocka_unit_test(test_color), cmocka_unit_test(test_template_file),
-        cmocka_unit_test(test_scripted), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_scripted), cmocka_unit_test(test_errors), cmocka_unit_test(test_save_load_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
