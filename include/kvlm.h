@@ -367,7 +367,7 @@ typedef struct kvlm_kv_stats {
     size_t block_bytes;        /* bytes_per_token x block_size x slice_layers / layers
                                   (one slice's block; kvlm_kv_info) */
     size_t blocks_total;
-    size_t blocks_used;        /* held by at least one sequence */
+    size_t blocks_used;        /* held by at least one sequence or pin */
     size_t blocks_cached;      /* held by none, kept for prefix reuse (evictable) */
     size_t blocks_free;        /* never written or evicted */
     size_t blocks_shared;      /* held by more than one sequence */
@@ -388,6 +388,7 @@ typedef struct kvlm_kv_stats {
     uint64_t prefix_hit_tokens;    /* tokens whose KV was reused */
     uint64_t evictions;            /* cached blocks reclaimed for new data */
     uint64_t cow_copies;           /* shared partial blocks copied before a write */
+    size_t blocks_pinned;          /* held by a pin (kvlm_kv_pin; counted in blocks_used) */
 } kvlm_kv_stats;
 
 /* KV bytes one token costs in a cache of dtype t for a model of config c:
@@ -464,6 +465,28 @@ void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st);
  * the cache as it was and *seq -1. m is the model kv was made for. */
 int kvlm_kv_seq_save(const kvlm_kv *kv, const kvlm_model *m, int seq, FILE *f, kvlm_error *err);
 int kvlm_kv_seq_restore(kvlm_kv *kv, const kvlm_model *m, FILE *f, int *seq, kvlm_error *err);
+
+/* Pinned prefixes: the cached blocks of a prompt's whole blocks kept in
+ * the pool (never evicted) until unpinned, so every prompt that starts with
+ * it hits them. kvlm_kv_pin pins what the prefix cache holds of tokens now
+ * (run the prompt first to warm it): its leading whole blocks, every layer
+ * slice's; *pinned_tokens receives how many tokens they cover (0 is
+ * refused: KVLM_ERR_ARG). A block held by several pins counts once.
+ * Refuses with KVLM_ERR_NOMEM, pinning nothing, when the blocks pinned
+ * would exceed max_pinned_blocks (the caller's bound: what must stay
+ * available to requests). Returns the pin's id (>= 1). kvlm_kv_unpin drops
+ * one (KVLM_ERR_ARG for an unknown id); its blocks go back to the prefix
+ * cache's LRU. kvlm_kv_pins lists up to cap pins in creation order and
+ * returns how many there are. */
+typedef struct kvlm_kv_pin_info {
+    int id;
+    int tokens;                /* tokens its blocks cover (a multiple of the block size) */
+    size_t blocks;             /* blocks it pins, every slice's */
+} kvlm_kv_pin_info;
+int kvlm_kv_pin(kvlm_kv *kv, const int32_t *tokens, int n, size_t max_pinned_blocks, int *pinned_tokens,
+                kvlm_error *err);
+int kvlm_kv_unpin(kvlm_kv *kv, int pin, kvlm_error *err);
+int kvlm_kv_pins(const kvlm_kv *kv, kvlm_kv_pin_info *out, int cap);
 
 /* A cache's fixed shape, as kvlm_kv_create settled it (defaults applied). */
 typedef struct kvlm_kv_info {

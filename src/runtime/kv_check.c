@@ -2,8 +2,9 @@
  * kv_check_invariants: every structural invariant of the paged KV cache
  * (runtime/kv_layout.h), checked from scratch: reference counts against
  * every slice's block table, the free / LRU / used partition, the prefix
- * index, fill counts, released entries of window slices, and pending
- * appends in private unindexed blocks. Reads the cache, never changes it;
+ * index, fill counts, released entries of window slices, pending
+ * appends in private unindexed blocks, and pin counts against the pins
+ * (runtime/kv_pin.c: kv_pins_check). Reads the cache, never changes it;
  * used by the tests after random operations.
  */
 #include <stdlib.h>
@@ -75,7 +76,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
                                 kv->blk[b].refcount, refs[b]);
             goto out;
         }
-        if (refs[b]) place[b] = 1, used++;
+        if (refs[b] || kv->blk[b].pins) place[b] = 1, used++;
     }
     size_t lru = 0;
     for (int b = kv->lru_head; b >= 0; b = kv->blk[b].lru_next, lru++) {
@@ -119,6 +120,7 @@ int kv_check_invariants(const kvlm_kv *kv, kvlm_error *err) {
                 goto out;
             }
     if (indexed != chained) rc = kvlm_error_set(err, KVLM_ERR_FORMAT, "%zu blocks indexed, %zu in buckets", indexed, chained);
+    else rc = kv_pins_check(kv, err);
 out:
     free(refs);
     free(place);

@@ -3,7 +3,8 @@
  * block tables and where one token's K or V sits. Included ONLY by
  * runtime/kvcache.c, runtime/kv_check.c (which keep it consistent),
  * runtime/kv_types.c (which reads the slices' windows), runtime/kv_save.c
- * (which reads and writes a sequence's rows for kvlm_kv_seq_save / _restore) and
+ * (which reads and writes a sequence's rows for kvlm_kv_seq_save / _restore),
+ * runtime/kv_pin.c (the pinned prefixes) and
  * runtime/attention.c (which reads and writes K/V through it); everything
  * else goes through runtime/kvcache.h and runtime/attention.h.
  *
@@ -28,9 +29,9 @@
  * = d x q), the GGUF Q8_0 block, so rows stay whole blocks and a block's
  * slots are one contiguous run of blocks.
  *
- * Block states: free (on the free stack), used (refcount > 0), or cached
- * (refcount 0 but registered in the prefix index, on an LRU list, reclaimed
- * only when no free block is left).
+ * Block states: free (on the free stack), used (refcount > 0, or pinned:
+ * pins > 0), or cached (refcount 0, no pin, registered in the prefix
+ * index, on an LRU list, reclaimed only when no free block is left).
  *
  * The prefix index verifies token ids on one slice's chain, the anchor (a
  * global slice when the model has one): its blocks are registered under
@@ -77,7 +78,11 @@ typedef struct kv_block {
                           other slices: the anchor's registration number of the same positions */
     int next_in_bucket;
     int lru_prev, lru_next, in_lru;
+    int pins;          /* pins holding it (runtime/kv_pin.c): a pinned block is indexed and used,
+                          never on the LRU list, so never evicted */
 } kv_block;
+
+struct kv_pins;
 
 struct kvlm_kv {
     int n_layer, n_kv_head, head_dim, n_ctx;
@@ -114,7 +119,22 @@ struct kvlm_kv {
     kv_seq *seqs;
     int max_seqs;
     kvlm_kv_stats counters;      /* only the prefix/eviction/cow counters are kept here */
+    struct kv_pins *pins;        /* the pinned prefixes (runtime/kv_pin.c), or NULL */
+    size_t n_pinned;             /* blocks with pins > 0 */
 };
+
+/* Takes / drops one pin of block b (kvcache.c): the first pin of a block no
+ * sequence holds takes it off the LRU list into the used blocks, the last
+ * one puts it back (indexed, so on the LRU list). */
+void kv_block_pin(kvlm_kv *kv, int b);
+void kv_block_unpin(kvlm_kv *kv, int b);
+/* A new sequence holding the cached prefix of prompt: like
+ * kvlm_kv_seq_new_prefixed, but with every whole block of the n tokens
+ * (none left to compute) and without counting a prefix query. */
+int kv_seq_new_cached(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err);
+/* kv_pin.c: frees the pin table; checks it against the blocks' pin counts. */
+void kv_pins_free(kvlm_kv *kv);
+int kv_pins_check(const kvlm_kv *kv, kvlm_error *err);
 
 /* Slice s's block table of sequence q. */
 static inline int *kv_tab(const kvlm_kv *kv, const kv_seq *q, int s) {

@@ -111,7 +111,7 @@ static int alloc_block(kvlm_kv *kv) {
 }
 
 static void ref_block(kvlm_kv *kv, int b) {
-    if (kv->blk[b].refcount++ == 0) {
+    if (kv->blk[b].refcount++ == 0 && !kv->blk[b].pins) {
         if (kv->blk[b].in_lru) lru_remove(kv, b);
         kv->n_used++;
     }
@@ -119,7 +119,7 @@ static void ref_block(kvlm_kv *kv, int b) {
 
 static void unref_block(kvlm_kv *kv, int b) {
     kv_block *k = &kv->blk[b];
-    if (--k->refcount > 0) return;
+    if (--k->refcount > 0 || k->pins) return;
     kv->n_used--;
     if (k->node) {
         lru_push_tail(kv, b); /* full and indexed: kept for reuse */
@@ -127,6 +127,24 @@ static void unref_block(kvlm_kv *kv, int b) {
         k->filled = 0;
         kv->free_stack[kv->n_free++] = b;
     }
+}
+
+void kv_block_pin(kvlm_kv *kv, int b) {
+    kv_block *k = &kv->blk[b];
+    if (k->pins++) return;
+    kv->n_pinned++;
+    if (k->refcount) return;
+    if (k->in_lru) lru_remove(kv, b);
+    kv->n_used++;
+}
+
+void kv_block_unpin(kvlm_kv *kv, int b) {
+    kv_block *k = &kv->blk[b];
+    if (--k->pins) return;
+    kv->n_pinned--;
+    if (k->refcount) return;
+    k->refcount = 1; /* back to the LRU list (or the free stack) as a sequence's last reference would */
+    unref_block(kv, b);
 }
 
 /* Drops the last table entry of every slice (a released -1 is skipped). */
@@ -332,6 +350,7 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
 
 void kvlm_kv_free(kvlm_kv *kv) {
     if (!kv) return;
+    kv_pins_free(kv);
     if (kv->seqs)
         for (int i = 0; i < kv->max_seqs; i++) {
             free(kv->seqs[i].blocks);
@@ -458,7 +477,9 @@ static int servable_blocks(const kvlm_kv *kv, const int *found, int J) {
     return 0;
 }
 
-int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
+/* whole: every whole block of the n tokens may come from the cache (else
+ * one token is left to compute) and no prefix query is counted. */
+static int seq_new_lookup(kvlm_kv *kv, const int32_t *prompt, int n, int whole, int *n_cached, kvlm_error *err) {
     *n_cached = 0;
     if (n < 0 || n > kv->n_ctx)
         return kvlm_error_set(err, KVLM_ERR_ARG, "prompt of %d tokens is outside the context window of %d", n,
@@ -466,7 +487,7 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
     int id = kvlm_kv_seq_new(kv, err);
     if (id < 0 || !kv->prefix_cache) return id;
     kv_seq *q = &kv->seqs[id];
-    const int bs = kv->block_size, max_blocks = n > 0 ? (n - 1) / bs : 0; /* leave a token to compute */
+    const int bs = kv->block_size, max_blocks = whole ? n / bs : n > 0 ? (n - 1) / bs : 0; /* leave a token to compute */
     int *found = max_blocks ? malloc((size_t)max_blocks * kv->n_slices * sizeof(int)) : NULL;
     uint64_t h = 0, node = 0;
     int J = 0;
@@ -500,6 +521,7 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
     q->n_blocks = q->n_indexed = J;
     q->len = *n_cached = J * bs;
     memcpy(q->tokens, prompt, (size_t)q->len * sizeof(int32_t));
+    if (whole) return id;
     kv->counters.prefix_queries++;
     kv->counters.prefix_query_tokens += (uint64_t)n;
     if (J > 0) {
@@ -507,6 +529,14 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
         kv->counters.prefix_hit_tokens += (uint64_t)*n_cached;
     }
     return id;
+}
+
+int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
+    return seq_new_lookup(kv, prompt, n, 0, n_cached, err);
+}
+
+int kv_seq_new_cached(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, kvlm_error *err) {
+    return seq_new_lookup(kv, prompt, n, 1, n_cached, err);
 }
 
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err) {
@@ -767,10 +797,11 @@ void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st) {
     st->blocks_free = kv->n_free;
     size_t slots = 0;
     for (size_t b = 0; b < kv->n_blocks; b++)
-        if (kv->blk[b].refcount > 0) {
+        if (kv->blk[b].refcount > 0 || kv->blk[b].pins > 0) {
             slots += (size_t)kv->blk[b].filled;
             st->blocks_shared += kv->blk[b].refcount > 1;
         }
+    st->blocks_pinned = kv->n_pinned;
     for (int i = 0; i < kv->max_seqs; i++)
         if (kv->seqs[i].live) {
             st->seqs++;

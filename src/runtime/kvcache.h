@@ -2,7 +2,9 @@
  * The paged KV cache's operations inside the library. The public half is
  * in kvlm.h: kvlm_kv_create / _free, sequences (kvlm_kv_seq_new, _new_prefixed
  * (the prefix lookup), _fork, _free, _truncate, _len), kvlm_kv_available_blocks,
- * kvlm_kv_blocks_needed and kvlm_kv_get_stats. This header adds what the
+ * kvlm_kv_blocks_needed, kvlm_kv_get_stats, a sequence's saved KV
+ * (runtime/kv_save.c) and pinned prefixes (runtime/kv_pin.c: a pin count on
+ * blocks keeps them off the LRU list). This header adds what the
  * engine, the scheduler, the measurements and the tests need on top, as
  * functions: nothing outside runtime/kvcache.c and runtime/attention.c sees
  * the layout (runtime/kv_layout.h).
