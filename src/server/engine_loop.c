@@ -3,8 +3,9 @@
  * cache and the engine. Each turn of its loop takes the jobs the HTTP
  * thread queued (submitting each prompt as one scheduler request, or
  * rejecting the job: 429 when the waiting queue is full), cancels the jobs
- * whose clients left, runs the next-token measurements that fit between
- * two steps (measure_routes.h), runs one batched step, publishes the
+ * whose clients left, runs the next-token measurements and pinned-prefix
+ * operations that fit between two steps (measure_routes.h,
+ * cache_routes.h), runs one batched step, publishes the
  * metrics and the live view (engine_view.h), resumes the view's event
  * streams that are due (engine_stream.h), and every 100 ms checks the
  * sockets of connections that wait for it for a hang-up (libmicrohttpd
@@ -28,6 +29,7 @@
 #include "server/api_stream.h"
 #include "server/engine_stream.h"
 #include "server/embed_routes.h"
+#include "server/cache_routes.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/srv.h"
@@ -298,13 +300,18 @@ static void run_measures(srv *s) {
         job *j = *at;
         char *body;
         api_error e;
-        const int wait = j->embed ? embed_run(s, j, &body, &e) : measure_run(s, j, &body, &e);
+        int status = 200;
+        const int wait = j->embed ? embed_run(s, j, &body, &e)
+                         : j->pin ? cache_run(s, j, &body, &status, &e)
+                                  : measure_run(s, j, &body, &e);
         if (wait && kvlm_sched_has_work(s->sched)) return; /* keep the order: retry after the next step */
         if (wait == 2) continue;
         *at = j->next;
         j->next = NULL;
-        if (wait) api_fail(&e, 503, "kv_cache_full", NULL, "no KV sequence slot or blocks for the %s", j->embed ? "embeddings" : "measurement");
-        if (body) answer(s, j, 200, body);
+        if (wait)
+            api_fail(&e, 503, "kv_cache_full", NULL, "no KV sequence slot or blocks for the %s",
+                     j->embed ? "embeddings" : j->pin ? "warm-up" : "measurement");
+        if (body) answer(s, j, status, body);
         else answer_error(s, j, &e);
     }
 }
@@ -416,7 +423,7 @@ static void *engine_main(void *arg) {
             job *next = in->next;
             in->next = NULL;
             if (stopping) reject(s, in, 503, "shutting_down", "the server is shutting down");
-            else if (in->measure || in->embed) queue_measure(s, in);
+            else if (in->measure || in->embed || in->pin) queue_measure(s, in);
             else submit(s, in);
             in = next;
         }

@@ -81,6 +81,7 @@ static void job_free(job *j) {
     structured_free(j->grammar);
     free(j->measure);
     embed_job_free(j->embed);
+    free(j->pin);
     sbuf_free(&j->out);
     api_request_free(&j->rq);
     free(j);

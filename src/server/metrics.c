@@ -182,8 +182,11 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     gauge(o, "kvlm_kv_usage_ratio", "KV pool blocks held by sequences / blocks in the pool.",
           kv->blocks_total ? (double)kv->blocks_used / (double)kv->blocks_total : 0.0);
     gauge(o, "kvlm_kv_blocks_total", "Blocks in the KV pool.", (double)kv->blocks_total);
-    gauge(o, "kvlm_kv_blocks_used", "KV blocks held by at least one sequence.", (double)kv->blocks_used);
+    gauge(o, "kvlm_kv_blocks_used", "KV blocks held by at least one sequence or pin.", (double)kv->blocks_used);
     gauge(o, "kvlm_kv_blocks_cached", "KV blocks held by no sequence, kept for prefix reuse.", (double)kv->blocks_cached);
+    gauge(o, "kvlm_kv_blocks_pinned", "KV blocks held by a pinned prefix (/v1/cache/pin; counted in blocks_used).",
+          (double)kv->blocks_pinned);
+    counter(o, "kvlm_kv_evictions_total", "Cached KV blocks reclaimed for new data.", kv->evictions);
     counter(o, "kvlm_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", kv->prefix_query_tokens);
     counter(o, "kvlm_prefix_cache_hits_total", "Prompt tokens whose KV came from the prefix cache.", kv->prefix_hit_tokens);
     counter(o, "kvlm_prefix_cache_query_requests_total", "Prompts looked up in the prefix cache.", kv->prefix_queries);

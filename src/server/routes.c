@@ -15,6 +15,7 @@
 #include "server/api_stream.h"
 #include "server/engine_view.h"
 #include "server/embed_routes.h"
+#include "server/cache_routes.h"
 #include "server/measure_routes.h"
 #include "server/openai_response.h"
 #include "server/responses_store.h"
@@ -328,6 +329,11 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     if (!ep && !strncmp(url, "/v1/responses/", 14) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
         if (!srv_ready(s)) loading(r);
         else stored_response(s, url + 14, r);
+        return;
+    }
+    if (!ep && cache_is_pin_path(url)) {
+        if (!srv_ready(s)) loading(r);
+        else cache_route(s, method, url, body, len, r);
         return;
     }
     if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {

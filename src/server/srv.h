@@ -92,6 +92,7 @@ struct job {
     struct kvlm_grammar *grammar;  /* the request's constraint (structured.h), or NULL */
     struct measure_req *measure;   /* a next-token measurement (measure_routes.h), not a completion */
     struct embed_job *embed;       /* an embeddings request (embed_routes.h), not a completion */
+    struct pin_req *pin;           /* a pinned-prefix operation (cache_routes.h), not a completion */
     char id[48];
     long long created;      /* Unix seconds */
     double t_arrival;       /* kvlm_now() when the body was parsed */
@@ -158,8 +159,8 @@ struct srv {
     pthread_t engine;
     int engine_running;
     job *live;
-    job *measures;                  /* measurements and embeddings waiting for a sequence slot or
-                                       blocks, or for their next slice */
+    job *measures;                  /* measurements, embeddings and pin operations waiting for a
+                                       sequence slot or blocks, or for their next slice */
     struct resp_store *responses;   /* /v1/responses kept for previous_response_id (responses_store.h) */
 };
 

@@ -1,0 +1,178 @@
+/*
+ * Pinned prefixes over HTTP (/v1/cache/pin) on the shipped Llama (blocks of
+ * 16 tokens, context 128, a pool of 24 blocks: pins may hold 24 - 8 = 16):
+ *   - a pin warms the prompt (prefilled_tokens), covers its whole blocks
+ *     (tokens, blocks, bytes exactly), is listed, and shows on /metrics;
+ *   - after eviction pressure (other prompts through the pool, evictions
+ *     counted) a request starting with the pinned prompt reuses every
+ *     pinned token, while an unpinned prompt run before it was evicted;
+ *   - a pin that would pass the bound is refused with 409 and pins nothing;
+ *     a long request still runs beside the pins;
+ *   - DELETE unpins (404 for an unknown id), bad methods, ids and bodies are
+ *     refused, and with --api-key the endpoints need the key.
+ */
+#include "server_harness.h"
+
+#define LLAMA_GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"
+#define BS 16
+
+/* A prompt of distinct words from seed, about `words` of them. */
+static void text(char *buf, size_t cap, int seed, int words) {
+    static const char *const w[] = {"king", "queen", "sword", "crown", "night", "love", "death", "honour", "blood",
+                                    "heart", "grace", "fortune", "time", "heaven", "earth", "fool", "lord", "friend"};
+    size_t at = 0;
+    for (int i = 0; i < words && at + 20 < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i ? " " : "", w[(seed * 7 + i * (seed + 3)) % 18]);
+}
+
+/* A /metrics value once the engine thread has published it (the answer
+ * of a pin can arrive before the metrics of its turn): waits up to 10 s
+ * for want, returns the last value read. */
+static double metric_eq(int port, const char *name, double want) {
+    double v = -1;
+    for (int i = 0; i < 1000 * th_time_scale() && (v = metric(port, name)) != want; i++) usleep(10000);
+    return v;
+}
+
+static int n_tokens(int port, const char *prompt) {
+    char body[4096];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", prompt);
+    json_t *t = post(port, "/tokenize", body, 200);
+    const int n = (int)jint(t, "count");
+    json_decref(t);
+    return n;
+}
+
+static int cached_of(int port, const char *prompt) {
+    char body[4096];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", prompt);
+    json_t *r = post(port, "/v1/completions", body, 200);
+    const int c = (int)jint(r, "usage.prompt_tokens_details.cached_tokens");
+    json_decref(r);
+    return c;
+}
+
+static json_t *pin(int port, const char *prompt, int status) {
+    char body[4096];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", prompt);
+    return post(port, "/v1/cache/pin", body, status);
+}
+
+static void test_pin_hit_bound(void **state) {
+    (void)state;
+    server sv = {0};
+    if (start_server_in_tempdir(&sv, "-m " LLAMA_GGUF " --kv-blocks 24")) fail_msg("no server");
+    char p1[2048], other[2048], unpinned[2048];
+    text(p1, sizeof p1, 1, 40);
+    const int n1 = n_tokens(sv.port, p1), want1 = n1 / BS * BS;
+    assert_true(want1 >= 2 * BS && n1 < 100);
+    json_t *r = pin(sv.port, p1, 201);
+    assert_int_equal(jint(r, "id"), 1);
+    assert_int_equal(jint(r, "tokens"), want1);
+    assert_int_equal(jint(r, "blocks"), want1 / BS);
+    assert_int_equal(jint(r, "bytes"), want1 * 512); /* f16: 512 bytes per token */
+    assert_int_equal(jint(r, "prompt_tokens"), n1);
+    assert_int_equal(jint(r, "prefilled_tokens"), n1);
+    json_decref(r);
+    resp l = http(sv.port, "GET", "/v1/cache/pin", NULL);
+    assert_int_equal(l.status, 200);
+    json_t *lj = json_loads(l.body, 0, NULL);
+    assert_int_equal(json_array_size(jget(lj, "data")), 1);
+    assert_int_equal(jint(lj, "data.0.tokens"), want1);
+    assert_int_equal(jint(lj, "pinned_blocks"), want1 / BS);
+    assert_int_equal(jint(lj, "max_pinned_blocks"), 16);
+    assert_int_equal(jint(lj, "blocks_total"), 24);
+    json_decref(lj);
+    resp_free(&l);
+    assert_true(metric_eq(sv.port, "kvlm_kv_blocks_pinned", want1 / BS) == want1 / BS);
+    /* an unpinned prompt, then pressure: 8 prompts of ~7 blocks each */
+    text(unpinned, sizeof unpinned, 2, 40);
+    cached_of(sv.port, unpinned);
+    const double ev0 = metric(sv.port, "kvlm_kv_evictions_total");
+    for (int i = 0; i < 8; i++) {
+        text(other, sizeof other, 10 + i, 90);
+        cached_of(sv.port, other);
+    }
+    assert_true(metric(sv.port, "kvlm_kv_evictions_total") > ev0 + 20);
+    assert_int_equal(cached_of(sv.port, unpinned), 0);
+    char longer[2400];
+    snprintf(longer, sizeof longer, "%s and so farewell", p1);
+    assert_int_equal(cached_of(sv.port, longer), want1);
+    /* the bound: pins of ~6 blocks until one would pass 16 */
+    int pinned = want1 / BS, refused = 0;
+    for (int i = 0; i < 4 && !refused; i++) {
+        text(other, sizeof other, 30 + i, 90);
+        const int n = n_tokens(sv.port, other);
+        if (pinned + n / BS > 16) {
+            json_t *e = pin(sv.port, other, 409);
+            assert_string_equal(jstr(e, "error.code"), "pin_limit");
+            json_decref(e);
+            refused = 1;
+        } else {
+            json_decref(pin(sv.port, other, 201));
+            pinned += n / BS;
+        }
+    }
+    assert_true(refused);
+    assert_true(metric_eq(sv.port, "kvlm_kv_blocks_pinned", pinned) == pinned);
+    /* a request of nearly the whole context still runs */
+    text(other, sizeof other, 50, 110);
+    char body[4096];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4}", other);
+    json_decref(post(sv.port, "/v1/completions", body, 200));
+    assert_int_equal(cached_of(sv.port, longer), want1);
+    /* unpin */
+    resp d = http(sv.port, "DELETE", "/v1/cache/pin/1", NULL);
+    assert_int_equal(d.status, 200);
+    assert_non_null(strstr(d.body, "\"deleted\":true"));
+    resp_free(&d);
+    d = http(sv.port, "DELETE", "/v1/cache/pin/1", NULL);
+    assert_int_equal(d.status, 404);
+    resp_free(&d);
+    assert_true(metric_eq(sv.port, "kvlm_kv_blocks_pinned", pinned - want1 / BS) == pinned - want1 / BS);
+    assert_int_equal(stop_server(&sv), 0);
+    th_rmtree(sv.dir);
+}
+
+static void test_bad_requests_and_key(void **state) {
+    (void)state;
+    server sv = {0};
+    if (start_server_in_tempdir(&sv, "-m " LLAMA_GGUF)) fail_msg("no server");
+    static const struct { const char *method, *path, *body; int status; const char *code; } cases[] = {
+        {"PUT", "/v1/cache/pin", "{}", 405, "method_not_allowed"},
+        {"POST", "/v1/cache/pin/1", "{}", 405, "method_not_allowed"},
+        {"DELETE", "/v1/cache/pin/abc", NULL, 404, "not_found"},
+        {"DELETE", "/v1/cache/pin/0", NULL, 404, "not_found"},
+        {"DELETE", "/v1/cache/pin/7", NULL, 404, "not_found"},
+        {"POST", "/v1/cache/pin", "{\"prompt\":\"king\"}", 400, "invalid_prompt"},
+        {"POST", "/v1/cache/pin", "{\"prompt\":\"king\",\"n\":2}", 400, NULL},
+        {"POST", "/v1/cache/pin", "[1]", 400, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        resp r = http(sv.port, cases[i].method, cases[i].path, cases[i].body);
+        if (r.status != cases[i].status || (cases[i].code && !strstr(r.body, cases[i].code)))
+            fail_msg("%s %s: %d %s", cases[i].method, cases[i].path, r.status, r.body);
+        resp_free(&r);
+    }
+    assert_int_equal(stop_server(&sv), 0);
+    th_rmtree(sv.dir);
+    server sk = {0};
+    if (start_server_in_tempdir(&sk, "-m " LLAMA_GGUF " --api-key sekrit")) fail_msg("no server");
+    resp r = http(sk.port, "GET", "/v1/cache/pin", NULL);
+    assert_int_equal(r.status, 401);
+    resp_free(&r);
+    r = http(sk.port, "POST", "/v1/cache/pin", "{\"prompt\":\"king queen sword crown night love death\"}");
+    assert_int_equal(r.status, 401);
+    resp_free(&r);
+    assert_int_equal(stop_server(&sk), 0);
+    th_rmtree(sk.dir);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    if (th_server_main_init(argv[0], "test_server_pin")) return 1;
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pin_hit_bound),
+                                       cmocka_unit_test(test_bad_requests_and_key)};
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    return rc || dirty_exit;
+}
