@@ -25,15 +25,6 @@
 #include "cli/chat_conversation.h"
 #include "kvlm.h"
 
-#define CHAT_FILE_MAX_TEXT ((size_t)64 << 20)
-
-/* Reads the header and text of a saved conversation from f (left at the
- * KV record): *doc receives the JSON, its "messages" checked (an array of
- * objects with a "role" of system, user or assistant and a string
- * "content"), *has_kv whether a KV record follows. Returns 0, or -1 with
- * msg saying what is wrong. */
-int chat_file_read_text(FILE *f, json_t **doc, int *has_kv, char *msg, size_t msg_size);
-
 /* What /save and /load did with the KV. */
 typedef struct chat_file_kv {
     int tokens;           /* tokens whose KV was written or restored */
