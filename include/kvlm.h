@@ -356,6 +356,17 @@ typedef struct kvlm_kv_options {
                                   global layers do (0: their blocks older than the
                                   window go back to the pool; the baseline kvlm
                                   bench-kv compares against) */
+    /* Tiers below the pool (docs/kv-tiers.md; need the prefix cache). A full
+     * block position (every layer slice) evicted from the pool's LRU is kept
+     * in host memory up to tier_ram_bytes (0: no memory tier); every full
+     * block is also written to tier_dir (NULL or "": no disk tier), one
+     * file each, bounded by tier_disk_bytes (0: 1 GiB). A lookup
+     * (kvlm_kv_seq_new_prefixed) goes on past the pool into memory, then
+     * disk, verifying token ids and the cache's fingerprint (model file,
+     * shape, rotary and window settings, dtype, block size). */
+    size_t tier_ram_bytes;
+    const char *tier_dir;
+    size_t tier_disk_bytes;
 } kvlm_kv_options;
 
 /* dtype KVLM_F32, block_size 16, n_blocks 0 (max_seqs full contexts),
@@ -389,6 +400,20 @@ typedef struct kvlm_kv_stats {
     uint64_t evictions;            /* cached blocks reclaimed for new data */
     uint64_t cow_copies;           /* shared partial blocks copied before a write */
     size_t blocks_pinned;          /* held by a pin (kvlm_kv_pin; counted in blocks_used) */
+    /* tiers (kvlm_kv_options.tier_*), counted in block positions (all slices) */
+    uint64_t tier_ram_hits;        /* restored from host memory */
+    uint64_t tier_disk_hits;       /* restored from disk */
+    uint64_t tier_spills;          /* evicted pool blocks kept in host memory */
+    uint64_t tier_spill_refused;   /* evicted but not kept: a window slice had released its block */
+    size_t tier_ram_blocks, tier_ram_bytes;    /* held in host memory now */
+    size_t tier_disk_files, tier_disk_bytes;   /* this cache's files on disk now */
+    uint64_t tier_bytes_read;      /* file bytes read by hits */
+    uint64_t tier_bytes_written;   /* file bytes written */
+    uint64_t tier_writes_dropped;  /* not written: the writer's queue was full or writes are off */
+    uint64_t tier_write_errors;    /* failed writes (the disk tier then stops writing) */
+    uint64_t tier_bad_files;       /* corrupt, truncated or foreign files found and removed */
+    uint64_t tier_restore_ns;      /* time spent restoring tier hits (sum) */
+    uint64_t tier_restores;        /* lookups that restored at least one block */
 } kvlm_kv_stats;
 
 /* KV bytes one token costs in a cache of dtype t for a model of config c:

@@ -4,7 +4,8 @@
  * runtime/kvcache.c, runtime/kv_check.c (which keep it consistent),
  * runtime/kv_types.c (which reads the slices' windows), runtime/kv_save.c
  * (which reads and writes a sequence's rows for kvlm_kv_seq_save / _restore),
- * runtime/kv_pin.c (the pinned prefixes) and
+ * runtime/kv_pin.c (the pinned prefixes), runtime/kv_tier_hooks.c (which
+ * spills and restores blocks) and
  * runtime/attention.c (which reads and writes K/V through it); everything
  * else goes through runtime/kvcache.h and runtime/attention.h.
  *
@@ -73,6 +74,7 @@ typedef struct kv_block {
     int filled;        /* slots written (max over the sequences holding it) */
     int slice;         /* the slice it was registered for (when registered) */
     uint64_t hash;     /* when registered */
+    uint64_t phash;    /* anchor slice: the parent block's chain hash (0: first block) */
     uint64_t node;     /* registration number, 0 when not in the index */
     uint64_t parent;   /* anchor slice: parent's registration number (0: first block);
                           other slices: the anchor's registration number of the same positions */
@@ -121,6 +123,7 @@ struct kvlm_kv {
     kvlm_kv_stats counters;      /* only the prefix/eviction/cow counters are kept here */
     struct kv_pins *pins;        /* the pinned prefixes (runtime/kv_pin.c), or NULL */
     size_t n_pinned;             /* blocks with pins > 0 */
+    struct kv_tiers *tiers;      /* memory and disk tiers (runtime/kv_tiers.h), or NULL */
 };
 
 /* Takes / drops one pin of block b (kvcache.c): the first pin of a block no
@@ -135,6 +138,24 @@ int kv_seq_new_cached(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, 
 /* kv_pin.c: frees the pin table; checks it against the blocks' pin counts. */
 void kv_pins_free(kvlm_kv *kv);
 int kv_pins_check(const kvlm_kv *kv, kvlm_error *err);
+
+/* kvcache.c's block allocation, for runtime/kv_tier_hooks.c: a private
+ * block (free first, else the LRU's oldest, which may spill), -1 when the
+ * pool is exhausted; and giving a reference back. */
+int kv_alloc_block(kvlm_kv *kv);
+void kv_unref_block(kvlm_kv *kv, int b);
+/* An indexed block of slice s (not the anchor) for the prefix of anchor node. */
+int kv_index_find_slice(const kvlm_kv *kv, uint64_t node, int s);
+
+/* runtime/kv_tier_hooks.c: the pool's side of the tiers. On eviction of
+ * block b (still indexed); after block position j of q entered the index
+ * (h its chain hash, ph its parent's); and at a lookup, past J pool hits
+ * (the table rows 0..J-1 set): restores block positions J.. of prompt
+ * while the tiers hold them, up to max_blocks, into fresh blocks of every
+ * slice (q->n_blocks follows); returns the new count. */
+void kv_tier_on_evict(kvlm_kv *kv, int b);
+void kv_tier_on_index(kvlm_kv *kv, const kv_seq *q, int j, uint64_t h, uint64_t ph);
+int kv_tier_restore(kvlm_kv *kv, kv_seq *q, const int32_t *prompt, int J, int max_blocks);
 
 /* Slice s's block table of sequence q. */
 static inline int *kv_tab(const kvlm_kv *kv, const kv_seq *q, int s) {

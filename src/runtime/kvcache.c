@@ -17,6 +17,7 @@
 #include "error.h"
 #include "model/model.h"
 #include "runtime/kv_layout.h"
+#include "runtime/kv_tiers.h"
 #include "tensor.h"
 
 static uint64_t default_hash(uint64_t parent, const int32_t *tokens, int n) {
@@ -78,8 +79,7 @@ static uint64_t slice_key(uint64_t node, int s) {
     return x ^ (x >> 29);
 }
 
-/* An indexed block of slice s (not the anchor) for the prefix of anchor node. */
-static int index_find_slice(const kvlm_kv *kv, uint64_t node, int s) {
+int kv_index_find_slice(const kvlm_kv *kv, uint64_t node, int s) {
     const uint64_t h = slice_key(node, s);
     for (int b = kv->bucket[kv_bucket_of(kv, h)]; b >= 0; b = kv->blk[b].next_in_bucket) {
         const kv_block *k = &kv->blk[b];
@@ -92,12 +92,13 @@ static int index_find_slice(const kvlm_kv *kv, uint64_t node, int s) {
 
 /* A private, writable block (refcount 1): free first, else the least
  * recently used cached block. -1 when the pool is exhausted. */
-static int alloc_block(kvlm_kv *kv) {
+int kv_alloc_block(kvlm_kv *kv) {
     int b = -1;
     if (kv->n_free) {
         b = kv->free_stack[--kv->n_free];
     } else if (kv->lru_head >= 0) {
         b = kv->lru_head;
+        if (kv->tiers) kv_tier_on_evict(kv, b);
         lru_remove(kv, b);
         index_remove(kv, b);
         kv->counters.evictions++;
@@ -117,7 +118,7 @@ static void ref_block(kvlm_kv *kv, int b) {
     }
 }
 
-static void unref_block(kvlm_kv *kv, int b) {
+void kv_unref_block(kvlm_kv *kv, int b) {
     kv_block *k = &kv->blk[b];
     if (--k->refcount > 0 || k->pins) return;
     kv->n_used--;
@@ -144,7 +145,7 @@ void kv_block_unpin(kvlm_kv *kv, int b) {
     kv->n_pinned--;
     if (k->refcount) return;
     k->refcount = 1; /* back to the LRU list (or the free stack) as a sequence's last reference would */
-    unref_block(kv, b);
+    kv_unref_block(kv, b);
 }
 
 /* Drops the last table entry of every slice (a released -1 is skipped). */
@@ -152,7 +153,7 @@ static void pop_row(kvlm_kv *kv, kv_seq *q) {
     const int j = --q->n_blocks;
     for (int s = 0; s < kv->n_slices; s++) {
         const int b = kv_tab(kv, q, s)[j];
-        if (b >= 0) unref_block(kv, b);
+        if (b >= 0) kv_unref_block(kv, b);
         if (q->n_released[s] > q->n_blocks) q->n_released[s] = q->n_blocks;
     }
 }
@@ -163,9 +164,9 @@ static void pop_row(kvlm_kv *kv, kv_seq *q) {
 static int take_blocks(kvlm_kv *kv, kv_seq *q, int need, kvlm_error *err) {
     while (q->n_blocks < need) {
         for (int s = 0; s < kv->n_slices; s++) {
-            const int b = alloc_block(kv);
+            const int b = kv_alloc_block(kv);
             if (b < 0) {
-                while (s-- > 0) unref_block(kv, kv_tab(kv, q, s)[q->n_blocks]);
+                while (s-- > 0) kv_unref_block(kv, kv_tab(kv, q, s)[q->n_blocks]);
                 return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: %zu blocks of %d tokens all in use",
                                       kv->n_blocks, kv->block_size);
             }
@@ -345,12 +346,22 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
     }
     kv->n_free = kv->n_blocks;
     kv->lru_head = kv->lru_tail = -1;
+    if (kv->prefix_cache && (o.tier_ram_bytes || (o.tier_dir && o.tier_dir[0]))) {
+        kv_block_file_head layout = {.block_size = kv->block_size, .n_slices = kv->n_slices,
+                                     .slice_bytes = kv->block_bytes};
+        if (kv_fingerprint_for_cache(m, kv, &layout.fp, err) ||
+            !(kv->tiers = kv_tiers_create(&layout, o.tier_ram_bytes, o.tier_dir, o.tier_disk_bytes, err))) {
+            kvlm_kv_free(kv);
+            return NULL;
+        }
+    }
     return kv;
 }
 
 void kvlm_kv_free(kvlm_kv *kv) {
     if (!kv) return;
     kv_pins_free(kv);
+    kv_tiers_free(kv->tiers);
     if (kv->seqs)
         for (int i = 0; i < kv->max_seqs; i++) {
             free(kv->seqs[i].blocks);
@@ -461,6 +472,8 @@ int kvlm_kv_seq_new(kvlm_kv *kv, kvlm_error *err) {
     return id;
 }
 
+static void index_full_blocks(kvlm_kv *kv, kv_seq *q);
+
 /* The longest prefix of the J anchor-matched blocks every slice can serve:
  * a global slice needs blocks 0 .. J' - 1, a window slice only those its
  * window still reads at J' x block_size tokens. found[s * J + j]: slice
@@ -505,7 +518,7 @@ static int seq_new_lookup(kvlm_kv *kv, const int32_t *prompt, int n, int whole, 
         for (int j = 0; j < J; j++)
             found[(size_t)s * J + j] = s == kv->anchor ? index_find(kv, q->bhash[j], j ? q->bnode[j - 1] : 0,
                                                                    prompt + (size_t)j * bs)
-                                                       : index_find_slice(kv, q->bnode[j], s);
+                                                       : kv_index_find_slice(kv, q->bnode[j], s);
     const int M = J; /* found[] rows */
     J = servable_blocks(kv, found, M);
     for (int s = 0; s < kv->n_slices; s++) {
@@ -519,8 +532,11 @@ static int seq_new_lookup(kvlm_kv *kv, const int32_t *prompt, int n, int whole, 
     }
     free(found);
     q->n_blocks = q->n_indexed = J;
+    const int pool_hits = J;
+    if (kv->tiers && J == M) J = kv_tier_restore(kv, q, prompt, J, max_blocks); /* memory, then disk */
     q->len = *n_cached = J * bs;
     memcpy(q->tokens, prompt, (size_t)q->len * sizeof(int32_t));
+    if (J > pool_hits) index_full_blocks(kv, q);
     if (whole) return id;
     kv->counters.prefix_queries++;
     kv->counters.prefix_query_tokens += (uint64_t)n;
@@ -599,6 +615,7 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *q) {
         const uint64_t h = kv->hash(ph, toks, bs);
         const int b = kv_tab(kv, q, kv->anchor)[j];
         uint64_t node = b >= 0 && kv->blk[b].node ? kv->blk[b].node : 0;
+        int fresh = 0;
         if (!node) {
             int same = index_find(kv, h, pn, toks);
             if (same >= 0) {
@@ -606,18 +623,20 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *q) {
             } else if (b >= 0) {
                 kv_block *k = &kv->blk[b];
                 k->hash = h;
+                k->phash = ph;
                 k->parent = pn;
                 k->slice = kv->anchor;
                 k->node = node = ++kv->next_node;
                 memcpy(kv->blk_tokens + (size_t)b * bs, toks, (size_t)bs * sizeof(int32_t));
                 index_insert(kv, b);
+                fresh = 1;
             } else {
                 node = ++kv->next_node; /* a released anchor block: the chain goes on, unreachable */
             }
         }
         for (int s = 0; s < kv->n_slices; s++) {
             const int bb = kv_tab(kv, q, s)[j];
-            if (s == kv->anchor || bb < 0 || kv->blk[bb].node || index_find_slice(kv, node, s) >= 0) continue;
+            if (s == kv->anchor || bb < 0 || kv->blk[bb].node || kv_index_find_slice(kv, node, s) >= 0) continue;
             kv_block *k = &kv->blk[bb];
             k->hash = slice_key(node, s);
             k->parent = node;
@@ -625,6 +644,7 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *q) {
             k->node = ++kv->next_node;
             index_insert(kv, bb);
         }
+        if (fresh && kv->tiers) kv_tier_on_index(kv, q, j, h, ph);
         q->bhash[j] = h;
         q->bnode[j] = node;
         q->n_indexed++;
@@ -643,7 +663,7 @@ static void release_outside_window(kvlm_kv *kv, kv_seq *q) {
         const int first_needed = kv_window_start(kv->slice_release[s], q->len) / kv->block_size;
         int *t = kv_tab(kv, q, s);
         while (q->n_released[s] < first_needed) {
-            unref_block(kv, t[q->n_released[s]]);
+            kv_unref_block(kv, t[q->n_released[s]]);
             t[q->n_released[s]++] = -1;
         }
     }
@@ -658,7 +678,7 @@ static void undo_reservation(kvlm_kv *kv, kv_seq *q) {
     for (int s = 0; s < kv->n_slices; s++)
         if (q->pend_cow[s] >= 0) {
             int *t = kv_tab(kv, q, s);
-            unref_block(kv, t[j]); /* the private copy: back to the free stack */
+            kv_unref_block(kv, t[j]); /* the private copy: back to the free stack */
             t[j] = q->pend_cow[s];
             q->pend_cow[s] = -1;
         }
@@ -681,7 +701,7 @@ int kv_append_reserve(kvlm_kv *kv, int seq, int n, kvlm_error *err) {
         int *t = kv_tab(kv, q, s);
         const int b = t[j];
         if (b < 0 || (kv->blk[b].refcount == 1 && !kv->blk[b].node)) continue;
-        const int nb = alloc_block(kv);
+        const int nb = kv_alloc_block(kv);
         if (nb < 0) {
             undo_reservation(kv, q);
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "KV pool exhausted: no block for a copy-on-write (%zu blocks)",
@@ -709,7 +729,7 @@ void kv_append_commit(kvlm_kv *kv, int seq, const int32_t *tokens) {
     const int bs = kv->block_size, old = q->len, n = q->pend_n;
     for (int s = 0; s < kv->n_slices; s++)
         if (q->pend_cow[s] >= 0) {
-            unref_block(kv, q->pend_cow[s]);
+            kv_unref_block(kv, q->pend_cow[s]);
             q->pend_cow[s] = -1;
             kv->counters.cow_copies++;
         }
@@ -813,4 +833,5 @@ void kvlm_kv_get_stats(const kvlm_kv *kv, kvlm_kv_stats *st) {
     st->bytes_live = slots * kv->slice_bytes_per_token;
     st->bytes_slack = st->bytes_reserved - st->bytes_live;
     st->utilisation = st->bytes_reserved ? (double)st->bytes_live / st->bytes_reserved : 0;
+    kv_tiers_stats(kv->tiers, st);
 }

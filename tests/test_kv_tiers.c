@@ -1,0 +1,340 @@
+/*
+ * The KV cache's memory and disk tiers (runtime/kv_tiers.h), on the
+ * synthetic llama-tiny (2 layers, 2 KV heads of 16, context 64) with
+ * blocks of 8 tokens, f32 KV: a 41-token prompt leaves 5 whole blocks to
+ * reuse (one token is always computed), greedy decoding of 8 tokens.
+ * - a cache restarted on the same directory answers from disk: 5 blocks
+ *   restored, the same tokens as a cold run, exact file and byte counts;
+ * - the memory tier keeps blocks a small pool evicted, and gives them back;
+ * - faults: a flipped bit, a truncated file, a file of another model
+ *   (another seed) and one of another format version are each counted,
+ *   removed and recomputed (the lookup stops before them; the tokens equal
+ *   the cold run's); tmp files of a killed writer are removed at start and
+ *   its finished files are served; a failing write is counted once and
+ *   the tier stops writing.
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "kvlm.h"
+#include "runtime/kv_block_file.h"
+#include "runtime/kv_tiers.h"
+
+#define BS 8
+#define NP 41
+#define NG 8
+#define FULL 5 /* (NP - 1) / BS */
+
+static kvlm_model *model(uint64_t seed) {
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, seed, NULL, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+static kvlm_kv *cache(const kvlm_model *m, size_t n_blocks, size_t ram, const char *dir) {
+    kvlm_error err;
+    kvlm_kv_options o = kvlm_kv_default_params();
+    o.block_size = BS;
+    o.n_blocks = n_blocks;
+    o.tier_ram_bytes = ram;
+    o.tier_dir = dir;
+    kvlm_kv *kv = kvlm_kv_create(m, &o, &err);
+    if (!kv) fail_msg("%s", err.msg);
+    return kv;
+}
+
+static kvlm_kv_stats stats(const kvlm_kv *kv) {
+    kvlm_kv_stats st;
+    kvlm_kv_get_stats(kv, &st);
+    return st;
+}
+
+/* Greedy decoding of NG tokens after prompt; returns the blocks reused. */
+static int run(kvlm_model *m, kvlm_kv *kv, const int32_t *prompt, int32_t *out) {
+    kvlm_error err;
+    kvlm_engine_options eo = kvlm_engine_default_params();
+    eo.threads = 1;
+    kvlm_engine *e = kvlm_engine_create(m, kv, &eo, &err);
+    if (!e) fail_msg("%s", err.msg);
+    int cached = 0;
+    const int seq = kvlm_kv_seq_new_prefixed(kv, prompt, NP, &cached, &err);
+    if (seq < 0) fail_msg("%s", err.msg);
+    const int V = 256;
+    float logits[256];
+    kvlm_batch_item it = {.seq = seq, .tokens = prompt + cached, .n_tokens = NP - cached};
+    if (kvlm_engine_step(e, &it, 1, logits, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < NG; i++) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (logits[v] > logits[best]) best = v;
+        out[i] = best;
+        it = (kvlm_batch_item){.seq = seq, .tokens = &out[i], .n_tokens = 1};
+        if (kvlm_engine_step(e, &it, 1, logits, &err)) fail_msg("%s", err.msg);
+    }
+    kvlm_kv_seq_free(kv, seq);
+    kvlm_engine_free(e);
+    return cached / BS;
+}
+
+static void prompt_of(int32_t *p, int salt) {
+    for (int i = 0; i < NP; i++) p[i] = (int32_t)((i * 37 + salt * 11 + 5) % 256);
+}
+
+/* The cold run's tokens (no tiers, fresh pool). */
+static void cold(kvlm_model *m, const int32_t *prompt, int32_t *out) {
+    kvlm_kv *kv = cache(m, 0, 0, NULL);
+    assert_int_equal(run(m, kv, prompt, out), 0);
+    kvlm_kv_free(kv);
+}
+
+/* A cache on dir that ran prompt once and wrote its files. */
+static void populate(kvlm_model *m, const char *dir, const int32_t *prompt) {
+    int32_t out[NG];
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    run(m, kv, prompt, out);
+    kv_tiers_flush(kv_tiers_of(kv));
+    kvlm_kv_free(kv);
+}
+
+/* Path of the file of block j: files sorted by mtime would do, but the
+ * names carry the chain hash; we find the j-th by reading each header's
+ * token ids. */
+static int block_file(const char *dir, const int32_t *prompt, int j, char *path, size_t cap) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d)) && !found) {
+        if (!strstr(e->d_name, ".kvb")) continue;
+        snprintf(path, cap, "%s/%s", dir, e->d_name);
+        size_t n;
+        char *b = th_read_file(path, &n);
+        if (b && n > KV_BLOCK_HEADER_BYTES + BS * 4 &&
+            !memcmp(b + KV_BLOCK_HEADER_BYTES, prompt + j * BS, BS * sizeof(int32_t)))
+            found = 1;
+        free(b);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+static int count_files(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, part)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_restart(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    char *dir = th_tempdir();
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    assert_int_equal(run(m, kv, prompt, out), 0);
+    assert_memory_equal(out, ref, sizeof ref);
+    kv_tiers_flush(kv_tiers_of(kv));
+    kvlm_kv_stats st = stats(kv);
+    /* 41 + 8 tokens, 48 committed (the last sampled token is never
+     * stepped): 6 full blocks, one file each of 80 + 32 + 8 x 2 layers x
+     * 2 heads x 16 x 2 (K, V) x 4 bytes. */
+    const size_t file = 80 + BS * 4 + BS * 2 * 2 * 16 * 2 * 4;
+    assert_int_equal(st.tier_disk_files, 6);
+    assert_int_equal(st.tier_bytes_written, 6 * file);
+    assert_int_equal(st.tier_disk_bytes, 6 * file);
+    assert_int_equal(count_files(dir, ".kvb"), 6);
+    kvlm_kv_free(kv);
+    /* A new cache on the same directory: every reusable block from disk. */
+    kv = cache(m, 0, 0, dir);
+    assert_int_equal(stats(kv).tier_disk_files, 6);
+    assert_int_equal(run(m, kv, prompt, out), FULL);
+    assert_memory_equal(out, ref, sizeof ref);
+    st = stats(kv);
+    assert_int_equal(st.tier_disk_hits, FULL);
+    assert_int_equal(st.tier_bytes_read, FULL * file);
+    assert_int_equal(st.tier_restores, 1);
+    assert_int_equal(st.prefix_hit_tokens, FULL * BS);
+    assert_int_equal(st.tier_bad_files, 0);
+    /* In the pool now: the next lookup does not touch the disk. */
+    assert_int_equal(run(m, kv, prompt, out), FULL);
+    assert_int_equal(stats(kv).tier_disk_hits, FULL);
+    kvlm_kv_free(kv);
+    /* Another model (seed) on the same directory: nothing served. */
+    kvlm_model *m2 = model(4);
+    kv = cache(m2, 0, 0, dir);
+    assert_int_equal(stats(kv).tier_disk_files, 0);
+    assert_int_equal(run(m2, kv, prompt, out), 0);
+    kvlm_kv_free(kv);
+    kvlm_model_free(m2);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
+static void test_ram(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t p1[NP], p2[NP], ref[NG], out[NG];
+    prompt_of(p1, 1), prompt_of(p2, 2);
+    cold(m, p1, ref);
+    /* A pool of 8 blocks: the first prompt leaves 6 full blocks on the
+     * LRU list (its first block most recent) and 2 free; the second takes
+     * the 2 free and evicts 5, the first prompt's blocks 1-5. Its lookup
+     * then finds block 0 in the pool and, with the memory tier, blocks 1-4
+     * in memory. */
+    for (int ram = 0; ram <= 1; ram++) {
+        kvlm_kv *kv = cache(m, 8, ram ? (size_t)1 << 20 : 0, NULL);
+        assert_int_equal(run(m, kv, p1, out), 0);
+        assert_int_equal(run(m, kv, p2, out), 0);
+        kvlm_kv_stats st = stats(kv);
+        assert_int_equal(st.evictions, 5);
+        assert_int_equal(st.tier_spills, ram ? 5 : 0);
+        assert_int_equal(st.tier_ram_blocks, ram ? 5 : 0);
+        assert_int_equal(st.tier_ram_bytes, ram ? 5 * (size_t)(BS * 2 * 2 * 16 * 2 * 4) : 0);
+        assert_int_equal(run(m, kv, p1, out), ram ? FULL : 1);
+        assert_memory_equal(out, ref, sizeof ref);
+        st = stats(kv);
+        assert_int_equal(st.tier_ram_hits, ram ? FULL - 1 : 0);
+        assert_int_equal(st.tier_restores, ram ? 1 : 0);
+        assert_int_equal(st.prefix_hit_tokens, (ram ? FULL : 1) * BS);
+        kvlm_kv_free(kv);
+    }
+    /* A memory tier of 2 blocks keeps the last two evicted only. */
+    const size_t pos = BS * 2 * 2 * 16 * 2 * 4;
+    kvlm_kv *kv = cache(m, 8, 2 * pos, NULL);
+    run(m, kv, p1, out), run(m, kv, p2, out);
+    assert_int_equal(stats(kv).tier_ram_blocks, 2);
+    assert_int_equal(stats(kv).tier_ram_bytes, 2 * pos);
+    kvlm_kv_free(kv);
+    kvlm_model_free(m);
+}
+
+enum fault { FLIP, TRUNCATE, FOREIGN, VERSION };
+
+static void fault_case(kvlm_model *m, kvlm_model *other, enum fault f, int j) {
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    char *dir = th_tempdir(), path[4200];
+    populate(m, dir, prompt);
+    assert_true(block_file(dir, prompt, j, path, sizeof path));
+    size_t n;
+    unsigned char *b = (unsigned char *)th_read_file(path, &n);
+    assert_non_null(b);
+    if (f == FLIP) b[n - 100] ^= 0x04;
+    if (f == VERSION) b[8] = 2;
+    if (f == FOREIGN) { /* the same block written for another model */
+        char *dir2 = th_tempdir(), path2[4200];
+        populate(other, dir2, prompt);
+        assert_true(block_file(dir2, prompt, j, path2, sizeof path2));
+        free(b);
+        b = (unsigned char *)th_read_file(path2, &n);
+        th_rmtree(dir2), free(dir2);
+    }
+    assert_int_equal(th_write_file(path, b, f == TRUNCATE ? n / 2 : n), 0);
+    free(b);
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    assert_int_equal(run(m, kv, prompt, out), j);
+    assert_memory_equal(out, ref, sizeof ref);
+    kv_tiers_flush(kv_tiers_of(kv));
+    kvlm_kv_stats st = stats(kv);
+    assert_int_equal(st.tier_bad_files, 1);
+    assert_int_equal(st.tier_disk_hits, j);
+    kvlm_kv_free(kv);
+    /* Recomputed and written again: the next start reuses all. */
+    kv = cache(m, 0, 0, dir);
+    assert_int_equal(run(m, kv, prompt, out), FULL);
+    assert_memory_equal(out, ref, sizeof ref);
+    assert_int_equal(stats(kv).tier_bad_files, 0);
+    kvlm_kv_free(kv);
+    th_rmtree(dir), free(dir);
+}
+
+static void test_faults(void **state) {
+    (void)state;
+    kvlm_model *m = model(3), *other = model(9);
+    fault_case(m, other, FLIP, 2);
+    fault_case(m, other, TRUNCATE, 0);
+    fault_case(m, other, FOREIGN, 4);
+    fault_case(m, other, VERSION, 1);
+    kvlm_model_free(m), kvlm_model_free(other);
+}
+
+static void test_killed_writer(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    char *dir = th_tempdir(), path[4200];
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* writes queued, then killed whatever the writer is doing */
+        kvlm_kv *kv = cache(m, 0, 0, dir);
+        run(m, kv, prompt, out);
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* And a tmp file it left half written. */
+    snprintf(path, sizeof path, "%s/.tmp-%ld-7", dir, (long)pid);
+    assert_int_equal(th_write_file(path, "KVLMBLK", 7), 0);
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    assert_int_equal(count_files(dir, ".tmp-"), 0);
+    const int reused = run(m, kv, prompt, out);
+    assert_true(reused >= 0 && reused <= FULL);
+    assert_memory_equal(out, ref, sizeof ref);
+    assert_int_equal(stats(kv).tier_bad_files, 0);
+    assert_int_equal(stats(kv).tier_disk_hits, reused);
+    kvlm_kv_free(kv);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
+static void test_write_failure(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    char *dir = th_tempdir();
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    kv_tiers_fail_writes_after(kv_tiers_of(kv), 2);
+    assert_int_equal(run(m, kv, prompt, out), 0);
+    assert_memory_equal(out, ref, sizeof ref);
+    kv_tiers_flush(kv_tiers_of(kv));
+    kvlm_kv_stats st = stats(kv);
+    assert_int_equal(st.tier_disk_files, 2);
+    assert_int_equal(st.tier_write_errors, 1);
+    /* 6 blocks: 2 written, 1 failed, the 3 after it dropped. */
+    assert_int_equal(st.tier_writes_dropped, 3);
+    kvlm_kv_free(kv);
+    assert_int_equal(count_files(dir, ".kvb"), 2);
+    assert_int_equal(count_files(dir, ".tmp-"), 0);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restart),
+        cmocka_unit_test(test_ram),
+        cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_killed_writer),
+        cmocka_unit_test(test_write_failure),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
