@@ -200,6 +200,16 @@ def main():
         safetensors([("a", "F16", [4], struct.pack("<4e", 1, 2, 3, 4)), ("b", "BF16", [2, 2], b"\x80\x3f" * 4),
                      ("c", "I32", [1], struct.pack("<i", 7))]))
     put("safetensors", "empty.safetensors", safetensors([]))
+    # kv_block_file: KV tier block files (checksum 0: the target stamps it),
+    # 2 tokens of one 16-byte slice, 2 slices, and a header alone
+    def kvb(bs, ns, slice_bytes, version=1):
+        head = b"KVLMBLK\0" + struct.pack("<II", version, 80) + bytes(range(16))
+        head += struct.pack("<QQIIQQQ", 0x1234, 0, bs, ns, slice_bytes, ns * slice_bytes, 0)
+        return head + struct.pack("<%di" % bs, *range(7, 7 + bs)) + bytes(ns * slice_bytes)
+    put("kv_block_file", "one_slice.kvb", kvb(2, 1, 16))
+    put("kv_block_file", "two_slices.kvb", kvb(4, 2, 32))
+    put("kv_block_file", "version2.kvb", kvb(2, 1, 16, 2))
+    put("kv_block_file", "header_only.kvb", kvb(2, 1, 16)[:80])
     # llmc: the headers of the repository's llm.c checkpoints, plus a few data bytes
     for name in ("llmc_f32", "llmc_bf16"):
         put("llmc", name + ".bin", open("tests/fixtures/gpt2/%s.bin" % name, "rb").read()[:1024 + 64])
