@@ -133,6 +133,12 @@ static int parse(int argc, char **argv, serve_opts *o) {
                parse_seconds, &c->timeout),
         CLI_FN("--max-body", "BYTES", "request body limit; beyond it 413 (default 1048576)", parse_size,
                &c->max_body),
+        CLI_FN("--kv-ram-bytes", "BYTES", "keep KV blocks the pool evicts in this much host memory (default 0:\n"
+               "none; docs/kv-tiers.md)", parse_size, &c->kv_ram_bytes),
+        CLI_STR("--kv-cache-dir", "DIR", "write every full KV block to DIR and reuse it across restarts and\n"
+                "replicas sharing DIR (default: none; docs/kv-tiers.md)", &c->kv_cache_dir),
+        CLI_FN("--kv-disk-bytes", "BYTES", "bound of --kv-cache-dir, least recently used files removed first\n"
+               "(default 1073741824)", parse_size, &c->kv_disk_bytes),
         CLI_STR("--served-model-name", "S", "the model id clients send (default: the model directory's name)",
                 &c->served_name),
         CLI_STR("--chat-template", "NAME|FILE",

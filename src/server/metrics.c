@@ -191,6 +191,27 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     counter(o, "kvlm_prefix_cache_hits_total", "Prompt tokens whose KV came from the prefix cache.", kv->prefix_hit_tokens);
     counter(o, "kvlm_prefix_cache_query_requests_total", "Prompts looked up in the prefix cache.", kv->prefix_queries);
     counter(o, "kvlm_prefix_cache_hit_requests_total", "Prompts with at least one block reused.", kv->prefix_hits);
+    counter(o, "kvlm_kv_tier_ram_hits_total", "KV block positions restored from the memory tier.", kv->tier_ram_hits);
+    counter(o, "kvlm_kv_tier_disk_hits_total", "KV block positions restored from the disk tier.", kv->tier_disk_hits);
+    counter(o, "kvlm_kv_tier_spills_total", "Evicted KV block positions kept in the memory tier.", kv->tier_spills);
+    counter(o, "kvlm_kv_tier_spill_refused_total", "Evicted KV block positions not kept (a window layer had "
+            "released its block).", kv->tier_spill_refused);
+    gauge(o, "kvlm_kv_tier_ram_bytes", "Bytes held by the KV memory tier.", (double)kv->tier_ram_bytes);
+    gauge(o, "kvlm_kv_tier_ram_blocks", "Block positions held by the KV memory tier.", (double)kv->tier_ram_blocks);
+    gauge(o, "kvlm_kv_tier_disk_bytes", "Bytes of this model's KV block files on disk.", (double)kv->tier_disk_bytes);
+    gauge(o, "kvlm_kv_tier_disk_files", "This model's KV block files on disk.", (double)kv->tier_disk_files);
+    counter(o, "kvlm_kv_tier_read_bytes_total", "KV block file bytes read by disk hits.", kv->tier_bytes_read);
+    counter(o, "kvlm_kv_tier_written_bytes_total", "KV block file bytes written.", kv->tier_bytes_written);
+    counter(o, "kvlm_kv_tier_writes_dropped_total", "KV block writes dropped (queue full or writes off).",
+            kv->tier_writes_dropped);
+    counter(o, "kvlm_kv_tier_write_errors_total", "KV block writes that failed (the disk tier then stops writing).",
+            kv->tier_write_errors);
+    counter(o, "kvlm_kv_tier_bad_files_total", "Corrupt, truncated or foreign KV block files removed.",
+            kv->tier_bad_files);
+    gauge(o, "kvlm_kv_tier_restore_seconds_sum", "Time spent restoring KV blocks from the tiers.",
+          (double)kv->tier_restore_ns * 1e-9);
+    counter(o, "kvlm_kv_tier_restores_total", "Lookups that restored at least one KV block from a tier.",
+            kv->tier_restores);
     counter(o, "kvlm_prompt_tokens_total", "Prompt tokens admitted.", st->prompt_tokens);
     counter(o, "kvlm_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache.", st->cached_prompt_tokens);
     counter(o, "kvlm_generation_tokens_total", "Tokens generated.", st->generated_tokens);

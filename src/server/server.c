@@ -141,6 +141,9 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
     ko.block_size = cfg->block_size;
     ko.n_blocks = pool_blocks(s);
     ko.max_seqs = cfg->max_seqs;
+    ko.tier_ram_bytes = cfg->kv_ram_bytes;
+    ko.tier_dir = cfg->kv_cache_dir;
+    ko.tier_disk_bytes = cfg->kv_disk_bytes;
     kvlm_sched_options so = kvlm_sched_default_params();
     so.max_batch_tokens = cfg->max_batch_tokens;
     so.max_waiting = cfg->max_waiting;

@@ -22,6 +22,9 @@ typedef struct srv_config {
     double kv_mib;             /* KV pool size in MiB when kv_blocks is 0; 0: unset */
     int block_size;            /* tokens per KV block */
     kvlm_dtype kv_dtype;
+    size_t kv_ram_bytes;       /* memory tier below the pool (kvlm_kv_options.tier_ram_bytes); 0: none */
+    const char *kv_cache_dir;  /* disk tier directory; NULL: none */
+    size_t kv_disk_bytes;      /* disk tier bound; 0: 1 GiB */
     int max_batch_tokens;      /* tokens per engine step (prefill chunks included) */
     int max_prefill_tokens;    /* prompt tokens per step, decodes not counted; 0: no own limit */
     int max_waiting;           /* waiting queue bound; beyond it 429 */
