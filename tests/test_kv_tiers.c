@@ -26,18 +26,21 @@
 #include "kvlm.h"
 #include "runtime/kv_block_file.h"
 #include "runtime/kv_tiers.h"
+#include "runtime/kvcache.h"
 
 #define BS 8
 #define NP 41
 #define NG 8
 #define FULL 5 /* (NP - 1) / BS */
 
-static kvlm_model *model(uint64_t seed) {
+static kvlm_model *preset(const char *name, uint64_t seed) {
     kvlm_error err;
-    kvlm_model *m = kvlm_model_synthetic("llama-tiny", KVLM_F32, seed, NULL, &err);
+    kvlm_model *m = kvlm_model_synthetic(name, KVLM_F32, seed, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
 }
+
+static kvlm_model *model(uint64_t seed) { return preset("llama-tiny", seed); }
 
 static kvlm_kv *cache(const kvlm_model *m, size_t n_blocks, size_t ram, const char *dir) {
     kvlm_error err;
@@ -328,6 +331,47 @@ static void test_write_failure(void **state) {
     kvlm_model_free(m);
 }
 
+/* gemma3-tiny: 12 layers, window 8 on 10 of them, 6 slices of 2 layers.
+ * Window slices give their old blocks back while the request runs; the
+ * disk tier wrote every position with all its slices, so a restart
+ * restores them whole. Under pool pressure, positions whose window blocks
+ * are gone are refused by the memory tier (counted), and the output stays
+ * the cold run's. */
+static void test_window_layers(void **state) {
+    (void)state;
+    kvlm_model *m = preset("gemma3-tiny", 5);
+    int32_t p1[NP], p2[NP], ref[NG], out[NG];
+    prompt_of(p1, 1), prompt_of(p2, 2);
+    cold(m, p1, ref);
+    char *dir = th_tempdir();
+    populate(m, dir, p1);
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    assert_int_equal(stats(kv).tier_disk_files, 6);
+    assert_int_equal(run(m, kv, p1, out), FULL);
+    assert_memory_equal(out, ref, sizeof ref);
+    assert_int_equal(stats(kv).tier_disk_hits, FULL);
+    kvlm_error err;
+    if (kv_check_invariants(kv, &err)) fail_msg("invariants: %s", err.msg);
+    kvlm_kv_free(kv);
+    kv = cache(m, 40, (size_t)1 << 22, NULL); /* a 41-token prefill holds 36 */
+    run(m, kv, p1, out), run(m, kv, p2, out);
+    const int again = run(m, kv, p1, out);
+    assert_memory_equal(out, ref, sizeof ref);
+    kvlm_kv_stats st = stats(kv);
+    /* Window blocks leave the LRU list before their global block: every
+     * evicted position is refused, nothing is restored, and the prompt is
+     * recomputed. */
+    assert_true(st.evictions > 0);
+    assert_true(st.tier_spill_refused > 0);
+    assert_int_equal(st.tier_spills, 0);
+    assert_int_equal(st.tier_ram_hits, 0);
+    assert_int_equal(again, 0);
+    if (kv_check_invariants(kv, &err)) fail_msg("invariants: %s", err.msg);
+    kvlm_kv_free(kv);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart),
@@ -335,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_killed_writer),
         cmocka_unit_test(test_write_failure),
+        cmocka_unit_test(test_window_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

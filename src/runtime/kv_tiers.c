@@ -356,7 +356,7 @@ void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st) {
     pthread_mutex_lock(&t->mu);
     const kvlm_kv_stats *c = &t->c;
     st->tier_ram_hits = c->tier_ram_hits, st->tier_disk_hits = c->tier_disk_hits;
-    st->tier_spills = c->tier_spills, st->tier_spill_refused = c->tier_spill_refused;
+    st->tier_spills = c->tier_spills; /* tier_spill_refused is the pool's (kv_tier_hooks.c) */
     st->tier_ram_blocks = t->ram_blocks, st->tier_ram_bytes = t->ram_bytes;
     st->tier_disk_files = t->disk_files, st->tier_disk_bytes = t->disk_bytes;
     st->tier_bytes_read = c->tier_bytes_read, st->tier_bytes_written = c->tier_bytes_written;
