@@ -372,6 +372,26 @@ static void test_window_layers(void **state) {
     kvlm_model_free(m);
 }
 
+/* kvlm run --kv-cache-dir twice: the second run restores the prompt's 5
+ * full blocks (of 8 tokens; f16 KV: 2160-byte files) and prints the same
+ * tokens. */
+static void test_cli_run(void **state) {
+    (void)state;
+    char *dir = th_tempdir(), *out1 = NULL, *out2 = NULL;
+    const char *args = "run --synthetic llama-tiny --ids 3,1,4,1,5,9,2,6,5,3,5,8,9,7,9,3,2,3,8,4,6,2,6,4,3,3,8,3,2,7,"
+                       "9,5,0,2,8,8,4,1,9,7,1 -n 8 --temp 0 --block-size 8 --stats --kv-cache-dir";
+    assert_int_equal(th_run_kvlm(&out1, "%s %s", args, dir), 0);
+    assert_int_equal(th_run_kvlm(&out2, "%s %s", args, dir), 0);
+    assert_non_null(strstr(out2, "KV disk tier         5 blocks restored (10800 bytes read"));
+    assert_non_null(strstr(out2, "6 files (12960 bytes), 0 bad files removed"));
+    const char *e1 = strstr(out1, "\n--- kvlm stats"), *e2 = strstr(out2, "\n--- kvlm stats");
+    assert_non_null(e1), assert_non_null(e2);
+    assert_int_equal(e1 - out1, e2 - out2);
+    assert_memory_equal(out1, out2, (size_t)(e1 - out1)); /* the generated text */
+    free(out1), free(out2);
+    th_rmtree(dir), free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart),
@@ -380,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_killed_writer),
         cmocka_unit_test(test_write_failure),
         cmocka_unit_test(test_window_layers),
+        cmocka_unit_test(test_cli_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

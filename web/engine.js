@@ -17,6 +17,10 @@ function cards(s) {
     ['utilisation', kv.tokens_reserved ? pct(kv.utilisation) : '–',
       `${kv.tokens_held} tokens held / ${kv.tokens_reserved} reserved`],
     ['prefix cache', `${pc.hits} / ${pc.lookups} hits`, `${pc.hit_tokens} tokens reused`],
+    ...(kv.tiers && (kv.tiers.ram_bytes || kv.tiers.disk_files || kv.tiers.ram_hits || kv.tiers.disk_hits)
+      ? [['kv tiers', `${kv.tiers.ram_hits} memory / ${kv.tiers.disk_hits} disk hits`,
+        `${bytes(kv.tiers.ram_bytes)} in memory, ${kv.tiers.disk_files} files (${bytes(kv.tiers.disk_bytes)})`]]
+      : []),
     ['running', String(s.running.length), `${s.waiting.length} waiting`],
     ['engine steps', String(s.step), `${s.totals.requests} requests, ${s.totals.preemptions} preemptions`],
     ['tokens', String(s.totals.tokens_generated), `generated; ${s.totals.prompt_tokens} prompt`],

@@ -30,6 +30,8 @@ typedef struct run_opts {
     sampling_flags smp;
     int n, logprobs, no_cache, stats, json, ignore_eos;
     const char *json_schema, *grammar, *regex;
+    const char *kv_cache_dir;  /* the disk tier (docs/kv-tiers.md); NULL: none */
+    uint64_t kv_disk_bytes;
     draft_flags draft;
 } run_opts;
 
@@ -43,6 +45,9 @@ static int parse(int argc, char **argv, run_opts *o) {
         CLI_SWITCH("--ignore-eos", "do not stop at the end-of-sequence token", &o->ignore_eos, 1),
         CLI_SWITCH("--no-cache", "recompute the whole context at every step", &o->no_cache, 1),
         CLI_SWITCH("--stats", "print timings and KV cache figures after the text (stderr)", &o->stats, 1),
+        CLI_STR("--kv-cache-dir", "DIR", "reuse the prompt's KV blocks from DIR and write its full blocks there\n"
+                "(docs/kv-tiers.md)", &o->kv_cache_dir),
+        CLI_U64("--kv-disk-bytes", "BYTES", "bound of --kv-cache-dir (default 1073741824)", &o->kv_disk_bytes),
         CLI_INT("--logprobs", "K", "with --json: top K log-probabilities per generated token", &o->logprobs, 1, 100),
         CLI_STR("--json-schema", "FILE", "constrain the output to JSON valid under the JSON Schema in FILE "
                 "(docs/structured-output.md)", &o->json_schema),
@@ -163,6 +168,11 @@ static void print_stats(const run_stats *st, const kvlm_config *c, const kvlm_en
     fprintf(f, "KV reserved          %zu bytes in %zu block%s (%.1f%% holds tokens)\n", st->kv.bytes_reserved,
             st->kv.blocks_used, st->kv.blocks_used == 1 ? "" : "s", st->kv.bytes_reserved ? 100.0 * st->kv.bytes_live / st->kv.bytes_reserved : 0.0);
     if (speculating) fprintf(f, "drafted / accepted   %d / %d\n", st->drafted, st->accepted);
+    if (st->kv.tier_disk_files || st->kv.tier_disk_hits || st->kv.tier_bytes_written || st->kv.tier_bad_files)
+        fprintf(f, "KV disk tier         %llu blocks restored (%llu bytes read in %.2f ms), %zu files (%zu bytes), "
+                "%llu bad files removed\n", (unsigned long long)st->kv.tier_disk_hits,
+                (unsigned long long)st->kv.tier_bytes_read, st->kv.tier_restore_ns * 1e-6, st->kv.tier_disk_files,
+                st->kv.tier_disk_bytes, (unsigned long long)st->kv.tier_bad_files);
     /* Per layer type, when the layers do not all attend alike. */
     if (st->n_types > 1 || (st->n_types == 1 && st->types[0].window)) {
         for (int i = 0; i < st->n_types && i < 8; i++) {
@@ -275,6 +285,8 @@ int cli_run(int argc, char **argv) {
     ko.block_size = o.mf.block_size;
     ko.max_seqs = 1;
     ko.no_prefix_cache = o.no_cache;
+    ko.tier_dir = o.kv_cache_dir;
+    ko.tier_disk_bytes = (size_t)o.kv_disk_bytes;
     kvlm_engine_options eo = session_engine_options(&o.mf);
     if (!(kv = kvlm_kv_create(ss.m, &ko, &err)) || !(e = kvlm_engine_create(ss.m, kv, &eo, &err))) {
         fprintf(stderr, "kvlm: %s\n", err.msg);

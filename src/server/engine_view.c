@@ -326,11 +326,22 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
                 "],\"blocks_used\":%zu,\"blocks_shared\":%zu,\"blocks_cached\":%zu,\"blocks_free\":%zu,"
                 "\"tokens_held\":%zu,\"tokens_reserved\":%zu,\"utilisation\":%.4f,"
                 "\"prefix_cache\":{\"lookups\":%llu,\"hits\":%llu,\"hit_tokens\":%llu,\"cached_blocks\":%zu,"
-                "\"evictions\":%llu}},\"running\":[",
+                "\"evictions\":%llu},",
                 kv->blocks_used, kv->blocks_shared, kv->blocks_cached, kv->blocks_free, kv->tokens_stored, reserved,
                 reserved ? (double)kv->tokens_stored / (double)reserved : 0.0,
                 (unsigned long long)kv->prefix_queries, (unsigned long long)kv->prefix_hits,
                 (unsigned long long)kv->prefix_hit_tokens, kv->blocks_cached, (unsigned long long)kv->evictions);
+    sbuf_printf(o,
+                "\"tiers\":{\"ram_hits\":%llu,\"disk_hits\":%llu,\"ram_blocks\":%zu,\"ram_bytes\":%zu,"
+                "\"disk_files\":%zu,\"disk_bytes\":%zu,\"bytes_read\":%llu,\"bytes_written\":%llu,"
+                "\"writes_dropped\":%llu,\"write_errors\":%llu,\"bad_files\":%llu,\"restores\":%llu,"
+                "\"restore_seconds\":%.6f}},\"running\":[",
+                (unsigned long long)kv->tier_ram_hits, (unsigned long long)kv->tier_disk_hits, kv->tier_ram_blocks,
+                kv->tier_ram_bytes, kv->tier_disk_files, kv->tier_disk_bytes,
+                (unsigned long long)kv->tier_bytes_read, (unsigned long long)kv->tier_bytes_written,
+                (unsigned long long)kv->tier_writes_dropped, (unsigned long long)kv->tier_write_errors,
+                (unsigned long long)kv->tier_bad_files, (unsigned long long)kv->tier_restores,
+                (double)kv->tier_restore_ns * 1e-9);
     const double now = kvlm_now();
     int first = 1;
     for (int pass = 1; pass >= 0; pass--) {
