@@ -414,6 +414,7 @@ typedef struct kvlm_kv_stats {
     uint64_t tier_bad_files;       /* corrupt, truncated or foreign files found and removed */
     uint64_t tier_restore_ns;      /* time spent restoring tier hits (sum) */
     uint64_t tier_restores;        /* lookups that restored at least one block */
+    uint64_t tier_prefetched;      /* block files read ahead of their lookup (kvlm_kv_prefetch) */
 } kvlm_kv_stats;
 
 /* KV bytes one token costs in a cache of dtype t for a model of config c:
@@ -450,6 +451,12 @@ int kvlm_kv_seq_new_prefixed(kvlm_kv *kv, const int32_t *prompt, int n, int *n_c
  * block is copied only when one side writes to it (copy-on-write).
  * Returns the id, KVLM_ERR_ARG for an unknown parent, or as
  * kvlm_kv_seq_new. */
+/* Starts reading the disk tier's files of prompt's full blocks that the
+ * pool does not hold, on the tier's reader thread, so that a later
+ * kvlm_kv_seq_new_prefixed of the same prompt finds them read and checked
+ * (the scheduler calls it when a request is submitted). Never waits for
+ * the disk; a no-op without a disk tier (kvlm_kv_options.tier_dir). */
+void kvlm_kv_prefetch(kvlm_kv *kv, const int32_t *prompt, int n);
 int kvlm_kv_seq_fork(kvlm_kv *kv, int parent, kvlm_error *err);
 /* Frees the sequence's blocks (an unknown seq is ignored). */
 void kvlm_kv_seq_free(kvlm_kv *kv, int seq);

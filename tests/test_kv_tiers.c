@@ -372,6 +372,39 @@ static void test_window_layers(void **state) {
     kvlm_model_free(m);
 }
 
+/* kvlm_kv_prefetch reads the 5 reusable blocks' files ahead: the lookup
+ * then takes them from the staging list (disk hits, bytes counted once),
+ * with the cold run's tokens; positions the pool holds are not read. */
+static void test_prefetch(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    char *dir = th_tempdir();
+    populate(m, dir, prompt);
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    kvlm_kv_prefetch(kv, prompt, NP);
+    kv_tiers_flush(kv_tiers_of(kv));
+    const size_t file = 80 + BS * 4 + BS * 2 * 2 * 16 * 2 * 4;
+    kvlm_kv_stats st = stats(kv);
+    assert_int_equal(st.tier_prefetched, FULL);
+    assert_int_equal(st.tier_bytes_read, FULL * file);
+    assert_int_equal(st.tier_disk_hits, 0);
+    assert_int_equal(run(m, kv, prompt, out), FULL);
+    assert_memory_equal(out, ref, sizeof ref);
+    st = stats(kv);
+    assert_int_equal(st.tier_disk_hits, FULL);
+    assert_int_equal(st.tier_bytes_read, FULL * file);
+    /* All in the pool now: nothing to read. */
+    kvlm_kv_prefetch(kv, prompt, NP);
+    kv_tiers_flush(kv_tiers_of(kv));
+    assert_int_equal(stats(kv).tier_prefetched, FULL);
+    kvlm_kv_free(kv);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
 /* kvlm run --kv-cache-dir twice: the second run restores the prompt's 5
  * full blocks (of 8 tokens; f16 KV: 2160-byte files) and prints the same
  * tokens. */
@@ -401,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_write_failure),
         cmocka_unit_test(test_window_layers),
         cmocka_unit_test(test_cli_run),
+        cmocka_unit_test(test_prefetch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

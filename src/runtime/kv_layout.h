@@ -144,6 +144,9 @@ int kv_pins_check(const kvlm_kv *kv, kvlm_error *err);
  * pool is exhausted; and giving a reference back. */
 int kv_alloc_block(kvlm_kv *kv);
 void kv_unref_block(kvlm_kv *kv, int b);
+/* An indexed anchor block with this hash, parent node and exactly these
+ * tokens, or -1. */
+int kv_index_find(const kvlm_kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens);
 /* An indexed block of slice s (not the anchor) for the prefix of anchor node. */
 int kv_index_find_slice(const kvlm_kv *kv, uint64_t node, int s);
 

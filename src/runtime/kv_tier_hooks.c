@@ -12,6 +12,8 @@
  *   disk, into fresh blocks of every slice, verified by chain hash,
  *   parent's hash and the block's token ids (and the fingerprint on disk),
  *   stopping at the first miss; kvcache.c then indexes them again.
+ * - kvlm_kv_prefetch: the positions past the pool's hits, handed to the
+ *   disk tier's reader thread.
  */
 #include <time.h>
 
@@ -86,6 +88,24 @@ int kv_tier_restore(kvlm_kv *kv, kv_seq *q, const int32_t *prompt, int J, int ma
         kv->counters.tier_restore_ns += now_ns() - t0;
     }
     return J;
+}
+
+void kvlm_kv_prefetch(kvlm_kv *kv, const int32_t *prompt, int n) {
+    if (!kv || !kv->tiers || !prompt || n < 2 || n > kv->n_ctx) return;
+    const int bs = kv->block_size, max_blocks = (n - 1) / bs;
+    uint64_t h = 0, node = 0;
+    int j = 0;
+    for (; j < max_blocks; j++) { /* the pool's part needs no reading */
+        const uint64_t hj = kv->hash(h, prompt + (size_t)j * bs, bs);
+        const int b = kv_index_find(kv, hj, node, prompt + (size_t)j * bs);
+        if (b < 0) break;
+        h = hj, node = kv->blk[b].node;
+    }
+    for (; j < max_blocks; j++) {
+        const uint64_t hj = kv->hash(h, prompt + (size_t)j * bs, bs);
+        kv_tiers_prefetch(kv->tiers, hj, h, prompt + (size_t)j * bs);
+        h = hj;
+    }
 }
 
 kv_tiers *kv_tiers_of(kvlm_kv *kv) { return kv ? kv->tiers : NULL; }

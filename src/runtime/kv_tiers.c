@@ -23,6 +23,8 @@
 #define NBUCKET 4096
 #define QUEUE_MAX 64
 #define QUEUE_BYTES ((size_t)64 << 20)
+#define PREFETCH_MAX 1024
+#define PREFETCH_BYTES ((size_t)128 << 20)
 
 typedef struct rnode {
     uint64_t hash, parent;
@@ -43,26 +45,43 @@ typedef struct job {
     size_t size;
 } job;
 
+/* Block copies in memory under their chain hash, least recently used at the head. */
+typedef struct rlist {
+    rnode *b[NBUCKET], *head, *tail;
+    size_t bytes, blocks;
+} rlist;
+
+/* A block position to read ahead (kv_tiers_prefetch). */
+typedef struct want {
+    uint64_t hash, parent;
+    int32_t *tokens;
+} want;
+
 struct kv_tiers {
     kv_block_file_head layout;
     size_t file_bytes, payload_bytes;
     /* memory tier (owner thread only) */
-    size_t ram_cap, ram_bytes, ram_blocks;
-    rnode *rb[NBUCKET], *lru_head, *lru_tail;
+    size_t ram_cap;
+    rlist ram;
     /* disk tier */
     char *dir;
     char prefix[33];   /* the fingerprint in hex, cut to 16 digits */
     size_t disk_cap;
     pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_idle;
-    pthread_t writer;
-    int has_writer, stop, busy, writes_off, fail_after;
+    pthread_cond_t cv_work, cv_idle, cv_read;
+    pthread_t writer, reader;
+    int has_writer, has_reader, stop, busy, reading, writes_off, fail_after;
+    uint64_t reading_hash; /* the file the reader reads now (when reading) */
     dnode *db[NBUCKET];
     size_t disk_files, disk_bytes;
     uint64_t seq, tmp_n;
     job q[QUEUE_MAX];
     int q_head, q_n;
     size_t q_bytes;
+    /* read ahead (under mu): positions asked for, and files read and checked */
+    want rq[PREFETCH_MAX];
+    int rq_head, rq_n;
+    rlist staged;
     kvlm_kv_stats c; /* the tier_* counters */
 };
 
@@ -70,51 +89,59 @@ static size_t bucket(uint64_t h) { return (size_t)(h ^ (h >> 29)) & (NBUCKET - 1
 
 /* ------------------------------------------------------------ memory */
 
-static rnode *ram_find(kv_tiers *t, uint64_t h) {
-    for (rnode *n = t->rb[bucket(h)]; n; n = n->chain)
+static rnode *list_find(rlist *l, uint64_t h) {
+    for (rnode *n = l->b[bucket(h)]; n; n = n->chain)
         if (n->hash == h) return n;
     return NULL;
 }
 
-static void ram_unlink(kv_tiers *t, rnode *n) {
-    rnode **p = &t->rb[bucket(n->hash)];
+static void list_drop(rlist *l, rnode *n, size_t bytes) {
+    rnode **p = &l->b[bucket(n->hash)];
     while (*p != n) p = &(*p)->chain;
     *p = n->chain;
     if (n->prev) n->prev->next = n->next;
-    else t->lru_head = n->next;
+    else l->head = n->next;
     if (n->next) n->next->prev = n->prev;
-    else t->lru_tail = n->prev;
-    t->ram_bytes -= t->payload_bytes;
-    t->ram_blocks--;
+    else l->tail = n->prev;
+    l->bytes -= bytes;
+    l->blocks--;
     free(n->tokens), free(n->payload), free(n);
 }
 
-int kv_tiers_spill(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens,
-                   const unsigned char *const *slices) {
-    if (!t || t->ram_cap < t->payload_bytes) return 0;
-    rnode *old = ram_find(t, hash);
-    if (old) ram_unlink(t, old);
-    while (t->ram_bytes + t->payload_bytes > t->ram_cap && t->lru_head) ram_unlink(t, t->lru_head);
+/* A node for (hash, parent, tokens) with an unfilled payload at the tail of
+ * l, after dropping the oldest until cap holds it. NULL without memory. */
+static rnode *list_add(kv_tiers *t, rlist *l, size_t cap, uint64_t hash, uint64_t parent, const int32_t *tokens) {
+    rnode *old = list_find(l, hash);
+    if (old) list_drop(l, old, t->payload_bytes);
+    while (l->bytes + t->payload_bytes > cap && l->head) list_drop(l, l->head, t->payload_bytes);
     rnode *n = calloc(1, sizeof *n);
     const size_t tb = (size_t)t->layout.block_size * sizeof(int32_t);
     if (n) n->tokens = malloc(tb), n->payload = malloc(t->payload_bytes);
     if (!n || !n->tokens || !n->payload) {
         if (n) free(n->tokens), free(n->payload);
         free(n);
-        return 0;
+        return NULL;
     }
     n->hash = hash, n->parent = parent;
     memcpy(n->tokens, tokens, tb);
+    n->chain = l->b[bucket(hash)];
+    l->b[bucket(hash)] = n;
+    n->prev = l->tail;
+    if (l->tail) l->tail->next = n;
+    else l->head = n;
+    l->tail = n;
+    l->bytes += t->payload_bytes;
+    l->blocks++;
+    return n;
+}
+
+int kv_tiers_spill(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens,
+                   const unsigned char *const *slices) {
+    if (!t || t->ram_cap < t->payload_bytes) return 0;
+    rnode *n = list_add(t, &t->ram, t->ram_cap, hash, parent, tokens);
+    if (!n) return 0;
     for (int s = 0; s < t->layout.n_slices; s++)
         memcpy(n->payload + (size_t)s * t->layout.slice_bytes, slices[s], t->layout.slice_bytes);
-    n->chain = t->rb[bucket(hash)];
-    t->rb[bucket(hash)] = n;
-    n->prev = t->lru_tail;
-    if (t->lru_tail) t->lru_tail->next = n;
-    else t->lru_head = n;
-    t->lru_tail = n;
-    t->ram_bytes += t->payload_bytes;
-    t->ram_blocks++;
     t->c.tier_spills++;
     return 1;
 }
@@ -276,7 +303,7 @@ void kv_tiers_write(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *
 void kv_tiers_flush(kv_tiers *t) {
     if (!t || !t->has_writer) return;
     pthread_mutex_lock(&t->mu);
-    while (t->q_n) pthread_cond_wait(&t->cv_idle, &t->mu);
+    while (t->q_n || (t->has_reader && (t->rq_n || t->reading))) pthread_cond_wait(&t->cv_idle, &t->mu);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -308,47 +335,130 @@ static unsigned char *read_file(const char *name, size_t *n) {
     return buf;
 }
 
+/* Checks a file's bytes for (hash, parent, tokens); on a bad file counts
+ * it and removes it (under mu). Returns the payload or NULL. */
+static const unsigned char *check_file(kv_tiers *t, const char *name, const unsigned char *buf, size_t n,
+                                       uint64_t hash, uint64_t parent, const int32_t *tokens) {
+    kv_block_file_head want = t->layout;
+    want.hash = hash, want.parent = parent;
+    const unsigned char *payload;
+    kv_block_file_status st = kv_block_file_check(buf, n, &want, tokens, &payload);
+    if (st == KV_BLOCK_FILE_OK) {
+        t->c.tier_bytes_read += n;
+        dnode *d = disk_find(t, hash);
+        if (d) d->seq = ++t->seq;
+        else disk_add(t, hash, n); /* written by another process sharing the directory */
+        return payload;
+    }
+    t->c.tier_bad_files++;
+    fprintf(stderr, "kvlm: kv disk tier: %s is %s; removed\n", name, kv_block_file_status_name(st));
+    disk_remove(t, hash);
+    return NULL;
+}
+
+static void copy_out(const kv_tiers *t, const unsigned char *payload, unsigned char *const *dst) {
+    for (int s = 0; s < t->layout.n_slices; s++)
+        memcpy(dst[s], payload + (size_t)s * t->layout.slice_bytes, t->layout.slice_bytes);
+}
+
+/* 1 when the reader is asked for, or reading, hash's file (under mu). */
+static int pending(const kv_tiers *t, uint64_t hash) {
+    if (t->reading && t->reading_hash == hash) return 1;
+    for (int i = 0; i < t->rq_n; i++)
+        if (t->rq[(t->rq_head + i) % PREFETCH_MAX].hash == hash) return 1;
+    return 0;
+}
+
 int kv_tiers_fetch(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens, unsigned char *const *dst) {
     if (!t) return 0;
     const size_t tb = (size_t)t->layout.block_size * sizeof(int32_t);
-    rnode *r = ram_find(t, hash);
+    rnode *r = list_find(&t->ram, hash);
     if (r && r->parent == parent && !memcmp(r->tokens, tokens, tb)) {
-        for (int s = 0; s < t->layout.n_slices; s++)
-            memcpy(dst[s], r->payload + (size_t)s * t->layout.slice_bytes, t->layout.slice_bytes);
-        ram_unlink(t, r); /* back in the pool */
+        copy_out(t, r->payload, dst);
+        list_drop(&t->ram, r, t->payload_bytes); /* back in the pool */
         t->c.tier_ram_hits++;
         return 1;
     }
     if (!t->dir) return 0;
+    pthread_mutex_lock(&t->mu);
+    while (pending(t, hash)) pthread_cond_wait(&t->cv_idle, &t->mu); /* the reader has it in hand: no second read */
+    r = list_find(&t->staged, hash); /* read ahead and checked already */
+    const int staged = r && r->parent == parent && !memcmp(r->tokens, tokens, tb);
+    if (staged) {
+        copy_out(t, r->payload, dst);
+        list_drop(&t->staged, r, t->payload_bytes);
+        t->c.tier_disk_hits++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (staged) return 2;
     char name[4200];
     file_name(t, hash, name, sizeof name);
     size_t n = 0;
     unsigned char *buf = read_file(name, &n);
     if (!buf) return 0;
-    kv_block_file_head want = t->layout;
-    want.hash = hash, want.parent = parent;
-    const unsigned char *payload;
-    kv_block_file_status st = kv_block_file_check(buf, n, &want, tokens, &payload);
     pthread_mutex_lock(&t->mu);
-    if (st != KV_BLOCK_FILE_OK) {
-        t->c.tier_bad_files++;
-        fprintf(stderr, "kvlm: kv disk tier: %s is %s; removed\n", name, kv_block_file_status_name(st));
-        disk_remove(t, hash);
-    } else {
-        t->c.tier_disk_hits++;
-        t->c.tier_bytes_read += n;
-        dnode *d = disk_find(t, hash);
-        if (d) d->seq = ++t->seq;
-        else disk_add(t, hash, n); /* written by another process sharing the directory */
-    }
+    const unsigned char *payload = check_file(t, name, buf, n, hash, parent, tokens);
+    if (payload) t->c.tier_disk_hits++;
     pthread_mutex_unlock(&t->mu);
-    if (st == KV_BLOCK_FILE_OK) {
-        for (int s = 0; s < t->layout.n_slices; s++)
-            memcpy(dst[s], payload + (size_t)s * t->layout.slice_bytes, t->layout.slice_bytes);
+    if (payload) {
+        copy_out(t, payload, dst);
         utimensat(AT_FDCWD, name, NULL, 0); /* the LRU order a restart reads */
     }
     free(buf);
-    return st == KV_BLOCK_FILE_OK ? 2 : 0;
+    return payload ? 2 : 0;
+}
+
+/* ------------------------------------------------------------ read ahead */
+
+void kv_tiers_prefetch(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens) {
+    if (!t || !t->has_reader || list_find(&t->ram, hash)) return;
+    int32_t *copy = malloc((size_t)t->layout.block_size * sizeof(int32_t));
+    if (!copy) return;
+    memcpy(copy, tokens, (size_t)t->layout.block_size * sizeof(int32_t));
+    pthread_mutex_lock(&t->mu);
+    if (t->rq_n < PREFETCH_MAX && !list_find(&t->staged, hash)) {
+        t->rq[(t->rq_head + t->rq_n++) % PREFETCH_MAX] = (want){.hash = hash, .parent = parent, .tokens = copy};
+        copy = NULL;
+        pthread_cond_signal(&t->cv_read);
+    }
+    pthread_mutex_unlock(&t->mu);
+    free(copy);
+}
+
+static void *reader_main(void *arg) {
+    kv_tiers *t = arg;
+    char name[4200];
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->rq_n && !t->stop) pthread_cond_wait(&t->cv_read, &t->mu);
+        if (t->stop) break;
+        want w = t->rq[t->rq_head];
+        t->rq_head = (t->rq_head + 1) % PREFETCH_MAX;
+        t->rq_n--;
+        t->reading = 1;
+        t->reading_hash = w.hash;
+        pthread_mutex_unlock(&t->mu);
+        file_name(t, w.hash, name, sizeof name);
+        size_t n = 0;
+        unsigned char *buf = read_file(name, &n);
+        pthread_mutex_lock(&t->mu);
+        const unsigned char *payload = buf ? check_file(t, name, buf, n, w.hash, w.parent, w.tokens) : NULL;
+        rnode *r = payload ? list_add(t, &t->staged, PREFETCH_BYTES, w.hash, w.parent, w.tokens) : NULL;
+        if (r) {
+            memcpy(r->payload, payload, t->payload_bytes);
+            t->c.tier_prefetched++;
+        }
+        free(buf), free(w.tokens);
+        t->reading = 0;
+        pthread_cond_broadcast(&t->cv_idle); /* a fetch may wait for this file */
+    }
+    while (t->rq_n) { /* stopping: what was asked for and not read */
+        free(t->rq[t->rq_head].tokens);
+        t->rq_head = (t->rq_head + 1) % PREFETCH_MAX;
+        t->rq_n--;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
 }
 
 void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st) {
@@ -357,7 +467,8 @@ void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st) {
     const kvlm_kv_stats *c = &t->c;
     st->tier_ram_hits = c->tier_ram_hits, st->tier_disk_hits = c->tier_disk_hits;
     st->tier_spills = c->tier_spills; /* tier_spill_refused is the pool's (kv_tier_hooks.c) */
-    st->tier_ram_blocks = t->ram_blocks, st->tier_ram_bytes = t->ram_bytes;
+    st->tier_ram_blocks = t->ram.blocks, st->tier_ram_bytes = t->ram.bytes;
+    st->tier_prefetched = c->tier_prefetched;
     st->tier_disk_files = t->disk_files, st->tier_disk_bytes = t->disk_bytes;
     st->tier_bytes_read = c->tier_bytes_read, st->tier_bytes_written = c->tier_bytes_written;
     st->tier_writes_dropped = c->tier_writes_dropped, st->tier_write_errors = c->tier_write_errors;
@@ -429,6 +540,7 @@ kv_tiers *kv_tiers_create(const kv_block_file_head *layout, size_t ram_bytes, co
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv_work, NULL);
     pthread_cond_init(&t->cv_idle, NULL);
+    pthread_cond_init(&t->cv_read, NULL);
     kv_fingerprint_hex(&layout->fp, t->prefix);
     t->prefix[16] = 0;
     if (dir && dir[0]) {
@@ -450,25 +562,30 @@ kv_tiers *kv_tiers_create(const kv_block_file_head *layout, size_t ram_bytes, co
             return kvlm_error_set(err, KVLM_ERR_NOMEM, "kv disk tier: cannot start its writer thread"), NULL;
         }
         t->has_writer = 1;
+        if (!pthread_create(&t->reader, NULL, reader_main, t)) t->has_reader = 1; /* else: no read ahead */
     }
     return t;
 }
 
 void kv_tiers_free(kv_tiers *t) {
     if (!t) return;
-    if (t->has_writer) {
+    if (t->has_writer || t->has_reader) {
         pthread_mutex_lock(&t->mu);
         t->stop = 1;
-        pthread_cond_signal(&t->cv_work);
+        pthread_cond_broadcast(&t->cv_work);
+        pthread_cond_broadcast(&t->cv_read);
         pthread_mutex_unlock(&t->mu);
-        pthread_join(t->writer, NULL);
+        if (t->has_writer) pthread_join(t->writer, NULL);
+        if (t->has_reader) pthread_join(t->reader, NULL);
     }
-    while (t->lru_head) ram_unlink(t, t->lru_head);
+    while (t->ram.head) list_drop(&t->ram, t->ram.head, t->payload_bytes);
+    while (t->staged.head) list_drop(&t->staged, t->staged.head, t->payload_bytes);
     for (int b = 0; b < NBUCKET; b++)
         for (dnode *n = t->db[b], *next; n; n = next) next = n->chain, free(n);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv_work);
     pthread_cond_destroy(&t->cv_idle);
+    pthread_cond_destroy(&t->cv_read);
     free(t->dir);
     free(t);
 }

@@ -19,7 +19,9 @@
  * reads go on. Creation scans DIR: this cache's files enter the LRU in
  * mtime order (a hit refreshes the mtime), the bound is enforced, and tmp
  * files of processes no longer running are removed. A file that fails its
- * check is counted, removed and treated as a miss.
+ * check is counted, removed and treated as a miss. A reader thread reads
+ * files ahead of their lookup (kv_tiers_prefetch) into a bounded staging
+ * list the fetch looks at before reading the file itself.
  *
  * All functions but the writer thread's run on the thread that owns the
  * cache; the disk map and counters are shared with the writer under one
@@ -53,9 +55,15 @@ void kv_tiers_write(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *
  * memory (returns 1) or disk (2); 0 when neither holds it (a bad file is
  * removed and counted). */
 int kv_tiers_fetch(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens, unsigned char *const *dst);
+/* Asks the reader thread to read the file of a block position ahead of
+ * its lookup, check it, and keep it (at most 128 MiB of such blocks,
+ * oldest dropped first) for kv_tiers_fetch. No-op without a disk tier or
+ * when memory holds it; a full request queue (1024) drops the request. */
+void kv_tiers_prefetch(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens);
 /* Adds the tier counters to st. */
 void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st);
-/* Blocks until the writer's queue is empty (tests, shutdown). */
+/* Blocks until the writer's queue and the reader's requests are done
+ * (tests). */
 void kv_tiers_flush(kv_tiers *t);
 /* The tiers of a cache (NULL without any; runtime/kv_tier_hooks.c). */
 kv_tiers *kv_tiers_of(kvlm_kv *kv);

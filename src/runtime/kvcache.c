@@ -62,8 +62,7 @@ static void index_remove(kvlm_kv *kv, int b) {
     kv->blk[b].node = 0;
 }
 
-/* An indexed anchor block with this hash, parent and exactly these tokens. */
-static int index_find(const kvlm_kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens) {
+int kv_index_find(const kvlm_kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens) {
     for (int b = kv->bucket[kv_bucket_of(kv, h)]; b >= 0; b = kv->blk[b].next_in_bucket) {
         const kv_block *k = &kv->blk[b];
         if (k->hash == h && k->parent == parent && k->slice == kv->anchor &&
@@ -508,7 +507,7 @@ static int seq_new_lookup(kvlm_kv *kv, const int32_t *prompt, int n, int whole, 
      * is looked up under the anchor's registration number. */
     for (; found && J < max_blocks; J++) {
         h = kv->hash(h, prompt + (size_t)J * bs, bs);
-        int b = index_find(kv, h, node, prompt + (size_t)J * bs);
+        int b = kv_index_find(kv, h, node, prompt + (size_t)J * bs);
         if (b < 0) break;
         node = kv->blk[b].node;
         q->bhash[J] = h;
@@ -516,7 +515,7 @@ static int seq_new_lookup(kvlm_kv *kv, const int32_t *prompt, int n, int whole, 
     }
     for (int s = 0; s < kv->n_slices; s++)
         for (int j = 0; j < J; j++)
-            found[(size_t)s * J + j] = s == kv->anchor ? index_find(kv, q->bhash[j], j ? q->bnode[j - 1] : 0,
+            found[(size_t)s * J + j] = s == kv->anchor ? kv_index_find(kv, q->bhash[j], j ? q->bnode[j - 1] : 0,
                                                                    prompt + (size_t)j * bs)
                                                        : kv_index_find_slice(kv, q->bnode[j], s);
     const int M = J; /* found[] rows */
@@ -617,7 +616,7 @@ static void index_full_blocks(kvlm_kv *kv, kv_seq *q) {
         uint64_t node = b >= 0 && kv->blk[b].node ? kv->blk[b].node : 0;
         int fresh = 0;
         if (!node) {
-            int same = index_find(kv, h, pn, toks);
+            int same = kv_index_find(kv, h, pn, toks);
             if (same >= 0) {
                 node = kv->blk[same].node;
             } else if (b >= 0) {

@@ -366,6 +366,7 @@ int64_t kvlm_sched_submit(kvlm_sched *s, const kvlm_request_params *p, kvlm_erro
         free_req(s, r);
         return rc;
     }
+    if (!s->o.recompute) kvlm_kv_prefetch(s->kv, prompt, p->n_prompt); /* disk reads start now */
     s->reqs[s->n_reqs++] = r;
     s->wait[s->n_wait++] = &r->choices[0];
     s->n_live += nc;

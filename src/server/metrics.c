@@ -212,6 +212,7 @@ void metrics_render(srv_metrics *m, sbuf *o) {
           (double)kv->tier_restore_ns * 1e-9);
     counter(o, "kvlm_kv_tier_restores_total", "Lookups that restored at least one KV block from a tier.",
             kv->tier_restores);
+    counter(o, "kvlm_kv_tier_prefetched_total", "KV block files read ahead of their lookup.", kv->tier_prefetched);
     counter(o, "kvlm_prompt_tokens_total", "Prompt tokens admitted.", st->prompt_tokens);
     counter(o, "kvlm_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache.", st->cached_prompt_tokens);
     counter(o, "kvlm_generation_tokens_total", "Tokens generated.", st->generated_tokens);
