@@ -12,6 +12,7 @@
  * descriptor limit is raised to its hard limit at start (connections are
  * kept under it, see docs/server.md).
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,8 +28,16 @@
 #include "cli/session.h"
 #include "server/server.h"
 
+#define MAX_MODELS 64
+
 typedef struct serve_opts {
     model_flags mf;
+    /* several models: every -m in order, its --alias (NULL: its file stem),
+     * then what --models-dir holds */
+    const char *paths[MAX_MODELS], *aliases[MAX_MODELS];
+    char *owned[MAX_MODELS];   /* paths built from --models-dir */
+    int n_paths;
+    const char *models_dir;
     srv_config cfg;
     double drain_timeout;
     const char *key_file, *log_format, *pooling;
@@ -107,10 +116,104 @@ static int api_key(serve_opts *o) {
     return 0;
 }
 
+static int add_path(serve_opts *o, const char *path) {
+    if (o->n_paths >= MAX_MODELS) {
+        fprintf(stderr, "kvlm serve: at most %d models\n", MAX_MODELS);
+        return -1;
+    }
+    o->paths[o->n_paths++] = path;
+    return 0;
+}
+
+static int model_entry(const struct dirent *d) {
+    if (d->d_name[0] == '.') return 0;
+    const char *dot = strrchr(d->d_name, '.');
+    return d->d_type == DT_DIR || d->d_type == DT_LNK || d->d_type == DT_UNKNOWN ||
+           (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin")));
+}
+
+/* --models-dir: each model file (.gguf, .safetensors, .bin) and each
+ * directory holding a config.json or a .gguf file, in name order. */
+static int scan_models_dir(serve_opts *o, const char *dir) {
+    struct dirent **ents = NULL;
+    const int n = scandir(dir, &ents, model_entry, alphasort);
+    if (n < 0) {
+        fprintf(stderr, "kvlm serve: --models-dir: cannot read '%s'\n", dir);
+        return -1;
+    }
+    int rc = 0, found = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096], probe[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+        const char *dot = strrchr(ents[i]->d_name, '.');
+        int ok = dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin"));
+        if (!ok) {
+            snprintf(probe, sizeof probe, "%s/config.json", path);
+            ok = !access(probe, R_OK);
+        }
+        if (ok && !rc) {
+            char *p = strdup(path);
+            if (!p || add_path(o, p)) {
+                free(p);
+                rc = -1;
+            } else {
+                o->owned[o->n_paths - 1] = p;
+                found++;
+            }
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    if (!rc && !found) {
+        fprintf(stderr, "kvlm serve: --models-dir: '%s' holds no model (a .gguf, .safetensors or .bin file, or a "
+                        "directory with a config.json)\n", dir);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* -m may come several times, each --alias names the -m before it, and
+ * --models-dir adds its models after them; the shared parser keeps one
+ * -m, so these are read from argv first. */
+static int scan_models(int argc, char **argv, serve_opts *o) {
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int kind = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) kind = 1, v = i + 1 < argc ? argv[++i] : NULL;
+        else if (!strncmp(a, "--model=", 8)) kind = 1, v = a + 8;
+        else if (!strcmp(a, "--alias")) kind = 2, v = i + 1 < argc ? argv[++i] : NULL;
+        else if (!strncmp(a, "--alias=", 8)) kind = 2, v = a + 8;
+        else if (!strcmp(a, "--models-dir")) kind = 3, v = i + 1 < argc ? argv[++i] : NULL;
+        else if (!strncmp(a, "--models-dir=", 13)) kind = 3, v = a + 13;
+        if (!kind || !v) continue; /* a missing value: cli_parse says so */
+        if (kind == 1 && add_path(o, v)) return -1;
+        if (kind == 2) {
+            if (!o->n_paths || o->aliases[o->n_paths - 1] || !*v) {
+                fprintf(stderr, "kvlm serve: --alias %s: give one non-empty --alias after each -m it names\n", v);
+                return -1;
+            }
+            o->aliases[o->n_paths - 1] = v;
+        }
+        if (kind == 3) dir = v;
+    }
+    o->models_dir = dir;
+    if (dir && scan_models_dir(o, dir)) return -1;
+    /* the shared parser's check wants a model: the first one */
+    if (o->n_paths && !o->mf.model) o->mf.model = o->paths[0];
+    return 0;
+}
+
+static int no_value(const char *flag, const char *v, void *dst) {
+    (void)flag, (void)v, (void)dst;
+    return 0;
+}
+
 static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
     draft_flags_init(&o->draft);
+    if (scan_models(argc, argv, o)) return -1;
     srv_config *c = &o->cfg;
     *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
                       .max_waiting = 64, .timeout = 600, .max_body = 1 << 20, .max_connections = 512,
@@ -141,6 +244,15 @@ static int parse(int argc, char **argv, serve_opts *o) {
                "(default 1073741824)", parse_size, &c->kv_disk_bytes),
         CLI_STR("--served-model-name", "S", "the model id clients send (default: the model directory's name)",
                 &c->served_name),
+        CLI_HEADING("several models (docs/server.md): -m again for each model; requests pick one by \"model\";\n"
+                    "without \"model\" the first one serves"),
+        CLI_FN("--alias", "NAME", "the id clients send for the -m before it (default: its file or directory\n"
+               "name without extension; that name is still accepted)", no_value, NULL),
+        CLI_FN("--models-dir", "DIR", "serve each model file (.gguf, .safetensors, .bin) and each directory with\n"
+               "a config.json in DIR, after the -m models", no_value, NULL),
+        CLI_FN("--max-loaded-bytes", "BYTES", "with several models: weights and KV pools loaded at once; models load\n"
+               "on first use and the least recently used idle one unloads to make room\n"
+               "(default 0: no limit)", parse_size, &c->max_loaded_bytes),
         CLI_STR("--chat-template", "NAME|FILE",
                 "auto (default: the model's own), plain, or a Jinja file (docs/chat-templates.md)", &c->chat_template),
         CLI_STR("--pooling", "P",
@@ -227,6 +339,13 @@ static int parse(int argc, char **argv, serve_opts *o) {
     c->kv_dtype = o->mf.kv_dtype;
     c->engine = session_engine_options(&o->mf);
     if (o->mf.synthetic && !c->served_name) c->served_name = o->mf.synthetic;
+    if (o->n_paths == 1 && o->aliases[0] && !c->served_name) c->served_name = o->aliases[0];
+    if (o->n_paths > 1 || o->models_dir) {
+        if (o->mf.synthetic) return cli_usage_error(&spec, "--synthetic serves one model: drop the -m models");
+        if (c->served_name) return cli_usage_error(&spec, "--served-model-name names one model: give --alias after each -m");
+        if (o->draft.model) return cli_usage_error(&spec, "--draft works with one model only");
+        if (o->mf.tokenizer) return cli_usage_error(&spec, "--tokenizer works with one model only");
+    }
     return 0;
 }
 
@@ -282,9 +401,108 @@ static int wait_signal(srv *s, const sigset_t *set, loader *l) {
     }
 }
 
+/* A model's default id: its file or directory name, without a model
+ * file's extension. */
+static void stem(const char *path, char *out, size_t cap) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    const char *base = strrchr(buf, '/');
+    snprintf(out, cap, "%s", base ? base + 1 : buf);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin")))
+        *dot = 0;
+}
+
+/* The server's loader of several models: a session per model, with the
+ * flags every model shares. */
+static int load_model(void *ctx, const char *path, kvlm_model **m, const kvlm_tokenizer **tok, void **handle,
+                      kvlm_error *err) {
+    const model_flags *shared = ctx;
+    model_flags mf = *shared;
+    mf.model = path;
+    mf.synthetic = NULL;
+    cli_session *ss = calloc(1, sizeof *ss);
+    if (!ss) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    if (session_open(ss, &mf, 0)) {
+        session_close(ss);
+        free(ss);
+        return kvlm_error_set(err, KVLM_ERR_FORMAT, "'%s' did not open (the server's log says why)", path);
+    }
+    *m = ss->m;
+    *tok = ss->tok;
+    *handle = ss;
+    return 0;
+}
+
+static void unload_model(void *ctx, void *handle) {
+    (void)ctx;
+    cli_session *ss = handle;
+    if (!ss) return;
+    session_close(ss);
+    free(ss);
+}
+
+static void free_owned(serve_opts *o) {
+    for (int i = 0; i < o->n_paths; i++) free(o->owned[i]);
+}
+
+/* Serves several models until SIGINT or SIGTERM: the server is ready at
+ * once and loads each model on its first request. */
+static int serve_models(serve_opts *o, srv *s, const sigset_t *set) {
+    kvlm_error err;
+    for (int i = 0; i < o->n_paths; i++) {
+        char name[256];
+        stem(o->paths[i], name, sizeof name);
+        const char *id = o->aliases[i] ? o->aliases[i] : name;
+        if (srv_add_model(s, id, o->aliases[i] ? name : NULL, o->paths[i], &err)) {
+            fprintf(stderr, "kvlm serve: %s\n", err.msg);
+            return err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
+        }
+    }
+    srv_set_loader(s, load_model, unload_model, &o->mf);
+    if (srv_start(s, &err)) {
+        fprintf(stderr, "kvlm serve: %s\n", err.msg);
+        return err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
+    }
+    if (srv_attach_models(s, &err)) {
+        fprintf(stderr, "kvlm serve: %s\n", err.msg);
+        srv_stop(s);
+        return 1;
+    }
+    const char *addr = srv_address(s);
+    int v6 = strchr(addr, ':') != NULL;
+    fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d, %d models, each loaded on its first request\n",
+            v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s), o->n_paths);
+    for (int i = 0; i < o->n_paths; i++) {
+        char name[256];
+        stem(o->paths[i], name, sizeof name);
+        fprintf(stderr, "kvlm serve: model '%s'%s%s%s: %s%s\n", o->aliases[i] ? o->aliases[i] : name,
+                o->aliases[i] ? " (also '" : "", o->aliases[i] ? name : "", o->aliases[i] ? "')" : "", o->paths[i],
+                i ? "" : " (the default: requests without \"model\")");
+    }
+    if (o->cfg.max_loaded_bytes)
+        fprintf(stderr, "kvlm serve: up to %.1f MB of weights and KV pools loaded at once (--max-loaded-bytes)\n",
+                (double)o->cfg.max_loaded_bytes / 1e6);
+    fprintf(stderr, "kvlm serve: ready\n");
+    fflush(stderr);
+    const int sig = wait_signal(s, set, NULL);
+    fprintf(stderr, "kvlm serve: %s, draining (up to %gs)\n", sig == SIGINT ? "interrupted" : "terminated",
+            o->drain_timeout);
+    fflush(stderr);
+    if (srv_drain(s, o->drain_timeout))
+        fprintf(stderr, "kvlm serve: requests still running after %gs are ended\n", o->drain_timeout);
+    srv_stop(s);
+    return 0;
+}
+
 int cli_serve(int argc, char **argv) {
     serve_opts o;
-    if (parse(argc, argv, &o)) return EXIT_USAGE;
+    if (parse(argc, argv, &o)) {
+        free_owned(&o);
+        return EXIT_USAGE;
+    }
     /* SIGINT, SIGTERM, SIGHUP and the loader's SIGUSR1 go to the main
      * thread only (sigwait): this mask is set before any thread starts
      * (the HTTP thread, the loader, OpenMP's), so every thread inherits
@@ -303,8 +521,16 @@ int cli_serve(int argc, char **argv) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     signal(SIGPIPE, SIG_IGN);
-    /* Listen first: /health says "loading" while the model loads. */
     kvlm_error err;
+    if (o.n_paths > 1 || o.models_dir) {
+        srv *s = srv_create(&o.cfg, &err);
+        int rc = s ? serve_models(&o, s, &set) : 1;
+        if (!s) fprintf(stderr, "kvlm serve: %s\n", err.msg);
+        srv_free(s);
+        free_owned(&o);
+        return rc;
+    }
+    /* Listen first: /health says "loading" while the model loads. */
     srv *s = srv_create(&o.cfg, &err);
     if (!s || srv_start(s, &err)) {
         fprintf(stderr, "kvlm serve: %s\n", err.msg);

@@ -197,7 +197,8 @@ static enum MHD_Result queue_event_stream(srv *s, struct MHD_Connection *conn, h
 }
 
 /* GET /kvlm/engine/stream. */
-static enum MHD_Result engine_stream(srv *s, struct MHD_Connection *conn, http_req *hr) {
+/* m: the model whose engine the stream follows (s itself with one model). */
+static enum MHD_Result engine_stream(srv *s, srv *m, struct MHD_Connection *conn, http_req *hr) {
     api_error e;
     const int ms = stream_interval_ms(MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "interval_ms"), &e);
     if (ms < 0) {
@@ -206,7 +207,7 @@ static enum MHD_Result engine_stream(srv *s, struct MHD_Connection *conn, http_r
         return send_reply(s, conn, hr, &r);
     }
     int status;
-    struct MHD_Response *resp = stream_response(s, conn, ms, &status);
+    struct MHD_Response *resp = stream_response(m, conn, ms, &status);
     if (!resp)
         return status == 503 ? send_error(s, conn, hr, 503, "shutting_down", "the server is shutting down")
                              : send_error(s, conn, hr, 500, NULL, "out of memory");
@@ -216,18 +217,19 @@ static enum MHD_Result engine_stream(srv *s, struct MHD_Connection *conn, http_r
 static enum MHD_Result start_stream(srv *s, struct MHD_Connection *conn, http_req *hr, job *j) {
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, j, sse_free);
     if (!resp) return MHD_NO;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&j->s->mu);
     job_ref_locked(j); /* released by sse_free */
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&j->s->mu);
     return queue_event_stream(s, conn, hr, resp);
 }
 
 /* Called again after the engine resumed the connection. */
 static enum MHD_Result job_progress(srv *s, struct MHD_Connection *conn, http_req *hr, job *j) {
     reply r = {0};
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_t *mu = &j->s->mu; /* the job's model's (models.h) */
+    pthread_mutex_lock(mu);
     if (j->cancel_requested) {
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(mu);
         return MHD_NO;
     }
     if (j->state == JOB_DONE && j->status) {
@@ -235,23 +237,27 @@ static enum MHD_Result job_progress(srv *s, struct MHD_Connection *conn, http_re
         r.body = malloc(j->out.len + 1);
         if (r.body) memcpy(r.body, j->out.data ? j->out.data : "", j->out.len);
         r.len = r.body ? j->out.len : 0;
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(mu);
         return send_reply(s, conn, hr, &r);
     }
     if (j->state != JOB_QUEUED && j->rq.stream) {
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(mu);
         return start_stream(s, conn, hr, j);
     }
     j->suspended = 1;
     MHD_suspend_connection(conn);
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(mu);
     return MHD_YES;
 }
 
 static enum MHD_Result queue_job(srv *s, struct MHD_Connection *conn, http_req *hr, job *j) {
+    srv *t = j->s; /* the job's model (models.h); s itself with one model */
     pthread_mutex_lock(&s->mu);
-    if (s->draining || engine_enqueue_locked(s, j)) {
-        pthread_mutex_unlock(&s->mu);
+    const int draining = s->draining;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&t->mu);
+    if (draining || t->draining || engine_enqueue_locked(t, j)) {
+        pthread_mutex_unlock(&t->mu);
         job_unref(j);
         return send_error(s, conn, hr, 503, "shutting_down", "the server is shutting down");
     }
@@ -259,7 +265,7 @@ static enum MHD_Result queue_job(srv *s, struct MHD_Connection *conn, http_req *
     j->conn = conn;
     j->suspended = 1;
     MHD_suspend_connection(conn);
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&t->mu);
     return MHD_YES;
 }
 
@@ -302,9 +308,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         sbuf_free(&hr->body);
         return send_reply(s, conn, hr, &r);
     }
-    route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len, &r);
+    route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len,
+          MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "model"), &r);
     sbuf_free(&hr->body);
-    if (r.engine_stream) return engine_stream(s, conn, hr);
+    if (r.engine_stream) return engine_stream(s, r.target ? r.target : s, conn, hr);
     return r.j ? queue_job(s, conn, hr, r.j) : send_reply(s, conn, hr, &r);
 }
 
@@ -324,10 +331,10 @@ static void log_request(srv *s, struct MHD_Connection *conn, http_req *hr) {
     if (j) {
         /* The engine's fields are final once the job is DONE (set under mu
          * after its last write); before that only the prompt is known. */
-        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&j->s->mu);
         const int done = j->state == JOB_DONE;
         if (j->rq.stream) e.bytes = j->bytes_sent;
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&j->s->mu);
         e.prompt_tokens = j->prompt_tokens;
         if (done) {
             e.completion_tokens = j->completion_tokens;
@@ -348,11 +355,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     log_request(s, conn, hr);
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) guard_request_done(s->guard, conn);
     if (hr->j) {
-        pthread_mutex_lock(&s->mu);
+        srv *t = hr->j->s; /* the job's model (models.h) */
+        pthread_mutex_lock(&t->mu);
         hr->j->conn = NULL;
         hr->j->suspended = 0;
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && hr->j->state != JOB_DONE) engine_cancel_locked(s, hr->j);
-        pthread_mutex_unlock(&s->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && hr->j->state != JOB_DONE) engine_cancel_locked(t, hr->j);
+        pthread_mutex_unlock(&t->mu);
         job_unref(hr->j);
     }
     sbuf_free(&hr->body);

@@ -44,9 +44,14 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
         j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
         j->prompt_tokens += j->rq.n_prompt[p];
     }
+    /* ids are unique across the models of one server: a model counts
+     * with its front's counter (models.h) */
+    srv *ids = s->parent ? s->parent : s;
+    pthread_mutex_lock(&ids->mu);
+    const unsigned long long created = (unsigned long long)ids->created, n = (unsigned long long)++ids->counter;
+    pthread_mutex_unlock(&ids->mu);
     pthread_mutex_lock(&s->mu);
-    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", j->rq.chat ? "chatcmpl" : "cmpl",
-             (unsigned long long)s->created, (unsigned long long)++s->counter);
+    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", j->rq.chat ? "chatcmpl" : "cmpl", created, n);
     s->n_jobs++;
     pthread_mutex_unlock(&s->mu);
     return j;

@@ -17,6 +17,8 @@
 #include "server/embed_routes.h"
 #include "server/cache_routes.h"
 #include "server/measure_routes.h"
+#include "server/metrics_models.h"
+#include "server/models.h"
 #include "server/openai_response.h"
 #include "server/responses_store.h"
 #include "server/static_files.h"
@@ -91,7 +93,8 @@ static void metrics(srv *s, reply *r) {
     const int ready = s->ready, draining = s->draining || s->stopping;
     pthread_mutex_unlock(&s->mu);
     metrics_set_state(s->metrics, !ready, ready && !draining);
-    metrics_render(s->metrics, &o);
+    if (s->n_models) metrics_models_render(s, s->metrics, &o);
+    else metrics_render(s->metrics, &o);
     r->status = 200;
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
     r->body = o.data;
@@ -321,14 +324,16 @@ static const endpoint *find(const char *url) {
     return NULL;
 }
 
-void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r) {
+void route(srv *s, const char *method, const char *url, const char *body, size_t len, const char *qmodel,
+           reply *r) {
     memset(r, 0, sizeof *r);
     r->anthropic = route_is_anthropic(url);
     api_error e;
     const endpoint *ep = find(url);
     if (!ep && !strncmp(url, "/v1/responses/", 14) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
+        srv *t = s;
         if (!srv_ready(s)) loading(r);
-        else stored_response(s, url + 14, r);
+        else if ((t = models_route(s, NULL, 0, qmodel, r))) stored_response(t, url + 14, r);
         return;
     }
     if (!ep && cache_is_pin_path(url)) {
@@ -338,6 +343,7 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     }
     if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
         if (!srv_ready(s)) loading(r);
+        else if (s->n_models) models_card(s, url + 11, r);
         else one_model(s, url + 11, r);
         return;
     }
@@ -357,6 +363,12 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
         loading(r);
         return;
     }
+    if (ep->id == EP_MODELS && s->n_models) {
+        models_list(s, r);
+        return;
+    }
+    /* Several models: the model the request names (models.h) serves it. */
+    if (ep->id != EP_HEALTH && ep->id != EP_METRICS && !(s = models_route(s, body, len, qmodel, r))) return;
     switch (ep->id) {
     case EP_HEALTH: health(s, r); break;
     case EP_MODELS: models(s, r); break;
@@ -381,7 +393,10 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
         reply_text(r, b, n);
         break;
     }
-    case EP_ENGINE_STREAM: r->engine_stream = 1; break;
+    case EP_ENGINE_STREAM:
+        r->engine_stream = 1;
+        r->target = s;
+        break;
     case EP_MODEL_INFO: model_info(s, r); break;
     case EP_MEASURE_NEXT: measure_route(s, body, len, r); break;
     case EP_EMBEDDINGS: embed_route(s, body, len, r); break;

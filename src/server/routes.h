@@ -26,13 +26,17 @@ typedef struct reply {
                                copied nor freed); Cache-Control: no-cache, nosniff, the page's
                                Content-Security-Policy */
     int anthropic;          /* errors in Anthropic's shape (a /v1/messages path) */
+    srv *target;            /* engine_stream: the model whose engine it follows (models.h) */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers
  * 503 "loading" until the model is attached and 503 "draining" once the
  * server drains; while loading, every endpoint but /health and /metrics
  * answers 503 (code "model_loading", Retry-After). */
-void route(srv *s, const char *method, const char *url, const char *body, size_t len, reply *r);
+/* qmodel: the request's `model` query argument, or NULL; with several
+ * models it picks the model of a GET endpoint (models.h). */
+void route(srv *s, const char *method, const char *url, const char *body, size_t len, const char *qmodel,
+           reply *r);
 /* An error reply, in Anthropic's shape when r->anthropic. */
 void route_error(reply *r, const api_error *e);
 /* 1 when url is one of Anthropic's paths (/v1/messages...), whose errors

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "server/http.h"
+#include "server/models.h"
 #include "server/responses_store.h"
 #include "server/srv.h"
 #include "app/tool_calls.h"
@@ -237,12 +238,22 @@ int srv_drain(srv *s, double seconds) {
     pthread_mutex_lock(&s->mu);
     s->draining = 1;
     pthread_mutex_unlock(&s->mu);
+    for (int m = 0; m < s->n_models; m++) {
+        pthread_mutex_lock(&s->models[m]->mu);
+        s->models[m]->draining = 1;
+        pthread_mutex_unlock(&s->models[m]->mu);
+    }
     http_quiesce(s);
     const double end = kvlm_now() + seconds;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        const int left = s->n_jobs;
+        int left = s->n_jobs;
         pthread_mutex_unlock(&s->mu);
+        for (int m = 0; m < s->n_models; m++) {
+            pthread_mutex_lock(&s->models[m]->mu);
+            left += s->models[m]->n_jobs;
+            pthread_mutex_unlock(&s->models[m]->mu);
+        }
         if (!left) return 0;
         if (kvlm_now() >= end) return -1;
         usleep(10000);
@@ -256,12 +267,18 @@ void srv_reopen_log(srv *s) {
 
 void srv_stop(srv *s) {
     engine_stop(s);
+    models_stop(s);
     /* Let resumed connections send their last bytes before the HTTP thread
      * goes (libmicrohttpd must not stop with suspended connections). */
     for (int i = 0; i < 200; i++) {
         pthread_mutex_lock(&s->mu);
         int left = s->n_jobs + s->n_subs;
         pthread_mutex_unlock(&s->mu);
+        for (int m = 0; m < s->n_models; m++) {
+            pthread_mutex_lock(&s->models[m]->mu);
+            left += s->models[m]->n_jobs + s->models[m]->n_subs;
+            pthread_mutex_unlock(&s->models[m]->mu);
+        }
         if (!left) break;
         usleep(10000);
     }
@@ -272,6 +289,7 @@ void srv_stop(srv *s) {
 
 void srv_free(srv *s) {
     if (!s) return;
+    models_free(s);
     kvlm_sched_free(s->sched);
     kvlm_engine_free(s->e);
     kvlm_kv_free(s->kv);
@@ -292,7 +310,7 @@ void srv_limits(srv *s, api_limits *lim) {
     uint64_t x = (uint64_t)s->created * 0x9e3779b97f4a7c15ull + ++s->counter * 0xbf58476d1ce4e5b9ull;
     pthread_mutex_unlock(&s->mu);
     x ^= x >> 31;
-    *lim = (api_limits){.tok = s->tok, .tpl = &s->tpl, .model_name = s->model_name, .n_ctx = s->c->n_ctx,
+    *lim = (api_limits){.tok = s->tok, .tpl = &s->tpl, .model_name = s->asked ? s->asked : s->model_name, .n_ctx = s->c->n_ctx,
                         .vocab = s->c->vocab_size, .max_seqs = s->cfg.max_seqs, .block_size = s->cfg.block_size,
                         .max_prompts = s->cfg.max_waiting, .kv_blocks = s->kv_blocks, .random_seed = x,
                         .has_draft = s->cfg.draft != NULL};

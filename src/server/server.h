@@ -58,9 +58,18 @@ typedef struct srv_config {
     /* /v1/embeddings: mean, cls or last; KVLM_POOLING_NONE (0): the model's
      * files' (kvlm_model_pooling) */
     kvlm_pooling pooling;
+    /* several models (srv_add_model) */
+    size_t max_loaded_bytes;   /* weights + KV pools of the loaded models; 0: no limit */
 } srv_config;
 
 typedef struct srv srv;
+
+/* Several models behind one server (docs/server.md): the caller's loader
+ * opens a model's files (model and tokenizer, tok may be NULL) and keeps
+ * them until unload gets its handle back. Both run on the HTTP thread. */
+typedef int (*srv_load_fn)(void *ctx, const char *path, kvlm_model **m, const kvlm_tokenizer **tok, void **handle,
+                           kvlm_error *err);
+typedef void (*srv_unload_fn)(void *ctx, void *handle);
 
 /* A server with no model yet: the metrics and the access log. */
 srv *srv_create(const srv_config *cfg, kvlm_error *err);
@@ -77,6 +86,16 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
 /* The draft model for speculative decoding (the caller's; outlives s),
  * when it loads after srv_create; call before srv_attach. */
 void srv_set_draft(srv *s, kvlm_model *draft);
+/* Several models: the first call makes s a front that serves no model of
+ * its own; each model loads on its first request (and unloads, least
+ * recently used and idle first, to stay within cfg.max_loaded_bytes).
+ * id is what clients send as "model"; also, when not NULL, a second name
+ * it answers to. Call before srv_start, then srv_attach_models instead of
+ * srv_attach. Ids are unique (KVLM_ERR_ARG). */
+int srv_add_model(srv *s, const char *id, const char *also, const char *path, kvlm_error *err);
+void srv_set_loader(srv *s, srv_load_fn load, srv_unload_fn unload, void *ctx);
+/* A front is ready at once (models load on first use). */
+int srv_attach_models(srv *s, kvlm_error *err);
 int srv_port(const srv *s);
 /* The agent check's port; -1 when there is none. */
 int srv_agent_port(const srv *s);

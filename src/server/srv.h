@@ -162,6 +162,26 @@ struct srv {
     job *measures;                  /* measurements, embeddings and pin operations waiting for a
                                        sequence slot or blocks, or for their next slice */
     struct resp_store *responses;   /* /v1/responses kept for previous_response_id (responses_store.h) */
+    /* Several models (models.c). A front (n_models > 0) has no model of its
+     * own: it holds the HTTP thread, the access log and the server-wide
+     * metrics, and each model is a srv of its own (parent set, no HTTP
+     * thread) with its template, pool, engine thread, metrics and response
+     * store. The HTTP thread alone adds, loads and unloads models. */
+    srv *parent;                    /* a model of a front: the front */
+    srv **models;
+    int n_models;
+    srv_load_fn load;               /* the front's: opens a model's files */
+    srv_unload_fn unload;
+    void *load_ctx;
+    uint64_t use_clock;             /* the front's: ticks once per routed request */
+    char *path;                     /* a model of a front: what `load` opens */
+    char *also;                     /* a model of a front: a second id it answers to, or NULL */
+    const char *asked;              /* a model of a front: model_name or also, as the request being
+                                       routed named it (the parsers check "model" against it) */
+    void *handle;                   /* the loader's, while loaded */
+    size_t loaded_bytes;            /* weights + KV pool at the last load (0: never loaded) */
+    uint64_t last_used;             /* the front's use_clock at its last request */
+    unsigned long long loads, unloads;
 };
 
 /* Jobs (job.c). job_new takes over rq. */

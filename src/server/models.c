@@ -1,0 +1,293 @@
+/*
+ * Several models behind one server (see models.h): the front's list of
+ * models, which model a request names, loading on first use and unloading
+ * the least recently used idle model to stay within --max-loaded-bytes,
+ * and /v1/models over them all.
+ *
+ * Invariants: only the HTTP thread adds, loads and unloads models, so a
+ * model it finds with no job and no engine stream cannot gain one while it
+ * unloads it (jobs are created on the HTTP thread). A model's size is its
+ * weight files plus what the load repacked plus its KV pool, read at load;
+ * before its first load the weight files stand for it. Scratch buffers of
+ * the engine are not counted (the library does not report them).
+ * Not here: the routes themselves (routes.c), the merged /metrics
+ * (metrics_models.c).
+ */
+#include "server/models.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/responses_store.h"
+
+int srv_add_model(srv *s, const char *id, const char *also, const char *path, kvlm_error *err) {
+    if (!id || !*id || strlen(id) > 200) return kvlm_error_set(err, KVLM_ERR_ARG, "a model id of 1 to 200 characters");
+    for (int i = 0; i < s->n_models; i++) {
+        const srv *c = s->models[i];
+        if (!strcmp(c->model_name, id) || (c->also && !strcmp(c->also, id)) || (also && !strcmp(c->model_name, also)))
+            return kvlm_error_set(err, KVLM_ERR_ARG, "two models are named '%s' (give one of them --alias NAME)",
+                                  also && !strcmp(c->model_name, also) ? also : id);
+    }
+    srv **grown = realloc(s->models, (size_t)(s->n_models + 1) * sizeof *grown);
+    if (!grown) return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    s->models = grown;
+    srv_config cfg = s->cfg;
+    cfg.access_log = "off"; /* the front logs every request */
+    cfg.served_name = id;
+    cfg.draft = NULL;
+    srv *c = srv_create(&cfg, err);
+    if (!c) return -1;
+    c->parent = s;
+    snprintf(c->model_name, sizeof c->model_name, "%s", id);
+    c->path = strdup(path);
+    c->also = also && strcmp(also, id) ? strdup(also) : NULL;
+    if (!c->path || (also && strcmp(also, id) && !c->also)) {
+        srv_free(c);
+        return kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
+    }
+    s->models[s->n_models++] = c;
+    return 0;
+}
+
+void srv_set_loader(srv *s, srv_load_fn load, srv_unload_fn unload, void *ctx) {
+    s->load = load;
+    s->unload = unload;
+    s->load_ctx = ctx;
+}
+
+int srv_attach_models(srv *s, kvlm_error *err) {
+    if (!s->n_models || !s->load) return kvlm_error_set(err, KVLM_ERR_ARG, "no models to serve");
+    pthread_mutex_lock(&s->mu);
+    s->ready = 1;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+srv *models_find(srv *s, const char *id) {
+    for (int i = 0; i < s->n_models; i++) {
+        srv *c = s->models[i];
+        if (!strcmp(c->model_name, id) || (c->also && !strcmp(c->also, id))) return c;
+    }
+    return NULL;
+}
+
+int models_is_loaded(srv *c) { return srv_ready(c); }
+
+/* What a model costs while loaded; before its first load, its weight files. */
+static size_t model_cost(srv *c) {
+    if (c->loaded_bytes) return c->loaded_bytes;
+    uint64_t w = 0;
+    kvlm_error ignored;
+    return kvlm_weight_bytes(c->path, &w, NULL, &ignored) ? 0 : (size_t)w;
+}
+
+size_t models_loaded_bytes(srv *s) {
+    size_t n = 0;
+    for (int i = 0; i < s->n_models; i++)
+        if (models_is_loaded(s->models[i])) n += s->models[i]->loaded_bytes;
+    return n;
+}
+
+static int idle(srv *c) {
+    pthread_mutex_lock(&c->mu);
+    const int r = c->ready && !c->n_jobs && !c->n_subs;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+void models_unload(srv *c) {
+    if (!srv_ready(c)) return;
+    srv *s = c->parent;
+    engine_stop(c);
+    kvlm_sched_free(c->sched);
+    kvlm_engine_free(c->e);
+    kvlm_kv_free(c->kv);
+    c->sched = NULL;
+    c->e = NULL;
+    c->kv = NULL;
+    chat_template_free(&c->tpl);
+    memset(&c->tpl, 0, sizeof c->tpl);
+    if (s->unload) s->unload(s->load_ctx, c->handle);
+    c->handle = NULL;
+    c->m = NULL;
+    c->tok = NULL;
+    c->c = NULL;
+    pthread_mutex_lock(&c->mu);
+    c->ready = 0;
+    c->stopping = 0;
+    pthread_mutex_unlock(&c->mu);
+    kvlm_sched_stats st = {0};
+    kvlm_kv_stats kv = {0};
+    metrics_publish(c->metrics, &st, &kv, 0);
+    c->unloads++;
+}
+
+/* Unloads idle models, least recently used first, until `need` more bytes
+ * fit the budget beside what stays loaded (`keep` stays). 0 when they fit. */
+static int make_room(srv *s, srv *keep, size_t need) {
+    const size_t budget = s->cfg.max_loaded_bytes;
+    if (!budget) return 0;
+    for (;;) {
+        size_t used = 0;
+        srv *lru = NULL;
+        for (int i = 0; i < s->n_models; i++) {
+            srv *c = s->models[i];
+            if (c == keep || !models_is_loaded(c)) continue;
+            used += c->loaded_bytes;
+            if (idle(c) && (!lru || c->last_used < lru->last_used)) lru = c;
+        }
+        if (used + need <= budget || used == 0) return 0; /* alone over the budget: it loads anyway */
+        if (!lru) return -1;
+        fprintf(stderr, "kvlm serve: unloading model '%s' (%.1f MB) to make room within --max-loaded-bytes\n",
+                lru->model_name, (double)lru->loaded_bytes / 1e6);
+        models_unload(lru);
+    }
+}
+
+static void fail_reply(reply *r, int status, const char *code, int retry, const char *msg) {
+    api_error e;
+    api_fail(&e, status, code, status == 404 ? "model" : NULL, "%s", msg);
+    route_error(r, &e);
+    r->retry_after = retry;
+}
+
+/* Loads c (the HTTP thread waits for it): room first, then the files, the
+ * pool, the engine. 0, or -1 with r filled. */
+static int load(srv *s, srv *c, reply *r) {
+    if (make_room(s, c, model_cost(c))) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "loading model '%.200s' needs the memory of models that are serving requests "
+                 "(--max-loaded-bytes); retry shortly", c->model_name);
+        fail_reply(r, 503, "model_busy", 1, msg);
+        return -1;
+    }
+    kvlm_error err;
+    kvlm_model *m = NULL;
+    const kvlm_tokenizer *tok = NULL;
+    void *h = NULL;
+    char msg[600];
+    if (s->load(s->load_ctx, c->path, &m, &tok, &h, &err)) {
+        snprintf(msg, sizeof msg, "model '%.200s' did not load: %.300s", c->model_name, err.msg);
+        fail_reply(r, 500, "model_load_failed", 0, msg);
+        return -1;
+    }
+    c->handle = h;
+    if (srv_attach(c, m, tok, &err)) {
+        fprintf(stderr, "kvlm serve: model '%s': %s\n", c->model_name, err.msg);
+        kvlm_sched_free(c->sched);
+        kvlm_engine_free(c->e);
+        kvlm_kv_free(c->kv);
+        c->sched = NULL, c->e = NULL, c->kv = NULL;
+        chat_template_free(&c->tpl);
+        s->unload(s->load_ctx, h);
+        c->handle = NULL;
+        snprintf(msg, sizeof msg, "model '%.200s' did not load: %.300s", c->model_name, err.msg);
+        fail_reply(r, 500, "model_load_failed", 0, msg);
+        return -1;
+    }
+    uint64_t w = 0;
+    kvlm_error ignored;
+    if (kvlm_weight_bytes(c->path, &w, NULL, &ignored)) w = 0;
+    c->loaded_bytes = (size_t)w + kvlm_model_repacked_bytes(m) + c->kv_pool_bytes;
+    c->loads++;
+    fprintf(stderr, "kvlm serve: loaded model '%s' (%.1f MB: weights and KV pool)\n", c->model_name,
+            (double)c->loaded_bytes / 1e6);
+    /* the measured size may exceed the estimate: make room again, or give it back */
+    if (make_room(s, c, c->loaded_bytes)) {
+        models_unload(c);
+        snprintf(msg, sizeof msg, "model '%.200s' does not fit --max-loaded-bytes beside the models serving requests; "
+                 "retry shortly", c->model_name);
+        fail_reply(r, 503, "model_busy", 1, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The "model" of a JSON body: NULL when absent, null or not JSON (the
+ * request's own parser then says what is wrong). */
+static char *body_model(const char *body, size_t len) {
+    if (!body || !len) return NULL;
+    json_t *root = json_loadb(body, len, 0, NULL);
+    const char *m = json_string_value(json_object_get(root, "model"));
+    char *out = m ? strdup(m) : NULL;
+    json_decref(root);
+    return out;
+}
+
+srv *models_route(srv *s, const char *body, size_t len, const char *qmodel, reply *r) {
+    if (!s->n_models) return s;
+    char *named = qmodel && *qmodel ? strdup(qmodel) : body_model(body, len);
+    srv *c = named ? models_find(s, named) : s->models[0];
+    if (!c) {
+        char msg[700];
+        size_t n = (size_t)snprintf(msg, sizeof msg, "The model '%.200s' does not exist; this server serves", named);
+        for (int i = 0; i < s->n_models && n + 1 < sizeof msg; i++)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s '%s'", i ? "," : "", s->models[i]->model_name);
+        fail_reply(r, 404, "model_not_found", 0, msg);
+        free(named);
+        return NULL;
+    }
+    c->asked = named && c->also && !strcmp(named, c->also) ? c->also : c->model_name;
+    free(named);
+    c->last_used = ++s->use_clock;
+    if (!models_is_loaded(c) && load(s, c, r)) return NULL;
+    return c;
+}
+
+static json_t *card(srv *c) {
+    const int loaded = models_is_loaded(c);
+    json_t *j = json_pack("{s:s,s:s,s:I,s:s,s:{s:s}}", "id", c->model_name, "object", "model", "created",
+                          (json_int_t)c->created, "owned_by", "kvlm", "status", "value",
+                          loaded ? "loaded" : "unloaded");
+    if (!j) return NULL;
+    if (loaded) json_object_set_new(j, "max_model_len", json_integer(c->c->n_ctx));
+    if (c->also) json_object_set_new(j, "aliases", json_pack("[s]", c->also));
+    json_object_set_new(j, "kvlm_path", json_string(c->path));
+    if (c->loaded_bytes) json_object_set_new(j, "kvlm_loaded_bytes", json_integer((json_int_t)c->loaded_bytes));
+    return j;
+}
+
+static void reply_json(reply *r, int status, json_t *j) {
+    r->status = status;
+    r->content_type = "application/json";
+    r->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    r->len = r->body ? strlen(r->body) : 0;
+    if (!r->body) r->status = 500;
+    json_decref(j);
+}
+
+void models_list(srv *s, reply *r) {
+    json_t *data = json_array();
+    for (int i = 0; i < s->n_models; i++) json_array_append_new(data, card(s->models[i]));
+    reply_json(r, 200, json_pack("{s:s,s:o,s:I}", "object", "list", "data", data, "kvlm_max_loaded_bytes",
+                                 (json_int_t)s->cfg.max_loaded_bytes));
+}
+
+void models_card(srv *s, const char *id, reply *r) {
+    srv *c = models_find(s, id);
+    if (c) reply_json(r, 200, card(c));
+    else {
+        char msg[300];
+        snprintf(msg, sizeof msg, "The model '%.200s' does not exist", id);
+        fail_reply(r, 404, "model_not_found", 0, msg);
+    }
+}
+
+void models_stop(srv *s) {
+    for (int i = 0; i < s->n_models; i++) engine_stop(s->models[i]);
+}
+
+void models_free(srv *s) {
+    for (int i = 0; i < s->n_models; i++) {
+        srv *c = s->models[i];
+        if (srv_ready(c)) models_unload(c);
+        free(c->path);
+        free(c->also);
+        srv_free(c);
+    }
+    free(s->models);
+    s->models = NULL;
+    s->n_models = 0;
+}
