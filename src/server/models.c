@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/responses_store.h"
 
@@ -118,8 +119,14 @@ void models_unload(srv *c) {
     c->ready = 0;
     c->stopping = 0;
     pthread_mutex_unlock(&c->mu);
-    kvlm_sched_stats st = {0};
-    kvlm_kv_stats kv = {0};
+    /* the last counters stay (they restart when the model loads again, a
+     * counter reset to Prometheus); the gauges read an empty model */
+    kvlm_sched_stats st;
+    kvlm_kv_stats kv;
+    int inbox;
+    metrics_snapshot(c->metrics, &st, &kv, &inbox);
+    st.running = st.waiting = 0;
+    kv.blocks_total = kv.blocks_used = kv.blocks_cached = 0;
     metrics_publish(c->metrics, &st, &kv, 0);
     c->unloads++;
 }
@@ -129,6 +136,7 @@ void models_unload(srv *c) {
 static int make_room(srv *s, srv *keep, size_t need) {
     const size_t budget = s->cfg.max_loaded_bytes;
     if (!budget) return 0;
+    int waited = 0;
     for (;;) {
         size_t used = 0;
         srv *lru = NULL;
@@ -139,6 +147,13 @@ static int make_room(srv *s, srv *keep, size_t need) {
             if (idle(c) && (!lru || c->last_used < lru->last_used)) lru = c;
         }
         if (used + need <= budget || used == 0) return 0; /* alone over the budget: it loads anyway */
+        if (!lru && waited < 50) {
+            /* a request just answered may hold its model a moment longer
+             * (the engine drops its reference after the last bytes) */
+            usleep(1000);
+            waited++;
+            continue;
+        }
         if (!lru) return -1;
         fprintf(stderr, "kvlm serve: unloading model '%s' (%.1f MB) to make room within --max-loaded-bytes\n",
                 lru->model_name, (double)lru->loaded_bytes / 1e6);
