@@ -1,5 +1,7 @@
 // The server's HTTP API as the page uses it: JSON calls and server-sent event streams over fetch, with the API
-// key (kept in localStorage) sent as "Authorization: Bearer" once the server has answered 401.
+// key (kept in localStorage) sent as "Authorization: Bearer" once the server has answered 401. On a server with
+// several models, the model picked (setModel) goes with every call: as "model" in JSON bodies and as ?model= on the
+// /kvlm/ GET endpoints.
 
 const KEY_STORE = 'kvlm.apiKey';
 let needKeyHandler = () => {};
@@ -11,6 +13,18 @@ export function setApiKey(k) {
 }
 // Called with the server's message when a request is refused for want of a (right) key.
 export function onNeedKey(fn) { needKeyHandler = fn; }
+
+let model = '';
+export function currentModel() { return model; }
+export function setModel(m) { model = m || ''; }
+
+function routed(method, path, body) {
+  if (!model) return [path, body];
+  if (body && typeof body === 'object' && !Array.isArray(body) && body.model === undefined) body = { ...body, model };
+  if (method === 'GET' && path.startsWith('/kvlm/'))
+    path += (path.includes('?') ? '&' : '?') + 'model=' + encodeURIComponent(model);
+  return [path, body];
+}
 
 export class ApiError extends Error {
   constructor(status, message, code) {
@@ -39,6 +53,7 @@ async function failure(res) {
 }
 
 async function send(method, path, body, signal) {
+  [path, body] = routed(method, path, body);
   const res = await fetch(path, {
     method, headers: headers(body !== undefined), signal,
     body: body === undefined ? undefined : JSON.stringify(body),

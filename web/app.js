@@ -1,7 +1,7 @@
 // The page's entry point: the tabs (keyboard as the ARIA tabs pattern: arrows, Home, End), the served model's name
-// (or that it is still loading), and the API key bar shown when the server asks for a key. Each view lives in a
-// module of its own.
-import { getJSON, apiKey, setApiKey, onNeedKey } from './api.js';
+// (or that it is still loading), the model picker when the server serves several, and the API key bar shown when
+// the server asks for a key. Each view lives in a module of its own.
+import { getJSON, apiKey, setApiKey, onNeedKey, currentModel, setModel } from './api.js';
 import { $, setStatus } from './util.js';
 import * as chat from './chat.js';
 import * as tokens from './tokens.js';
@@ -53,11 +53,32 @@ function keyBar() {
   });
 }
 
+function modelLabel(m) {
+  return m.max_model_len ? `${m.id} · context ${m.max_model_len}` : `${m.id} · not loaded yet`;
+}
+
+// Several models: a picker over /v1/models; the views start again over the model picked.
+function modelPicker(list) {
+  const pick = $('model-pick');
+  pick.hidden = list.length < 2;
+  if (list.length < 2) return;
+  const keep = currentModel() || list[0].id;
+  pick.replaceChildren(...list.map(m => {
+    const o = document.createElement('option');
+    o.value = m.id;
+    o.textContent = m.status && m.status.value === 'unloaded' ? `${m.id} (not loaded)` : m.id;
+    o.selected = m.id === keep;
+    return o;
+  }));
+  setModel(keep);
+}
+
 async function loadModel() {
   try {
     const list = await getJSON('/v1/models');
-    const model = list.data[0];
-    $('model-name').textContent = `${model.id} · context ${model.max_model_len}`;
+    modelPicker(list.data);
+    const model = list.data.find(m => m.id === currentModel()) || list.data[0];
+    $('model-name').textContent = modelLabel(model);
     setStatus('');
   } catch (e) {
     $('model-name').textContent = '';
@@ -66,6 +87,12 @@ async function loadModel() {
   }
 }
 
+$('model-pick').addEventListener('change', e => {
+  setModel(e.target.value);
+  if (current && views[current].hide) views[current].hide();
+  if (current && views[current].show) views[current].show();
+  loadModel();
+});
 for (const t of tabs) {
   t.addEventListener('click', () => showView(t.id.slice(4)));
   t.addEventListener('keydown', tabKeys);
