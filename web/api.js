@@ -14,9 +14,15 @@ export function setApiKey(k) {
 // Called with the server's message when a request is refused for want of a (right) key.
 export function onNeedKey(fn) { needKeyHandler = fn; }
 
-let model = '';
+// The model picked, kept for this tab (sessionStorage) so a reload starts every view over it.
+const MODEL_STORE = 'kvlm.model';
+let model = sessionStorage.getItem(MODEL_STORE) || '';
 export function currentModel() { return model; }
-export function setModel(m) { model = m || ''; }
+export function setModel(m) {
+  model = m || '';
+  if (model) sessionStorage.setItem(MODEL_STORE, model);
+  else sessionStorage.removeItem(MODEL_STORE);
+}
 
 function routed(method, path, body) {
   if (!model) return [path, body];

@@ -57,12 +57,15 @@ function modelLabel(m) {
   return m.max_model_len ? `${m.id} · context ${m.max_model_len}` : `${m.id} · not loaded yet`;
 }
 
-// Several models: a picker over /v1/models; the views start again over the model picked.
+// Several models: a picker over /v1/models (a model the server no longer lists falls back to the first).
 function modelPicker(list) {
   const pick = $('model-pick');
   pick.hidden = list.length < 2;
-  if (list.length < 2) return;
-  const keep = currentModel() || list[0].id;
+  if (list.length < 2) {
+    setModel('');
+    return;
+  }
+  const keep = list.some(m => m.id === currentModel()) ? currentModel() : list[0].id;
   pick.replaceChildren(...list.map(m => {
     const o = document.createElement('option');
     o.value = m.id;
@@ -87,11 +90,10 @@ async function loadModel() {
   }
 }
 
+// Another model: the page starts again over it (each view keeps what it fetched of the model).
 $('model-pick').addEventListener('change', e => {
   setModel(e.target.value);
-  if (current && views[current].hide) views[current].hide();
-  if (current && views[current].show) views[current].show();
-  loadModel();
+  location.reload();
 });
 for (const t of tabs) {
   t.addEventListener('click', () => showView(t.id.slice(4)));

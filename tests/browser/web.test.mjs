@@ -219,3 +219,24 @@ test('the layout holds at a narrow width', async () => {
   }
   await closeClean(page);
 });
+
+test('with several models, the picker lists them and the views follow the model picked', async () => {
+  const two = await startServer(['-m', 'models/shakespeare-gpt2', '-m', 'models/shakespeare-llama', '--alias', 'bard',
+    '--max-seqs', '2']);
+  try {
+    const page = await openPage(browser, two.url + '/#measure');
+    await page.waitForFunction(() => document.querySelectorAll('#model-pick option').length === 2);
+    assert.equal(await page.isVisible('#model-pick'), true);
+    assert.equal(await page.inputValue('#model-pick'), 'shakespeare-gpt2');
+    await page.waitForFunction(() => /gpt2/.test(document.getElementById('cap-model').textContent));
+    await page.selectOption('#model-pick', 'bard');
+    await page.waitForFunction(() => /llama/.test(document.getElementById('cap-model').textContent));
+    assert.equal(await page.inputValue('#model-pick'), 'bard');
+    await page.waitForFunction(() => document.getElementById('model-name').textContent.startsWith('bard'));
+    const list = await api(two, '/v1/models');
+    assert.deepEqual(list.data.map(m => m.status.value), ['loaded', 'loaded']);
+    await closeClean(page);
+  } finally {
+    await stopServer(two);
+  }
+});
