@@ -14,7 +14,11 @@
  * model unloads the other (least recently used, idle); a model with an
  * open engine stream is not unloaded (503 model_busy, Retry-After) until
  * the stream closes; /metrics labels each model's series model="ID" under
- * one TYPE line and counts loads and unloads. A second server over
+ * one TYPE line and counts loads and unloads. A server whose loads wait
+ * for a gate file shows the model "loading", answers /health and /metrics
+ * meanwhile, and answers the waiting request once the load ends; a model
+ * whose file is missing answers 500 model_load_failed while the other
+ * serves. A server over
  * --models-dir models lists the two model directories and not the
  * tokenizer-only one.
  */
@@ -229,6 +233,83 @@ static void test_metrics_labels(void **state) {
     resp_free(&r);
 }
 
+static int gated_port;
+
+static void *post_bard(void *arg) {
+    resp *r = arg;
+    *r = http(gated_port, "POST", "/v1/completions", "{\"model\":\"bard\",\"prompt\":\"a\",\"max_tokens\":2}");
+    return NULL;
+}
+
+/* A request for a model that is loading waits for it; the server answers
+ * everything else meanwhile. The loads wait for a gate file. */
+static void test_waits_for_load(void **state) {
+    (void)state;
+    server g;
+    new_dir(&g);
+    char gate[600], args[200];
+    snprintf(gate, sizeof gate, "%s/gate", g.dir);
+    snprintf(args, sizeof args, "-m models/shakespeare-gpt2 -m models/shakespeare-llama --alias bard --threads 1 "
+             "--max-seqs 2");
+    setenv("KVLM_TEST_LOAD_GATE", gate, 1);
+    int rc = start_server_as(&g, args, 1);
+    unsetenv("KVLM_TEST_LOAD_GATE");
+    assert_int_equal(rc, 0);
+    gated_port = g.port;
+    resp waiting = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, post_bard, &waiting);
+    int loading = 0;
+    for (int i = 0; i < 1000 * th_time_scale() && !loading; i++) {
+        resp r = http(g.port, "GET", "/v1/models", NULL);
+        loading = strstr(r.body, "\"loading\"") != NULL;
+        resp_free(&r);
+        if (!loading) usleep(10000);
+    }
+    assert_true(loading);
+    resp r = http(g.port, "GET", "/health", NULL); /* answered while the model loads */
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    r = http(g.port, "GET", "/metrics", NULL);
+    assert_non_null(strstr(r.body, "kvlm_model_loaded{model=\"bard\"} 0\n"));
+    resp_free(&r);
+    FILE *f = fopen(gate, "w");
+    assert_non_null(f);
+    fclose(f);
+    pthread_join(th, NULL);
+    assert_int_equal(waiting.status, 200);
+    json_t *j = json_loads(waiting.body, 0, NULL);
+    assert_string_equal(jstr(j, "model"), "bard");
+    assert_int_equal(jint(j, "usage.completion_tokens"), 2);
+    json_decref(j);
+    resp_free(&waiting);
+    assert_int_equal(stop_server(&g), 0);
+    th_rmtree(g.dir);
+}
+
+/* A model whose files do not load: 500 model_load_failed naming it; the
+ * other model still serves. */
+static void test_load_fails(void **state) {
+    (void)state;
+    server b;
+    new_dir(&b);
+    char args[700];
+    snprintf(args, sizeof args, "-m models/shakespeare-llama -m %s/missing.gguf --threads 1 --max-seqs 2", b.dir);
+    assert_int_equal(start_server_as(&b, args, 1), 0);
+    resp r = http(b.port, "POST", "/v1/completions", "{\"model\":\"missing\",\"prompt\":\"a\",\"max_tokens\":1}");
+    assert_int_equal(r.status, 500);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_string_equal(jstr(j, "error.code"), "model_load_failed");
+    assert_non_null(strstr(jstr(j, "error.message"), "'missing'"));
+    json_decref(j);
+    resp_free(&r);
+    j = post(b.port, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":1}", 200);
+    assert_string_equal(jstr(j, "model"), "shakespeare-llama");
+    json_decref(j);
+    assert_int_equal(stop_server(&b), 0);
+    th_rmtree(b.dir);
+}
+
 static void test_models_dir(void **state) {
     (void)state;
     server d;
@@ -252,6 +333,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_list_before_use), cmocka_unit_test(test_routing),
         cmocka_unit_test(test_unknown_model),   cmocka_unit_test(test_lru_unload),
         cmocka_unit_test(test_no_unload_in_use), cmocka_unit_test(test_metrics_labels),
+        cmocka_unit_test(test_waits_for_load),  cmocka_unit_test(test_load_fails),
         cmocka_unit_test(test_models_dir),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;

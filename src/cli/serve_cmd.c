@@ -415,11 +415,15 @@ static void stem(const char *path, char *out, size_t cap) {
         *dot = 0;
 }
 
-/* The server's loader of several models: a session per model, with the
- * flags every model shares. */
+/* The server's loader of several models (on a thread of the server's): a
+ * session per model, with the flags every model shares. */
 static int load_model(void *ctx, const char *path, kvlm_model **m, const kvlm_tokenizer **tok, void **handle,
                       kvlm_error *err) {
     const model_flags *shared = ctx;
+    /* Test hook, as in load_main below (tests/test_server_models.c): each
+     * load waits until this file exists. */
+    const char *gate = getenv("KVLM_TEST_LOAD_GATE");
+    while (gate && *gate && access(gate, F_OK)) usleep(10000);
     model_flags mf = *shared;
     mf.model = path;
     mf.synthetic = NULL;

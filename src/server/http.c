@@ -36,6 +36,7 @@
 
 #include "server/auth.h"
 #include "server/engine_stream.h"
+#include "server/models.h"
 #include "server/routes.h"
 
 /* Descriptors kept free of connections: model files, logs, the daemon's
@@ -308,8 +309,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         sbuf_free(&hr->body);
         return send_reply(s, conn, hr, &r);
     }
-    route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len,
-          MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "model"), &r);
+    for (;;) {
+        route(s, method, url, hr->body.data ? hr->body.data : "", hr->body.len,
+              MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "model"), &r);
+        if (!r.wait_load) break;
+        /* the model loads: the connection waits (its body kept) and is
+         * routed again when the loader resumes it (models.h) */
+        const int w = models_wait(r.wait_load, conn);
+        if (w == 0) return MHD_YES;
+        if (w < 0) return send_error(s, conn, hr, 500, NULL, "out of memory");
+    }
     sbuf_free(&hr->body);
     if (r.engine_stream) return engine_stream(s, r.target ? r.target : s, conn, hr);
     return r.j ? queue_job(s, conn, hr, r.j) : send_reply(s, conn, hr, &r);

@@ -113,8 +113,12 @@ void metrics_models_render(srv *s, srv_metrics *front, sbuf *o) {
         sbuf_printf(o, "kvlm_model_loaded{model=\"%s\"} %d\n", s->models[m]->model_name,
                     models_is_loaded(s->models[m]));
     sbuf_printf(o, "# HELP kvlm_model_loads_total Times the model was loaded.\n# TYPE kvlm_model_loads_total counter\n");
-    for (int m = 0; m < s->n_models; m++)
-        sbuf_printf(o, "kvlm_model_loads_total{model=\"%s\"} %llu\n", s->models[m]->model_name, s->models[m]->loads);
+    for (int m = 0; m < s->n_models; m++) {
+        pthread_mutex_lock(&s->models[m]->mu); /* its loader thread counts loads */
+        const unsigned long long loads = s->models[m]->loads;
+        pthread_mutex_unlock(&s->models[m]->mu);
+        sbuf_printf(o, "kvlm_model_loads_total{model=\"%s\"} %llu\n", s->models[m]->model_name, loads);
+    }
     sbuf_printf(o, "# HELP kvlm_model_unloads_total Times the model was unloaded to stay within --max-loaded-bytes.\n"
                    "# TYPE kvlm_model_unloads_total counter\n");
     for (int m = 0; m < s->n_models; m++)

@@ -1,12 +1,15 @@
 /*
  * Several models behind one server (see models.h): the front's list of
- * models, which model a request names, loading on first use and unloading
- * the least recently used idle model to stay within --max-loaded-bytes,
- * and /v1/models over them all.
+ * models, which model a request names, loading on first use (a thread per
+ * load; the requests for the model wait, suspended, and run once it is
+ * loaded) and unloading the least recently used idle model to stay within
+ * --max-loaded-bytes, and /v1/models over them all.
  *
- * Invariants: only the HTTP thread adds, loads and unloads models, so a
- * model it finds with no job and no engine stream cannot gain one while it
- * unloads it (jobs are created on the HTTP thread). A model's size is its
+ * Invariants: only the HTTP thread adds models, starts loads and unloads
+ * models, so a model it finds with no job and no engine stream cannot gain
+ * one while it unloads it (jobs are created on the HTTP thread); a loading
+ * model is neither served nor unloaded, and its loader thread alone
+ * touches its fields until it clears `loading` under the model's mu. A model's size is its
  * weight files plus what the load repacked plus its KV pool, read at load;
  * before its first load the weight files stand for it. Scratch buffers of
  * the engine are not counted (the library does not report them).
@@ -20,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <microhttpd.h>
 
 #include "server/responses_store.h"
 
@@ -74,11 +79,32 @@ srv *models_find(srv *s, const char *id) {
     return NULL;
 }
 
-int models_is_loaded(srv *c) { return srv_ready(c); }
+/* 0 unloaded, 1 loading, 2 loaded */
+static int state(srv *c) {
+    pthread_mutex_lock(&c->mu);
+    const int st = c->loading ? 1 : c->ready ? 2 : 0;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+int models_is_loaded(srv *c) { return state(c) == 2; }
+
+const char *models_state_name(srv *c) {
+    static const char *const names[] = {"unloaded", "loading", "loaded"};
+    return names[state(c)];
+}
 
 /* What a model costs while loaded; before its first load, its weight files. */
+static size_t bytes_of(srv *c) {
+    pthread_mutex_lock(&c->mu);
+    const size_t n = c->loaded_bytes; /* the loader thread writes it */
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 static size_t model_cost(srv *c) {
-    if (c->loaded_bytes) return c->loaded_bytes;
+    const size_t known = bytes_of(c);
+    if (known) return known;
     uint64_t w = 0;
     kvlm_error ignored;
     return kvlm_weight_bytes(c->path, &w, NULL, &ignored) ? 0 : (size_t)w;
@@ -87,19 +113,19 @@ static size_t model_cost(srv *c) {
 size_t models_loaded_bytes(srv *s) {
     size_t n = 0;
     for (int i = 0; i < s->n_models; i++)
-        if (models_is_loaded(s->models[i])) n += s->models[i]->loaded_bytes;
+        if (models_is_loaded(s->models[i])) n += bytes_of(s->models[i]);
     return n;
 }
 
 static int idle(srv *c) {
     pthread_mutex_lock(&c->mu);
-    const int r = c->ready && !c->n_jobs && !c->n_subs;
+    const int r = c->ready && !c->loading && !c->n_jobs && !c->n_subs;
     pthread_mutex_unlock(&c->mu);
     return r;
 }
 
 void models_unload(srv *c) {
-    if (!srv_ready(c)) return;
+    if (state(c) != 2) return;
     srv *s = c->parent;
     engine_stop(c);
     kvlm_sched_free(c->sched);
@@ -142,8 +168,10 @@ static int make_room(srv *s, srv *keep, size_t need) {
         srv *lru = NULL;
         for (int i = 0; i < s->n_models; i++) {
             srv *c = s->models[i];
-            if (c == keep || !models_is_loaded(c)) continue;
-            used += c->loaded_bytes;
+            const int st = c == keep ? 0 : state(c);
+            if (st == 1) used += model_cost(c); /* loading: its estimate */
+            if (st != 2) continue;
+            used += bytes_of(c);
             if (idle(c) && (!lru || c->last_used < lru->last_used)) lru = c;
         }
         if (used + need <= budget || used == 0) return 0; /* alone over the budget: it loads anyway */
@@ -156,7 +184,7 @@ static int make_room(srv *s, srv *keep, size_t need) {
         }
         if (!lru) return -1;
         fprintf(stderr, "kvlm serve: unloading model '%s' (%.1f MB) to make room within --max-loaded-bytes\n",
-                lru->model_name, (double)lru->loaded_bytes / 1e6);
+                lru->model_name, (double)bytes_of(lru) / 1e6);
         models_unload(lru);
     }
 }
@@ -168,9 +196,72 @@ static void fail_reply(reply *r, int status, const char *code, int retry, const 
     r->retry_after = retry;
 }
 
-/* Loads c (the HTTP thread waits for it): room first, then the files, the
- * pool, the engine. 0, or -1 with r filled. */
-static int load(srv *s, srv *c, reply *r) {
+typedef struct load_waiter {
+    struct MHD_Connection *conn;
+    struct load_waiter *next;
+} load_waiter;
+
+/* The loader thread: the files, the pool, the engine; then it resumes the
+ * connections that wait for it. */
+static void *load_main(void *arg) {
+    srv *c = arg, *s = c->parent;
+    kvlm_error err;
+    kvlm_model *m = NULL;
+    const kvlm_tokenizer *tok = NULL;
+    void *h = NULL;
+    char msg[sizeof c->load_error] = "";
+    size_t bytes = 0;
+    if (s->load(s->load_ctx, c->path, &m, &tok, &h, &err)) {
+        snprintf(msg, sizeof msg, "model '%.200s' did not load: %.150s", c->model_name, err.msg);
+    } else {
+        c->handle = h;
+        if (srv_attach(c, m, tok, &err)) {
+            snprintf(msg, sizeof msg, "model '%.200s' did not load: %.150s", c->model_name, err.msg);
+            engine_stop(c);
+            kvlm_sched_free(c->sched);
+            kvlm_engine_free(c->e);
+            kvlm_kv_free(c->kv);
+            c->sched = NULL, c->e = NULL, c->kv = NULL;
+            chat_template_free(&c->tpl);
+            memset(&c->tpl, 0, sizeof c->tpl);
+            s->unload(s->load_ctx, h);
+            c->handle = NULL;
+            c->m = NULL, c->tok = NULL, c->c = NULL;
+        } else {
+            uint64_t w = 0;
+            kvlm_error ignored;
+            if (kvlm_weight_bytes(c->path, &w, NULL, &ignored)) w = 0;
+            bytes = (size_t)w + kvlm_model_repacked_bytes(m) + c->kv_pool_bytes;
+            fprintf(stderr, "kvlm serve: loaded model '%s' (%.1f MB: weights and KV pool)\n", c->model_name,
+                    (double)bytes / 1e6);
+        }
+    }
+    if (msg[0]) fprintf(stderr, "kvlm serve: %s\n", msg);
+    pthread_mutex_lock(&c->mu);
+    if (msg[0]) {
+        c->ready = 0;
+        c->stopping = 0;
+        c->failed_at = kvlm_now();
+        snprintf(c->load_error, sizeof c->load_error, "%s", msg);
+    } else {
+        c->loaded_bytes = bytes;
+        c->over_budget = 1;
+        c->loads++;
+    }
+    c->loading = 0;
+    while (c->waiters) {
+        load_waiter *w = c->waiters;
+        c->waiters = w->next;
+        MHD_resume_connection(w->conn);
+        free(w);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Starts loading c on a thread of its own, after making room. 0, or -1
+ * with r filled. */
+static int start_load(srv *s, srv *c, reply *r) {
     if (make_room(s, c, model_cost(c))) {
         char msg[400];
         snprintf(msg, sizeof msg, "loading model '%.200s' needs the memory of models that are serving requests "
@@ -178,45 +269,37 @@ static int load(srv *s, srv *c, reply *r) {
         fail_reply(r, 503, "model_busy", 1, msg);
         return -1;
     }
-    kvlm_error err;
-    kvlm_model *m = NULL;
-    const kvlm_tokenizer *tok = NULL;
-    void *h = NULL;
-    char msg[600];
-    if (s->load(s->load_ctx, c->path, &m, &tok, &h, &err)) {
-        snprintf(msg, sizeof msg, "model '%.200s' did not load: %.300s", c->model_name, err.msg);
-        fail_reply(r, 500, "model_load_failed", 0, msg);
+    if (c->loader_joinable) pthread_join(c->loader, NULL);
+    c->loader_joinable = 0;
+    pthread_mutex_lock(&c->mu);
+    c->loading = 1;
+    pthread_mutex_unlock(&c->mu);
+    const int rc = pthread_create(&c->loader, NULL, load_main, c);
+    if (rc) {
+        pthread_mutex_lock(&c->mu);
+        c->loading = 0;
+        pthread_mutex_unlock(&c->mu);
+        fail_reply(r, 500, "model_load_failed", 0, "cannot start a thread to load the model");
         return -1;
     }
-    c->handle = h;
-    if (srv_attach(c, m, tok, &err)) {
-        fprintf(stderr, "kvlm serve: model '%s': %s\n", c->model_name, err.msg);
-        kvlm_sched_free(c->sched);
-        kvlm_engine_free(c->e);
-        kvlm_kv_free(c->kv);
-        c->sched = NULL, c->e = NULL, c->kv = NULL;
-        chat_template_free(&c->tpl);
-        s->unload(s->load_ctx, h);
-        c->handle = NULL;
-        snprintf(msg, sizeof msg, "model '%.200s' did not load: %.300s", c->model_name, err.msg);
-        fail_reply(r, 500, "model_load_failed", 0, msg);
-        return -1;
+    c->loader_joinable = 1;
+    return 0;
+}
+
+int models_wait(srv *c, struct MHD_Connection *conn) {
+    load_waiter *w = malloc(sizeof *w);
+    if (!w) return -1;
+    pthread_mutex_lock(&c->mu);
+    if (!c->loading) {
+        pthread_mutex_unlock(&c->mu);
+        free(w);
+        return 1;
     }
-    uint64_t w = 0;
-    kvlm_error ignored;
-    if (kvlm_weight_bytes(c->path, &w, NULL, &ignored)) w = 0;
-    c->loaded_bytes = (size_t)w + kvlm_model_repacked_bytes(m) + c->kv_pool_bytes;
-    c->loads++;
-    fprintf(stderr, "kvlm serve: loaded model '%s' (%.1f MB: weights and KV pool)\n", c->model_name,
-            (double)c->loaded_bytes / 1e6);
-    /* the measured size may exceed the estimate: make room again, or give it back */
-    if (make_room(s, c, c->loaded_bytes)) {
-        models_unload(c);
-        snprintf(msg, sizeof msg, "model '%.200s' does not fit --max-loaded-bytes beside the models serving requests; "
-                 "retry shortly", c->model_name);
-        fail_reply(r, 503, "model_busy", 1, msg);
-        return -1;
-    }
+    w->conn = conn;
+    w->next = c->waiters;
+    c->waiters = w;
+    MHD_suspend_connection(conn);
+    pthread_mutex_unlock(&c->mu);
     return 0;
 }
 
@@ -247,20 +330,37 @@ srv *models_route(srv *s, const char *body, size_t len, const char *qmodel, repl
     c->asked = named && c->also && !strcmp(named, c->also) ? c->also : c->model_name;
     free(named);
     c->last_used = ++s->use_clock;
-    if (!models_is_loaded(c) && load(s, c, r)) return NULL;
-    return c;
+    pthread_mutex_lock(&c->mu);
+    const int st = c->loading ? 1 : c->ready ? 2 : 0, over = c->over_budget;
+    const int failed = c->failed_at > 0 && kvlm_now() - c->failed_at < 1.0;
+    char why[sizeof c->load_error];
+    snprintf(why, sizeof why, "%s", c->load_error);
+    c->over_budget = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (st == 2) {
+        /* measured at load: it may need more room than its estimate */
+        if (over) make_room(s, c, bytes_of(c));
+        return c;
+    }
+    if (st == 0 && failed) { /* the requests that waited for it, and for a second any other */
+        fail_reply(r, 500, "model_load_failed", 0, why);
+        return NULL;
+    }
+    if (st == 0 && start_load(s, c, r)) return NULL;
+    r->wait_load = c;
+    return NULL;
 }
 
 static json_t *card(srv *c) {
     const int loaded = models_is_loaded(c);
     json_t *j = json_pack("{s:s,s:s,s:I,s:s,s:{s:s}}", "id", c->model_name, "object", "model", "created",
-                          (json_int_t)c->created, "owned_by", "kvlm", "status", "value",
-                          loaded ? "loaded" : "unloaded");
+                          (json_int_t)c->created, "owned_by", "kvlm", "status", "value", models_state_name(c));
     if (!j) return NULL;
     if (loaded) json_object_set_new(j, "max_model_len", json_integer(c->c->n_ctx));
     if (c->also) json_object_set_new(j, "aliases", json_pack("[s]", c->also));
     json_object_set_new(j, "kvlm_path", json_string(c->path));
-    if (c->loaded_bytes) json_object_set_new(j, "kvlm_loaded_bytes", json_integer((json_int_t)c->loaded_bytes));
+    const size_t bytes = bytes_of(c);
+    if (bytes) json_object_set_new(j, "kvlm_loaded_bytes", json_integer((json_int_t)bytes));
     return j;
 }
 
@@ -291,13 +391,20 @@ void models_card(srv *s, const char *id, reply *r) {
 }
 
 void models_stop(srv *s) {
-    for (int i = 0; i < s->n_models; i++) engine_stop(s->models[i]);
+    for (int i = 0; i < s->n_models; i++) {
+        srv *c = s->models[i];
+        if (c->loader_joinable) pthread_join(c->loader, NULL);
+        c->loader_joinable = 0;
+        engine_stop(c);
+    }
 }
 
 void models_free(srv *s) {
     for (int i = 0; i < s->n_models; i++) {
         srv *c = s->models[i];
-        if (srv_ready(c)) models_unload(c);
+        if (c->loader_joinable) pthread_join(c->loader, NULL);
+        c->loader_joinable = 0;
+        models_unload(c);
         free(c->path);
         free(c->also);
         srv_free(c);

@@ -15,12 +15,22 @@
 #include "server/routes.h"
 #include "server/srv.h"
 
-/* The model a request names, loaded; NULL with r filled: 404
+/* The model a request names, loaded; NULL with r->wait_load set when it
+ * is loading (a load starts when it was not loaded: models_wait), or NULL
+ * with r filled: 404
  * model_not_found (in the client API's shape, r->anthropic), 503
  * model_busy with Retry-After (no room: every model that would have to
  * unload has a request in flight or an open engine stream), 500
  * model_load_failed. */
 srv *models_route(srv *s, const char *body, size_t len, const char *qmodel, reply *r);
+/* When models_route set r->wait_load (the model is loading): suspends the
+ * connection until the load ends (the loader resumes it; the request is
+ * then routed again). 0 suspended; 1 the load already ended (route
+ * again now); -1 out of memory. */
+struct MHD_Connection;
+int models_wait(srv *c, struct MHD_Connection *conn);
+/* "unloaded", "loading" or "loaded". */
+const char *models_state_name(srv *c);
 /* The model with this id or alias; NULL when none. */
 srv *models_find(srv *s, const char *id);
 int models_is_loaded(srv *c);

@@ -27,6 +27,7 @@ typedef struct reply {
                                Content-Security-Policy */
     int anthropic;          /* errors in Anthropic's shape (a /v1/messages path) */
     srv *target;            /* engine_stream: the model whose engine it follows (models.h) */
+    srv *wait_load;         /* the request's model is loading: the caller waits for it (models_wait) */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers

@@ -179,7 +179,16 @@ struct srv {
     const char *asked;              /* a model of a front: model_name or also, as the request being
                                        routed named it (the parsers check "model" against it) */
     void *handle;                   /* the loader's, while loaded */
-    size_t loaded_bytes;            /* weights + KV pool at the last load (0: never loaded) */
+    size_t loaded_bytes;            /* weights + KV pool at the last load (0: never loaded); written
+                                       by the loader thread before it clears `loading` */
+    /* a model of a front, under its mu: */
+    int loading;                    /* its loader thread runs (models.c) */
+    int over_budget;                /* loaded; the HTTP thread still has to check the budget */
+    double failed_at;               /* kvlm_now() of the last failed load; 0: none */
+    char load_error[400];           /* that failure's message */
+    struct load_waiter *waiters;    /* connections suspended until the load ends */
+    pthread_t loader;
+    int loader_joinable;            /* HTTP thread (and srv_stop) only */
     uint64_t last_used;             /* the front's use_clock at its last request */
     unsigned long long loads, unloads;
 };
