@@ -47,6 +47,7 @@ int srv_add_model(srv *s, const char *id, const char *also, const char *path, kv
     if (!c) return -1;
     c->parent = s;
     snprintf(c->model_name, sizeof c->model_name, "%s", id);
+    c->cfg.served_name = NULL; /* the caller's string may not outlive this call; the id is model_name */
     c->path = strdup(path);
     c->also = also && strcmp(also, id) ? strdup(also) : NULL;
     if (!c->path || (also && strcmp(also, id) && !c->also)) {

@@ -136,7 +136,7 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
     s->m = m;
     s->c = kvlm_model_config(m);
     s->tok = tok;
-    model_name(s);
+    if (!s->parent) model_name(s); /* a model of a front has its id (models.c) */
     kvlm_kv_options ko = kvlm_kv_default_params();
     ko.dtype = cfg->kv_dtype;
     ko.block_size = cfg->block_size;
