@@ -18,7 +18,9 @@
  * for a gate file shows the model "loading", answers /health and /metrics
  * meanwhile, and answers the waiting request once the load ends; a model
  * whose file is missing answers 500 model_load_failed while the other
- * serves. A server over
+ * serves. Usage errors (an --alias with no -m before it, two for one -m,
+ * two models with one id, --served-model-name with several, a
+ * --models-dir without models) exit 2. A server over
  * --models-dir models lists the two model directories and not the
  * tokenizer-only one.
  */
@@ -310,6 +312,23 @@ static void test_load_fails(void **state) {
     th_rmtree(b.dir);
 }
 
+/* Exit status of `kvlm serve ARGS` (usage errors exit before listening). */
+static int serve_status(const char *args) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s serve %s 2>/dev/null", kvlm_bin, args);
+    const int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    assert_int_equal(serve_status("--alias x -m models/shakespeare-gpt2"), 2);          /* no -m before it */
+    assert_int_equal(serve_status("-m models/shakespeare-gpt2 --alias a --alias b"), 2); /* two for one -m */
+    assert_int_equal(serve_status("-m models/shakespeare-gpt2 -m models/shakespeare-gpt2 --port 0"), 2); /* one id */
+    assert_int_equal(serve_status("-m models/shakespeare-gpt2 -m models/shakespeare-llama --served-model-name z"), 2);
+    assert_int_equal(serve_status("-m models/shakespeare-gpt2 --models-dir models/gpt2-tokenizer"), 2); /* no model */
+}
+
 static void test_models_dir(void **state) {
     (void)state;
     server d;
@@ -334,7 +353,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_unknown_model),   cmocka_unit_test(test_lru_unload),
         cmocka_unit_test(test_no_unload_in_use), cmocka_unit_test(test_metrics_labels),
         cmocka_unit_test(test_waits_for_load),  cmocka_unit_test(test_load_fails),
-        cmocka_unit_test(test_models_dir),
+        cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_models_dir),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;
 }

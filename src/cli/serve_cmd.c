@@ -8,7 +8,10 @@
  * while loading closes the port and exits 0 at once), prints "ready" and
  * runs until SIGINT or SIGTERM: it then stops accepting,
  * lets the requests in flight finish for up to --drain-timeout seconds,
- * ends the rest and exits 0. SIGHUP reopens the access log file. The
+ * ends the rest and exits 0. With several models (-m repeated, --alias,
+ * --models-dir) the server is ready at once and loads each model on its
+ * first request through load_model below (server/models.h). SIGHUP
+ * reopens the access log file. The
  * descriptor limit is raised to its hard limit at start (connections are
  * kept under it, see docs/server.md).
  */
@@ -177,7 +180,7 @@ static int scan_models_dir(serve_opts *o, const char *dir) {
  * -m, so these are read from argv first. */
 static int scan_models(int argc, char **argv, serve_opts *o) {
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 0; i < argc; i++) { /* argv[0] is the first flag (cli_parse's convention) */
         const char *a = argv[i], *v = NULL;
         int kind = 0;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) kind = 1, v = i + 1 < argc ? argv[++i] : NULL;
@@ -304,7 +307,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     };
     cli_spec spec = {
         .cmd = "serve",
-        .usage = "serve (-m MODEL | --synthetic PRESET) [options]",
+        .usage = "serve (-m MODEL [-m MODEL [--alias NAME]]... | --models-dir DIR | --synthetic PRESET) [options]",
         .about = "An OpenAI-compatible HTTP server with continuous batching (docs/server.md).\n",
         .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_KV_POOL,
         .unused = "prompts and sampling settings come with each request",
