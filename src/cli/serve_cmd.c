@@ -482,6 +482,9 @@ static int serve_models(serve_opts *o, srv *s, const sigset_t *set) {
     int v6 = strchr(addr, ':') != NULL;
     fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d, %d models, each loaded on its first request\n",
             v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s), o->n_paths);
+    if (srv_agent_port(s) >= 0)
+        fprintf(stderr, "kvlm serve: agent check on %s%s%s:%d, replica '%s'\n", v6 ? "[" : "", addr, v6 ? "]" : "",
+                srv_agent_port(s), srv_replica(s));
     for (int i = 0; i < o->n_paths; i++) {
         char name[256];
         stem(o->paths[i], name, sizeof name);

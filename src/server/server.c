@@ -97,6 +97,13 @@ static void agent_load_of(void *ctx, agent_load *l) {
     l->kv_total = kv.blocks_total;
     l->kv_used = kv.blocks_used;
     l->waiting = st.waiting + inbox;
+    /* several models (fixed once started): their pools and queues together */
+    for (int i = 0; i < s->n_models; i++) {
+        metrics_snapshot(s->models[i]->metrics, &st, &kv, &inbox);
+        l->kv_total += kv.blocks_total;
+        l->kv_used += kv.blocks_used;
+        l->waiting += st.waiting + inbox;
+    }
 }
 
 /* The replica id: as given, else this host's name and the HTTP port (so
