@@ -149,6 +149,7 @@ static void test_unknown_model(void **state) {
     check_404("/v1/chat/completions", "{\"model\":\"nope\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 0);
     check_404("/v1/responses", "{\"model\":\"nope\",\"input\":\"a\"}", 0);
     check_404("/infill", "{\"model\":\"nope\",\"input_prefix\":\"a\",\"input_suffix\":\"b\"}", 0);
+    check_404("/v1/embeddings", "{\"model\":\"nope\",\"input\":\"a\"}", 0);
     check_404("/tokenize", "{\"model\":\"nope\",\"prompt\":\"a\"}", 0);
     check_404("/detokenize", "{\"model\":\"nope\",\"tokens\":[1]}", 0);
     check_404("/v1/messages", "{\"model\":\"nope\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
