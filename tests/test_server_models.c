@@ -337,9 +337,11 @@ static void test_models_dir(void **state) {
     assert_int_equal(start_server_in_tempdir(&d, "--models-dir models --threads 1 --max-seqs 2"), 0);
     resp r = http(d.port, "GET", "/v1/models", NULL);
     json_t *j = json_loads(r.body, 0, NULL);
-    assert_int_equal(json_array_size(jget(j, "data")), 2);
-    assert_string_equal(jstr(j, "data.0.id"), "shakespeare-gpt2");
-    assert_string_equal(jstr(j, "data.1.id"), "shakespeare-llama");
+    assert_int_equal(json_array_size(jget(j, "data")), 4); /* every shipped model, in name order */
+    assert_string_equal(jstr(j, "data.0.id"), "shakespeare-chat");
+    assert_string_equal(jstr(j, "data.1.id"), "shakespeare-gpt2");
+    assert_string_equal(jstr(j, "data.2.id"), "shakespeare-llama");
+    assert_string_equal(jstr(j, "data.3.id"), "shakespeare-moe");
     json_decref(j);
     resp_free(&r);
     assert_int_equal(stop_server(&d), 0);
