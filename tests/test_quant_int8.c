@@ -103,10 +103,14 @@ static void test_vector_quantisers(void **state) {
 static void random_kblocks(kvlm_dtype t, size_t nblocks, unsigned char *dst, unsigned *seed) {
     const size_t bb = dtype_block_bytes(t);
     for (size_t i = 0; i < nblocks * bb; i++) dst[i] = (unsigned char)((*seed = *seed * 1664525u + 1013904223u) >> 24);
+    if (t == KVLM_MXFP4) { /* scales 2^-8 .. 2^-1, and the subnormal bytes 0 and 1 */
+        for (size_t b = 0; b < nblocks; b++) dst[b * bb] = (unsigned char)(b % 13 == 5 ? (unsigned)(b % 2) : 120u + dst[b * bb] % 8u);
+        return;
+    }
     for (size_t b = 0; b < nblocks; b++) {
         unsigned char *blk = dst + b * bb;
         const size_t at[2] = {t == KVLM_Q6_K ? 208 : 0, 2};
-        for (int f = 0; f < (t == KVLM_Q6_K ? 1 : 2); f++) {
+        for (int f = 0; f < (t == KVLM_Q6_K || t == KVLM_IQ4_XS ? 1 : 2); f++) {
             const uint16_t h = f32_to_f16(frand(seed) * 0.05f);
             memcpy(blk + at[f], &h, 2);
         }
@@ -133,7 +137,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(seed);
     for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 5 == 0 ? 3.0f : 1.0f);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / QK_K, wq, seed);
+    if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / dtype_block_len(t), wq, seed);
     for (int n = 0; n < N; n++) {
         if (quant_can_quantize(t)) quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
         quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
@@ -156,7 +160,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     int checked = 0;
     for (size_t s = 0; s < 2; s++) {
         const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
-        if (!ops) continue;
+        if (!ops || (quant_int8_lut_supports(t) && vnni[s] != KVLM_ISA_AVX512_VNNI)) continue;
         for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
         ops->matmul_rows(x, M, &kq, 0, N, bias, got, N);
         for (int m = 0; m < M; m++)
@@ -171,6 +175,40 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     }
     free(wf), free(wd), free(wq), free(x), free(bias), free(ref), free(got), free(f32), free(dx), free(qx);
     return checked;
+}
+
+/* check_case for a table dtype on avx512-vnni (the only level with its
+ * int8 kernel), plus the prepared form over two column ranges: the same
+ * bits as matmul_rows. Returns 1. */
+static int check_lut(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
+    const unsigned s0 = *seed;
+    const int n = check_case(t, M, N, K, seed);
+    assert_int_equal(n, 1);
+    /* the same weights and x again (check_case's draws replayed) */
+    unsigned s1 = s0;
+    const size_t rb = dtype_row_bytes(t, K, NULL);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4), *y0 = malloc((size_t)M * N * 4),
+          *y1 = malloc((size_t)M * N * 4);
+    for (size_t i = 0; i < (size_t)N * K; i++) (void)frand(&s1);
+    for (int i = 0; i < M * K; i++) x[i] = frand(&s1) * (i % 5 == 0 ? 3.0f : 1.0f);
+    for (int i = 0; i < N; i++) bias[i] = frand(&s1);
+    random_kblocks(t, (size_t)N * K / dtype_block_len(t), wq, &s1);
+    const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
+    const kern_matrix kq = {t, wq, N, K, NULL};
+    size_t panel = 1;
+    const size_t pb = ops->matmul_prep_bytes(M, &kq, &panel);
+    assert_true(pb > 0);
+    assert_int_equal(panel, 0);
+    void *buf = aligned_alloc(64, (pb + 63) & ~(size_t)63);
+    ops->matmul_prep(x, M, &kq, 0, M / 2, buf);
+    ops->matmul_prep(x, M, &kq, M / 2, M, buf);
+    ops->matmul_rows(x, M, &kq, 0, N, bias, y0, N);
+    ops->matmul_rows_prep(buf, NULL, &kq, 0, N / 2, bias, y1, N);
+    ops->matmul_rows_prep(buf, NULL, &kq, N / 2, N, bias, y1, N);
+    assert_memory_equal(y0, y1, (size_t)M * N * 4);
+    free(buf), free(wq), free(x), free(bias), free(y0), free(y1);
+    return 1;
 }
 
 /* Row tiles (4 x 4 and 2 x 3 plus the one-row tail), weight-row tails, odd
@@ -209,6 +247,34 @@ static void test_matmul_kquants(void **state) {
     assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q4_0), 1);
     assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 4);
     assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 2);
+}
+
+/* MXFP4 and IQ4_XS (the AVX512-VNNI table kernel): decode and prefill
+ * row counts (4 x 4 tiles and their 1..3-row tails), weight-row tails,
+ * MXFP4 block counts that end in a short group (K = 32, 96, 160, 224), a
+ * buffer too large for the stack. The reference itself is checked against
+ * f32 activations in check_case for every shape; avx2-vnni has no table
+ * kernel (its f32-activation kernels run, tested in test_quant). */
+static void test_matmul_lut(void **state) {
+    (void)state;
+    const int Ms[] = {1, 2, 3, 4, 5, 9}, Ns[] = {1, 3, 4, 5, 9}, Kx[] = {32, 96, 128, 160, 224, 512},
+              Ki[] = {256, 512, 768};
+    unsigned seed = 23;
+    int checked = 0;
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 5; b++) {
+            for (size_t c = 0; c < 6; c++)
+                if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) checked += check_lut(KVLM_MXFP4, Ms[a], Ns[b], Kx[c], &seed);
+            for (size_t c = 0; c < 3; c++)
+                if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) checked += check_lut(KVLM_IQ4_XS, Ms[a], Ns[b], Ki[c], &seed);
+        }
+    if (kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) {
+        checked += check_lut(KVLM_MXFP4, 24, 9, 2880, &seed);
+        checked += check_lut(KVLM_IQ4_XS, 30, 7, 2048, &seed);
+        assert_int_equal(checked, 6 * 5 * 9 + 2);
+    }
+    assert_int_equal(quant_int8_lut_supports(KVLM_MXFP4) + quant_int8_lut_supports(KVLM_IQ4_XS), 2);
+    assert_int_equal(quant_int8_lut_supports(KVLM_Q4_0) + quant_int8_lut_supports(KVLM_IQ4_NL), 0);
 }
 
 /* The threaded driver, and a column range starting mid-matrix that leaves
@@ -687,6 +753,7 @@ int main(void) {
         cmocka_unit_test(test_vector_quantisers),
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_kquants),
+        cmocka_unit_test(test_matmul_lut),
         cmocka_unit_test(test_threaded_and_ranges),
         cmocka_unit_test(test_prepared_threads),
         cmocka_unit_test(test_q4_0_decode_avx512),

@@ -37,7 +37,35 @@ int quant_int8_supports(kvlm_dtype t) {
     return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q6_K;
 }
 
+int quant_int8_lut_supports(kvlm_dtype t) { return t == KVLM_MXFP4 || t == KVLM_IQ4_XS; }
+
 void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b) {
+    if (t == KVLM_MXFP4) {
+        for (int kb = 0; kb < K / QK; kb++) {
+            const unsigned char *blk = row + (size_t)kb * sizeof(blk_mxfp4), *q = blk + 1;
+            for (int j = 0; j < QK / 2; j++)
+                w[kb * QK + j] = mxfp4_levels[q[j] & 15], w[kb * QK + j + 16] = mxfp4_levels[q[j] >> 4];
+            a[2 * kb] = a[2 * kb + 1] = e8m0_half_to_f32(blk[0]);
+            b[2 * kb] = b[2 * kb + 1] = 0.0f;
+        }
+        return;
+    }
+    if (t == KVLM_IQ4_XS) {
+        for (int kb = 0; kb < K / QK_K; kb++) {
+            const unsigned char *blk = row + (size_t)kb * sizeof(blk_iq4_xs);
+            const blk_iq4_xs *k = (const blk_iq4_xs *)blk;
+            const float d = qb_f16(blk);
+            for (int s = 0; s < 8; s++) {
+                for (int l = 0; l < 16; l++) {
+                    w[kb * QK_K + 32 * s + l] = iq4nl_levels[k->qs[16 * s + l] & 15];
+                    w[kb * QK_K + 32 * s + 16 + l] = iq4nl_levels[k->qs[16 * s + l] >> 4];
+                }
+                a[kb * 16 + 2 * s] = a[kb * 16 + 2 * s + 1] = d * (float)qb_iq4_xs_scale(blk, s);
+                b[kb * 16 + 2 * s] = b[kb * 16 + 2 * s + 1] = 0.0f;
+            }
+        }
+        return;
+    }
     if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
         const size_t bb = dtype_block_bytes(t);
         for (int kb = 0; kb < K / QK; kb++) {

@@ -38,14 +38,20 @@ void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d);
  * Q6_K). */
 int quant_int8_supports(kvlm_dtype t);
 
-/* One weight row of a dtype with quant_int8_supports in the reference's
- * terms: value i = a[i / 16] * w[i] - b[i / 16], integer codes w in
- * [-128, 127] (any constant offset applied: Q4_0 - 8, Q6_K - 32), a and b
- * per 16 values (K / 16 of each). */
+/* 1 for the 4-bit table dtypes (MXFP4, IQ4_XS) of the AVX512-VNNI table
+ * kernel (quant_int8_lut_avx512.c); quant_int8_row_codes and the
+ * reference take them too. */
+int quant_int8_lut_supports(kvlm_dtype t);
+
+/* One weight row of a dtype with quant_int8_supports or
+ * quant_int8_lut_supports in the reference's terms: value i =
+ * a[i / 16] * w[i] - b[i / 16], integer codes w in [-128, 127] (any
+ * constant offset applied: Q4_0 - 8, Q6_K - 32; MXFP4 and IQ4_XS: their
+ * table's integer), a and b per 16 values (K / 16 of each). */
 void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b);
 
 /* The reference: matmul_rows' contract (kernels.h) for a dtype with
- * quant_int8_supports, computed from quant_int8_quantize_row's codes with
+ * quant_int8_supports or quant_int8_lut_supports, computed from quant_int8_quantize_row's codes with
  * exact integer block sums, accumulated in double, rounded once to float. */
 void quant_int8_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                            float *y, int ldy);
@@ -94,6 +100,17 @@ int quant_int8_decode_rows_avx2(const float *x, int M, const kern_matrix *w, int
  * row counts, or no memory for the activation codes. */
 int quant_int8_q4_0_decode_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                   float *y, int ldy);
+
+/* MXFP4 and IQ4_XS on AVX512-VNNI (quant_int8_lut_avx512.c), any number
+ * of rows of x, split like the decode kernels below: _bytes (0: another
+ * dtype or K not whole blocks), _prep, _rows; _run is the matmul_rows
+ * form (0 without memory for the activations). */
+size_t quant_int8_lut_bytes_avx512(int M, const kern_matrix *w);
+void quant_int8_lut_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+void quant_int8_lut_rows_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                float *y, int ldy);
+int quant_int8_lut_run_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                              float *y, int ldy);
 
 /* The decode kernels above split in two, for kern_matmul's prepared form
  * (quant_int8_prep.c): _bytes is the size of the activations of M rows of

@@ -8,7 +8,8 @@
  * quant_int8_min_rows, the AVX512-VNNI Q4_0 decode kernel
  * (quant_int8_q4_0_avx512.c), the prefill kernels (M >= their rows), the
  * small-row kernels of quant_int8_body.h (Q8_0 decode, a few rows of
- * Q4_0 / the K-quants on AVX-VNNI); otherwise to the f32-activation
+ * Q4_0 / the K-quants on AVX-VNNI); MXFP4 and IQ4_XS to the AVX512-VNNI
+ * table kernel (quant_int8_lut_avx512.c, every row count); otherwise to the f32-activation
  * kernels of the same ISA. matmul_rows and the prepared form make the same
  * choice, and each kernel's matmul_rows form is its prep + rows on a
  * buffer of its own, so a matmul gives the same bits either way.
@@ -32,7 +33,7 @@
 #include "kernels/quant_int8.h"
 #include "tensor.h"
 
-enum { I8_NONE, I8_DECODE_K, I8_DECODE_Q4_0, I8_PREFILL, I8_SMALL };
+enum { I8_NONE, I8_DECODE_K, I8_DECODE_Q4_0, I8_PREFILL, I8_SMALL, I8_LUT };
 
 #define HEAD 64
 
@@ -64,6 +65,11 @@ typedef struct i8_isa {
                        float *y, int ldy);
     int (*int8_run)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
                     int ldy);
+    size_t (*lut_bytes)(int M, const kern_matrix *w); /* NULL: no MXFP4 / IQ4_XS kernel */
+    void (*lut_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
+    void (*lut_rows)(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
+                     int ldy);
+    int (*lut_run)(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y, int ldy);
 } i8_isa;
 
 static const i8_isa isa_avx512 = {
@@ -84,6 +90,10 @@ static const i8_isa isa_avx512 = {
     quant_int8_small_prep_avx512,
     quant_int8_small_rows_avx512,
     quant_int8_matmul_rows_avx512,
+    quant_int8_lut_bytes_avx512,
+    quant_int8_lut_prep_avx512,
+    quant_int8_lut_rows_avx512,
+    quant_int8_lut_run_avx512,
 };
 
 static const i8_isa isa_avx2 = {
@@ -104,11 +114,16 @@ static const i8_isa isa_avx2 = {
     quant_int8_small_prep_avx2,
     quant_int8_small_rows_avx2,
     quant_int8_matmul_rows_avx2,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 /* The kernel for (M, w), its activation bytes and per-item panel. */
 static int choose(const i8_isa *k, int M, const kern_matrix *w, size_t *bytes, size_t *panel) {
     *panel = 0;
+    if (M >= 1 && k->lut_bytes && quant_int8_lut_supports(w->dtype) && (*bytes = k->lut_bytes(M, w))) return I8_LUT;
     if (!quant_int8_supports(w->dtype) || M < 1) return I8_NONE;
     if (M < k->min_rows(w->dtype) && (*bytes = k->dec_bytes(M, w))) return I8_DECODE_K;
     if (k->q40_bytes && (*bytes = k->q40_bytes(M, w))) return I8_DECODE_Q4_0;
@@ -176,7 +191,8 @@ static void matmul_rows(const i8_isa *k, const float *x, int M, const kern_matri
     int ran = 0;
     if (kind == I8_DECODE_K) ran = k->dec_run(x, M, w, n0, n1, bias, y, ldy);
     else if (kind == I8_DECODE_Q4_0) ran = k->q40_run(x, M, w, n0, n1, bias, y, ldy);
-    if (!ran && kind != I8_NONE) ran = k->int8_run(x, M, w, n0, n1, bias, y, ldy);
+    else if (kind == I8_LUT) ran = k->lut_run(x, M, w, n0, n1, bias, y, ldy);
+    if (!ran && kind != I8_NONE && kind != I8_LUT) ran = k->int8_run(x, M, w, n0, n1, bias, y, ldy);
     if (!ran) k->fallback->matmul_rows(x, M, w, n0, n1, bias, y, ldy);
 }
 
@@ -196,6 +212,7 @@ static void prep(const i8_isa *k, const float *x, int M, const kern_matrix *w, i
     case I8_DECODE_Q4_0: k->q40_prep(x, M, w, m0, m1, a); break;
     case I8_PREFILL: k->pre_prep(x, M, w, m0, m1, a); break;
     case I8_SMALL: k->small_prep(x, M, w, m0, m1, a); break;
+    case I8_LUT: k->lut_prep(x, M, w, m0, m1, a); break;
     default: break;
     }
 }
@@ -213,6 +230,7 @@ static void rows_prep(const i8_isa *k, const void *buf, void *panel, const kern_
     case I8_DECODE_Q4_0: k->q40_rows(a, h->M, w, n0, n1, bias, y, ldy); break;
     case I8_PREFILL: k->pre_rows(a, panel, w, n0, n1, bias, y, ldy); break;
     case I8_SMALL: k->small_rows(a, h->M, panel, w, n0, n1, bias, y, ldy); break;
+    case I8_LUT: k->lut_rows(a, h->M, w, n0, n1, bias, y, ldy); break;
     default: break;
     }
 }
