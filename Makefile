@@ -70,6 +70,11 @@ OMPFLAGS ?= -fopenmp
 ifeq ($(ARCH),aarch64)
 ARCH_CFLAGS := -fno-builtin-fmax
 endif
+# KVLM_POSIX_ONLY=1 builds the POSIX forms of the Linux-only calls that
+# have one (src/server/posix_fd.h) on Linux too, to test them there.
+ifeq ($(KVLM_POSIX_ONLY),1)
+ARCH_CFLAGS += -DKVLM_POSIX_ONLY
+endif
 CFLAGS  := -std=c17 $(OPT) $(OMPFLAGS) -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_CFLAGS) -Iinclude -Isrc
 LDFLAGS := $(filter-out -W%,$(OMPFLAGS)) $(SANFLAGS)
 LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)

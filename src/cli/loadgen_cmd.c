@@ -34,6 +34,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "server/posix_fd.h"
 
 typedef struct lg_opts {
     char host[256];
@@ -210,7 +211,7 @@ static char *request_bytes(const lg_opts *o, int index, char **prompts, int n_pr
 }
 
 static int open_socket(const struct sockaddr_storage *sa, socklen_t sl) {
-    int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket_cloexec(sa->ss_family, SOCK_STREAM, 1);
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

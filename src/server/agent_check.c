@@ -6,6 +6,7 @@
  * own first (agent-send), which is not read.
  */
 #include "server/agent_check.h"
+#include "server/posix_fd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,7 +76,7 @@ static void *agent_main(void *arg) {
         }
         if (p[1].revents) break;
         if (!(p[0].revents & POLLIN)) continue;
-        const int c = accept4(a->fd, NULL, NULL, SOCK_CLOEXEC);
+        const int c = accept_cloexec(a->fd);
         if (c >= 0) answer(a, c);
     }
     return NULL;
@@ -109,7 +110,7 @@ agent_check *agent_check_start(const char *host, int port, agent_load_fn load, v
     a->ctx = ctx;
     a->stop[0] = a->stop[1] = -1;
     const int one = 1;
-    a->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    a->fd = socket_cloexec(ss.ss_family, SOCK_STREAM, 0);
     if (a->fd < 0 || setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
         bind(a->fd, (struct sockaddr *)&ss, len) || listen(a->fd, 64)) {
         kvlm_error_set(err, KVLM_ERR_SYSTEM, "--agent-port: cannot listen on %s port %d: %s", h, port,
@@ -124,7 +125,7 @@ agent_check *agent_check_start(const char *host, int port, agent_load_fn load, v
     }
     a->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
-    if (pipe2(a->stop, O_CLOEXEC)) {
+    if (pipe_cloexec(a->stop)) {
         kvlm_error_set(err, KVLM_ERR_SYSTEM, "--agent-port: pipe: %s", strerror(errno));
         goto fail;
     }
