@@ -24,21 +24,7 @@ size_t cache_pin_bound(const kvlm_kv *kv) {
 /* The job of one pin operation; prompt ids (PIN_ADD) or none. */
 static void make_job(srv *s, pin_req *p, int32_t *ids, size_t n, reply *r) {
     api_error e;
-    api_request rq = {.n_prompts = 1, .n = 1, .turn_end = -1};
-    rq.prompts = calloc(1, sizeof *rq.prompts);
-    rq.n_prompt = calloc(1, sizeof *rq.n_prompt);
-    rq.max_new = calloc(1, sizeof *rq.max_new);
-    int rc = !rq.prompts || !rq.n_prompt || !rq.max_new ? api_fail(&e, 500, NULL, NULL, "out of memory") : 0;
-    kvlm_error err;
-    if (!rc) {
-        rq.prompts[0] = ids;
-        rq.n_prompt[0] = (int)n;
-        ids = NULL;
-        if (!(r->j = job_new(s, &rq, &err))) rc = api_fail(&e, 500, NULL, NULL, "%s", err.msg);
-    }
-    free(ids);
-    api_request_free(&rq);
-    if (rc) {
+    if (!(r->j = job_for_ids(s, ids, n, &e))) {
         free(p);
         route_error(r, &e);
         return;

@@ -65,6 +65,26 @@ nomem:
     return NULL;
 }
 
+job *job_for_ids(srv *s, int32_t *ids, size_t n, api_error *e) {
+    api_request rq = {.n_prompts = 1, .n = 1, .turn_end = -1};
+    rq.prompts = calloc(1, sizeof *rq.prompts);
+    rq.n_prompt = calloc(1, sizeof *rq.n_prompt);
+    rq.max_new = calloc(1, sizeof *rq.max_new);
+    job *j = NULL;
+    if (!rq.prompts || !rq.n_prompt || !rq.max_new) {
+        api_fail(e, 500, NULL, NULL, "out of memory");
+    } else {
+        kvlm_error err;
+        rq.prompts[0] = ids;
+        rq.n_prompt[0] = (int)n;
+        ids = NULL;
+        if (!(j = job_new(s, &rq, &err))) api_fail(e, 500, NULL, NULL, "%s", err.msg);
+    }
+    free(ids);
+    api_request_free(&rq);
+    return j;
+}
+
 void job_ref_locked(job *j) { j->refs++; }
 
 static void job_free(job *j) {

@@ -74,22 +74,8 @@ void measure_route(srv *s, const char *body, size_t len, reply *r) {
     if (!rc && (n + (size_t)lim.block_size - 1) / (size_t)lim.block_size > lim.kv_blocks)
         rc = api_fail(&e, 400, "kv_cache_too_small", pkey, "the prompt needs %zu KV blocks; the server's pool has %zu",
                       (n + (size_t)lim.block_size - 1) / (size_t)lim.block_size, lim.kv_blocks);
-    api_request rq = {.n_prompts = 1, .n = 1, .turn_end = -1};
-    if (!rc) {
-        rq.prompts = calloc(1, sizeof *rq.prompts);
-        rq.n_prompt = calloc(1, sizeof *rq.n_prompt);
-        rq.max_new = calloc(1, sizeof *rq.max_new);
-        if (!rq.prompts || !rq.n_prompt || !rq.max_new) rc = api_fail(&e, 500, NULL, NULL, "out of memory");
-    }
-    kvlm_error err;
-    if (!rc) {
-        rq.prompts[0] = ids;
-        rq.n_prompt[0] = (int)n;
-        ids = NULL;
-        if (!(r->j = job_new(s, &rq, &err))) rc = api_fail(&e, 500, NULL, NULL, "%s", err.msg);
-    }
-    free(ids);
-    api_request_free(&rq);
+    if (rc) free(ids);
+    else if (!(r->j = job_for_ids(s, ids, n, &e))) rc = -1;
     if (rc) {
         free(m);
         route_error(r, &e);

@@ -195,6 +195,10 @@ struct srv {
 
 /* Jobs (job.c). job_new takes over rq. */
 job *job_new(srv *s, api_request *rq, kvlm_error *err);
+/* A job of one prompt that generates nothing (the measurements, the pin
+ * warm-up): takes over ids (NULL when n is 0) also on failure; NULL with
+ * a 500 in e when out of memory. */
+job *job_for_ids(srv *s, int32_t *ids, size_t n, api_error *e);
 void job_ref_locked(job *j);
 /* Drops a reference (takes mu); frees the job at zero. */
 void job_unref(job *j);
