@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tensor_set_free(&ts);
     if (rc == 0) {
         kvlm_config cfg;
-        if (model_gguf_config(path, &cfg, &err) == 0) {
+        if (model_gguf_config(path, &cfg, NULL, &err) == 0) {
             kvlm_model_params p = kvlm_model_default_params();
             p.repack = 0;
             kvlm_model_free(kvlm_model_load(path, &p, &err));
