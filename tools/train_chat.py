@@ -384,9 +384,8 @@ decay to {g['min_lr_frac']:g} of the peak, batch {g['batch']} x {T} tokens, {don
 ({toks:,} tokens, {toks / info['n_train']:.2f} passes over the training split), no dropout, gradient
 clipping {g['grad_clip']:g}, seed {g['seed']}, `torch.set_num_threads({g['threads']})`, the exact
 full-vocabulary cross-entropy trained over the tokens seen in training plus
-one shared row. {fin['train_s'] / 60:.0f} minutes of wall clock at `nice -n 19` on a 2-core
-machine shared with other jobs (load average 15 to 20), which gave the run
-a small fraction of one core{info['note']}.
+one shared row. {fin['train_s'] / 60:.0f} minutes of wall clock on a 2-core machine shared
+with other jobs{info['note']}.
 
 | step | training loss (running mean) | validation loss |
 | ---: | ---: | ---: |
@@ -401,8 +400,9 @@ a small fraction of one core{info['note']}.
 
 Validation perplexity {math.exp(info['val_rounded']):.1f}, over {val_what} non-overlapping windows of {T}
 tokens of the validation conversations, every position scored. It is a weak
-model, an early checkpoint ({toks / info['n_train']:.2f} passes over the data): it writes newlines,
-punctuation and common words, and its greedy reply repeats a newline.
+model, an early checkpoint ({toks / info['n_train']:.2f} passes over the data): it writes a
+speaker's name and verse-shaped lines of common words, and its greedy
+replies fall into repeating phrases.
 `--resume` on the checkpoint continues the run to its planned steps.
 
 A reply sampled from the exported weights (temperature 0.8, top-k 40, seed
