@@ -37,17 +37,14 @@
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_int8.h"
+#include "kernels/quant_int8_group_avx512.h"
 #include "tensor.h"
 
 #define AI static inline __attribute__((always_inline))
 #define LUT_NR 4 /* weight rows per tile */
 #define LUT_MR 4 /* rows of x per tile */
 
-typedef struct lut_group {
-    int8_t lo[64], hi[64];
-    int32_t st[16];
-    float dx[16];
-} lut_group;
+typedef int8_group lut_group;
 
 _Static_assert(sizeof(lut_group) == 256, "lut_group: 2 bytes per value, 64-byte aligned members");
 
@@ -184,26 +181,9 @@ size_t quant_int8_lut_bytes_avx512(int M, const kern_matrix *w) {
 
 void quant_int8_lut_prep_avx512(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf) {
     (void)M;
-    const int K = w->cols, nb = K / QK, ng = (nb + 3) / 4;
-    const __m512i ones = _mm512_set1_epi8(1);
+    const int K = w->cols, ng = (K / QK + 3) / 4;
     for (int m = m0; m < m1; m++)
-        for (int gi = 0; gi < ng; gi++) {
-            lut_group *G = (lut_group *)buf + (size_t)m * ng + gi;
-            _Alignas(64) int8_t q[4 * QK];
-            float d[4];
-            for (int i = 0; i < 4; i++) {
-                const int b = 4 * gi + i;
-                if (b < nb) quant_int8_quantize_row_avx512(x + (size_t)m * K + (size_t)b * QK, QK, q + QK * i, &d[i]);
-                else memset(q + QK * i, 0, QK), d[i] = 0.0f;
-                memcpy(G->lo + 16 * i, q + QK * i, 16);
-                memcpy(G->hi + 16 * i, q + QK * i + 16, 16);
-            }
-            const __m512i lo = _mm512_load_si512(G->lo), hi = _mm512_load_si512(G->hi);
-            const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
-            _mm512_store_si512(G->st, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 7)));
-            _mm512_store_ps(G->dx, _mm512_setr_ps(d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1], d[2], d[2], d[2],
-                                                  d[2], d[3], d[3], d[3], d[3]));
-        }
+        for (int gi = 0; gi < ng; gi++) int8_group_prep((lut_group *)buf + (size_t)m * ng + gi, x + (size_t)m * K, K, gi, 7);
 }
 
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;

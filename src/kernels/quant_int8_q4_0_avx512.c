@@ -35,26 +35,8 @@
 /* Rows of x into ng groups per row; blocks past nb are zero (codes, start
  * values and scales), so they add nothing. */
 static void q40_quantize(const float *x, int M, int K, q40_group *g, int ng) {
-    const int nb = K / QK;
-    const __m512i ones = _mm512_set1_epi8(1);
     for (int m = 0; m < M; m++)
-        for (int gi = 0; gi < ng; gi++) {
-            q40_group *G = g + (size_t)m * ng + gi;
-            _Alignas(64) int8_t q[4 * QK];
-            float d[4];
-            for (int i = 0; i < 4; i++) {
-                const int b = 4 * gi + i;
-                if (b < nb) quant_int8_quantize_row_avx512(x + (size_t)m * K + (size_t)b * QK, QK, q + QK * i, &d[i]);
-                else memset(q + QK * i, 0, QK), d[i] = 0.0f;
-                memcpy(G->lo + 16 * i, q + QK * i, 16);
-                memcpy(G->hi + 16 * i, q + QK * i + 16, 16);
-            }
-            const __m512i lo = _mm512_load_si512(G->lo), hi = _mm512_load_si512(G->hi);
-            const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
-            _mm512_store_si512(G->st, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 3)));
-            _mm512_store_ps(G->dx, _mm512_setr_ps(d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1], d[2], d[2], d[2],
-                                                  d[2], d[3], d[3], d[3], d[3]));
-        }
+        for (int gi = 0; gi < ng; gi++) int8_group_prep(g + (size_t)m * ng + gi, x + (size_t)m * K, K, gi, 3);
 }
 
 size_t quant_int8_q4_0_decode_bytes_avx512(int M, const kern_matrix *w) {

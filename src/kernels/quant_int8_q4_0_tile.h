@@ -17,6 +17,7 @@
 
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_int8.h"
+#include "kernels/quant_int8_group_avx512.h"
 #include "tensor.h"
 
 /* Each tile prefetches the next tile's rows (contiguous), a group's share
@@ -41,11 +42,7 @@
 #define AI static inline __attribute__((always_inline))
 
 /* The activation layout of one group (four blocks, 128 values). */
-typedef struct q40_group {
-    int8_t lo[64], hi[64];
-    int32_t st[16];
-    float dx[16];
-} q40_group;
+typedef int8_group q40_group;
 
 _Static_assert(sizeof(q40_group) == 256, "q40_group: 2 bytes per value, 64-byte aligned members");
 
