@@ -15,7 +15,6 @@
  * descriptor limit is raised to its hard limit at start (connections are
  * kept under it, see docs/server.md).
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,20 +26,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/draft.h"
+#include "cli/model_list.h"
 #include "cli/options.h"
 #include "cli/session.h"
 #include "server/server.h"
 
-#define MAX_MODELS 64
-
 typedef struct serve_opts {
     model_flags mf;
-    /* several models: every -m in order, its --alias (NULL: its file stem),
-     * then what --models-dir holds */
-    const char *paths[MAX_MODELS], *aliases[MAX_MODELS];
-    char *owned[MAX_MODELS];   /* paths built from --models-dir */
-    int n_paths;
-    const char *models_dir;
+    model_list ml;             /* several models: -m, --alias, --models-dir */
     srv_config cfg;
     double drain_timeout;
     const char *key_file, *log_format, *pooling;
@@ -119,94 +112,6 @@ static int api_key(serve_opts *o) {
     return 0;
 }
 
-static int add_path(serve_opts *o, const char *path) {
-    if (o->n_paths >= MAX_MODELS) {
-        fprintf(stderr, "kvlm serve: at most %d models\n", MAX_MODELS);
-        return -1;
-    }
-    o->paths[o->n_paths++] = path;
-    return 0;
-}
-
-static int model_entry(const struct dirent *d) {
-    if (d->d_name[0] == '.') return 0;
-    const char *dot = strrchr(d->d_name, '.');
-    return d->d_type == DT_DIR || d->d_type == DT_LNK || d->d_type == DT_UNKNOWN ||
-           (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin")));
-}
-
-/* --models-dir: each model file (.gguf, .safetensors, .bin) and each
- * directory holding a config.json or a .gguf file, in name order. */
-static int scan_models_dir(serve_opts *o, const char *dir) {
-    struct dirent **ents = NULL;
-    const int n = scandir(dir, &ents, model_entry, alphasort);
-    if (n < 0) {
-        fprintf(stderr, "kvlm serve: --models-dir: cannot read '%s'\n", dir);
-        return -1;
-    }
-    int rc = 0, found = 0;
-    for (int i = 0; i < n; i++) {
-        char path[4096], probe[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
-        const char *dot = strrchr(ents[i]->d_name, '.');
-        int ok = dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin"));
-        if (!ok) {
-            snprintf(probe, sizeof probe, "%s/config.json", path);
-            ok = !access(probe, R_OK);
-        }
-        if (ok && !rc) {
-            char *p = strdup(path);
-            if (!p || add_path(o, p)) {
-                free(p);
-                rc = -1;
-            } else {
-                o->owned[o->n_paths - 1] = p;
-                found++;
-            }
-        }
-        free(ents[i]);
-    }
-    free(ents);
-    if (!rc && !found) {
-        fprintf(stderr, "kvlm serve: --models-dir: '%s' holds no model (a .gguf, .safetensors or .bin file, or a "
-                        "directory with a config.json)\n", dir);
-        rc = -1;
-    }
-    return rc;
-}
-
-/* -m may come several times, each --alias names the -m before it, and
- * --models-dir adds its models after them; the shared parser keeps one
- * -m, so these are read from argv first. */
-static int scan_models(int argc, char **argv, serve_opts *o) {
-    const char *dir = NULL;
-    for (int i = 0; i < argc; i++) { /* argv[0] is the first flag (cli_parse's convention) */
-        const char *a = argv[i], *v = NULL;
-        int kind = 0;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) kind = 1, v = i + 1 < argc ? argv[++i] : NULL;
-        else if (!strncmp(a, "--model=", 8)) kind = 1, v = a + 8;
-        else if (!strcmp(a, "--alias")) kind = 2, v = i + 1 < argc ? argv[++i] : NULL;
-        else if (!strncmp(a, "--alias=", 8)) kind = 2, v = a + 8;
-        else if (!strcmp(a, "--models-dir")) kind = 3, v = i + 1 < argc ? argv[++i] : NULL;
-        else if (!strncmp(a, "--models-dir=", 13)) kind = 3, v = a + 13;
-        if (!kind || !v) continue; /* a missing value: cli_parse says so */
-        if (kind == 1 && add_path(o, v)) return -1;
-        if (kind == 2) {
-            if (!o->n_paths || o->aliases[o->n_paths - 1] || !*v) {
-                fprintf(stderr, "kvlm serve: --alias %s: give one non-empty --alias after each -m it names\n", v);
-                return -1;
-            }
-            o->aliases[o->n_paths - 1] = v;
-        }
-        if (kind == 3) dir = v;
-    }
-    o->models_dir = dir;
-    if (dir && scan_models_dir(o, dir)) return -1;
-    /* the shared parser's check wants a model: the first one */
-    if (o->n_paths && !o->mf.model) o->mf.model = o->paths[0];
-    return 0;
-}
-
 static int no_value(const char *flag, const char *v, void *dst) {
     (void)flag, (void)v, (void)dst;
     return 0;
@@ -216,7 +121,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     model_flags_init(&o->mf);
     draft_flags_init(&o->draft);
-    if (scan_models(argc, argv, o)) return -1;
+    if (model_list_scan(&o->ml, argc, argv, "serve")) return -1;
+    /* the shared parser's check wants a model: the first one */
+    if (o->ml.n && !o->mf.model) o->mf.model = o->ml.paths[0];
     srv_config *c = &o->cfg;
     *c = (srv_config){.port = 8080, .max_seqs = 16, .max_batch_tokens = 128, .max_prefill_tokens = 64,
                       .max_waiting = 64, .timeout = 600, .max_body = 1 << 20, .max_connections = 512,
@@ -342,8 +249,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
     c->kv_dtype = o->mf.kv_dtype;
     c->engine = session_engine_options(&o->mf);
     if (o->mf.synthetic && !c->served_name) c->served_name = o->mf.synthetic;
-    if (o->n_paths == 1 && o->aliases[0] && !c->served_name) c->served_name = o->aliases[0];
-    if (o->n_paths > 1 || o->models_dir) {
+    if (o->ml.n == 1 && o->ml.aliases[0] && !c->served_name) c->served_name = o->ml.aliases[0];
+    if (o->ml.n > 1 || o->ml.dir) {
         if (o->mf.synthetic) return cli_usage_error(&spec, "--synthetic serves one model: drop the -m models");
         if (c->served_name) return cli_usage_error(&spec, "--served-model-name names one model: give --alias after each -m");
         if (o->draft.model) return cli_usage_error(&spec, "--draft works with one model only");
@@ -406,18 +313,6 @@ static int wait_signal(srv *s, const sigset_t *set, loader *l) {
 
 /* A model's default id: its file or directory name, without a model
  * file's extension. */
-static void stem(const char *path, char *out, size_t cap) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
-    const char *base = strrchr(buf, '/');
-    snprintf(out, cap, "%s", base ? base + 1 : buf);
-    char *dot = strrchr(out, '.');
-    if (dot && dot != out && (!strcmp(dot, ".gguf") || !strcmp(dot, ".safetensors") || !strcmp(dot, ".bin")))
-        *dot = 0;
-}
-
 /* The server's loader of several models (on a thread of the server's): a
  * session per model, with the flags every model shares. */
 static int load_model(void *ctx, const char *path, kvlm_model **m, const kvlm_tokenizer **tok, void **handle,
@@ -451,19 +346,15 @@ static void unload_model(void *ctx, void *handle) {
     free(ss);
 }
 
-static void free_owned(serve_opts *o) {
-    for (int i = 0; i < o->n_paths; i++) free(o->owned[i]);
-}
-
 /* Serves several models until SIGINT or SIGTERM: the server is ready at
  * once and loads each model on its first request. */
 static int serve_models(serve_opts *o, srv *s, const sigset_t *set) {
     kvlm_error err;
-    for (int i = 0; i < o->n_paths; i++) {
+    for (int i = 0; i < o->ml.n; i++) {
         char name[256];
-        stem(o->paths[i], name, sizeof name);
-        const char *id = o->aliases[i] ? o->aliases[i] : name;
-        if (srv_add_model(s, id, o->aliases[i] ? name : NULL, o->paths[i], &err)) {
+        model_list_stem(o->ml.paths[i], name, sizeof name);
+        const char *id = o->ml.aliases[i] ? o->ml.aliases[i] : name;
+        if (srv_add_model(s, id, o->ml.aliases[i] ? name : NULL, o->ml.paths[i], &err)) {
             fprintf(stderr, "kvlm serve: %s\n", err.msg);
             return err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
         }
@@ -481,15 +372,15 @@ static int serve_models(serve_opts *o, srv *s, const sigset_t *set) {
     const char *addr = srv_address(s);
     int v6 = strchr(addr, ':') != NULL;
     fprintf(stderr, "kvlm serve: listening on http://%s%s%s:%d, %d models, each loaded on its first request\n",
-            v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s), o->n_paths);
+            v6 ? "[" : "", addr, v6 ? "]" : "", srv_port(s), o->ml.n);
     if (srv_agent_port(s) >= 0)
         fprintf(stderr, "kvlm serve: agent check on %s%s%s:%d, replica '%s'\n", v6 ? "[" : "", addr, v6 ? "]" : "",
                 srv_agent_port(s), srv_replica(s));
-    for (int i = 0; i < o->n_paths; i++) {
+    for (int i = 0; i < o->ml.n; i++) {
         char name[256];
-        stem(o->paths[i], name, sizeof name);
-        fprintf(stderr, "kvlm serve: model '%s'%s%s%s: %s%s\n", o->aliases[i] ? o->aliases[i] : name,
-                o->aliases[i] ? " (also '" : "", o->aliases[i] ? name : "", o->aliases[i] ? "')" : "", o->paths[i],
+        model_list_stem(o->ml.paths[i], name, sizeof name);
+        fprintf(stderr, "kvlm serve: model '%s'%s%s%s: %s%s\n", o->ml.aliases[i] ? o->ml.aliases[i] : name,
+                o->ml.aliases[i] ? " (also '" : "", o->ml.aliases[i] ? name : "", o->ml.aliases[i] ? "')" : "", o->ml.paths[i],
                 i ? "" : " (the default: requests without \"model\")");
     }
     if (o->cfg.max_loaded_bytes)
@@ -510,7 +401,7 @@ static int serve_models(serve_opts *o, srv *s, const sigset_t *set) {
 int cli_serve(int argc, char **argv) {
     serve_opts o;
     if (parse(argc, argv, &o)) {
-        free_owned(&o);
+        model_list_free(&o.ml);
         return EXIT_USAGE;
     }
     /* SIGINT, SIGTERM, SIGHUP and the loader's SIGUSR1 go to the main
@@ -532,12 +423,12 @@ int cli_serve(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     kvlm_error err;
-    if (o.n_paths > 1 || o.models_dir) {
+    if (o.ml.n > 1 || o.ml.dir) {
         srv *s = srv_create(&o.cfg, &err);
         int rc = s ? serve_models(&o, s, &set) : 1;
         if (!s) fprintf(stderr, "kvlm serve: %s\n", err.msg);
         srv_free(s);
-        free_owned(&o);
+        model_list_free(&o.ml);
         return rc;
     }
     /* Listen first: /health says "loading" while the model loads. */
