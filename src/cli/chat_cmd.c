@@ -22,6 +22,7 @@
 #include "cli/chat_commands.h"
 #include "cli/chat_conversation.h"
 #include "cli/chat_input.h"
+#include "cli/chat_models.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "app/json_text.h"
@@ -30,14 +31,22 @@
 
 typedef struct chat_opts {
     model_flags mf;
+    model_list ml;         /* -m repeated, --alias, --models-dir */
     sampling_flags smp;
     int n, color, verbose, json;
     const char *chat_template, *system;
 } chat_opts;
 
+static int no_value(const char *flag, const char *v, void *dst) {
+    (void)flag, (void)v, (void)dst;
+    return 0;
+}
+
 static int parse(int argc, char **argv, chat_opts *o) {
     *o = (chat_opts){.n = 256};
     model_flags_init(&o->mf);
+    if (model_list_scan(&o->ml, argc, argv, "chat")) return -1;
+    if (o->ml.n && !o->mf.model) o->mf.model = o->ml.paths[0];
     sampling_flags_init(&o->smp);
     const cli_opt own[] = {
         CLI_INT("-n", "N", "tokens per reply at most (default 256; the context window also ends one)", &o->n, 1,
@@ -49,14 +58,20 @@ static int parse(int argc, char **argv, chat_opts *o) {
         CLI_SWITCH("--color", "tint each token by its probability (a terminal only, not with NO_COLOR)", &o->color,
                    1),
         CLI_SWITCH("--verbose", "print each rendered prompt on stderr before its reply", &o->verbose, 1),
+        CLI_HEADING("several models (docs/chat.md): -m again for each; /model NAME switches, /models lists"),
+        CLI_FN("--alias", "NAME", "the name /model uses for the -m before it (default: its file or directory\n"
+               "name without .gguf, .safetensors or .bin)", no_value, NULL),
+        CLI_FN("--models-dir", "DIR", "add each model file and each directory with a config.json in DIR", no_value,
+               NULL),
         CLI_END,
     };
     cli_spec spec = {
         .cmd = "chat",
-        .usage = "chat (-m MODEL | --synthetic PRESET --tokenizer PATH) [options]",
+        .usage = "chat (-m MODEL [-m MODEL [--alias NAME]]... | --models-dir DIR | --synthetic PRESET --tokenizer PATH)\n"
+                 "       [options]",
         .about = "Talks with the model: each message gets a reply rendered with the model's chat template,\n"
                  "streamed as it is generated. Commands: /help, /reset, /system TEXT, /stats, /save FILE,\n"
-                 "/load FILE, /quit. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D\n"
+                 "/load FILE, /model NAME, /models, /quit. The first model given starts the chat. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D\n"
                  "or Ctrl-C at an empty prompt exits. When standard input is not a terminal each line is one message\n"
                  "and each reply is written to standard output followed by a newline; with --json each\n"
                  "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"
@@ -67,7 +82,12 @@ static int parse(int argc, char **argv, chat_opts *o) {
         .smp = &o->smp,
         .json = &o->json,
     };
-    return cli_parse(&spec, argc, argv) ? -1 : 0;
+    if (cli_parse(&spec, argc, argv)) return -1;
+    if (o->ml.n) o->mf.model = o->ml.paths[0]; /* the parser keeps the last -m */
+    if (o->ml.n > 1 && o->mf.synthetic) return cli_usage_error(&spec, "--synthetic is one model: drop the -m models");
+    if ((o->ml.n > 1 || o->ml.dir) && o->mf.tokenizer)
+        return cli_usage_error(&spec, "--tokenizer works with one model only");
+    return 0;
 }
 
 static volatile sig_atomic_t interrupted;
@@ -99,16 +119,6 @@ static void print_json_reply(FILE *out, const gen_result *g, int n_prompt) {
     free(s);
     json_decref(j);
 }
-
-/* Everything a turn needs besides the conversation. */
-typedef struct chat_engine {
-    const kvlm_config *c;
-    const kvlm_tokenizer *tok;
-    kvlm_engine *e;
-    kvlm_kv *kv;
-    int32_t ends[KVLM_MAX_EOS + 2]; /* the model's eos ids and the template's end of turn */
-    int n_ends;
-} chat_engine;
 
 /* One reply to the conversation as it stands (its last message is the
  * user's). Returns 0, 1 when it could not run (the user message is taken
@@ -182,11 +192,16 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, FILE
     return rc ? -1 : 0;
 }
 
-static void banner(const cli_session *ss, const chat_template *tpl, const chat_engine *ce, const chat_opts *o) {
-    const kvlm_config *c = ss->c;
+static void banner(const chat_engine *ce, const chat_opts *o) {
+    const kvlm_config *c = ce->c;
     fprintf(stderr, "kvlm chat: model %s (%s, %d layers, context %d tokens), %s\n",
-            o->mf.model ? o->mf.model : o->mf.synthetic, c->arch, c->n_layer, c->n_ctx, kvlm_tokenizer_source(ss->tok));
-    fprintf(stderr, "kvlm chat: chat template %s\n", tpl->origin);
+            o->mf.model ? o->mf.model : o->mf.synthetic, c->arch, c->n_layer, c->n_ctx, kvlm_tokenizer_source(ce->tok));
+    if (o->ml.n > 1) {
+        char name[256];
+        fprintf(stderr, "kvlm chat: %d models (/models lists them, /model NAME switches); this one is %s\n", o->ml.n,
+                model_list_name(&o->ml, 0, name, sizeof name));
+    }
+    fprintf(stderr, "kvlm chat: chat template %s\n", ce->tpl.origin);
     char why[160];
     fprintf(stderr, "kvlm chat: KV cache %s, %d tokens per block, reused across turns; %d threads (%s), %s kernels\n",
             kvlm_dtype_name(o->mf.kv_dtype), o->mf.block_size, kvlm_engine_threads(ce->e),
@@ -194,7 +209,7 @@ static void banner(const cli_session *ss, const chat_template *tpl, const chat_e
 }
 
 /* The conversation loop on the input; returns the exit status. */
-static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o, chat_input *in) {
+static int converse(chat_state *st, chat_models *cm, const chat_opts *o, chat_input *in) {
     if (in->tty) fputs("Type a message; /help lists the commands, Ctrl-D exits.\n", in->echo);
     st->info = in->tty ? in->echo : stderr;
     for (;;) {
@@ -222,60 +237,44 @@ static int converse(chat_state *st, const chat_engine *ce, const chat_opts *o, c
             fprintf(stderr, "kvlm chat: out of memory\n");
             return 1;
         }
-        if (reply(st, ce, o, stdout, in->tty) < 0) return 1;
+        if (reply(st, chat_models_engine(cm), o, stdout, in->tty) < 0) return 1;
     }
 }
 
 int cli_chat(int argc, char **argv) {
     chat_opts o;
-    if (parse(argc, argv, &o)) return EXIT_USAGE;
-    cli_session ss;
-    int rc = session_open(&ss, &o.mf, SESSION_TOKENIZER);
-    chat_template tpl = {0};
-    chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .m = ss.m,
-                     .template_origin = tpl.origin};
-    chat_engine ce = {.c = ss.c, .tok = ss.tok};
-    kvlm_error err;
+    if (parse(argc, argv, &o)) {
+        model_list_free(&o.ml);
+        return EXIT_USAGE;
+    }
+    chat_models cm = {.list = &o.ml, .mf = o.mf, .tpl_name = o.chat_template};
+    chat_engine *ce = chat_models_engine(&cm);
+    chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .models = &cm};
+    int rc = chat_engine_open(ce, &o.mf, o.chat_template);
     if (rc) goto out;
     rc = 1;
-    if (chat_template_load(&tpl, kvlm_model_dir(ss.m), kvlm_model_tokenizer_path(ss.m), o.chat_template, &err)) {
-        fprintf(stderr, "kvlm chat: %s\n", err.msg);
-        rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
-        goto out;
-    }
-    kvlm_kv_options ko = kvlm_kv_default_params();
-    ko.dtype = o.mf.kv_dtype;
-    ko.block_size = o.mf.block_size;
-    ko.max_seqs = 1;
-    kvlm_engine_options eo = session_engine_options(&o.mf);
-    if (!(ce.kv = kvlm_kv_create(ss.m, &ko, &err)) || !(ce.e = kvlm_engine_create(ss.m, ce.kv, &eo, &err))) {
-        fprintf(stderr, "kvlm chat: %s\n", err.msg);
-        rc = err.code == KVLM_ERR_ARG ? EXIT_USAGE : 1;
-        goto out;
-    }
-    st.kv = ce.kv;
-    if (chat_conv_init(&st.conv, &tpl, ss.tok, o.system)) {
+    st.m = ce->ss.m;
+    st.kv = ce->kv;
+    st.template_origin = ce->tpl.origin;
+    if (chat_conv_init(&st.conv, &ce->tpl, ce->tok, o.system)) {
         fprintf(stderr, "kvlm chat: out of memory\n");
         goto out;
     }
-    ce.n_ends = kvlm_eos_ids(ss.m, ss.tok, ce.ends, KVLM_MAX_EOS + 1);
-    if (ce.n_ends > KVLM_MAX_EOS + 1) ce.n_ends = KVLM_MAX_EOS + 1;
-    if (st.conv.turn_end >= 0) ce.ends[ce.n_ends++] = st.conv.turn_end;
+    chat_engine_set_ends(ce, st.conv.turn_end);
     st.color = o.color && chat_color_usable(stdout);
-    banner(&ss, &tpl, &ce, &o);
+    banner(ce, &o);
     struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: a blocked read returns */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     chat_input in;
     chat_input_open(&in, stdin, isatty(fileno(stdout)) ? stdout : stderr); /* prompts never go to a file */
-    rc = converse(&st, &ce, &o, &in);
+    rc = converse(&st, &cm, &o, &in);
     chat_input_close(&in);
 out:
     chat_conv_free(&st.conv);
     chat_state_forget_ids(&st);
-    kvlm_engine_free(ce.e);
-    kvlm_kv_free(ce.kv);
-    chat_template_free(&tpl);
-    session_close(&ss);
+    chat_engine_close(&cm.slot[0]);
+    chat_engine_close(&cm.slot[1]);
+    model_list_free(&o.ml);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "cli/chat_color.h"
 #include "cli/chat_file.h"
+#include "cli/chat_models.h"
 
 void chat_state_forget_ids(chat_state *st) {
     free(st->ids);
@@ -79,6 +80,9 @@ void chat_help(const chat_state *st, FILE *f) {
           "                 as JSON only, {\"messages\": [...]})\n"
           "  /load FILE     replace the conversation with a saved one, its KV restored\n"
           "                 without prefill when the file was saved from this model and setting\n"
+          "  /models        the models given (-m, --models-dir), the one in use marked *\n"
+          "  /model NAME    the next replies come from model NAME; the conversation stays,\n"
+          "                 rendered with its template (the next reply prefills it again)\n"
           "  /quit          exit (also Ctrl-D, or Ctrl-C at an empty prompt)\n"
           "keys:\n"
           "  a line ending in \\ continues the message on the next line\n"
@@ -158,6 +162,10 @@ int chat_command(chat_state *st, const char *line) {
             return -1;
         }
         return IS("/save") ? save(st, arg) : load(st, arg);
+    } else if (IS("/models")) {
+        chat_models_print(st->models, st->info);
+    } else if (IS("/model")) {
+        return chat_models_switch(st->models, st, arg);
     } else {
         fprintf(st->info, "unknown command '%.*s' (/help lists the commands)\n", (int)word, line);
         return -1;

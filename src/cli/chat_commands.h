@@ -1,6 +1,6 @@
 /*
  * The slash commands of `kvlm chat` (/help, /reset, /system, /stats,
- * /save, /load, /quit) and the figures /stats shows of the last reply. A line
+ * /save, /load, /model, /models, /quit) and the figures /stats shows of the last reply. A line
  * that starts with '/' is a command; anything else is a message.
  */
 #ifndef KVLM_CLI_CHAT_COMMANDS_H
@@ -36,6 +36,7 @@ typedef struct chat_state {
     const char *template_origin;  /* the chat template in use (chat_template.origin) */
     int32_t *ids;               /* the last prompt and its reply (or the tokens /load restored), or NULL */
     int n_ids;
+    struct chat_models *models; /* what /model and /models switch between (cli/chat_models.h) */
 } chat_state;
 
 /* Forgets st->ids (the conversation changed). */

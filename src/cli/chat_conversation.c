@@ -27,6 +27,13 @@ int chat_conv_init(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer
     return chat_conv_set_system(cv, system);
 }
 
+void chat_conv_retarget(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok) {
+    const char *end = chat_turn_end(tpl);
+    cv->tpl = tpl;
+    cv->tok = tok;
+    cv->turn_end = end ? kvlm_tokenizer_token_id(tok, end, strlen(end)) : KVLM_NO_TOKEN;
+}
+
 void chat_conv_free(chat_conv *cv) {
     json_decref(cv->messages);
     cv->messages = NULL;

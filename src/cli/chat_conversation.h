@@ -31,6 +31,9 @@ typedef struct chat_conv {
  * empty). Returns 0, -1 when memory runs out. */
 int chat_conv_init(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok, const char *system);
 void chat_conv_free(chat_conv *cv);
+/* Renders and tokenises the same messages with another model's template
+ * and tokenizer from now on (kvlm chat's /model). */
+void chat_conv_retarget(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok);
 /* Forgets every message but the system message. */
 void chat_conv_reset(chat_conv *cv);
 /* Sets the system message (first in the list); NULL or "" removes it. */
