@@ -13,7 +13,8 @@
  * store false does not; previous_response_id continues the conversation;
  * a Responses stream numbers its events from 0 and ends with the object
  * the store keeps; with a reasoning template (its answer opens with
- * <think>) the output is a thinking block, whole and streamed.
+ * <think>) the output is a thinking block, whole and streamed, and on
+ * /v1/responses a reasoning item with the reasoning_text events.
  */
 #include "server_harness.h"
 
@@ -271,6 +272,81 @@ static void test_thinking(void **state) {
     json_decref(chat);
 }
 
+/* The same template on /v1/responses: the output is one reasoning item
+ * (no message: the model never closes its reasoning) whose text is the
+ * chat API's raw content, whole and streamed with the reasoning events in
+ * order; the stored assistant turn leaves the reasoning out. */
+static void test_responses_reasoning(void **state) {
+    (void)state;
+    json_t *chat = post(t.port, "/v1/chat/completions", "{\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"ROMEO:\"}]}", 200);
+    const char *raw = jstr(chat, "choices.0.message.content");
+    assert_true(strlen(raw) > 0);
+    static const char body[] = "{\"input\":\"ROMEO:\",\"max_output_tokens\":12,\"temperature\":0%s}";
+    char b[256];
+    snprintf(b, sizeof b, body, "");
+    json_t *o = post(t.port, "/v1/responses", b, 200);
+    assert_int_equal(json_array_size(jget(o, "output")), 1);
+    assert_string_equal(jstr(o, "output.0.type"), "reasoning");
+    assert_memory_equal(jstr(o, "output.0.id"), "rs_", 3);
+    assert_string_equal(jstr(o, "output.0.status"), "completed");
+    assert_int_equal(json_array_size(jget(o, "output.0.summary")), 0);
+    assert_int_equal(json_array_size(jget(o, "output.0.content")), 1);
+    assert_string_equal(jstr(o, "output.0.content.0.type"), "reasoning_text");
+    assert_string_equal(jstr(o, "output.0.content.0.text"), raw);
+    assert_string_equal(jstr(o, "status"), "incomplete");
+    snprintf(b, sizeof b, body, ",\"stream\":true");
+    resp r = http(t.port, "POST", "/v1/responses", b);
+    assert_int_equal(r.status, 200);
+    json_t *evs = named_events(r.body);
+    const size_t n = json_array_size(evs);
+    static const char *const head[] = {"response.created", "response.in_progress", "response.output_item.added",
+                                       "response.content_part.added"};
+    static const char *const tail[] = {"response.reasoning_text.done", "response.content_part.done",
+                                       "response.output_item.done", "response.incomplete"};
+    assert_true(n > 8 && n - 8 <= 12); /* one delta per token at most */
+    sbuf streamed = {0};
+    for (size_t i = 0; i < n; i++) {
+        json_t *d = ev_data(evs, i);
+        assert_int_equal(jint(d, "sequence_number"), (json_int_t)i);
+        if (i < 4) assert_string_equal(ev_name(evs, i), head[i]);
+        else if (i >= n - 4) assert_string_equal(ev_name(evs, i), tail[i - (n - 4)]);
+        else {
+            assert_string_equal(ev_name(evs, i), "response.reasoning_text.delta");
+            assert_string_equal(jstr(d, "item_id"), jstr(ev_data(evs, 2), "item.id"));
+            assert_int_equal(jint(d, "output_index"), 0);
+            assert_int_equal(jint(d, "content_index"), 0);
+            sbuf_adds(&streamed, jstr(d, "delta"));
+        }
+    }
+    assert_string_equal(jstr(ev_data(evs, 2), "item.type"), "reasoning");
+    assert_string_equal(jstr(ev_data(evs, 2), "item.status"), "in_progress");
+    assert_string_equal(jstr(ev_data(evs, 3), "part.type"), "reasoning_text");
+    assert_string_equal(streamed.data, raw);
+    assert_string_equal(jstr(ev_data(evs, n - 4), "text"), raw);
+    assert_string_equal(jstr(ev_data(evs, n - 3), "part.text"), raw);
+    assert_string_equal(jstr(ev_data(evs, n - 2), "item.content.0.text"), raw);
+    assert_string_equal(jstr(ev_data(evs, n - 2), "item.id"), jstr(ev_data(evs, 2), "item.id"));
+    json_t *last = jget(ev_data(evs, n - 1), "response");
+    assert_true(json_equal(jget(last, "output.0"), jget(ev_data(evs, n - 2), "item")));
+    assert_int_equal(json_array_size(jget(last, "output")), 1);
+    /* the next turn sees the answer only (empty here), not the reasoning */
+    char next[256];
+    snprintf(next, sizeof next, "{\"input\":\"Go\",\"max_output_tokens\":1,\"previous_response_id\":\"%s\"}",
+             jstr(last, "id"));
+    json_t *c = post(t.port, "/v1/responses", next, 200);
+    json_t *cc = post(t.port, "/v1/chat/completions", "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":"
+                      "\"ROMEO:\"},{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"Go\"}]}", 200);
+    assert_int_equal(jint(c, "usage.input_tokens"), jint(cc, "usage.prompt_tokens"));
+    json_decref(c);
+    json_decref(cc);
+    sbuf_free(&streamed);
+    json_decref(evs);
+    resp_free(&r);
+    json_decref(o);
+    json_decref(chat);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_api_server")) return 1;
@@ -280,6 +356,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_responses_store),
         cmocka_unit_test(test_responses_stream),
         cmocka_unit_test(test_thinking),
+        cmocka_unit_test(test_responses_reasoning),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;
 }

@@ -44,6 +44,11 @@ static inline const stream_ops *stream_ops_of(const job *j) {
                                                 : NULL;
 }
 
+/* A Responses output item of reasoning text: {type "reasoning", id "rs_..."
+ * (from the response id), summary [], content [{type "reasoning_text",
+ * text}] (no part unless with_part), status}. The streamed reasoning is
+ * responses_stream_ops.thinking. */
+json_t *responses_reasoning_item(const job *j, const char *status, const char *text, size_t n, int with_part);
 /* Anthropic's error body: {"type": "error", "error": {"type", "message"}}
  * with the error type Anthropic gives the status (malloc'ed). */
 char *anthropic_error_body(const api_error *e);

@@ -36,7 +36,8 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
             for (int k = 0; k < c; k++) tc_parser_free(j->choices[k].tools);
             goto nomem;
         }
-    for (int c = 0; c < nc && j->rq.stream && j->rq.reasoning && j->rq.shape == API_SHAPE_ANTHROPIC; c++) {
+    for (int c = 0; c < nc && j->rq.stream && j->rq.reasoning &&
+                        (j->rq.shape == API_SHAPE_ANTHROPIC || j->rq.shape == API_SHAPE_RESPONSES); c++) {
         rs_init(&j->choices[c].reason, j->rq.reasoning == 2);
         j->choices[c].reason_on = 1;
     }

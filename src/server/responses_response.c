@@ -8,7 +8,13 @@
  * response.content_part.added, response.output_text.delta...,
  * response.output_text.done, response.content_part.done, for a call
  * response.function_call_arguments.delta... and .done, then
- * response.output_item.done; finally response.completed (or
+ * response.output_item.done. Where the chat template reasons
+ * (reasoning.h), the reasoning comes first as a reasoning item
+ * {type "reasoning", id "rs_...", summary [], content [{type
+ * "reasoning_text", text}]}, streamed as output_item.added,
+ * content_part.added, response.reasoning_text.delta... and .done,
+ * content_part.done, output_item.done; the answer follows as the message,
+ * and the store keeps only the answer as the assistant's turn; finally response.completed (or
  * response.incomplete when max_output_tokens cut it short). Item ids are
  * derived from the response id, so the stream's and the final object's
  * agree. A finished response is kept in the store (responses_store.h)
@@ -21,6 +27,7 @@
 #include "server/api_stream.h"
 #include "server/openai_response.h"
 #include "server/responses_store.h"
+#include "app/reasoning.h"
 #include "app/tool_calls.h"
 
 /* "msg_" or "fc_" and hex digits of the response id and the call index. */
@@ -41,6 +48,16 @@ static json_t *message_item(const job *j, const char *status, const char *text, 
                                                  "annotations"));
     return json_pack("{s:s,s:s,s:s,s:s,s:o}", "type", "message", "id", id, "status", status, "role", "assistant",
                      "content", content);
+}
+
+json_t *responses_reasoning_item(const job *j, const char *status, const char *text, size_t n, int with_part) {
+    char id[48];
+    item_id(j, "rs_", 0, id);
+    json_t *content = json_array();
+    if (with_part)
+        json_array_append_new(content, json_pack("{s:s,s:o}", "type", "reasoning_text", "text", ts_json_string(text, n)));
+    return json_pack("{s:s,s:s,s:[],s:o,s:s}", "type", "reasoning", "id", id, "summary", "content", content, "status",
+                     status);
 }
 
 static json_t *call_item(const job *j, int index, const char *status, const char *name, size_t name_len,
@@ -89,12 +106,20 @@ static json_t *output_items(const job *j, json_t **turn) {
     const char *text = cs->text.data ? cs->text.data : "";
     size_t len = cs->text.len;
     int n_calls = 0;
+    sbuf thinking = {0}, answer = {0};
+    if (j->rq.reasoning) { /* the template reasons: a reasoning item first */
+        rs_split_all(text, len, j->rq.reasoning == 2, &thinking, &answer);
+        if (thinking.len)
+            json_array_append_new(out, responses_reasoning_item(j, "completed", thinking.data, thinking.len, 1));
+        text = answer.data ? answer.data : "";
+        len = answer.len;
+    }
     if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && r.n_calls) {
         text = r.content.data ? r.content.data : "";
         len = r.content.len;
         n_calls = r.n_calls;
     }
-    if (len || !n_calls) json_array_append_new(out, message_item(j, "completed", text, len, 1));
+    if (len || (!n_calls && !thinking.len)) json_array_append_new(out, message_item(j, "completed", text, len, 1));
     json_t *calls = json_array();
     for (int k = 0; k < n_calls; k++) {
         const char *args = r.calls[k].args.data ? r.calls[k].args.data : "";
@@ -110,6 +135,8 @@ static json_t *output_items(const job *j, json_t **turn) {
     }
     json_decref(calls);
     tc_result_free(&r);
+    sbuf_free(&thinking);
+    sbuf_free(&answer);
     return out;
 }
 
@@ -143,6 +170,17 @@ static void close_item(job *j, int c, sbuf *out) {
         event(j, "response.output_item.done",
               json_pack("{s:i,s:o}", "output_index", index, "item", message_item(j, "completed", t, cs->sh_item.len, 1)),
               out);
+    } else if (cs->sh_open == 3) {
+        item_id(j, "rs_", 0, id);
+        event(j, "response.reasoning_text.done", json_pack("{s:s,s:i,s:i,s:o}", "item_id", id, "output_index", index,
+                                                           "content_index", 0, "text", ts_json_string(t, cs->sh_item.len)),
+              out);
+        event(j, "response.content_part.done",
+              json_pack("{s:s,s:i,s:i,s:{s:s,s:o}}", "item_id", id, "output_index", index, "content_index", 0, "part",
+                        "type", "reasoning_text", "text", ts_json_string(t, cs->sh_item.len)), out);
+        event(j, "response.output_item.done",
+              json_pack("{s:i,s:o}", "output_index", index, "item",
+                        responses_reasoning_item(j, "completed", t, cs->sh_item.len, 1)), out);
     } else if (cs->sh_open == 2) {
         item_id(j, "fc_", cs->sh_call, id);
         event(j, "response.function_call_arguments.done",
@@ -175,6 +213,29 @@ static void r_text(job *j, int c, const char *text, size_t n, sbuf *out) {
     event(j, "response.output_text.delta",
           json_pack("{s:s,s:i,s:i,s:o,s:[]}", "item_id", id, "output_index", cs->sh_next - 1, "content_index", 0,
                     "delta", ts_json_string(text, n), "logprobs"), out);
+}
+
+/* Reasoning text (the template reasons): the reasoning item, opened on its
+ * first piece; it is the first item of the output. */
+static void r_thinking(job *j, int c, const char *text, size_t n, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    char id[48];
+    item_id(j, "rs_", 0, id);
+    if (cs->sh_open != 3) {
+        close_item(j, c, out);
+        event(j, "response.output_item.added",
+              json_pack("{s:i,s:o}", "output_index", cs->sh_next,
+                        "item", responses_reasoning_item(j, "in_progress", "", 0, 0)), out);
+        event(j, "response.content_part.added",
+              json_pack("{s:s,s:i,s:i,s:{s:s,s:s}}", "item_id", id, "output_index", cs->sh_next, "content_index", 0,
+                        "part", "type", "reasoning_text", "text", ""), out);
+        cs->sh_next++;
+        cs->sh_open = 3;
+    }
+    sbuf_add(&cs->sh_item, text, n);
+    event(j, "response.reasoning_text.delta",
+          json_pack("{s:s,s:i,s:i,s:o}", "item_id", id, "output_index", cs->sh_next - 1, "content_index", 0, "delta",
+                    ts_json_string(text, n)), out);
 }
 
 static void r_call(job *j, int c, int index, const char *name, size_t n, sbuf *out) {
@@ -241,4 +302,4 @@ static void r_done(job *j) {
 }
 
 const stream_ops responses_stream_ops = {r_start, r_text, r_call, r_args, r_finish, r_end, r_error, r_final_body,
-                                         r_done, NULL};
+                                         r_done, r_thinking};

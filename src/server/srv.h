@@ -61,12 +61,12 @@ typedef struct choice_state {
     /* Anthropic and Responses (api_stream.h) */
     sbuf raw;               /* the generated tokens' pieces, when the request has stop strings: which
                                one ended the choice */
-    int sh_open;            /* the streamed block or item open: 0 none, 1 text, 2 tool call */
+    int sh_open;            /* the streamed block or item open: 0 none, 1 text, 2 tool call, 3 reasoning */
     int sh_next;            /* index of the next block (Anthropic) or output item (Responses) */
     int sh_call;            /* the open call's index */
     sbuf sh_item;           /* Responses: the open item's text or arguments so far */
     char sh_name[72];       /* Responses: the open call's name */
-    rs_split reason;        /* Anthropic streaming with a reasoning template: thinking vs text */
+    rs_split reason;        /* Anthropic, Responses streaming with a reasoning template: thinking vs text */
     int reason_on;
 } choice_state;
 
