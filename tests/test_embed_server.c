@@ -14,27 +14,32 @@
  * too long, outside the vocabulary, text without a tokenizer, bad
  * encoding_format or dimensions, an unknown key); GET is a 405; while a
  * greedy completion runs on the other sequence slot, embeddings still
- * equal the reference and the completion's text is the one it has alone.
+ * equal the reference and the completion's text is the one it has alone;
+ * /metrics counts embeddings requests, inputs and tokens; --timeout ends
+ * one with a 503.
  */
 #include <math.h>
 
 #include "server_harness.h"
 
-static server q, l;
+static server q, l, t; /* t: --timeout shorter than any request */
 
 static int start_all(void **state) {
     (void)state;
     return start_server_in_tempdir(&q, "-m tests/fixtures/llama/qwen3 --threads 1 --max-seqs 2 --kv-dtype f32 "
                                        "--max-batch-tokens 16 --pooling mean") ||
            start_server_in_tempdir(&l, "-m models/shakespeare-llama/shakespeare-llama-q8_0.gguf --threads 1 "
-                                       "--max-seqs 2");
+                                       "--max-seqs 2") ||
+           start_server_in_tempdir(&t, "-m models/shakespeare-llama/shakespeare-llama-q8_0.gguf --threads 1 "
+                                       "--timeout 0.000001");
 }
 
 static int stop_all(void **state) {
     (void)state;
-    int rc = stop_server(&q) | stop_server(&l);
+    int rc = stop_server(&q) | stop_server(&l) | stop_server(&t);
     th_rmtree(q.dir);
     th_rmtree(l.dir);
+    th_rmtree(t.dir);
     return rc;
 }
 
@@ -227,6 +232,36 @@ static void test_alongside_completion(void **state) {
     free(inputs);
 }
 
+/* /metrics counts the embeddings answered, their inputs and tokens, and
+ * times them; a request that fails (400) is not counted. --timeout ends
+ * an embeddings request as it ends a completion's wait: here at once, a
+ * 503 "timeout". */
+static void test_metrics_and_timeout(void **state) {
+    (void)state;
+    const double req0 = metric(l.port, "kvlm_embedding_requests_total"),
+                 in0 = metric(l.port, "kvlm_embedding_inputs_total"),
+                 tok0 = metric(l.port, "kvlm_embedding_input_tokens_total"),
+                 h0 = metric(l.port, "kvlm_embedding_request_seconds_count");
+    assert_true(req0 >= 0 && in0 >= 0 && tok0 >= 0 && h0 == req0);
+    json_t *a = post(l.port, "/v1/embeddings", "{\"input\":[\"ROMEO:\",\"Good morrow, cousin.\"]}", 200);
+    json_t *b = post(l.port, "/v1/embeddings", "{\"input\":[[10,11,12]]}", 200);
+    json_decref(post(l.port, "/v1/embeddings", "{\"input\":\"\"}", 400));
+    assert_int_equal(metric(l.port, "kvlm_embedding_requests_total"), req0 + 2);
+    assert_int_equal(metric(l.port, "kvlm_embedding_inputs_total"), in0 + 3);
+    assert_int_equal(metric(l.port, "kvlm_embedding_input_tokens_total"),
+                     tok0 + jint(a, "usage.prompt_tokens") + 3);
+    assert_int_equal(metric(l.port, "kvlm_embedding_request_seconds_count"), h0 + 2);
+    assert_true(metric(l.port, "kvlm_embedding_request_seconds_sum") > 0);
+    json_decref(a);
+    json_decref(b);
+    resp r = http(t.port, "POST", "/v1/embeddings", "{\"input\":\"ROMEO:\"}");
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "\"code\":\"timeout\""));
+    assert_non_null(strstr(r.body, "--timeout"));
+    resp_free(&r);
+    assert_int_equal(metric(t.port, "kvlm_embedding_requests_total"), 0);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_embed_server")) return 1;
@@ -235,6 +270,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_text),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alongside_completion),
+        cmocka_unit_test(test_metrics_and_timeout),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;
 }

@@ -1,7 +1,8 @@
 /*
  * The embeddings endpoint (see embed_routes.h): the job's checks on the
  * HTTP thread, the slices through kvlm_embed and the OpenAI-shaped answer
- * on the engine thread.
+ * on the engine thread, under --timeout (counted from arrival, checked
+ * before each slice) and counted in /metrics (metrics_observe_embedding).
  */
 #include "server/embed_routes.h"
 
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "app/embed_request.h"
+#include "server/metrics.h"
 
 struct embed_job {
     embed_request rq;
@@ -115,6 +117,9 @@ int embed_run(srv *s, job *j, char **body, api_error *e) {
     const int width = s->c->n_embd, n = ej->rq.n_inputs;
     const int budget = s->cfg.max_batch_tokens > 0 ? s->cfg.max_batch_tokens : 256;
     *body = NULL;
+    if (s->cfg.timeout > 0 && kvlm_now() > j->t_arrival + s->cfg.timeout)
+        return api_fail(e, 503, "timeout", NULL, "the embeddings did not finish within --timeout (%g s)",
+                        (double)s->cfg.timeout), 0;
     int k = ej->next, tokens = 0;
     while (k < n && (k == ej->next || tokens + ej->rq.n_ids[k] <= budget)) tokens += ej->rq.n_ids[k++];
     kvlm_embed_params p = kvlm_embed_default_params();
@@ -129,5 +134,6 @@ int embed_run(srv *s, job *j, char **body, api_error *e) {
     ej->next = k;
     if (k < n) return 2;
     if (!(*body = answer_body(s, ej, width))) api_fail(e, 500, NULL, NULL, "out of memory");
+    else metrics_observe_embedding(s->metrics, n, ej->rq.total_tokens, kvlm_now() - j->t_arrival);
     return 0;
 }

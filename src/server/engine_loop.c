@@ -316,7 +316,25 @@ static void run_measures(srv *s) {
     }
 }
 
+/* Embeddings wait in the measurement queue, outside the scheduler:
+ * --max-waiting counts them with the scheduler's waiting sequences. */
+static int embeds_full(srv *s) {
+    if (s->cfg.max_waiting <= 0) return 0;
+    int n = 0;
+    for (const job *q = s->measures; q; q = q->next) n += q->embed != NULL;
+    kvlm_sched_stats st;
+    kvlm_sched_get_stats(s->sched, &st);
+    return n + st.waiting >= s->cfg.max_waiting;
+}
+
 static void queue_measure(srv *s, job *j) {
+    if (j->embed && embeds_full(s)) {
+        api_error e;
+        api_fail(&e, 429, "queue_full", NULL, "the server is busy (%d requests waiting); retry later",
+                 s->cfg.max_waiting);
+        answer_error(s, j, &e);
+        return;
+    }
     job **at = &s->measures;
     while (*at) at = &(*at)->next;
     *at = j;

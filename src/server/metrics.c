@@ -35,7 +35,8 @@ static const char *const finish_names[] = {"none", "stop", "length", "cancelled"
 
 struct srv_metrics {
     pthread_mutex_t mu;
-    hist ttft, tpot, e2e, queue;
+    hist ttft, tpot, e2e, queue, embed;
+    uint64_t embed_requests, embed_inputs, embed_tokens;
     kvlm_sched_stats st;
     kvlm_kv_stats kv;
     int inbox;
@@ -59,6 +60,8 @@ srv_metrics *metrics_create(void) {
     m->e2e = (hist){"kvlm_e2e_request_latency_seconds", "Time from request arrival to its last token.", long_b,
                     NB(long_b), {0}, 0, 0};
     m->queue = (hist){"kvlm_request_queue_time_seconds", "Time from request arrival to its admission to the batch.",
+                      long_b, NB(long_b), {0}, 0, 0};
+    m->embed = (hist){"kvlm_embedding_request_seconds", "Time from an embeddings request's arrival to its answer.",
                       long_b, NB(long_b), {0}, 0, 0};
     return m;
 }
@@ -85,6 +88,15 @@ void metrics_observe_ttft(srv_metrics *m, double s) { observe(m, &m->ttft, s); }
 void metrics_observe_request(srv_metrics *m, double e2e, double tpot) {
     observe(m, &m->e2e, e2e);
     if (tpot >= 0) observe(m, &m->tpot, tpot);
+}
+
+void metrics_observe_embedding(srv_metrics *m, int inputs, int tokens, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    m->embed_requests++;
+    m->embed_inputs += (uint64_t)inputs;
+    m->embed_tokens += (uint64_t)tokens;
+    pthread_mutex_unlock(&m->mu);
+    observe(m, &m->embed, seconds);
 }
 
 void metrics_count_finish(srv_metrics *m, kvlm_finish reason) {
@@ -222,6 +234,9 @@ void metrics_render(srv_metrics *m, sbuf *o) {
             st->drafted_tokens);
     counter(o, "kvlm_speculative_accepted_tokens_total", "Drafted tokens the target model kept.",
             st->accepted_tokens);
+    counter(o, "kvlm_embedding_requests_total", "Embeddings requests answered (200).", m->embed_requests);
+    counter(o, "kvlm_embedding_inputs_total", "Inputs embedded (one vector each).", m->embed_inputs);
+    counter(o, "kvlm_embedding_input_tokens_total", "Tokens of the inputs embedded.", m->embed_tokens);
     head(o, "kvlm_sequences_finished_total", "counter", "Sequences (choices) ended, by reason.");
     for (int r = 1; r < 6; r++)
         sbuf_printf(o, "kvlm_sequences_finished_total{reason=\"%s\"} %llu\n", finish_names[r],
@@ -240,5 +255,6 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     render_hist(o, &m->tpot);
     render_hist(o, &m->e2e);
     render_hist(o, &m->queue);
+    render_hist(o, &m->embed);
     pthread_mutex_unlock(&m->mu);
 }

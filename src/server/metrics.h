@@ -26,6 +26,8 @@ void metrics_observe_ttft(srv_metrics *m, double seconds);
  * it produced at least two tokens, its time per output token (< 0: none). */
 void metrics_observe_request(srv_metrics *m, double e2e, double tpot);
 void metrics_count_finish(srv_metrics *m, kvlm_finish reason);
+/* An embeddings request answered: its inputs, their tokens, arrival to answer. */
+void metrics_observe_embedding(srv_metrics *m, int inputs, int tokens, double seconds);
 void metrics_count_status(srv_metrics *m, int http_status);
 /* Engine-thread snapshot; `inbox` counts jobs not yet handed to the scheduler. */
 void metrics_publish(srv_metrics *m, const kvlm_sched_stats *st, const kvlm_kv_stats *kv, int inbox);
