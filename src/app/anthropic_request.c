@@ -327,7 +327,7 @@ json_t *anth_to_chat(json_t *root, int count_only, api_error *e) {
 
 int anth_parse_messages(const char *body, size_t len, const api_limits *lim, api_request *rq, api_error *e) {
     memset(rq, 0, sizeof *rq);
-    json_t *root = api_load_body(body, len, e), *chat = root ? anth_to_chat(root, 0, e) : NULL;
+    json_t *root = api_load_body(body, len, lim, e), *chat = root ? anth_to_chat(root, 0, e) : NULL;
     json_decref(root);
     if (!chat) return -1;
     int rc = api_parse_chat_root(chat, lim, rq, e);
@@ -338,7 +338,7 @@ int anth_parse_messages(const char *body, size_t len, const api_limits *lim, api
 
 int anth_count_tokens(const char *body, size_t len, const api_limits *lim, int *n_tokens, api_error *e) {
     *n_tokens = 0;
-    json_t *root = api_load_body(body, len, e), *chat = root ? anth_to_chat(root, 1, e) : NULL;
+    json_t *root = api_load_body(body, len, lim, e), *chat = root ? anth_to_chat(root, 1, e) : NULL;
     json_decref(root);
     if (!chat) return -1;
     int32_t *ids = NULL;

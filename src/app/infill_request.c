@@ -203,7 +203,7 @@ int fim_room(json_t *root, const api_limits *lim) {
 
 int api_parse_infill(const char *body, size_t len, const api_limits *lim, api_request *rq, api_error *e) {
     memset(rq, 0, sizeof *rq);
-    json_t *root = api_load_body(body, len, e);
+    json_t *root = api_load_body(body, len, lim, e);
     if (!root) return -1;
     fim_input in = {0};
     fim_chunk *extra = NULL;

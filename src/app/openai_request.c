@@ -77,7 +77,8 @@ static int find_nul(json_t *v, char *path, size_t cap, size_t at) {
     return 0;
 }
 
-static json_t *parse_body(const char *body, size_t len, api_error *e) {
+static json_t *parse_body(const char *body, size_t len, const api_limits *lim, api_error *e) {
+    if (lim && lim->body) return json_incref(lim->body);
     if (len == 0) {
         api_fail(e, 400, "invalid_json", NULL, "the request body is empty; expected a JSON object");
         return NULL;
@@ -812,7 +813,7 @@ static int parse_root(json_t *root, int chat, const api_limits *lim, api_request
 int api_parse_completion(const char *body, size_t len, int chat, const api_limits *lim, api_request *rq,
                          api_error *e) {
     memset(rq, 0, sizeof *rq);
-    json_t *root = parse_body(body, len, e);
+    json_t *root = parse_body(body, len, lim, e);
     if (!root) return -1;
     int rc = parse_root(root, chat, lim, rq, e);
     json_decref(root);
@@ -827,7 +828,9 @@ int api_parse_completion_root(json_t *root, const api_limits *lim, api_request *
     return parse_root(root, 0, lim, rq, e);
 }
 
-json_t *api_load_body(const char *body, size_t len, api_error *e) { return parse_body(body, len, e); }
+json_t *api_load_body(const char *body, size_t len, const api_limits *lim, api_error *e) {
+    return parse_body(body, len, lim, e);
+}
 
 void api_request_free(api_request *rq) {
     for (int i = 0; rq->prompts && i < rq->n_prompts; i++) free(rq->prompts[i]);
@@ -848,7 +851,7 @@ void api_request_free(api_request *rq) {
 /* --------------------------------------------------- tokenize, detokenize */
 
 json_t *api_parse_object(const char *body, size_t len, const char *const *keys, const api_limits *lim, api_error *e) {
-    json_t *root = parse_body(body, len, e);
+    json_t *root = parse_body(body, len, lim, e);
     if (root && check_keys(root, keys, lim, e)) {
         json_decref(root);
         root = NULL;
@@ -905,7 +908,7 @@ int api_parse_detokenize(const char *body, size_t len, const api_limits *lim, in
     static const char *const keys[] = {"model", "tokens", NULL};
     *ids = NULL;
     *n = 0;
-    json_t *root = parse_body(body, len, e);
+    json_t *root = parse_body(body, len, lim, e);
     if (!root) return -1;
     int rc = check_keys(root, keys, lim, e);
     json_t *t = json_object_get(root, "tokens");

@@ -61,6 +61,8 @@ typedef struct api_limits {
     int has_draft;              /* a draft model is loaded ("kvlm_speculation" draft "model") */
     size_t kv_blocks;           /* blocks in the KV pool */
     uint64_t random_seed;       /* used when the request gives none */
+    json_t *body;               /* the body already parsed and checked by api_load_body (the router of
+                                   several models did it), or NULL: the parsers parse it */
 } api_limits;
 
 /* What the output must look like (openai_structured.h). */
@@ -138,7 +140,7 @@ int api_parse_completion_root(json_t *root, const api_limits *lim, api_request *
 /* A body loaded and checked as api_parse_completion checks it first
  * (non-empty, UTF-8, JSON, an object, no NUL in a string); NULL with e
  * filled. */
-json_t *api_load_body(const char *body, size_t len, api_error *e);
+json_t *api_load_body(const char *body, size_t len, const api_limits *lim, api_error *e);
 void api_request_free(api_request *rq);
 
 /* /tokenize: {"prompt": text} or {"messages": [...]}, optional

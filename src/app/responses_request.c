@@ -270,7 +270,7 @@ int oresp_parse(const char *body, size_t len, const api_limits *lim, resp_lookup
                 api_request *rq, api_error *e) {
     memset(rq, 0, sizeof *rq);
     json_t *conv = NULL, *echo = NULL;
-    json_t *root = api_load_body(body, len, e), *chat = root ? oresp_to_chat(root, lookup, user, &conv, &echo, e) : NULL;
+    json_t *root = api_load_body(body, len, lim, e), *chat = root ? oresp_to_chat(root, lookup, user, &conv, &echo, e) : NULL;
     int store = !json_is_false(json_object_get(root, "store"));
     json_decref(root);
     if (!chat) return -1;

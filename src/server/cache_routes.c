@@ -38,6 +38,7 @@ static void pin_add(srv *s, const char *body, size_t len, pin_req *p, reply *r) 
     api_limits lim;
     api_error e;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     json_t *root = api_parse_object(body, len, keys, &lim, &e);
     int32_t *ids = NULL;
     size_t n = 0;

@@ -31,6 +31,7 @@ void embed_route(srv *s, const char *body, size_t len, reply *r) {
     api_limits lim;
     api_error e;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     const int width = s->c->n_embd;
     embed_job *ej = calloc(1, sizeof *ej);
     int rc = ej ? api_parse_embeddings(body, len, &lim, width, &ej->rq, &e) : api_fail(&e, 500, NULL, NULL, "out of memory");

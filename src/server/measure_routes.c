@@ -56,6 +56,7 @@ void measure_route(srv *s, const char *body, size_t len, reply *r) {
     api_limits lim;
     api_error e;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     measure_req *m = calloc(1, sizeof *m);
     json_t *root = m ? api_parse_object(body, len, keys, &lim, &e) : NULL;
     int32_t *ids = NULL;

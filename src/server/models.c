@@ -305,10 +305,17 @@ int models_wait(srv *c, struct MHD_Connection *conn) {
 }
 
 /* The "model" of a JSON body: NULL when absent, null or not JSON (the
- * request's own parser then says what is wrong). */
-static char *body_model(const char *body, size_t len) {
+ * request's own parser then says what is wrong). A body the request
+ * parsers accept is parsed once, here, as they parse it (api_load_body),
+ * and handed on in *parsed; another is read leniently for its "model"
+ * only and left to the route's parser to refuse. */
+static char *body_model(const char *body, size_t len, json_t **parsed) {
+    *parsed = NULL;
     if (!body || !len) return NULL;
-    json_t *root = json_loadb(body, len, 0, NULL);
+    api_error e;
+    json_t *root = api_load_body(body, len, NULL, &e);
+    if (root) *parsed = json_incref(root);
+    else root = json_loadb(body, len, 0, NULL);
     const char *m = json_string_value(json_object_get(root, "model"));
     char *out = m ? strdup(m) : NULL;
     json_decref(root);
@@ -317,9 +324,11 @@ static char *body_model(const char *body, size_t len) {
 
 srv *models_route(srv *s, const char *body, size_t len, const char *qmodel, reply *r) {
     if (!s->n_models) return s;
-    char *named = qmodel && *qmodel ? strdup(qmodel) : body_model(body, len);
+    json_t *parsed = NULL;
+    char *named = qmodel && *qmodel ? strdup(qmodel) : body_model(body, len, &parsed);
     srv *c = named ? models_find(s, named) : s->models[0];
     if (!c) {
+        json_decref(parsed);
         char msg[700];
         size_t n = (size_t)snprintf(msg, sizeof msg, "The model '%.200s' does not exist; this server serves", named);
         for (int i = 0; i < s->n_models && n + 1 < sizeof msg; i++)
@@ -341,8 +350,11 @@ srv *models_route(srv *s, const char *body, size_t len, const char *qmodel, repl
     if (st == 2) {
         /* measured at load: it may need more room than its estimate */
         if (over) make_room(s, c, bytes_of(c));
+        json_decref(r->parsed);
+        r->parsed = parsed;
         return c;
     }
+    json_decref(parsed); /* routed again when the load ends */
     if (st == 0 && failed) { /* the requests that waited for it, and for a second any other */
         fail_reply(r, 500, "model_load_failed", 0, why);
         return NULL;

@@ -163,6 +163,7 @@ static void tokenize(srv *s, const char *body, size_t len, reply *r) {
     int32_t *ids;
     size_t n;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     if (api_parse_tokenize(body, len, &lim, &ids, &n, &e)) {
         route_error(r, &e);
         return;
@@ -179,6 +180,7 @@ static void detokenize(srv *s, const char *body, size_t len, reply *r) {
     int32_t *ids;
     size_t n;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     if (api_parse_detokenize(body, len, &lim, &ids, &n, &e)) {
         route_error(r, &e);
         return;
@@ -208,6 +210,7 @@ static void completion(srv *s, int chat, api_shape shape, const char *body, size
     api_error e;
     api_request rq;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     const int rc = shape == API_SHAPE_ANTHROPIC   ? anth_parse_messages(body, len, &lim, &rq, &e)
                    : shape == API_SHAPE_RESPONSES ? oresp_parse(body, len, &lim, stored_conversation, s, &rq, &e)
                    : chat < 0                     ? api_parse_infill(body, len, &lim, &rq, &e)
@@ -245,6 +248,7 @@ static void count_tokens(srv *s, const char *body, size_t len, reply *r) {
     api_error e;
     int n;
     srv_limits(s, &lim);
+    lim.body = r->parsed;
     if (anth_count_tokens(body, len, &lim, &n, &e)) route_error(r, &e);
     else reply_json(r, 200, json_pack("{s:i}", "input_tokens", n));
 }
@@ -401,4 +405,6 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
     case EP_MEASURE_NEXT: measure_route(s, body, len, r); break;
     case EP_EMBEDDINGS: embed_route(s, body, len, r); break;
     }
+    json_decref(r->parsed);
+    r->parsed = NULL;
 }

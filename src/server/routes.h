@@ -28,6 +28,8 @@ typedef struct reply {
     int anthropic;          /* errors in Anthropic's shape (a /v1/messages path) */
     srv *target;            /* engine_stream: the model whose engine it follows (models.h) */
     srv *wait_load;         /* the request's model is loading: the caller waits for it (models_wait) */
+    json_t *parsed;         /* the body as the router of several models parsed it (models_route), handed
+                               to the route's parser (api_limits.body); released after the route */
 } reply;
 
 /* HEAD is answered as GET (the caller sends no body); /health answers
