@@ -71,7 +71,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
                  "       [options]",
         .about = "Talks with the model: each message gets a reply rendered with the model's chat template,\n"
                  "streamed as it is generated. Commands: /help, /reset, /system TEXT, /stats, /save FILE,\n"
-                 "/load FILE, /model NAME, /models, /quit. The first model given starts the chat. A line ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D\n"
+                 "/load FILE, /model NAME, /models, /quit (the first model given starts the chat). A line\n"
+                 "ending in \\ continues the message. Ctrl-C stops a reply; Ctrl-D\n"
                  "or Ctrl-C at an empty prompt exits. When standard input is not a terminal each line is one message\n"
                  "and each reply is written to standard output followed by a newline; with --json each\n"
                  "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"

@@ -196,6 +196,48 @@ test('openai: responses stream, events in order; text.format json_schema', async
   assert.ok([...obj.name].length <= 8);
 });
 
+// A template that opens the answer with <think> (tests/fixtures/tool_template/think-mini.jinja): the shipped model
+// never closes it, so the whole output is one reasoning item; the SDK's stream assembles it from the
+// reasoning_text events.
+test('openai: a reasoning template gives a reasoning item, whole and streamed', async (t) => {
+  if (process.env.SDK_BASE_URL) return t.skip('needs kvlm serve with a reasoning template');
+  const srv = await startServer(['-m', 'models/shakespeare-llama/shakespeare-llama-q8_0.gguf', '--threads', '1',
+    '--max-seqs', '1', '--chat-template', 'tests/fixtures/tool_template/think-mini.jinja', '--api-key', KEY]);
+  try {
+    const c = new OpenAI({ apiKey: KEY, baseURL: `http://127.0.0.1:${srv.port}/v1`, maxRetries: 0 });
+    const ask = { model, input: 'ROMEO:', max_output_tokens: 8, temperature: 0 };
+    const r = await c.responses.create(ask);
+    assert.equal(r.output.length, 1);
+    assert.equal(r.output[0].type, 'reasoning');
+    assert.match(r.output[0].id, /^rs_/);
+    assert.deepEqual(r.output[0].summary, []);
+    assert.equal(r.output[0].content.length, 1);
+    assert.equal(r.output[0].content[0].type, 'reasoning_text');
+    const text = r.output[0].content[0].text;
+    assert.ok(text.length > 0);
+    assert.equal(r.output_text, '');
+    assert.equal(r.status, 'incomplete');
+    const stream = c.responses.stream(ask);
+    const events = [];
+    for await (const ev of stream) events.push(ev);
+    const f = await stream.finalResponse();
+    events.forEach((ev, i) => assert.equal(ev.sequence_number, i));
+    const types = events.map(e => e.type);
+    assert.deepEqual(types.slice(0, 4), ['response.created', 'response.in_progress', 'response.output_item.added',
+      'response.content_part.added']);
+    assert.deepEqual(types.slice(-4), ['response.reasoning_text.done', 'response.content_part.done',
+      'response.output_item.done', 'response.incomplete']);
+    for (const ty of types.slice(4, -4)) assert.equal(ty, 'response.reasoning_text.delta');
+    assert.equal(events.filter(e => e.type === 'response.reasoning_text.delta').map(e => e.delta).join(''), text);
+    assert.equal(f.output[0].content[0].text, text);
+    assert.equal(f.output_text, '');
+  } finally {
+    const done = new Promise(res => srv.proc.once('close', res));
+    srv.proc.kill('SIGTERM');
+    await done;
+  }
+});
+
 test('openai: a forced function call, then previous_response_id with its output', async () => {
   const tools = [{ type: 'function', name: 'get_weather', parameters: WEATHER, strict: true }];
   const r = await openai.responses.create({ model, input: ASK, max_output_tokens: 90, temperature: 0, tools,
