@@ -13,7 +13,7 @@
  * not_found_error) on every endpoint that takes a model; loading one
  * model unloads the other (least recently used, idle); a model with an
  * open engine stream is not unloaded (503 model_busy, Retry-After) until
- * the stream closes; /metrics labels each model's series model="ID" under
+ * the stream closes; /metrics labels each model's series model="ID" (embeddings too) under
  * one TYPE line and counts loads and unloads. A server whose loads wait
  * for a gate file shows the model "loading", answers /health and /metrics
  * meanwhile, and answers the waiting request once the load ends; a model
@@ -227,6 +227,16 @@ static void test_metrics_labels(void **state) {
     assert_true(metric(sv.port, "kvlm_model_loaded{model=\"bard\"}") == 0);
     assert_true(metric(sv.port, "kvlm_kv_blocks_total{model=\"shakespeare-gpt2\"}") == 16);
     assert_true(metric(sv.port, "kvlm_model_loads_total{model=\"bard\"}") >= 2);
+    /* embeddings are counted for the model that ran them */
+#define EMB(name, model) metric(sv.port, "kvlm_embedding_" name "{model=\"" model "\"}")
+    const double e_req = EMB("requests_total", "shakespeare-gpt2"), e_in = EMB("inputs_total", "shakespeare-gpt2"),
+                 e_bard = EMB("requests_total", "bard");
+    assert_true(e_req >= 0 && e_in >= 0 && e_bard >= 0);
+    json_decref(post(sv.port, "/v1/embeddings", "{\"model\":\"shakespeare-gpt2\",\"input\":[\"a\",\"b c\"]}", 200));
+    assert_true(EMB("requests_total", "shakespeare-gpt2") == e_req + 1);
+    assert_true(EMB("inputs_total", "shakespeare-gpt2") == e_in + 2);
+    assert_true(EMB("requests_total", "bard") == e_bard);
+#undef EMB
     resp r = http(sv.port, "GET", "/metrics", NULL);
     assert_int_equal(count(r.body, "# TYPE kvlm_requests_running "), 1);
     assert_int_equal(count(r.body, "kvlm_requests_running{model="), 2);
