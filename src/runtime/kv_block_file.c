@@ -47,7 +47,7 @@ static uint64_t checksum(const unsigned char *buf, size_t n) {
     return h;
 }
 
-void kv_block_file_encode(const kv_block_file_head *h, const int32_t *tokens, const void *payload, unsigned char *out) {
+unsigned char *kv_block_file_encode_head(const kv_block_file_head *h, const int32_t *tokens, unsigned char *out) {
     memcpy(out, MAGIC, 8);
     put32(out + 8, KV_BLOCK_FILE_VERSION);
     put32(out + 12, KV_BLOCK_HEADER_BYTES);
@@ -61,7 +61,11 @@ void kv_block_file_encode(const kv_block_file_head *h, const int32_t *tokens, co
     put64(out + 72, 0);
     unsigned char *t = out + KV_BLOCK_HEADER_BYTES;
     for (int i = 0; i < h->block_size; i++) put32(t + 4 * i, (uint32_t)tokens[i]);
-    memcpy(t + (size_t)h->block_size * 4, payload, h->payload_bytes);
+    return t + (size_t)h->block_size * 4;
+}
+
+void kv_block_file_encode(const kv_block_file_head *h, const int32_t *tokens, const void *payload, unsigned char *out) {
+    memcpy(kv_block_file_encode_head(h, tokens, out), payload, h->payload_bytes);
     put64(out + 72, checksum(out, kv_block_file_size(h)));
 }
 

@@ -56,6 +56,11 @@ size_t kv_block_file_size(const kv_block_file_head *h);
 /* Writes the file for head, tokens (block_size ids) and payload
  * (payload_bytes) into out (kv_block_file_size bytes), checksum included. */
 void kv_block_file_encode(const kv_block_file_head *h, const int32_t *tokens, const void *payload, unsigned char *out);
+/* Writes the header (checksum field 0) and the token ids into out, and
+ * returns where the payload_bytes of payload go; kv_block_file_stamp over
+ * the whole file then completes it (the disk tier's writer thread does,
+ * so the engine thread only copies). */
+unsigned char *kv_block_file_encode_head(const kv_block_file_head *h, const int32_t *tokens, unsigned char *out);
 /* Writes the checksum of n >= KV_BLOCK_HEADER_BYTES bytes at buf into
  * its field (the fuzz target stamps inputs so the checks past it run). */
 void kv_block_file_stamp(unsigned char *buf, size_t n);

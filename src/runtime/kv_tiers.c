@@ -238,6 +238,7 @@ static void *writer_main(void *arg) {
         const int fail = t->fail_after == 0, skip = t->writes_off;
         if (t->fail_after > 0) t->fail_after--;
         pthread_mutex_unlock(&t->mu);
+        if (!skip && !fail) kv_block_file_stamp(j.file, j.size); /* the checksum, off the engine thread */
         int e = skip ? 0 : fail ? ENOSPC : write_file(t, &j, n);
         pthread_mutex_lock(&t->mu);
         t->q_head = (t->q_head + 1) % QUEUE_MAX;
@@ -278,17 +279,16 @@ void kv_tiers_write(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *
     if (full && !known) t->c.tier_writes_dropped++;
     pthread_mutex_unlock(&t->mu);
     if (known || full) return;
-    unsigned char *file = malloc(t->file_bytes), *payload = malloc(t->payload_bytes);
-    if (file && payload) {
-        for (int s = 0; s < t->layout.n_slices; s++)
-            memcpy(payload + (size_t)s * t->layout.slice_bytes, slices[s], t->layout.slice_bytes);
+    unsigned char *file = malloc(t->file_bytes);
+    if (file) { /* header, ids and a copy of the slices; the writer thread computes the checksum */
         kv_block_file_head h = t->layout;
         h.hash = hash, h.parent = parent;
-        kv_block_file_encode(&h, tokens, payload, file);
+        unsigned char *payload = kv_block_file_encode_head(&h, tokens, file);
+        for (int s = 0; s < t->layout.n_slices; s++)
+            memcpy(payload + (size_t)s * t->layout.slice_bytes, slices[s], t->layout.slice_bytes);
     }
-    free(payload);
     pthread_mutex_lock(&t->mu);
-    if (!file || !payload || t->q_n == QUEUE_MAX) {
+    if (!file || t->q_n == QUEUE_MAX) {
         t->c.tier_writes_dropped++;
         free(file);
     } else {

@@ -10,8 +10,9 @@
  * evicts, emptied by fetches (a fetched block returns to the pool) and by
  * its bound. Disk: one file per block position,
  *   DIR/<first 8 bytes of the fingerprint, hex>-<chain hash, hex>.kvb
- * written by one writer thread from a bounded queue (a full queue drops
- * the write and counts it; the engine never waits for the disk): written
+ * checksummed and written by one writer thread from a bounded queue (a
+ * full queue drops the write and counts it; the engine thread only
+ * copies the block and never waits for the disk): written
  * to DIR/.tmp-<pid>-<n>, then renamed, without fsync (a crash of the
  * process leaves a tmp file or nothing; a power loss can leave a torn
  * file, which the checksum rejects). The first failed write (ENOSPC,
@@ -48,7 +49,8 @@ void kv_tiers_free(kv_tiers *t);
 int kv_tiers_spill(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens,
                    const unsigned char *const *slices);
 /* Queues a disk write of a block position unless its file is known to
- * exist. */
+ * exist: the calling thread copies header, ids and slices into one
+ * buffer; the writer thread checksums and writes it. */
 void kv_tiers_write(kv_tiers *t, uint64_t hash, uint64_t parent, const int32_t *tokens,
                     const unsigned char *const *slices);
 /* Copies the block position (hash, parent, tokens) into dst[s] from
