@@ -618,8 +618,9 @@ bench-grammar: $(BUILD)/bench/grammar_bench $(VOCAB_GGUF)
 # Replicas behind HAProxy (docs/deploy.md): `make test-cluster` installs
 # haproxy (scripts/setup.sh --cluster), checks deploy/haproxy.cfg, then runs
 # three replicas of the shipped model behind it (tests/cluster/cluster_test.py,
-# about 20 seconds): prefix affinity against round robin, a replica killed
-# and one drained mid-run. Not part of `make test`; CI runs it.
+# under a minute): prefix affinity against round robin, replicas sharing one
+# --kv-cache-dir (the others served from disk what one replica wrote), a
+# replica killed and one drained mid-run. Not part of `make test`; CI runs it.
 .PHONY: test-cluster setup-cluster
 setup-cluster:
 	./scripts/setup.sh --cluster

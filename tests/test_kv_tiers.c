@@ -11,13 +11,20 @@
  *   removed and recomputed (the lookup stops before them; the tokens equal
  *   the cold run's); tmp files of a killed writer are removed at start and
  *   its finished files are served; a failing write is counted once and
- *   the tier stops writing.
+ *   the tier stops writing; on a real full disk (a 2 MiB tmpfs, filled
+ *   but for room for two files; skipped with a printed reason where mount
+ *   is not permitted) the third write fails with ENOSPC, one log line
+ *   says so, the tier stops writing, and the tokens stay the cold run's,
+ *   again after a restart on the full directory that restores the two.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -331,6 +338,88 @@ static void test_write_failure(void **state) {
     kvlm_model_free(m);
 }
 
+/* Runs prompt on a cache on dir with stderr in a file; returns the blocks
+ * reused and the number of "write failed" lines the run printed. */
+static int run_logged(kvlm_model *m, const char *dir, const int32_t *prompt, int32_t *out, kvlm_kv_stats *st,
+                      int *lines, char *line, size_t cap) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s.log", dir);
+    fflush(stderr);
+    const int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    const int reused = run(m, kv, prompt, out);
+    kv_tiers_flush(kv_tiers_of(kv));
+    *st = stats(kv);
+    kvlm_kv_free(kv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char buf[1024];
+    *lines = 0;
+    line[0] = 0;
+    while (fgets(buf, sizeof buf, f))
+        if (strstr(buf, "write failed") && (*lines)++ == 0) snprintf(line, cap, "%s", buf);
+    fclose(f);
+    unlink(log);
+    return reused;
+}
+
+static void test_full_disk(void **state) {
+    (void)state;
+    char *dir = th_tempdir();
+    if (mount("tmpfs", dir, "tmpfs", 0, "size=2m")) {
+        printf("test_full_disk: skipped: cannot mount a tmpfs on %s: %s (needs root)\n", dir, strerror(errno));
+        th_rmtree(dir), free(dir);
+        skip();
+    }
+    /* Fill it, then free 5 pages: two files of 4,208 bytes (2 pages each)
+     * fit, the third does not. */
+    char filler[4200];
+    snprintf(filler, sizeof filler, "%s/filler", dir);
+    int fd = open(filler, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    static char page[4096];
+    off_t size = 0;
+    ssize_t w;
+    while ((w = write(fd, page, sizeof page)) > 0) size += w;
+    assert_int_equal(errno, ENOSPC);
+    assert_true(size > 5 * 4096);
+    assert_int_equal(ftruncate(fd, size - 5 * 4096), 0);
+    close(fd);
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], ref[NG], out[NG];
+    prompt_of(prompt, 1);
+    cold(m, prompt, ref);
+    kvlm_kv_stats st;
+    int lines;
+    char line[1024];
+    assert_int_equal(run_logged(m, dir, prompt, out, &st, &lines, line, sizeof line), 0);
+    assert_memory_equal(out, ref, sizeof ref);
+    assert_int_equal(st.tier_disk_files, 2);
+    assert_int_equal(st.tier_write_errors, 1);
+    assert_int_equal(st.tier_writes_dropped, 3); /* 6 blocks: 2 written, 1 failed, 3 not tried */
+    assert_int_equal(lines, 1);
+    assert_non_null(strstr(line, strerror(ENOSPC)));
+    assert_int_equal(count_files(dir, ".kvb"), 2);
+    assert_int_equal(count_files(dir, ".tmp-"), 0); /* the failed file's tmp is gone */
+    /* Restarted on the full directory: the two blocks restored, the rest
+     * recomputed, one line again for the first failed write. */
+    assert_int_equal(run_logged(m, dir, prompt, out, &st, &lines, line, sizeof line), 2);
+    assert_memory_equal(out, ref, sizeof ref);
+    assert_int_equal(st.tier_disk_hits, 2);
+    assert_int_equal(st.tier_write_errors, 1);
+    assert_int_equal(lines, 1);
+    assert_int_equal(count_files(dir, ".tmp-"), 0);
+    assert_int_equal(umount2(dir, MNT_DETACH), 0);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
 /* gemma3-tiny: 12 layers, window 8 on 10 of them, 6 slices of 2 layers.
  * Window slices give their old blocks back while the request runs; the
  * disk tier wrote every position with all its slices, so a restart
@@ -432,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_killed_writer),
         cmocka_unit_test(test_write_failure),
+        cmocka_unit_test(test_full_disk),
         cmocka_unit_test(test_window_layers),
         cmocka_unit_test(test_cli_run),
         cmocka_unit_test(test_prefetch),

@@ -22,6 +22,11 @@ not as shipped. Phases, each printed with its figures:
   one at a time: with no load to bound, every request of one prefix key
       reaches one replica, for a key from the X-Prefix-Key header, from
       prompt_cache_key and from the system message.
+  shared disk: three replicas share one --kv-cache-dir; a ~100-token
+      prompt through HAProxy reaches one of them cold, which writes its
+      whole KV blocks there; the same prompt straight to each other replica
+      is answered from those files: disk hits, the prefix not prefilled,
+      token ids identical at temperature 0; times to first token printed.
   kill: one replica is SIGKILLed mid-run; a request may fail only if it had
       reached that replica (its stream began there); it is then restarted on
       the same ports and must rejoin.
@@ -31,7 +36,9 @@ not as shipped. Phases, each printed with its figures:
       ports and must be UP in HAProxy before the next one goes.
 
 Checks (exit status 1 if one fails): affinity's hit rate is above round
-robin's; one replica per key one at a time; no failure but of requests
+robin's; one replica per key one at a time; with a shared directory,
+every whole block of the prompt a disk hit on the other replicas, fewer
+than 16 of its tokens prefilled there and the same tokens; no failure but of requests
 that had reached the killed replica; none at all in the rolling restart,
 every drained replica exiting 0; every restarted replica serving again.
 With --docs FILE the results replace
@@ -87,15 +94,15 @@ def workload(seed, systems=SYSTEMS, questions=QUESTIONS):
 
 
 class Replica:
-    def __init__(self, args, name, port=0, agent=0):
-        self.args, self.name = args, name
+    def __init__(self, args, name, port=0, agent=0, extra=()):
+        self.args, self.name, self.extra = args, name, list(extra)
         self.log_path = os.path.join(args.dir, name + ".log")
         self.start(port, agent)
 
     def start(self, port=0, agent=0):
         cmd = [self.args.kvlm, "serve", "-m", self.args.model, "--port", str(port), "--agent-port", str(agent),
                "--replica-id", self.name, "--threads", "1", "--max-seqs", "4", "--kv-blocks", "64",
-               "--drain-timeout", "30", "--access-log", "off"]
+               "--drain-timeout", "30", "--access-log", "off"] + self.extra
         self.log = open(self.log_path, "a")
         start = self.log.tell()  # this start's lines only
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
@@ -115,14 +122,20 @@ class Replica:
         sys.exit("cluster: replica %s did not get ready" % self.name)
 
     def metric(self, name):
+        return self.metrics().get(name, 0.0)
+
+    def metrics(self):
+        """{name: value} of the unlabelled series of /metrics."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         c.request("GET", "/metrics")
         text = c.getresponse().read().decode()
         c.close()
+        out = {}
         for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-        return 0.0
+            f = line.split()
+            if len(f) == 2 and not line.startswith("#") and "{" not in f[0]:
+                out[f[0]] = float(f[1])
+        return out
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
@@ -364,6 +377,104 @@ def sticky(args):
     return out
 
 
+def long_prompt(seed=4242):
+    """A completion prompt of about 100 tokens of the shipped model's 128
+    (six whole KV blocks of 16 and a part)."""
+    rng = random.Random(seed)
+    return "The lord said unto his court: " + " ".join(rng.choice(WORDS) for _ in range(88)) + ". And the king"
+
+
+def complete_ids(port, prompt, max_tokens=8):
+    """One streamed greedy completion straight to a port. Returns (token
+    ids, time to the first token in s, error or None)."""
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True, "logprobs": 1,
+            "return_tokens_as_token_ids": True}
+    t0 = time.perf_counter()
+    ttft, ids = None, []
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        replica = r.getheader("X-Kvlm-Replica")
+        if r.status != 200:
+            return [], None, replica, "HTTP %d %s" % (r.status, r.read()[:200])
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            line = line.strip()
+            if line == b"data: [DONE]":
+                r.read()
+                break
+            if not line.startswith(b"data: "):
+                continue
+            ev = json.loads(line[6:])
+            for ch in ev.get("choices") or []:
+                toks = (ch.get("logprobs") or {}).get("tokens") or []
+                if toks and ttft is None:
+                    ttft = time.perf_counter() - t0
+                ids += [int(t.split(":", 1)[1]) for t in toks]
+        c.close()
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        return ids, ttft, None, "%s: %s" % (type(e).__name__, e)
+    return ids, ttft, replica, None
+
+
+def shared_disk(args):
+    """Three replicas sharing one --kv-cache-dir: a long prompt through
+    HAProxy reaches one replica (cold), which writes its whole KV blocks to
+    the directory; the same prompt sent straight to each other replica
+    must be answered from those files (disk hits, the prefix not
+    prefilled again) with the same token ids."""
+    cache = os.path.join(args.dir, "kv-shared")
+    reps = [Replica(args, "r%d" % i, extra=["--kv-cache-dir", cache]) for i in (1, 2, 3)]
+    lb = Balancer(args, reps)
+    out = {"others": [], "problems": []}
+    try:
+        prompt = long_prompt()
+        ids, ttft, first, err = complete_ids(lb.port, prompt)
+        out.update(first=first, cold_ttft_ms=1e3 * (ttft or float("nan")), tokens=ids)
+        if err or first not in [r.name for r in reps]:
+            out["problems"].append("the request through HAProxy: %s (replica %s)" % (err, first))
+            return out
+        a = next(r for r in reps if r.name == first)
+        ma = a.metrics()
+        blocks = int((ma.get("kvlm_prompt_tokens_total", 0) - 1) // 16)
+        out["blocks"] = blocks
+        deadline = time.time() + 20  # the writer thread's files, counted once renamed into place
+        while a.metric("kvlm_kv_tier_disk_files") < blocks and time.time() < deadline:
+            time.sleep(0.05)
+        out["files"] = int(a.metric("kvlm_kv_tier_disk_files"))
+        for b in reps:
+            if b is a:
+                continue
+            # first a cold prompt of the same length on this replica: its cold time to first token
+            _, ttft_c, _, err_c = complete_ids(b.port, long_prompt(4343 + len(out["others"])))
+            m0 = b.metrics()
+            ids_b, ttft_b, _, err_b = complete_ids(b.port, prompt)
+            m1 = b.metrics()
+            d = {k: m1.get(k, 0) - m0.get(k, 0) for k in ("kvlm_kv_tier_disk_hits_total", "kvlm_prompt_tokens_total",
+                                                          "kvlm_prompt_tokens_cached_total")}
+            o = {"replica": b.name, "ttft_ms": 1e3 * (ttft_b or float("nan")), "same": ids_b == ids,
+                 "cold_ttft_ms": 1e3 * (ttft_c or float("nan")),
+                 "disk_hits": int(d["kvlm_kv_tier_disk_hits_total"]),
+                 "prefilled": int(d["kvlm_prompt_tokens_total"] - d["kvlm_prompt_tokens_cached_total"]),
+                 "prompt_tokens": int(d["kvlm_prompt_tokens_total"]), "error": err_b}
+            out["others"].append(o)
+            if err_c:
+                out["problems"].append("%s: its cold prompt: %s" % (b.name, err_c))
+            if err_b or not o["same"]:
+                out["problems"].append("%s: %s; tokens %s against %s's %s" % (b.name, err_b, ids_b, first, ids))
+            if o["disk_hits"] < blocks or o["prefilled"] >= 16:
+                out["problems"].append("%s: %d disk hits (want %d), %d of %d prompt tokens prefilled (want < 16)" % (
+                    b.name, o["disk_hits"], blocks, o["prefilled"], o["prompt_tokens"]))
+    finally:
+        lb.stop()
+        for r in reps:
+            r.stop()
+    return out
+
+
 def kill(args):
     """Runs a workload of longer generations (32 tokens), half streamed;
     at a third of it SIGKILLs replica r2, then restarts it on its ports and
@@ -474,6 +585,15 @@ def docs_block(out):
               "failed, %d of them had not reached r2; restarted, r2 served %d of the next %d requests." % (
                   k["requests"], k["victim_in_flight"], k["failed"], k["failed_elsewhere"],
                   k["served_after_restart"], SYSTEMS)]
+    sd = out["shared_disk"]
+    lines += ["", "Shared `--kv-cache-dir`: a %d-token prompt (%d whole blocks of 16) through HAProxy reached %s, cold, "
+              "first token after %.1f ms; the same prompt straight to the others: %s." % (
+                  sd["others"][0]["prompt_tokens"] if sd["others"] else 0, sd.get("blocks", 0), sd.get("first"),
+                  sd.get("cold_ttft_ms", float("nan")),
+                  "; ".join("%s %d disk hits, %d tokens prefilled, first token after %.1f ms (a cold prompt of "
+                            "that length there: %.1f ms), tokens %s" % (
+                      o["replica"], o["disk_hits"], o["prefilled"], o["ttft_ms"], o["cold_ttft_ms"],
+                      "identical" if o["same"] else "different") for o in sd["others"]))]
     rl = out["rolling"]
     lines += ["", "Rolling restart under load (%d requests of 32 tokens, half streamed, %d failed):" % (
         rl["requests"], rl["failed"]), "",
@@ -486,6 +606,29 @@ def docs_block(out):
     return "\n".join(lines)
 
 
+def print_shared_disk(sd):
+    print("cluster: shared --kv-cache-dir: %d-block prompt through HAProxy to %s (cold, TTFT %.1f ms), %s files "
+          "written" % (sd.get("blocks", 0), sd.get("first"), sd.get("cold_ttft_ms", float("nan")), sd.get("files")))
+    for o in sd["others"]:
+        print("cluster: shared --kv-cache-dir: the same prompt straight to %s: %d disk hits, %d of %d prompt tokens "
+              "prefilled, TTFT %.1f ms (a cold prompt of its length there: %.1f ms), tokens %s" % (
+                  o["replica"], o["disk_hits"], o["prefilled"], o["prompt_tokens"], o["ttft_ms"], o["cold_ttft_ms"],
+                                                      "identical" if o["same"] else "DIFFERENT"))
+
+
+def only_shared_disk(args):
+    sd = shared_disk(args)
+    print_shared_disk(sd)
+    fails = ["shared --kv-cache-dir: %s" % p for p in sd["problems"]]
+    if len(sd["others"]) != 2:
+        fails.append("shared --kv-cache-dir: %d of 2 other replicas asked" % len(sd["others"]))
+    for f in fails:
+        print("cluster: FAIL " + f)
+    print("cluster: logs in %s" % args.dir)
+    print("cluster: %s" % ("FAIL" if fails else "ok"))
+    return 1 if fails else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kvlm", default=os.path.join(ROOT, "build", "kvlm"))
@@ -495,6 +638,7 @@ def main():
     ap.add_argument("--dir", default=None, help="logs (default: a temporary directory, removed when all passed)")
     ap.add_argument("--json")
     ap.add_argument("--docs")
+    ap.add_argument("--only", choices=["shared-disk"], help="run this phase alone")
     args = ap.parse_args()
     own_dir = not args.dir
     if own_dir:
@@ -508,6 +652,8 @@ def main():
         pass
     out = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "cpu": cpu, "rounds": args.rounds, "compare": []}
     t0 = time.time()
+    if args.only:
+        return only_shared_disk(args)
     for rnd in range(1, args.rounds + 1):
         modes = [None, "roundrobin"] if rnd % 2 else ["roundrobin", None]
         for mode in modes:
@@ -528,6 +674,9 @@ def main():
             fails_early = out.setdefault("fails_early", [])
             fails_early.append("key from the %s: a key reached several replicas or failed: %s %s; requests: %s" % (
                 name, st[name], st[name + " replicas"], "; ".join(st.get(name + " trail", []))))
+    sd = shared_disk(args)
+    out["shared_disk"] = sd
+    print_shared_disk(sd)
     k = kill(args)
     out["kill"] = k
     print("cluster: kill: %d requests, %d in flight on r2 at SIGKILL, %d failed (%d had not reached r2), "
@@ -555,6 +704,9 @@ def main():
     if not k["served_after_restart"] or k["failed_after_restart"]:
         fails.append("kill: after its restart r2 served %d requests, %d failed" % (
             k["served_after_restart"], k["failed_after_restart"]))
+    fails += ["shared --kv-cache-dir: %s" % p for p in sd["problems"]]
+    if len(sd["others"]) != 2:
+        fails.append("shared --kv-cache-dir: %d of 2 other replicas asked" % len(sd["others"]))
     fails += ["rolling restart: %s" % p for p in rl["problems"]]
     if rl["failed"]:
         fails.append("rolling restart: %d requests failed: %s" % (rl["failed"], rl["errors"]))
