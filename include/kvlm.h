@@ -519,6 +519,17 @@ int kvlm_kv_pin(kvlm_kv *kv, const int32_t *tokens, int n, size_t max_pinned_blo
                 kvlm_error *err);
 int kvlm_kv_unpin(kvlm_kv *kv, int pin, kvlm_error *err);
 int kvlm_kv_pins(const kvlm_kv *kv, kvlm_kv_pin_info *out, int cap);
+/* With a disk tier (tier_dir), the pins' token ids are recorded in its
+ * directory (DIR/<fingerprint>.pins, checksummed, written atomically)
+ * whenever kvlm_kv_pin or kvlm_kv_unpin changes them. The record found
+ * when the cache was created: kvlm_kv_recorded_pins is the number of its
+ * pins (0 without a disk tier or record; a record that fails its checks
+ * is reported on stderr, counted in tier_bad_files, removed and
+ * ignored), kvlm_kv_recorded_pin the i-th's ids (*n_tokens of them,
+ * owned by kv; NULL out of range). The caller pins them again (warm the
+ * prompt, then kvlm_kv_pin: the lookup restores its blocks from disk). */
+int kvlm_kv_recorded_pins(const kvlm_kv *kv);
+const int32_t *kvlm_kv_recorded_pin(const kvlm_kv *kv, int i, int *n_tokens);
 
 /* A cache's fixed shape, as kvlm_kv_create settled it (defaults applied). */
 typedef struct kvlm_kv_info {

@@ -9,8 +9,14 @@
  *   - a pin that would pass the bound is refused with 409 and pins nothing;
  *     a long request still runs beside the pins;
  *   - DELETE unpins (404 for an unknown id), bad methods, ids and bodies are
- *     refused, and with --api-key the endpoints need the key.
+ *     refused, and with --api-key the endpoints need the key;
+ *   - with --kv-cache-dir the pins are recorded there: a server restarted
+ *     on it pins them again from the disk tier (every block a disk hit,
+ *     nothing prefilled; the warm-up ran in chunks of --max-prefill-tokens
+ *     before); a corrupt record is reported, counted, removed and ignored.
  */
+#include <dirent.h>
+
 #include "server_harness.h"
 
 #define LLAMA_GGUF "models/shakespeare-llama/shakespeare-llama-q8_0.gguf"
@@ -72,7 +78,8 @@ static void test_pin_hit_bound(void **state) {
     assert_int_equal(jint(r, "blocks"), want1 / BS);
     assert_int_equal(jint(r, "bytes"), want1 * 512); /* f16: 512 bytes per token */
     assert_int_equal(jint(r, "prompt_tokens"), n1);
-    assert_int_equal(jint(r, "prefilled_tokens"), n1);
+    assert_int_equal(jint(r, "prefilled_tokens"), want1); /* the whole blocks; the tail is not pinned */
+    assert_int_equal(jint(r, "prefill_steps"), (want1 + 63) / 64); /* chunks of --max-prefill-tokens (64) */
     json_decref(r);
     resp l = http(sv.port, "GET", "/v1/cache/pin", NULL);
     assert_int_equal(l.status, 200);
@@ -168,11 +175,96 @@ static void test_bad_requests_and_key(void **state) {
     th_rmtree(sk.dir);
 }
 
+static int count_suffix(const char *dir, const char *suffix) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    const size_t ls = strlen(suffix);
+    while (d && (e = readdir(d)))
+        if (strlen(e->d_name) > ls && !strcmp(e->d_name + strlen(e->d_name) - ls, suffix)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static int log_has(const server *sv, const char *what) {
+    char *log = th_read_file(sv->log, NULL);
+    const int has = log && strstr(log, what);
+    free(log);
+    return has;
+}
+
+static void test_pin_restart(void **state) {
+    (void)state;
+    server sv = {0};
+    char *d = th_tempdir();
+    assert_non_null(d);
+    snprintf(sv.dir, sizeof sv.dir, "%s", d);
+    free(d);
+    char kvdir[700], args[1024], p1[2048], longer[2400];
+    snprintf(kvdir, sizeof kvdir, "%s/kv", sv.dir);
+    snprintf(args, sizeof args, "-m " LLAMA_GGUF " --kv-cache-dir %s --max-prefill-tokens 16", kvdir);
+    if (start_server(&sv, args)) fail_msg("no server");
+    text(p1, sizeof p1, 1, 40);
+    snprintf(longer, sizeof longer, "%s and so farewell", p1);
+    const int n1 = n_tokens(sv.port, p1), want1 = n1 / BS * BS;
+    assert_true(want1 >= 2 * BS && n1 < 100);
+    json_t *r = pin(sv.port, p1, 201);
+    assert_int_equal(jint(r, "tokens"), want1);
+    assert_int_equal(jint(r, "cached_tokens"), 0);
+    assert_int_equal(jint(r, "prefilled_tokens"), want1);
+    assert_int_equal(jint(r, "prefill_steps"), want1 / 16); /* one chunk per engine iteration */
+    json_decref(r);
+    assert_int_equal(count_suffix(kvdir, ".pins"), 1);
+    assert_true(metric_eq(sv.port, "kvlm_kv_tier_disk_files", want1 / BS) == want1 / BS);
+    assert_int_equal(stop_server(&sv), 0);
+    /* Restarted on the directory: the pin again, its blocks from disk. */
+    if (start_server(&sv, args)) fail_msg("no server");
+    assert_true(metric_eq(sv.port, "kvlm_kv_blocks_pinned", want1 / BS) == want1 / BS);
+    assert_true(metric(sv.port, "kvlm_kv_tier_disk_hits_total") == want1 / BS);
+    char line[200];
+    snprintf(line, sizeof line, "a recorded pin of %d tokens: pinned again (%d tokens from the KV cache and its tiers, 0 "
+             "prefilled)", want1, want1);
+    assert_true(log_has(&sv, line));
+    resp l = http(sv.port, "GET", "/v1/cache/pin", NULL);
+    json_t *lj = json_loads(l.body, 0, NULL);
+    assert_int_equal(json_array_size(jget(lj, "data")), 1);
+    assert_int_equal(jint(lj, "data.0.tokens"), want1);
+    json_decref(lj);
+    resp_free(&l);
+    assert_int_equal(cached_of(sv.port, longer), want1);
+    assert_int_equal(stop_server(&sv), 0);
+    /* A flipped bit in the record: reported, counted, removed, no pin. */
+    DIR *dd = opendir(kvdir);
+    struct dirent *e;
+    char path[1400] = "";
+    while (dd && (e = readdir(dd)))
+        if (strstr(e->d_name, ".pins")) snprintf(path, sizeof path, "%s/%s", kvdir, e->d_name);
+    if (dd) closedir(dd);
+    size_t n = 0;
+    char *bytes = th_read_file(path, &n);
+    assert_non_null(bytes);
+    assert_true(n > 60);
+    bytes[60] ^= 4;
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+    free(bytes);
+    if (start_server(&sv, args)) fail_msg("no server");
+    assert_true(log_has(&sv, "is corrupt; ignored and removed"));
+    assert_true(metric(sv.port, "kvlm_kv_tier_bad_files_total") == 1);
+    assert_true(metric(sv.port, "kvlm_kv_blocks_pinned") == 0);
+    assert_int_equal(count_suffix(kvdir, ".pins"), 0);
+    assert_int_equal(stop_server(&sv), 0);
+    th_rmtree(sv.dir);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_server_pin")) return 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_pin_hit_bound),
-                                       cmocka_unit_test(test_bad_requests_and_key)};
+                                       cmocka_unit_test(test_bad_requests_and_key),
+                                       cmocka_unit_test(test_pin_restart)};
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     return rc || dirty_exit;
 }

@@ -138,6 +138,8 @@ int kv_seq_new_cached(kvlm_kv *kv, const int32_t *prompt, int n, int *n_cached, 
 /* kv_pin.c: frees the pin table; checks it against the blocks' pin counts. */
 void kv_pins_free(kvlm_kv *kv);
 int kv_pins_check(const kvlm_kv *kv, kvlm_error *err);
+/* Reads the pin record of the disk tier's directory (runtime/kv_pin.c). */
+int kv_pins_load(kvlm_kv *kv, kvlm_error *err);
 
 /* kvcache.c's block allocation, for runtime/kv_tier_hooks.c: a private
  * block (free first, else the LRU's oldest, which may spill), -1 when the

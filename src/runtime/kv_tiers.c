@@ -476,6 +476,16 @@ void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st) {
     pthread_mutex_unlock(&t->mu);
 }
 
+const char *kv_tiers_dir(const kv_tiers *t) { return t ? t->dir : NULL; }
+const kv_fingerprint *kv_tiers_fingerprint(const kv_tiers *t) { return &t->layout.fp; }
+const char *kv_tiers_prefix(const kv_tiers *t) { return t->prefix; }
+
+void kv_tiers_count_bad(kv_tiers *t) {
+    pthread_mutex_lock(&t->mu);
+    t->c.tier_bad_files++;
+    pthread_mutex_unlock(&t->mu);
+}
+
 /* ------------------------------------------------------------ life */
 
 typedef struct found_file {

@@ -69,6 +69,13 @@ void kv_tiers_stats(kv_tiers *t, kvlm_kv_stats *st);
 void kv_tiers_flush(kv_tiers *t);
 /* The tiers of a cache (NULL without any; runtime/kv_tier_hooks.c). */
 kv_tiers *kv_tiers_of(kvlm_kv *kv);
+/* The disk tier's directory (NULL without one), the cache's fingerprint
+ * and its first 16 hex digits (what file names open with). */
+const char *kv_tiers_dir(const kv_tiers *t);
+const kv_fingerprint *kv_tiers_fingerprint(const kv_tiers *t);
+const char *kv_tiers_prefix(const kv_tiers *t);
+/* Counts a bad file found outside the block files (the pin record). */
+void kv_tiers_count_bad(kv_tiers *t);
 /* Tests: the writer fails every write after the next n (-1: never). */
 void kv_tiers_fail_writes_after(kv_tiers *t, int n);
 

@@ -349,7 +349,8 @@ kvlm_kv *kvlm_kv_create(const kvlm_model *m, const kvlm_kv_options *opt, kvlm_er
         kv_block_file_head layout = {.block_size = kv->block_size, .n_slices = kv->n_slices,
                                      .slice_bytes = kv->block_bytes};
         if (kv_fingerprint_for_cache(m, kv, &layout.fp, err) ||
-            !(kv->tiers = kv_tiers_create(&layout, o.tier_ram_bytes, o.tier_dir, o.tier_disk_bytes, err))) {
+            !(kv->tiers = kv_tiers_create(&layout, o.tier_ram_bytes, o.tier_dir, o.tier_disk_bytes, err)) ||
+            kv_pins_load(kv, err)) {
             kvlm_kv_free(kv);
             return NULL;
         }

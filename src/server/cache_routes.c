@@ -5,6 +5,7 @@
 #include "server/cache_routes.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,26 +106,53 @@ void cache_route(srv *s, const char *method, const char *url, const char *body, 
 
 /* ------------------------------------------------------------ engine side */
 
-/* Runs the prompt's uncached part on a scratch sequence so its whole blocks
- * enter the prefix cache. *warmed: tokens prefilled. 1: no room now. */
-static int warm(srv *s, const int32_t *ids, int n, int *warmed, api_error *e) {
+/* The warm-up's next part: the first call looks the prompt's whole blocks
+ * up (the pool, then the tiers: the lookup is given one token past them so
+ * that a whole last block is restored too) on a scratch sequence; each
+ * call then computes at most one prefill chunk (the scheduler's budget)
+ * of what the lookup lacked.
+ * 0: done, the scratch sequence freed, the whole blocks in the prefix
+ * index; 1: no room now (retry after a step); 2: more to compute. */
+static int warm(srv *s, const int32_t *ids, int n, pin_req *p, api_error *e) {
     kvlm_error err;
-    int cached;
-    const int seq = kvlm_kv_seq_new_prefixed(s->kv, ids, n, &cached, &err);
-    if (seq < 0) return err.code == KVLM_ERR_NOMEM ? 1 : api_fail(e, 500, NULL, NULL, "%s", err.msg);
-    if (kvlm_kv_blocks_needed(s->kv, seq, n) > kvlm_kv_available_blocks(s->kv)) {
-        kvlm_kv_seq_free(s->kv, seq);
-        return 1;
+    kvlm_kv_info in;
+    kvlm_kv_get_info(s->kv, &in);
+    const int bs = in.block_size;
+    if (!p->started) {
+        p->target = n / bs * bs;
+        int32_t *look = malloc(((size_t)p->target + 1) * sizeof *look);
+        if (!look) return api_fail(e, 500, NULL, NULL, "out of memory");
+        memcpy(look, ids, (size_t)p->target * sizeof *look);
+        look[p->target] = ids[0]; /* past the whole blocks: never looked up */
+        const int seq = kvlm_kv_seq_new_prefixed(s->kv, look, p->target + 1, &p->cached, &err);
+        free(look);
+        if (seq < 0) return err.code == KVLM_ERR_NOMEM ? 1 : api_fail(e, 500, NULL, NULL, "%s", err.msg);
+        if (kvlm_kv_blocks_needed(s->kv, seq, p->target) > kvlm_kv_available_blocks(s->kv)) {
+            kvlm_kv_seq_free(s->kv, seq);
+            return 1;
+        }
+        p->started = 1, p->seq = seq, p->pos = p->cached;
     }
-    float *logits = malloc((size_t)s->c->vocab_size * sizeof *logits);
-    const kvlm_batch_item it = {.seq = seq, .tokens = ids + cached, .n_tokens = n - cached, .logits_all = 0};
-    int rc = !logits ? api_fail(e, 500, NULL, NULL, "out of memory")
-             : kvlm_engine_step(s->e, &it, 1, logits, &err) ? api_fail(e, 500, "engine_error", NULL, "%s", err.msg)
-                                                              : 0;
-    free(logits);
-    kvlm_kv_seq_free(s->kv, seq);
-    *warmed = n - cached;
-    return rc;
+    if (p->pos < p->target) {
+        /* the scheduler's prefill chunk: max_prefill_tokens within max_batch_tokens */
+        const int batch = s->cfg.max_batch_tokens > 0 ? s->cfg.max_batch_tokens : 256;
+        const int budget = s->cfg.max_prefill_tokens > 0 && s->cfg.max_prefill_tokens < batch ? s->cfg.max_prefill_tokens
+                                                                                               : batch;
+        const int len = p->target - p->pos < budget ? p->target - p->pos : budget;
+        if (kvlm_kv_blocks_needed(s->kv, p->seq, p->pos + len) > kvlm_kv_available_blocks(s->kv)) return 1;
+        const kvlm_batch_item it = {.seq = p->seq, .tokens = ids + p->pos, .n_tokens = len, .logits_all = -1};
+        if (kvlm_engine_step(s->e, &it, 1, NULL, &err)) {
+            kvlm_kv_seq_free(s->kv, p->seq);
+            p->started = 0;
+            return api_fail(e, 500, "engine_error", NULL, "%s", err.msg);
+        }
+        p->pos += len;
+        p->chunks++;
+        if (p->pos < p->target) return 2;
+    }
+    kvlm_kv_seq_free(s->kv, p->seq);
+    p->started = 0;
+    return 0;
 }
 
 static json_t *pin_json(const kvlm_kv_pin_info *p, size_t block_bytes) {
@@ -143,10 +171,20 @@ int cache_run(srv *s, job *j, char **body, int *status, api_error *e) {
     if (p->op == PIN_ADD) {
         const int32_t *ids = j->rq.prompts[0];
         const int n = j->rq.n_prompt[0];
-        int warmed = 0, tokens = 0;
-        const int rc = warm(s, ids, n, &warmed, e);
-        if (rc) return rc > 0 ? 1 : 0;
+        int tokens = 0;
+        const int rc = warm(s, ids, n, j->pin, e);
+        if (rc == 1 && !kvlm_sched_has_work(s->sched)) { /* answered 503 now (engine_loop.c): no scratch left */
+            if (p->started) kvlm_kv_seq_free(s->kv, p->seq);
+            j->pin->started = 0;
+            if (p->recorded)
+                fprintf(stderr, "kvlm serve: a recorded pin of %d tokens: no room in the KV pool; not pinned\n", n);
+        }
+        if (rc) return rc;
         const int id = kvlm_kv_pin(s->kv, ids, n, cache_pin_bound(s->kv), &tokens, &err);
+        if (p->recorded)
+            fprintf(stderr, "kvlm serve: a recorded pin of %d tokens: %s%s (%d tokens from the KV cache and its tiers, "
+                    "%d prefilled)\n", n, id < 0 ? "not pinned: " : "pinned again", id < 0 ? err.msg : "", p->cached,
+                    p->pos - p->cached);
         if (id < 0) {
             if (err.code == KVLM_ERR_NOMEM)
                 api_fail(e, 409, "pin_limit", NULL, "%s: pins may hold at most %zu of the pool's %zu blocks, leaving "
@@ -166,7 +204,9 @@ int cache_run(srv *s, job *j, char **body, int *status, api_error *e) {
         doc = pin_json(info, st.block_bytes);
         if (doc) {
             json_object_set_new(doc, "prompt_tokens", json_integer(n));
-            json_object_set_new(doc, "prefilled_tokens", json_integer(warmed));
+            json_object_set_new(doc, "cached_tokens", json_integer(p->cached));
+            json_object_set_new(doc, "prefilled_tokens", json_integer(p->pos - p->cached));
+            json_object_set_new(doc, "prefill_steps", json_integer(p->chunks));
         }
         *status = 201;
     } else if (p->op == PIN_DELETE) {
@@ -190,4 +230,35 @@ int cache_run(srv *s, job *j, char **body, int *status, api_error *e) {
     json_decref(doc);
     if (!*body) api_fail(e, 500, NULL, NULL, "out of memory");
     return 0;
+}
+
+void cache_repin_recorded(srv *s) {
+    const int n = kvlm_kv_recorded_pins(s->kv);
+    for (int i = 0; i < n; i++) {
+        int len;
+        const int32_t *ids = kvlm_kv_recorded_pin(s->kv, i, &len);
+        int32_t *copy = malloc((size_t)len * sizeof *copy);
+        pin_req *p = calloc(1, sizeof *p);
+        api_error e;
+        job *j = NULL;
+        if (copy && p) {
+            memcpy(copy, ids, (size_t)len * sizeof *copy);
+            p->op = PIN_ADD;
+            p->recorded = 1;
+            j = job_for_ids(s, copy, (size_t)len, &e); /* takes copy */
+            copy = NULL;
+        }
+        free(copy);
+        if (!j) {
+            free(p);
+            fprintf(stderr, "kvlm serve: a recorded pin of %d tokens: out of memory; not pinned\n", len);
+            continue;
+        }
+        j->pin = p;
+        pthread_mutex_lock(&s->mu);
+        engine_enqueue_locked(s, j); /* holds its own reference */
+        pthread_mutex_unlock(&s->mu);
+        job_unref(j);
+    }
+    if (n) fprintf(stderr, "kvlm serve: %d recorded pin%s of %s queued\n", n, n == 1 ? "" : "s", s->cfg.kv_cache_dir);
 }

@@ -17,6 +17,7 @@
 #include "server/http.h"
 #include "server/models.h"
 #include "server/responses_store.h"
+#include "server/cache_routes.h"
 #include "server/srv.h"
 #include "app/tool_calls.h"
 
@@ -184,6 +185,7 @@ int srv_attach(srv *s, kvlm_model *m, const kvlm_tokenizer *tok, kvlm_error *err
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
+    cache_repin_recorded(s); /* the pins a server on this --kv-cache-dir made before */
     return 0;
 }
 
