@@ -373,6 +373,8 @@ typedef struct kvlm_kv_options {
  * max_seqs 1, reserve_tokens 0 (paging), the prefix cache on. */
 kvlm_kv_options kvlm_kv_default_params(void);
 
+#define KVLM_KV_RESTORE_BUCKETS 15
+
 typedef struct kvlm_kv_stats {
     size_t bytes_per_token;    /* kvlm_kv_bytes_per_token of the model and dtype */
     size_t block_bytes;        /* bytes_per_token x block_size x slice_layers / layers
@@ -415,7 +417,18 @@ typedef struct kvlm_kv_stats {
     uint64_t tier_restore_ns;      /* time spent restoring tier hits (sum) */
     uint64_t tier_restores;        /* lookups that restored at least one block */
     uint64_t tier_prefetched;      /* block files read ahead of their lookup (kvlm_kv_prefetch) */
+    /* Restore latency: each lookup that restored blocks, by the lowest
+     * tier it read ([0] memory only, [1] disk): its count in the first
+     * bucket whose upper bound (kvlm_kv_restore_bucket_bound) holds its
+     * time (not cumulative; the last bucket is unbounded), and the time. */
+    uint64_t tier_restore_buckets[2][KVLM_KV_RESTORE_BUCKETS];
+    uint64_t tier_restore_ns_by[2];
 } kvlm_kv_stats;
+
+/* The upper bound in seconds of restore-latency bucket i (0 <=
+ * i < KVLM_KV_RESTORE_BUCKETS - 1: 0.0001 ... 2.5); the last bucket has
+ * none (+Inf). */
+double kvlm_kv_restore_bucket_bound(int i);
 
 /* KV bytes one token costs in a cache of dtype t for a model of config c:
  * 2 x layers x KV heads x (head_dim x 4 for f32, x 2 for f16; head_dim +

@@ -175,6 +175,21 @@ static void test_restart(void **state) {
     assert_int_equal(st.tier_disk_hits, FULL);
     assert_int_equal(st.tier_bytes_read, FULL * file);
     assert_int_equal(st.tier_restores, 1);
+    /* the restore-latency histogram: one lookup, under disk, its time in
+     * the first bucket whose bound holds it */
+    uint64_t in_disk = 0, in_ram = 0;
+    int bucket = -1;
+    for (int b = 0; b < KVLM_KV_RESTORE_BUCKETS; b++) {
+        in_disk += st.tier_restore_buckets[1][b], in_ram += st.tier_restore_buckets[0][b];
+        if (st.tier_restore_buckets[1][b]) bucket = b;
+    }
+    assert_int_equal(in_disk, 1);
+    assert_int_equal(in_ram, 0);
+    assert_int_equal(st.tier_restore_ns_by[1], st.tier_restore_ns);
+    assert_true((double)st.tier_restore_ns * 1e-9 <= kvlm_kv_restore_bucket_bound(bucket));
+    assert_true(bucket == 0 || (double)st.tier_restore_ns * 1e-9 > kvlm_kv_restore_bucket_bound(bucket - 1));
+    assert_true(kvlm_kv_restore_bucket_bound(KVLM_KV_RESTORE_BUCKETS - 1) > 1e300);
+    assert_true(kvlm_kv_restore_bucket_bound(0) == 0.0001);
     assert_int_equal(st.prefix_hit_tokens, FULL * BS);
     assert_int_equal(st.tier_bad_files, 0);
     /* In the pool now: the next lookup does not touch the disk. */
@@ -217,6 +232,12 @@ static void test_ram(void **state) {
         st = stats(kv);
         assert_int_equal(st.tier_ram_hits, ram ? FULL - 1 : 0);
         assert_int_equal(st.tier_restores, ram ? 1 : 0);
+        uint64_t in_ram = 0, in_disk = 0;
+        for (int b = 0; b < KVLM_KV_RESTORE_BUCKETS; b++)
+            in_ram += st.tier_restore_buckets[0][b], in_disk += st.tier_restore_buckets[1][b];
+        assert_int_equal(in_ram, ram ? 1 : 0); /* the histogram's memory-only lookups */
+        assert_int_equal(in_disk, 0);
+        assert_int_equal(st.tier_restore_ns_by[0], st.tier_restore_ns);
         assert_int_equal(st.prefix_hit_tokens, (ram ? FULL : 1) * BS);
         kvlm_kv_free(kv);
     }

@@ -221,6 +221,11 @@ static void test_pin_restart(void **state) {
     if (start_server(&sv, args)) fail_msg("no server");
     assert_true(metric_eq(sv.port, "kvlm_kv_blocks_pinned", want1 / BS) == want1 / BS);
     assert_true(metric(sv.port, "kvlm_kv_tier_disk_hits_total") == want1 / BS);
+    /* one restoring lookup, from disk, in the restore-latency histogram */
+    assert_true(metric(sv.port, "kvlm_kv_tier_restore_latency_seconds_count{tier=\"disk\"}") == 1);
+    assert_true(metric(sv.port, "kvlm_kv_tier_restore_latency_seconds_bucket{tier=\"disk\",le=\"+Inf\"}") == 1);
+    assert_true(metric(sv.port, "kvlm_kv_tier_restore_latency_seconds_count{tier=\"ram\"}") == 0);
+    assert_true(metric(sv.port, "kvlm_kv_tier_restore_latency_seconds_sum{tier=\"disk\"}") > 0);
     char line[200];
     snprintf(line, sizeof line, "a recorded pin of %d tokens: pinned again (%d tokens from the KV cache and its tiers, 0 "
              "prefilled)", want1, want1);

@@ -13,7 +13,9 @@
  *   parent's hash and the block's token ids (and the fingerprint on disk),
  *   stopping at the first miss; kvcache.c then indexes them again.
  * - kvlm_kv_prefetch: the positions past the pool's hits, handed to the
- *   disk tier's reader thread.
+ *   disk tier's reader thread;
+ * - restore latency: each restoring lookup's time in a histogram under the
+ *   lowest tier it read.
  */
 #include <time.h>
 
@@ -54,12 +56,19 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static const double BOUNDS[KVLM_KV_RESTORE_BUCKETS - 1] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                           0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+
+double kvlm_kv_restore_bucket_bound(int i) {
+    return i >= 0 && i < KVLM_KV_RESTORE_BUCKETS - 1 ? BOUNDS[i] : 1.0 / 0.0;
+}
+
 int kv_tier_restore(kvlm_kv *kv, kv_seq *q, const int32_t *prompt, int J, int max_blocks) {
     if (J >= max_blocks || kv->n_slices > MAX_SLICES) return J;
     const uint64_t t0 = now_ns();
     const int bs = kv->block_size, first = J;
     uint64_t ph = J ? q->bhash[J - 1] : 0;
-    int blocks[MAX_SLICES];
+    int blocks[MAX_SLICES], disk = 0;
     unsigned char *dst[MAX_SLICES];
     for (; J < max_blocks; J++) {
         const int32_t *toks = prompt + (size_t)J * bs;
@@ -71,7 +80,11 @@ int kv_tier_restore(kvlm_kv *kv, kv_seq *q, const int32_t *prompt, int J, int ma
             else dst[got] = kv->pool + (size_t)blocks[got] * kv->block_bytes;
         }
         if (!ok) got--;
-        if (ok) ok = kv_tiers_fetch(kv->tiers, h, ph, toks, dst) > 0;
+        if (ok) {
+            const int tier = kv_tiers_fetch(kv->tiers, h, ph, toks, dst);
+            ok = tier > 0;
+            disk |= tier == 2;
+        }
         if (!ok) {
             while (got-- > 0) kv_unref_block(kv, blocks[got]);
             break;
@@ -84,8 +97,13 @@ int kv_tier_restore(kvlm_kv *kv, kv_seq *q, const int32_t *prompt, int J, int ma
         ph = h;
     }
     if (J > first) {
+        const uint64_t ns = now_ns() - t0;
+        int b = 0;
+        while (b < KVLM_KV_RESTORE_BUCKETS - 1 && (double)ns * 1e-9 > BOUNDS[b]) b++;
         kv->counters.tier_restores++;
-        kv->counters.tier_restore_ns += now_ns() - t0;
+        kv->counters.tier_restore_ns += ns;
+        kv->counters.tier_restore_buckets[disk][b]++;
+        kv->counters.tier_restore_ns_by[disk] += ns;
     }
     return J;
 }

@@ -287,6 +287,13 @@ static void write_choice(sbuf *o, srv *s, const kvlm_sched_choice_info *c, doubl
     sbuf_adds(o, "}");
 }
 
+/* Lookups that restored from tier t (0: memory only, 1: disk). */
+static uint64_t restores_in(const kvlm_kv_stats *kv, int t) {
+    uint64_t n = 0;
+    for (int b = 0; b < KVLM_KV_RESTORE_BUCKETS; b++) n += kv->tier_restore_buckets[t][b];
+    return n;
+}
+
 static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm_kv_stats *kv) {
     const double t0 = thread_cpu_now();
     const size_t nb = kv->blocks_total;
@@ -335,13 +342,16 @@ static void build(srv *s, engine_view *v, const kvlm_sched_stats *st, const kvlm
                 "\"tiers\":{\"ram_hits\":%llu,\"disk_hits\":%llu,\"ram_blocks\":%zu,\"ram_bytes\":%zu,"
                 "\"disk_files\":%zu,\"disk_bytes\":%zu,\"bytes_read\":%llu,\"bytes_written\":%llu,"
                 "\"writes_dropped\":%llu,\"write_errors\":%llu,\"bad_files\":%llu,\"restores\":%llu,"
-                "\"restore_seconds\":%.6f}},\"running\":[",
+                "\"restore_seconds\":%.6f,\"restore_by_tier\":{\"ram\":{\"restores\":%llu,\"seconds\":%.6f},"
+                "\"disk\":{\"restores\":%llu,\"seconds\":%.6f}}}},\"running\":[",
                 (unsigned long long)kv->tier_ram_hits, (unsigned long long)kv->tier_disk_hits, kv->tier_ram_blocks,
                 kv->tier_ram_bytes, kv->tier_disk_files, kv->tier_disk_bytes,
                 (unsigned long long)kv->tier_bytes_read, (unsigned long long)kv->tier_bytes_written,
                 (unsigned long long)kv->tier_writes_dropped, (unsigned long long)kv->tier_write_errors,
                 (unsigned long long)kv->tier_bad_files, (unsigned long long)kv->tier_restores,
-                (double)kv->tier_restore_ns * 1e-9);
+                (double)kv->tier_restore_ns * 1e-9, (unsigned long long)restores_in(kv, 0),
+                (double)kv->tier_restore_ns_by[0] * 1e-9, (unsigned long long)restores_in(kv, 1),
+                (double)kv->tier_restore_ns_by[1] * 1e-9);
     const double now = kvlm_now();
     int first = 1;
     for (int pass = 1; pass >= 0; pass--) {

@@ -149,6 +149,26 @@ static void counter(sbuf *o, const char *name, const char *help, uint64_t v) {
     sbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* The restore latency per tier (kvlm_kv_stats.tier_restore_buckets). */
+static void restore_hist(sbuf *o, const kvlm_kv_stats *kv) {
+    static const char name[] = "kvlm_kv_tier_restore_latency_seconds";
+    head(o, name, "histogram", "Time a lookup took to restore KV blocks from the tiers, by the lowest tier it read "
+         "(ram: memory only; disk).");
+    for (int t = 0; t < 2; t++) {
+        const char *tier = t ? "disk" : "ram";
+        uint64_t cum = 0;
+        for (int b = 0; b < KVLM_KV_RESTORE_BUCKETS; b++) {
+            cum += kv->tier_restore_buckets[t][b];
+            if (b < KVLM_KV_RESTORE_BUCKETS - 1)
+                sbuf_printf(o, "%s_bucket{tier=\"%s\",le=\"%g\"} %llu\n", name, tier, kvlm_kv_restore_bucket_bound(b),
+                            (unsigned long long)cum);
+            else sbuf_printf(o, "%s_bucket{tier=\"%s\",le=\"+Inf\"} %llu\n", name, tier, (unsigned long long)cum);
+        }
+        sbuf_printf(o, "%s_sum{tier=\"%s\"} %.9f\n%s_count{tier=\"%s\"} %llu\n", name, tier,
+                    (double)kv->tier_restore_ns_by[t] * 1e-9, name, tier, (unsigned long long)cum);
+    }
+}
+
 static void render_hist(sbuf *o, const hist *h) {
     head(o, h->name, "histogram", h->help);
     uint64_t cum = 0;
@@ -225,6 +245,7 @@ void metrics_render(srv_metrics *m, sbuf *o) {
     counter(o, "kvlm_kv_tier_restores_total", "Lookups that restored at least one KV block from a tier.",
             kv->tier_restores);
     counter(o, "kvlm_kv_tier_prefetched_total", "KV block files read ahead of their lookup.", kv->tier_prefetched);
+    restore_hist(o, kv);
     counter(o, "kvlm_prompt_tokens_total", "Prompt tokens admitted.", st->prompt_tokens);
     counter(o, "kvlm_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache.", st->cached_prompt_tokens);
     counter(o, "kvlm_generation_tokens_total", "Tokens generated.", st->generated_tokens);
