@@ -19,7 +19,10 @@
  *   - bad input: unknown commands, a full context window, a bad template;
  *   - /save then /load in another process: the next reply and the tokens it
  *     reuses equal a session that never stopped; damaged KV loads the text
- *     only, damaged text is refused, another KV dtype's cache is not served.
+ *     only, damaged text is refused, another KV dtype's cache is not served;
+ *   - --kv-cache-dir: a second chat with the same system prompt restores
+ *     its whole blocks from the first chat's files (/stats: reused tokens
+ *     and disk hits) and replies the same text.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -514,6 +517,35 @@ static int reused(const char *s) {
     return p ? atoi(p + 1) : -1;
 }
 
+static void test_kv_cache_dir(void **state) {
+    (void)state;
+    char *dir = th_tempdir(), *a = NULL, *b = NULL;
+    static const char sys[] = "You are the keeper of the royal archive, who answers in the manner of the old plays "
+                              "with courtesy and care.";
+    int st = th_run_kvlm(&a, "chat -m %s %s --kv-cache-dir %s --system '%s' 2>&1 <<'EOF'\nHello\n/stats\nEOF\n",
+                         LLAMA_GGUF, FLAGS, dir, sys);
+    assert_int_equal(st, 0);
+    assert_int_equal(reused(a), 0);
+    const int n_prompt = int_after(a, "prompt tokens");
+    assert_true(n_prompt > 32);
+    st = th_run_kvlm(&b, "chat -m %s %s --kv-cache-dir %s --system '%s' 2>&1 <<'EOF'\nHello\n/stats\nEOF\n",
+                     LLAMA_GGUF, FLAGS, dir, sys);
+    assert_int_equal(st, 0);
+    /* every whole block but what the lookup leaves to compute, from disk */
+    const int want = (n_prompt - 1) / 16 * 16;
+    assert_int_equal(reused(b), want);
+    char line[120];
+    snprintf(line, sizeof line, "0 blocks restored from memory, %d from disk", want / 16);
+    assert_non_null(strstr(b, line));
+    /* the same reply: the text before the /stats lines */
+    const char *ea = strstr(a, "prompt tokens"), *eb = strstr(b, "prompt tokens");
+    assert_non_null(ea), assert_non_null(eb);
+    assert_int_equal(ea - a, eb - b);
+    assert_memory_equal(a, b, (size_t)(ea - a));
+    free(a), free(b);
+    th_rmtree(dir), free(dir);
+}
+
 static void test_save_load_kv(void **state) {
     (void)state;
     char *dir = th_tempdir(), path[600], bad[700];
@@ -595,6 +627,7 @@ int main(void) {
         cmocka_unit_test(test_multiline_and_save), cmocka_unit_test(test_ctrl_c_stops_reply),
         cmocka_unit_test(test_color), cmocka_unit_test(test_template_file),
         cmocka_unit_test(test_scripted), cmocka_unit_test(test_errors), cmocka_unit_test(test_save_load_kv),
+        cmocka_unit_test(test_kv_cache_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,10 @@
  * same sampling flags), streaming it as it arrives. The KV cache lives for
  * the whole session with its prefix cache on, so each turn reuses the
  * whole blocks of the previous turns' KV whose tokens it starts with and
- * prefills only the rest. Ctrl-C (SIGINT) stops a reply; the input side
+ * prefills only the rest; with --kv-cache-dir (and --kv-ram-bytes) its
+ * tiers keep them past the pool and across runs, so a later chat that
+ * starts with the same system prompt restores its KV from disk
+ * (docs/kv-tiers.md). Ctrl-C (SIGINT) stops a reply; the input side
  * (terminal keys, continued lines, scripting) is cli/chat_input.h, the
  * slash commands cli/chat_commands.h.
  */
@@ -35,6 +38,8 @@ typedef struct chat_opts {
     sampling_flags smp;
     int n, color, verbose, json;
     const char *chat_template, *system;
+    const char *kv_cache_dir; /* the disk tier (docs/kv-tiers.md); NULL: none */
+    uint64_t kv_disk_bytes, kv_ram_bytes;
 } chat_opts;
 
 static int no_value(const char *flag, const char *v, void *dst) {
@@ -63,6 +68,11 @@ static int parse(int argc, char **argv, chat_opts *o) {
                "name without .gguf, .safetensors or .bin)", no_value, NULL),
         CLI_FN("--models-dir", "DIR", "add each model file and each directory with a config.json in DIR", no_value,
                NULL),
+        CLI_STR("--kv-cache-dir", "DIR", "reuse KV blocks from DIR and write full blocks there, so a later chat\n"
+                "starting with the same system prompt restores it (docs/kv-tiers.md)", &o->kv_cache_dir),
+        CLI_U64("--kv-disk-bytes", "BYTES", "bound of --kv-cache-dir (default 1073741824)", &o->kv_disk_bytes),
+        CLI_U64("--kv-ram-bytes", "BYTES", "keep KV blocks the pool evicts in this much host memory (default 0)",
+                &o->kv_ram_bytes),
         CLI_END,
     };
     cli_spec spec = {
@@ -248,10 +258,12 @@ int cli_chat(int argc, char **argv) {
         model_list_free(&o.ml);
         return EXIT_USAGE;
     }
-    chat_models cm = {.list = &o.ml, .mf = o.mf, .tpl_name = o.chat_template};
+    chat_models cm = {.list = &o.ml, .mf = o.mf, .tpl_name = o.chat_template,
+                      .tiers = {.dir = o.kv_cache_dir, .disk_bytes = (size_t)o.kv_disk_bytes,
+                                .ram_bytes = (size_t)o.kv_ram_bytes}};
     chat_engine *ce = chat_models_engine(&cm);
     chat_state st = {.kv_dtype = o.mf.kv_dtype, .block_size = o.mf.block_size, .models = &cm};
-    int rc = chat_engine_open(ce, &o.mf, o.chat_template);
+    int rc = chat_engine_open(ce, &o.mf, o.chat_template, &cm.tiers);
     if (rc) goto out;
     rc = 1;
     st.m = ce->ss.m;

@@ -75,7 +75,8 @@ void chat_help(const chat_state *st, FILE *f) {
           "  /reset         start a new conversation (the system message stays)\n"
           "  /system TEXT   set the system message (/system alone removes it)\n"
           "  /stats         the last reply: tokens, time to first token, time per token,\n"
-          "                 tokens/s, the conversation's KV cache bytes and blocks\n"
+          "                 tokens/s, the conversation's KV cache bytes and blocks (and the\n"
+          "                 KV tiers' restores with --kv-cache-dir or --kv-ram-bytes)\n"
           "  /save FILE     write the conversation and its KV cache (FILE.json: the messages\n"
           "                 as JSON only, {\"messages\": [...]})\n"
           "  /load FILE     replace the conversation with a saved one, its KV restored\n"
@@ -126,6 +127,14 @@ static void print_stats(const chat_state *st) {
             s->kv.bytes_per_token, kvlm_dtype_name(st->kv_dtype), s->kv.tokens * s->kv.bytes_per_token);
     fprintf(f, "KV blocks            %zu of %d tokens = %zu bytes reserved (paged)\n", s->kv.blocks_used,
             st->block_size, s->kv.bytes_reserved);
+    kvlm_kv_stats ks;
+    if (st->kv) kvlm_kv_get_stats(st->kv, &ks);
+    if (st->kv && (ks.tier_disk_files || ks.tier_ram_blocks || ks.tier_ram_hits || ks.tier_disk_hits ||
+                   ks.tier_bytes_written)) /* --kv-cache-dir, --kv-ram-bytes */
+        fprintf(f, "KV tiers             %llu blocks restored from memory, %llu from disk (%llu bytes read, %.2f ms), "
+                "%llu bytes written\n", (unsigned long long)ks.tier_ram_hits, (unsigned long long)ks.tier_disk_hits,
+                (unsigned long long)ks.tier_bytes_read, (double)ks.tier_restore_ns * 1e-6,
+                (unsigned long long)ks.tier_bytes_written);
 }
 
 /* The text after a command word: NULL when none. */

@@ -7,7 +7,7 @@
 
 #include "cli/args.h"
 
-int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_name) {
+int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_name, const chat_kv_tiers *tiers) {
     memset(ce, 0, sizeof *ce);
     int rc = session_open(&ce->ss, mf, SESSION_TOKENIZER);
     ce->open = 1;
@@ -24,6 +24,11 @@ int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_nam
     ko.dtype = mf->kv_dtype;
     ko.block_size = mf->block_size;
     ko.max_seqs = 1;
+    if (tiers) {
+        ko.tier_dir = tiers->dir;
+        ko.tier_disk_bytes = tiers->disk_bytes;
+        ko.tier_ram_bytes = tiers->ram_bytes;
+    }
     kvlm_engine_options eo = session_engine_options(mf);
     if (!(ce->kv = kvlm_kv_create(ce->ss.m, &ko, &err)) || !(ce->e = kvlm_engine_create(ce->ss.m, ce->kv, &eo, &err))) {
         fprintf(stderr, "kvlm chat: %s\n", err.msg);
@@ -96,7 +101,7 @@ int chat_models_switch(chat_models *cm, chat_state *st, const char *name) {
     mf.model = cm->list->paths[i];
     chat_engine *next = &cm->slot[1 - cm->cur];
     fflush(f);
-    if (chat_engine_open(next, &mf, cm->tpl_name)) {
+    if (chat_engine_open(next, &mf, cm->tpl_name, &cm->tiers)) {
         chat_engine_close(next);
         fprintf(f, "/model: cannot use %s (the reason is above); the model stays %s\n", name, cur);
         return -1;

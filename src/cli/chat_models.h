@@ -33,11 +33,19 @@ typedef struct chat_engine {
     int open;
 } chat_engine;
 
+/* The KV cache's tiers of every model of a chat (docs/kv-tiers.md): dir
+ * NULL for no disk tier, 0 bytes for the defaults / no memory tier. Each
+ * model's blocks carry its own fingerprint, so the models share dir. */
+typedef struct chat_kv_tiers {
+    const char *dir;
+    size_t disk_bytes, ram_bytes;
+} chat_kv_tiers;
+
 /* Opens the model mf names with the chat template `tpl_name` (NULL: the
- * model's own). Returns 0, or the exit status a failure calls for (1, or 2
+ * model's own) and the KV tiers `tiers` (NULL: none). Returns 0, or the exit status a failure calls for (1, or 2
  * for a usage error) after printing the reason as "kvlm chat: ...".
  * chat_engine_close is safe after a failed open. */
-int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_name);
+int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_name, const chat_kv_tiers *tiers);
 void chat_engine_close(chat_engine *ce);
 /* The end ids of a reply: the model's eos ids and turn_end (-1: none). */
 void chat_engine_set_ends(chat_engine *ce, int32_t turn_end);
@@ -47,6 +55,7 @@ typedef struct chat_models {
     const model_list *list;   /* the models given, in order */
     model_flags mf;           /* the flags every model shares (mf.model: the one in use) */
     const char *tpl_name;     /* --chat-template, for every model */
+    chat_kv_tiers tiers;      /* --kv-cache-dir and its bounds, for every model */
     chat_engine slot[2];      /* the engine in use and room for the next */
     int cur;                  /* slot in use */
     int index;                /* the model in use in list */
