@@ -15,7 +15,11 @@
  *   but for room for two files; skipped with a printed reason where mount
  *   is not permitted) the third write fails with ENOSPC, one log line
  *   says so, the tier stops writing, and the tokens stay the cold run's,
- *   again after a restart on the full directory that restores the two.
+ *   again after a restart on the full directory that restores the two;
+ * - pins: with a directory, a pin's ids are recorded and a new cache on it
+ *   reads them back; an unpin empties the record; a truncated record, a
+ *   flipped bit, another version and another model's record are refused
+ *   whole (and a cache finding a bad one counts, removes and ignores it).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +36,7 @@
 #include "helpers.h"
 #include "kvlm.h"
 #include "runtime/kv_block_file.h"
+#include "runtime/kv_pin_file.h"
 #include "runtime/kv_tiers.h"
 #include "runtime/kvcache.h"
 
@@ -441,6 +446,83 @@ static void test_full_disk(void **state) {
     kvlm_model_free(m);
 }
 
+static void test_pin_record(void **state) {
+    (void)state;
+    kvlm_model *m = model(3);
+    int32_t prompt[NP], out[NG];
+    prompt_of(prompt, 1);
+    char *dir = th_tempdir();
+    kvlm_kv *kv = cache(m, 0, 0, dir);
+    assert_int_equal(kvlm_kv_recorded_pins(kv), 0);
+    run(m, kv, prompt, out);
+    kvlm_error err;
+    int pinned = 0;
+    const int id = kvlm_kv_pin(kv, prompt, NP, 1000, &pinned, &err);
+    assert_int_equal(id, 1);
+    assert_int_equal(pinned, NP / BS * BS);
+    assert_int_equal(count_files(dir, ".pins"), 1);
+    char path[4200];
+    kv_pin_file_path(dir, kv_tiers_prefix(kv_tiers_of(kv)), path, sizeof path);
+    kv_fingerprint fp = *kv_tiers_fingerprint(kv_tiers_of(kv));
+    kvlm_kv_free(kv);
+    /* the record: 48 + 4 + 4 x 40 bytes */
+    size_t n = 0;
+    unsigned char *bytes = (unsigned char *)th_read_file(path, &n);
+    assert_non_null(bytes);
+    assert_int_equal(n, KV_PIN_FILE_HEADER + 4 + 4 * pinned);
+    kv = cache(m, 0, 0, dir);
+    assert_int_equal(kvlm_kv_recorded_pins(kv), 1);
+    int len = 0;
+    const int32_t *ids = kvlm_kv_recorded_pin(kv, 0, &len);
+    assert_int_equal(len, pinned);
+    assert_memory_equal(ids, prompt, (size_t)pinned * sizeof *ids);
+    assert_null(kvlm_kv_recorded_pin(kv, 1, &len));
+    assert_int_equal(len, 0);
+    /* pinned again, then unpinned: the record holds none */
+    run(m, kv, prompt, out);
+    assert_int_equal(kvlm_kv_pin(kv, prompt, NP, 1000, &pinned, &err), 1);
+    assert_int_equal(kvlm_kv_unpin(kv, 1, &err), 0);
+    kvlm_kv_free(kv);
+    kv_pin_list l;
+    assert_null(kv_pin_file_read(path, &fp, &l));
+    assert_int_equal(l.n, 0);
+    /* faults, each refused whole */
+    kv_pin_list one = {.n = 1, .ids = (int32_t *[]){prompt}, .lens = (int[]){pinned}};
+    size_t sz;
+    unsigned char *good = kv_pin_file_encode(&fp, &one, &sz);
+    assert_int_equal(sz, n);
+    assert_null(kv_pin_file_decode(good, sz, &fp, &l));
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.lens[0], pinned);
+    kv_pin_list_free(&l);
+    assert_string_equal(kv_pin_file_decode(good, sz - 4, &fp, &l), "truncated");
+    assert_string_equal(kv_pin_file_decode(good, 20, &fp, &l), "truncated");
+    good[100] ^= 1;
+    assert_string_equal(kv_pin_file_decode(good, sz, &fp, &l), "corrupt");
+    good[100] ^= 1;
+    good[8] = 9;
+    assert_string_equal(kv_pin_file_decode(good, sz, &fp, &l), "foreign version");
+    good[8] = KV_PIN_FILE_VERSION;
+    kv_fingerprint other = fp;
+    other.bytes[3] ^= 0x40;
+    assert_string_equal(kv_pin_file_decode(good, sz, &other, &l), "foreign fingerprint");
+    assert_int_equal(l.n, 0);
+    /* a cache finding a bad record: counted, removed, ignored */
+    good[100] ^= 1;
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(good, 1, sz, f), sz);
+    fclose(f);
+    kv = cache(m, 0, 0, dir);
+    assert_int_equal(kvlm_kv_recorded_pins(kv), 0);
+    assert_int_equal(stats(kv).tier_bad_files, 1);
+    assert_int_equal(count_files(dir, ".pins"), 0);
+    kvlm_kv_free(kv);
+    free(good), free(bytes);
+    th_rmtree(dir), free(dir);
+    kvlm_model_free(m);
+}
+
 /* gemma3-tiny: 12 layers, window 8 on 10 of them, 6 slices of 2 layers.
  * Window slices give their old blocks back while the request runs; the
  * disk tier wrote every position with all its slices, so a restart
@@ -543,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_killed_writer),
         cmocka_unit_test(test_write_failure),
         cmocka_unit_test(test_full_disk),
+        cmocka_unit_test(test_pin_record),
         cmocka_unit_test(test_window_layers),
         cmocka_unit_test(test_cli_run),
         cmocka_unit_test(test_prefetch),
