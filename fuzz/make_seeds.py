@@ -210,6 +210,15 @@ def main():
     put("kv_block_file", "two_slices.kvb", kvb(4, 2, 32))
     put("kv_block_file", "version2.kvb", kvb(2, 1, 16, 2))
     put("kv_block_file", "header_only.kvb", kvb(2, 1, 16)[:80])
+    # kv_pin_file: pin records (checksum 0: the target stamps it), of the
+    # fingerprint 0..15: none, two pins, another version
+    def pins(lists, version=1):
+        body = b"".join(struct.pack("<I%di" % len(p), len(p), *p) for p in lists)
+        return b"KVLMPINS" + struct.pack("<II", version, len(lists)) + bytes(range(16)) + \
+            struct.pack("<QQ", len(body), 0) + body
+    put("kv_pin_file", "none.pins", pins([]))
+    put("kv_pin_file", "two.pins", pins([list(range(16)), list(range(100, 132))]))
+    put("kv_pin_file", "version2.pins", pins([[5, 6]], 2))
     # llmc: the headers of the repository's llm.c checkpoints, plus a few data bytes
     for name in ("llmc_f32", "llmc_bf16"):
         put("llmc", name + ".bin", open("tests/fixtures/gpt2/%s.bin" % name, "rb").read()[:1024 + 64])

@@ -48,6 +48,10 @@ static uint64_t checksum(const unsigned char *buf, size_t n) {
     return h;
 }
 
+void kv_pin_file_stamp(unsigned char *buf, size_t n) {
+    if (n >= KV_PIN_FILE_HEADER) put64(buf + 40, checksum(buf, n));
+}
+
 void kv_pin_list_free(kv_pin_list *l) {
     for (int i = 0; i < l->n; i++) free(l->ids[i]);
     free(l->ids), free(l->lens);

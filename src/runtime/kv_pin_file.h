@@ -39,6 +39,9 @@ unsigned char *kv_pin_file_encode(const kv_fingerprint *fp, const kv_pin_list *l
  * NULL when good, else why not ("truncated", "corrupt", "foreign
  * version", "foreign fingerprint", "out of memory"); *l is then empty. */
 const char *kv_pin_file_decode(const unsigned char *buf, size_t n, const kv_fingerprint *fp, kv_pin_list *l);
+/* Writes the checksum of n >= KV_PIN_FILE_HEADER bytes at buf into its
+ * field (the fuzz target stamps inputs so the checks past it run). */
+void kv_pin_file_stamp(unsigned char *buf, size_t n);
 
 /* DIR/<prefix>.pins into path. */
 void kv_pin_file_path(const char *dir, const char *prefix, char *path, size_t cap);
