@@ -23,14 +23,59 @@ SHAPE:
                the first --layers of them (the experts stacked in 3-D
                tensors, the router F32, as llama.cpp's converter writes
                them); Qwen2's tokenizer (build/tests/vocab/ggml-vocab-qwen2.gguf).
+    gpt-oss-20b  gpt-oss-20b (architecture gpt-oss): hidden 2880, 64 query
+               and 8 KV heads of 64 with biases and sinks, 32 experts of FFN
+               2880 per layer (biases), 4 per token, window 128 on alternate
+               layers, YaRN factor 32 over 4096, untied output; 24 layers,
+               or the first --layers; VOCAB is ignored: 201088 placeholder
+               tokens (the benchmarks drive the file with token ids).
+               Quantise with llama-quantize ... MXFP4_MOE (experts MXFP4,
+               the other matrices Q8_0), as the published file is laid out.
 make test decompresses the vocabularies from tests/fixtures/llama_vocab.
 Matrices are uniform in +-0.02 (speed does not depend on them), stored in
---type (default f16); norms and biases are f32.
+--type (default f16); norms and biases are f32. Tensors are generated
+while they are written, one at a time, so a 10 GB file needs about 1 GB of
+memory.
 """
 import argparse
 
+import gguf
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+
+class Lazy:
+    """A matrix drawn only when the writer reaches it."""
+
+    def __init__(self, shape, dtype, draw):
+        self.shape, self.dtype, self.draw = tuple(shape), np.dtype(dtype), draw
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def reshape(self, *shape):
+        return Lazy(shape, self.dtype, lambda: self.draw().reshape(shape))
+
+
+class StreamWriter:
+    """GGUFWriter's interface for add_tensor, writing tensors in order and
+    drawing each Lazy one just before it is written."""
+
+    def __init__(self, w):
+        self.w, self.items = w, []
+
+    def __getattr__(self, name):
+        return getattr(self.w, name)
+
+    def add_tensor(self, name, t):
+        self.w.add_tensor_info(name, t.shape, t.dtype, t.nbytes)
+        self.items.append(t)
+
+    def write(self):
+        self.w.write_header_to_file()
+        self.w.write_kv_data_to_file()
+        self.w.write_ti_data_to_file()
+        for t in self.items:
+            self.w.write_tensor_data(np.ascontiguousarray(t.draw() if isinstance(t, Lazy) else t))
+        self.w.close()
 
 
 def copy_vocab(src, w):
@@ -138,10 +183,59 @@ def write_qwen3moe(w, vocab, m, vec, layers):
             w.add_tensor(p + name + ".weight", m(E * rows, cols).reshape(E, rows, cols))
 
 
+def write_gptoss(w, m, vec, layers):
+    H, NH, NKV, HD, E, K, FE, CTX, VOCAB = 2880, 64, 8, 64, 32, 4, 2880, 131072, 201088
+    w.add_context_length(CTX)
+    w.add_embedding_length(H)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(FE)
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_key_length(HD)
+    w.add_value_length(HD)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(150000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(32.0)
+    w.add_rope_scaling_orig_ctx_len(4096)
+    w.add_sliding_window(128)
+    w.add_expert_count(E)
+    w.add_expert_used_count(K)
+    w.add_expert_feed_forward_length(FE)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    toks = ["<%02x>" % i if i < 3 else "t%d" % i for i in range(VOCAB)]
+    toks[-1] = toks[3] + toks[4]
+    w.add_token_list(toks)
+    w.add_token_types([3 if i < 3 else 1 for i in range(VOCAB)])
+    w.add_token_merges([toks[3] + " " + toks[4]])
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_add_bos_token(False)
+    w.add_tensor("token_embd.weight", m(VOCAB, H))
+    for i in range(layers):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(H, np.float32))
+        for name, rows, cols in (("attn_q", NH * HD, H), ("attn_k", NKV * HD, H), ("attn_v", NKV * HD, H),
+                                 ("attn_output", H, NH * HD)):
+            w.add_tensor(p + name + ".weight", m(rows, cols))
+            w.add_tensor(p + name + ".bias", vec(rows))
+        w.add_tensor(p + "attn_sinks.weight", vec(NH))
+        w.add_tensor(p + "post_attention_norm.weight", np.ones(H, np.float32))
+        w.add_tensor(p + "ffn_gate_inp.weight", (vec(E * H) * 50).reshape(E, H))
+        w.add_tensor(p + "ffn_gate_inp.bias", vec(E))
+        for name, rows, cols in (("ffn_gate_exps", FE, H), ("ffn_up_exps", FE, H), ("ffn_down_exps", H, FE)):
+            w.add_tensor(p + name + ".weight", m(E * rows, cols).reshape(E, rows, cols))
+            w.add_tensor(p + name + ".bias", vec(E * rows).reshape(E, rows))
+    w.add_tensor("output_norm.weight", np.ones(H, np.float32))
+    w.add_tensor("output.weight", m(VOCAB, H))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b", "llama-gqa", "qwen3-30b-a3b"])
-    ap.add_argument("--layers", type=int, default=48, help="qwen3-30b-a3b: the first N of its 48 layers")
+    ap.add_argument("shape", choices=["gpt2-124m", "llama-1b", "llama-gqa", "qwen3-30b-a3b", "gpt-oss-20b"])
+    ap.add_argument("--layers", type=int, default=0,
+                    help="qwen3-30b-a3b / gpt-oss-20b: the first N of their 48 / 24 layers")
     ap.add_argument("vocab")
     ap.add_argument("out")
     ap.add_argument("--type", choices=["f32", "f16"], default="f16")
@@ -150,25 +244,24 @@ def main():
     dt = np.float32 if a.type == "f32" else np.float16
 
     def m(r, c):
-        return (rng.random((r, c), dtype=np.float32) * 0.04 - 0.02).astype(dt)
+        return Lazy((r, c), dt, lambda: (rng.random((r, c), dtype=np.float32) * 0.04 - 0.02).astype(dt))
 
     def vec(n):
         return (rng.random(n, dtype=np.float32) * 0.04 - 0.02)
 
-    arch = {"gpt2-124m": "gpt2", "qwen3-30b-a3b": "qwen3moe"}.get(a.shape, "llama")
-    w = GGUFWriter(a.out, arch)
+    arch = {"gpt2-124m": "gpt2", "qwen3-30b-a3b": "qwen3moe", "gpt-oss-20b": "gpt-oss"}.get(a.shape, "llama")
+    w = StreamWriter(GGUFWriter(a.out, arch))
     w.add_name(a.shape + "-shapes-random")
     w.add_file_type(0 if a.type == "f32" else 1)
     if arch == "gpt2":
         write_gpt2(w, a.vocab, m, vec)
     elif arch == "qwen3moe":
-        write_qwen3moe(w, a.vocab, m, vec, a.layers)
+        write_qwen3moe(w, a.vocab, m, vec, a.layers or 48)
+    elif arch == "gpt-oss":
+        write_gptoss(w, m, vec, a.layers or 24)
     else:
         write_llama(w, a.vocab, m, vec, a.shape)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    w.write()
 
 
 if __name__ == "__main__":
