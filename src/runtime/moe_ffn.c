@@ -132,19 +132,26 @@ static void route_row(void *ctx, int t, int worker) {
 }
 
 /* The experts' activation over n values: SwiGLU, or gpt-oss's clamped
- * form (llama.cpp's swiglu_oai). */
-static void expert_act(const kern_ops *ops, const model_moe *moe, const float *gate, const float *up, float *act,
-                       size_t n) {
+ * form (llama.cpp's swiglu_oai), g sigmoid(alpha g) (u + 1) with g clamped
+ * above and u on both sides at the limit. The clamped form runs on the ISA's
+ * SwiGLU: g sigmoid(alpha g) = silu(alpha g) / alpha, so gate and up are
+ * rewritten in place (alpha g, u + 1; the caller no longer needs them) and
+ * the product scaled by 1 / alpha. */
+static void expert_act(const kern_ops *ops, const model_moe *moe, float *gate, float *up, float *act, size_t n) {
     if (!(moe->limit > 0)) {
         ops->swiglu(gate, up, act, n);
         return;
     }
-    const float lim = moe->limit, alpha = moe->alpha;
+    const float lim = moe->limit, alpha = moe->alpha, inv = 1.0f / alpha;
     for (size_t i = 0; i < n; i++) {
         const float g = gate[i] < lim ? gate[i] : lim;
         const float u = up[i] < -lim ? -lim : up[i] > lim ? lim : up[i];
-        act[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+        gate[i] = alpha * g;
+        up[i] = u + 1.0f;
     }
+    ops->swiglu(gate, up, act, n);
+    if (alpha != 1.0f)
+        for (size_t i = 0; i < n; i++) act[i] *= inv;
 }
 
 /* Expert e's bias vector of len values from offset off, or NULL. */
