@@ -23,7 +23,10 @@
  *    goes into two regions, gate|up|SwiGLU by chunks of F_e rows, then down
  *    by chunks of C rows, each item a one-thread kern_matmul on a row view
  *    of the expert: 2 regions per layer instead of 3 per expert, so waking
- *    the team does not cost more than the small matmuls themselves.
+ *    the team does not cost more than the small matmuls themselves. Both
+ *    are stealable (staged: the inputs copied into the stage), as the
+ *    dense products of decode are, so a descheduled worker costs the step
+ *    one item's time, not the OS's time slice.
  * 4. Sum: out[t] = sum over ranks j of wts[t, j] x g[slot(t, j)], in rank
  *    order, so the result does not depend on how rows were grouped; plus
  *    sigmoid(h[t] . sh_router) x shared(h[t]) when there is a shared expert.
@@ -228,52 +231,123 @@ static kern_matrix row_view(const kern_matrix *w, int r0, int r1) {
     return v;
 }
 
-typedef struct small_job {
+/* The small schedule runs as two stealable regions (kern_team_stage): a
+ * worker the OS deschedules while it holds an item does not hold the step
+ * up, the caller computes the item itself. The stage holds the region's
+ * context and a copy of its inputs (the gathered rows, then the
+ * activations); the weights and biases are the model's, immutable. A
+ * worker's item goes to its private buffer (rows of the item's width) and
+ * is committed by copy; the caller's straight to the destination. */
+typedef struct small_stage {
     const kern_ops *ops;
-    moe_work *w;
-    const kvlm_config *c;
     const model_moe *moe;
-    const int *active;  /* the experts with rows */
-    int f_chunks, c_chunks;
-} small_job;
+    float *dst;              /* w->act (gate|up region) or w->g (down) */
+    int C, F;
+    int chunks, width, ld;   /* items per expert, output columns per item, dst's row length */
+    int n_active;
+    const int *ex;           /* [n_active] the active experts, in expert order */
+    const int *start;        /* [n_expert + 1] first gathered row of each expert */
+    const float *x;          /* [rows, K] the inputs: the active experts' segments from row 0 */
+} small_stage;
 
-static void small_gate_up(void *ctx, int item, int worker) {
+/* The item's expert, its first gathered row and row count, and its output
+ * columns o0 .. o1. */
+static int small_item(const small_stage *j, int item, int *s0, int *n, int *o0, int *o1) {
+    const int e = j->ex[item / j->chunks];
+    *s0 = j->start[e], *n = j->start[e + 1] - *s0;
+    *o0 = (item % j->chunks) * j->width;
+    *o1 = *o0 + j->width < j->ld ? *o0 + j->width : j->ld;
+    return e;
+}
+
+static void small_gate_up(const void *ctx, int item, int worker, void *out) {
     (void)worker;
-    const small_job *j = ctx;
-    const int C = j->c->n_embd, F = j->c->n_ff_expert, e = j->active[item / j->f_chunks];
-    const int f0 = (item % j->f_chunks) * CHUNK_F, f1 = f0 + CHUNK_F < F ? f0 + CHUNK_F : F;
-    const int s0 = j->w->start[e], n = j->w->start[e + 1] - s0;
+    const small_stage *j = ctx;
+    int s0, n, f0, f1;
+    const int e = small_item(j, item, &s0, &n, &f0, &f1), C = j->C, F = j->F;
     kern_team solo = {.threads = 1};
     const kern_matrix g = row_view(&j->moe->gate[e], f0, f1), u = row_view(&j->moe->up[e], f0, f1);
-    const float *x = j->w->g + (size_t)s0 * C;
-    float *ff = j->w->ff + (size_t)s0 * 2 * F, *act = j->w->act + (size_t)s0 * F;
-    kern_matmul(j->ops, &solo, x, n, &g, ebias(j->moe->gate_b, e, F, f0), ff + f0, 2 * F);
-    kern_matmul(j->ops, &solo, x, n, &u, ebias(j->moe->up_b, e, F, f0), ff + F + f0, 2 * F);
+    const float *x = j->x + (size_t)s0 * C;
+    float ff[SMALL_ROWS * 2 * CHUNK_F];
+    kern_matmul(j->ops, &solo, x, n, &g, ebias(j->moe->gate_b, e, F, f0), ff, 2 * CHUNK_F);
+    kern_matmul(j->ops, &solo, x, n, &u, ebias(j->moe->up_b, e, F, f0), ff + CHUNK_F, 2 * CHUNK_F);
+    float *act = out ? (float *)out : j->dst + (size_t)s0 * F + f0;
+    const size_t lda = out ? CHUNK_F : (size_t)F;
     for (int r = 0; r < n; r++)
-        expert_act(j->ops, j->moe, ff + (size_t)r * 2 * F + f0, ff + (size_t)r * 2 * F + F + f0, act + (size_t)r * F + f0,
-                   (size_t)(f1 - f0));
+        expert_act(j->ops, j->moe, ff + (size_t)r * 2 * CHUNK_F, ff + (size_t)r * 2 * CHUNK_F + CHUNK_F,
+                   act + (size_t)r * lda, (size_t)(f1 - f0));
 }
 
-/* Down rows c0 .. c1 into the expert's segment of g (its inputs were
- * consumed by the gate|up region). */
-static void small_down(void *ctx, int item, int worker) {
+/* Down rows c0 .. c1 of the item's expert into its segment of g. */
+static void small_down(const void *ctx, int item, int worker, void *out) {
     (void)worker;
-    const small_job *j = ctx;
-    const int C = j->c->n_embd, F = j->c->n_ff_expert, e = j->active[item / j->c_chunks];
-    const int c0 = (item % j->c_chunks) * CHUNK_C, c1 = c0 + CHUNK_C < C ? c0 + CHUNK_C : C;
-    const int s0 = j->w->start[e], n = j->w->start[e + 1] - s0;
+    const small_stage *j = ctx;
+    int s0, n, c0, c1;
+    const int e = small_item(j, item, &s0, &n, &c0, &c1), C = j->C;
     kern_team solo = {.threads = 1};
     const kern_matrix d = row_view(&j->moe->down[e], c0, c1);
-    kern_matmul(j->ops, &solo, j->w->act + (size_t)s0 * F, n, &d, ebias(j->moe->down_b, e, C, c0),
-                j->w->g + (size_t)s0 * C + c0, C);
+    float *y = out ? (float *)out : j->dst + (size_t)s0 * C + c0;
+    kern_matmul(j->ops, &solo, j->x + (size_t)s0 * j->F, n, &d, ebias(j->moe->down_b, e, C, c0), y,
+                out ? CHUNK_C : C);
 }
 
-/* The small schedule over the n_active experts listed in active. */
+/* A worker's item from its private rows (width apart) to the destination. */
+static void small_commit(const void *ctx, int item, const void *out) {
+    const small_stage *j = ctx;
+    int s0, n, o0, o1;
+    small_item(j, item, &s0, &n, &o0, &o1);
+    for (int r = 0; r < n; r++)
+        memcpy(j->dst + (size_t)(s0 + r) * j->ld + o0, (const float *)out + (size_t)r * j->width,
+               (size_t)(o1 - o0) * sizeof(float));
+}
+
+typedef struct unstaged {
+    const small_stage *j;
+    kern_steal_task fn;
+} unstaged;
+
+static void unstaged_item(void *ctx, int item, int worker) {
+    const unstaged *u = ctx;
+    u->fn(u->j, item, worker, NULL);
+}
+
+/* One region of the small schedule: the context, the active list, the
+ * segment table and x ([rows, K], the active experts' segments) copied
+ * into the stage; an unstaged region on the caller's buffers (same items,
+ * same bits) when the team has no pool or no memory for the stage. */
+static void small_region(kern_team *team, const small_stage *proto, int n_expert, const float *x, int K,
+                         kern_steal_task fn) {
+    const int na = proto->n_active, items = na * proto->chunks, rows = proto->start[n_expert];
+    const size_t head = (sizeof(small_stage) + 63) & ~(size_t)63;
+    const size_t tab = (((size_t)na + n_expert + 1) * sizeof(int) + 63) & ~(size_t)63;
+    const size_t xb = (size_t)rows * K * sizeof(float);
+    unsigned char *st = kern_team_stage(team, items, head + tab + xb, (size_t)SMALL_ROWS * proto->width * sizeof(float));
+    if (st) {
+        small_stage *j = (small_stage *)st;
+        int *ex = (int *)(st + head), *start = ex + na;
+        *j = *proto;
+        memcpy(ex, proto->ex, (size_t)na * sizeof(int));
+        memcpy(start, proto->start, ((size_t)n_expert + 1) * sizeof(int));
+        memcpy(st + head + tab, x, xb);
+        j->ex = ex, j->start = start, j->x = (const float *)(st + head + tab);
+        if (kern_team_run_staged(team, items, fn, small_commit) == 0) return;
+    }
+    small_stage j = *proto;
+    j.x = x;
+    unstaged u = {&j, fn};
+    kern_team_run(team, items, unstaged_item, &u);
+}
+
+/* The small schedule over the n_active experts listed in active (in
+ * expert order, so their segments of g are contiguous from row 0). */
 static void run_small(const kern_ops *ops, kern_team *team, moe_work *w, const kvlm_config *c, const model_moe *moe,
                       const int *active, int n_active) {
-    small_job j = {ops, w, c, moe, active, (c->n_ff_expert + CHUNK_F - 1) / CHUNK_F, (c->n_embd + CHUNK_C - 1) / CHUNK_C};
-    kern_team_run(team, n_active * j.f_chunks, small_gate_up, &j);
-    kern_team_run(team, n_active * j.c_chunks, small_down, &j);
+    if (!n_active) return;
+    const int C = c->n_embd, F = c->n_ff_expert;
+    small_stage j = {ops, moe, w->act, C, F, (F + CHUNK_F - 1) / CHUNK_F, CHUNK_F, F, n_active, active, w->start, NULL};
+    small_region(team, &j, c->n_expert, w->g, C, small_gate_up);
+    j.dst = w->g, j.chunks = (C + CHUNK_C - 1) / CHUNK_C, j.width = CHUNK_C, j.ld = C;
+    small_region(team, &j, c->n_expert, w->act, F, small_down);
 }
 
 /* down(act(gate(x), up(x))) for n rows of x into y (ldy C); b: the three
