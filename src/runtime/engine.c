@@ -74,7 +74,7 @@ struct kvlm_engine {
     int cap_rows;
     eng_row *rows;
     int *logit_rows;      /* indices into rows whose logits are returned */
-    int q_dim, kv_dim, qkv_dim, ff_dim; /* widths of the activations */
+    int q_dim, kv_dim, qkv_dim, ff_dim, act_dim; /* widths of the activations (ff, act: 1 with no dense MLP) */
     float *x, *h, *qkv, *att, *ff, *act;
     float *rope;          /* per row and rotary table (MODEL_MAX_ROPE x head_dim floats): cos then sin of its angles */
     float *scores;        /* per thread (team.threads of them), n_head / n_kv_head * n_ctx floats */
@@ -120,6 +120,10 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->kv_dim = c->n_kv_head * c->head_dim;
     e->qkv_dim = e->q_dim + 2 * e->kv_dim;
     e->ff_dim = m->layers[0].w_gate.data || m->layers[0].w_gate_up.data ? 2 * c->n_ff : c->n_ff; /* gate | up */
+    e->act_dim = c->n_ff;
+    int dense = 0; /* a layer with a dense MLP: a mixture of experts keeps its activations in moe_work */
+    for (int l = 0; l < c->n_layer; l++) dense |= !m->layers[l].moe;
+    if (!dense) e->ff_dim = e->act_dim = 1;
     e->ops = ops;
     const int threads = o.threads ? o.threads : kern_default_threads(NULL, 0);
     if (kern_team_open(&e->team, threads)) {
@@ -192,7 +196,7 @@ static int ensure_rows(kvlm_engine *e, int T, kvlm_error *err) {
     e->qkv = alloc_rows(n, (size_t)e->qkv_dim);
     e->att = alloc_rows(n, (size_t)e->q_dim);
     e->ff = alloc_rows(n, (size_t)e->ff_dim);
-    e->act = alloc_rows(n, (size_t)c->n_ff);
+    e->act = alloc_rows(n, (size_t)e->act_dim);
     e->rope = alloc_rows(n, (size_t)MODEL_MAX_ROPE * c->head_dim);
     e->tiles = malloc(n * sizeof *e->tiles);
     if (!e->rows || !e->logit_rows || !e->x || !e->h || !e->qkv || !e->att || !e->ff || !e->act || !e->rope ||
