@@ -34,8 +34,8 @@ SHAPE:
 make test decompresses the vocabularies from tests/fixtures/llama_vocab.
 Matrices are uniform in +-0.02 (speed does not depend on them), stored in
 --type (default f16); norms and biases are f32. Tensors are generated
-while they are written, one at a time, so a 10 GB file needs about 1 GB of
-memory.
+while they are written, one at a time, in slices of 16M values, so a
+10 GB file needs little more memory than its largest tensor.
 """
 import argparse
 
@@ -244,7 +244,14 @@ def main():
     dt = np.float32 if a.type == "f32" else np.float16
 
     def m(r, c):
-        return Lazy((r, c), dt, lambda: (rng.random((r, c), dtype=np.float32) * 0.04 - 0.02).astype(dt))
+        def draw():  # 16M values at a time: the same stream as one draw, without float32 temporaries of the whole
+            out = np.empty((r, c), dt)
+            step = max(1, (1 << 24) // c)
+            for i in range(0, r, step):
+                n = min(step, r - i)
+                out[i:i + n] = rng.random((n, c), dtype=np.float32) * 0.04 - 0.02
+            return out
+        return Lazy((r, c), dt, draw)
 
     def vec(n):
         return (rng.random(n, dtype=np.float32) * 0.04 - 0.02)
