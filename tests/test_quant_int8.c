@@ -1,5 +1,6 @@
 /*
- * Int8 activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights
+ * Int8 activations for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+ * weights
  * (kernels/quant_int8.h): the
  * activation codes on known values, the vector quantisers against the C
  * one (bytes and scales equal), the avx512-vnni / avx2-vnni matmuls
@@ -35,7 +36,8 @@
 #include "model/model.h"
 #include "tensor.h"
 
-static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0};
+static const kvlm_dtype qtypes[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1};
+#define NQTYPES 5
 static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
 static const kvlm_isa vnni[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI};
 typedef void (*quantize_fn)(const float *, int, int8_t *, float *);
@@ -219,13 +221,17 @@ static void test_matmul_shapes(void **state) {
     const int Ms[] = {1, 2, 3, 4, 5, 7, 9}, Ns[] = {1, 3, 4, 5, 8, 9, 13}, Ks[] = {32, 64, 96, 160, 288};
     unsigned seed = 5;
     int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
-    for (size_t t = 0; t < 2; t++) {
+    for (size_t t = 0; t < NQTYPES; t++) {
         for (size_t a = 0; a < 7; a++)
             for (size_t b = 0; b < 7; b++)
                 for (size_t c = 0; c < 5; c++) checked += check_case(qtypes[t], Ms[a], Ns[b], Ks[c], &seed);
         checked += check_case(qtypes[t], 24, 17, 1024, &seed);
     }
-    assert_int_equal(checked, want * 2 * (7 * 7 * 5 + 1));
+    assert_int_equal(checked, want * NQTYPES * (7 * 7 * 5 + 1));
+    for (size_t t = 0; t < NQTYPES; t++) {
+        assert_int_equal(quant_int8_min_rows_avx512(qtypes[t]), 1);
+        assert_int_equal(quant_int8_min_rows_avx2(qtypes[t]), 1);
+    }
 }
 
 /* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
@@ -322,13 +328,14 @@ static void test_threaded_and_ranges(void **state) {
  * ranges of outputs: the same bits. */
 static void test_prepared_threads(void **state) {
     (void)state;
-    const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const size_t ntypes = sizeof all / sizeof all[0];
     const struct { int M, N, K; } shapes[] = {{37, 70, 512}, {4, 33, 256}, {50, 40, 8192},
                                               {1, 70, 1024}, {2, 37, 1024}, {3, 50, 8192}};
     const size_t nshapes = sizeof shapes / sizeof shapes[0];
     unsigned seed = 23;
     int checked = 0;
-    for (size_t ti = 0; ti < 5; ti++)
+    for (size_t ti = 0; ti < ntypes; ti++)
         for (size_t si = 0; si < nshapes; si++) {
             const kvlm_dtype t = all[ti];
             const int M = shapes[si].M, N = shapes[si].N, K = shapes[si].K;
@@ -337,7 +344,7 @@ static void test_prepared_threads(void **state) {
             float *wf = malloc((size_t)K * 4), *wd = malloc((size_t)N * K * 4), *x = malloc((size_t)M * K * 4);
             float *bias = malloc((size_t)N * 4), *ref = malloc((size_t)M * N * 4);
             float *y1 = malloc((size_t)M * N * 4), *yt = malloc((size_t)M * N * 4);
-            if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / QK_K, wq, &seed);
+            if (!quant_can_quantize(t)) random_kblocks(t, (size_t)N * K / dtype_block_len(t), wq, &seed);
             for (int n = 0; n < N; n++) {
                 if (quant_can_quantize(t)) {
                     for (int k = 0; k < K; k++) wf[k] = frand(&seed);
@@ -388,7 +395,7 @@ static void test_prepared_threads(void **state) {
             }
             free(wq), free(wf), free(wd), free(x), free(bias), free(ref), free(y1), free(yt);
         }
-    assert_int_equal(checked, 5 * (int)nshapes * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
+    assert_int_equal(checked, (int)ntypes * (int)nshapes * 3 * (kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1])));
 }
 
 /* One direct call of the AVX512-VNNI Q4_0 decode kernel on [n0, N): the

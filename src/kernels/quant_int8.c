@@ -34,7 +34,8 @@ void quant_int8_quantize_row(const float *x, int K, int8_t *q, float *d) {
 }
 
 int quant_int8_supports(kvlm_dtype t) {
-    return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q6_K;
+    return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_1 || t == KVLM_Q5_0 || t == KVLM_Q5_1 || t == KVLM_Q4_K ||
+           t == KVLM_Q5_K || t == KVLM_Q6_K;
 }
 
 int quant_int8_lut_supports(kvlm_dtype t) { return t == KVLM_MXFP4 || t == KVLM_IQ4_XS; }
@@ -76,6 +77,20 @@ void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t 
             }
             a[2 * kb] = a[2 * kb + 1] = qb_f16(blk);
             b[2 * kb] = b[2 * kb + 1] = 0.0f;
+        }
+        return;
+    }
+    if (t == KVLM_Q4_1 || t == KVLM_Q5_0 || t == KVLM_Q5_1) {
+        const size_t bb = dtype_block_bytes(t);
+        for (int kb = 0; kb < K / QK; kb++) {
+            const unsigned char *blk = row + (size_t)kb * bb;
+            int32_t c[QK];
+            if (t == KVLM_Q4_1)
+                for (int j = 0; j < QK / 2; j++) c[j] = blk[4 + j] & 15, c[j + 16] = blk[4 + j] >> 4;
+            else qb_codes5(blk + (t == KVLM_Q5_0 ? 2 : 4), blk + (t == KVLM_Q5_0 ? 6 : 8), c);
+            for (int j = 0; j < QK; j++) w[kb * QK + j] = (int8_t)(c[j] - (t == KVLM_Q5_0 ? 16 : 0));
+            a[2 * kb] = a[2 * kb + 1] = qb_f16(blk);
+            b[2 * kb] = b[2 * kb + 1] = t == KVLM_Q5_0 ? 0.0f : -qb_f16(blk + 2);
         }
         return;
     }

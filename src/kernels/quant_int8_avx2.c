@@ -57,6 +57,8 @@ static inline __m256 q_scale_f16(const unsigned char *b0) {
 #define Q_SRLI16(a, n) _mm256_srl_epi16((a), _mm_cvtsi32_si128(n))
 #define Q_OR(a, b) _mm256_or_si256((a), (b))
 #define Q_SLLI16(a, n) _mm256_sll_epi16((a), _mm_cvtsi32_si128(n))
+#define Q_SRL32(a, n) _mm256_srl_epi32((a), _mm_cvtsi32_si128(n))
+#define Q_MULLO32(a, b) _mm256_mullo_epi32((a), (b))
 #define PR_NV 1
 #define PR_MIN_ROWS 4
 #define PR_CHUNK_BYTES (1536 * 1024)
@@ -65,12 +67,26 @@ static inline __m256 q_scale_f16(const unsigned char *b0) {
 #define Q_W8(b0, b1) ((void)(b1), q_w8(b0))
 static inline __m256i q_w8(const unsigned char *b0) { return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((b0) + 2)), _mm256_set1_epi8((char)0x80)); }
 
-/* The 16 code bytes in both 128-bit lanes, the second shifted right by 4. */
-static inline __m256i q_w4(const unsigned char *b0) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
+/* The 16 nibble bytes at q0 in both 128-bit lanes, the second shifted
+ * right by 4. */
+static inline __m256i q_w4(const unsigned char *q0) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q0));
     return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
 }
 #define Q_W4(b0, b1) ((void)(b1), q_w4(b0))
+
+/* 16 in byte i where bit i of the 32 high bits at h0 is set: byte i / 8
+ * of them spread over 8 bytes, each tested against its own bit. */
+static inline __m256i q_hb(const unsigned char *h0) {
+    uint32_t a;
+    memcpy(&a, h0, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)a),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                                2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+#define Q_HB(h0, h1) ((void)(h1), q_hb(h0))
 
 static inline float hmax_i8_avx2(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -52,6 +52,8 @@ static inline __m512 q_halves_f16(const unsigned char *b0, const unsigned char *
 #define Q_SRLI16(a, n) _mm512_srl_epi16((a), _mm_cvtsi32_si128(n))
 #define Q_OR(a, b) _mm512_or_si512((a), (b))
 #define Q_SLLI16(a, n) _mm512_sll_epi16((a), _mm_cvtsi32_si128(n))
+#define Q_SRL32(a, n) _mm512_srl_epi32((a), _mm_cvtsi32_si128(n))
+#define Q_MULLO32(a, b) _mm512_mullo_epi32((a), (b))
 #define PR_NV 1
 #define PR_MIN_ROWS 4
 #define PR_CHUNK_BYTES (1536 * 1024)
@@ -67,17 +69,27 @@ static inline __m512i q_w8(const unsigned char *b0, const unsigned char *b1) {
 }
 #define Q_W8(b0, b1) q_w8((b0), (b1))
 
-/* The 16 code bytes of each block broadcast to two 128-bit lanes; the
+/* The 16 nibble bytes at q0 (and q1) broadcast to two 128-bit lanes; the
  * second lane shifted right by 4 (the high nibbles, values 16..31). */
-static inline __m512i q_w4(const unsigned char *b0, const unsigned char *b1) {
-    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
-    const __m256i hi = b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
+static inline __m512i q_w4(const unsigned char *q0, const unsigned char *q1) {
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q0));
+    const __m256i hi = q1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q1))
                           : _mm256_setzero_si256();
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     return _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(15));
 }
 #define Q_W4(b0, b1) q_w4((b0), (b1))
+
+/* 16 in byte i where bit i of the 32 high bits at h0 (bytes 0..31) or h1
+ * (32..63; NULL: none) is set: one masked move. */
+static inline __m512i q_hb(const unsigned char *h0, const unsigned char *h1) {
+    uint32_t a, b = 0;
+    memcpy(&a, h0, 4);
+    if (h1) memcpy(&b, h1, 4);
+    return _mm512_maskz_mov_epi8((__mmask64)a | (__mmask64)b << 32, _mm512_set1_epi8(16));
+}
+#define Q_HB(h0, h1) q_hb((h0), (h1))
 
 /* quant_int8_quantize_row's codes and scales, 16 lanes at a time. */
 static inline void quantize_x_row(const float *x, int nb, int8_t *q, float *d) {

@@ -1,5 +1,6 @@
 /*
- * Matmul of block-quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with
+ * Matmul of block-quantised weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K, Q6_K) with
  * int8 activations on the integer dot-product unit (vpdpbusd: 4 unsigned x
  * signed byte products summed into each int32 lane), written once and
  * instantiated by quant_int8_avx512.c (AVX512-VNNI, zmm: 64 codes per
@@ -15,8 +16,12 @@
  *   Q_SET8(c) Q_ZERO() Q_TO_F(a) (int32 lanes to float)
  *   Q_W8(b0, b1)    code bytes of the Q8_0 blocks at b0, b1 (b1 NULL: zeros)
  *                   with 0x80 added (u8 = code + 128)
- *   Q_W4(b0, b1)    the 4-bit codes (0..15) of the Q4_0 blocks at b0, b1
- *                   in value order (b1 NULL: zeros)
+ *   Q_W4(q0, q1)    the 4-bit codes (0..15) of the 16 nibble bytes at q0,
+ *                   q1 (a Q4_0 / Q4_1 / Q5_0 / Q5_1 block's) in value
+ *                   order (q1 NULL: zeros)
+ *   Q_HB(h0, h1)    16 in the bytes whose bit of the 32-bit high-bit
+ *                   fields at h0, h1 (Q5_0 / Q5_1) is set (h1 NULL: none)
+ *   Q_SRL32(a, n) Q_MULLO32(a, b)  int32 lane shift and product
  *   Q_HALVES(a, b)  floats: a in block 0's lanes, b in block 1's
  *   Q_HALVES_F16(b0, b1) (optional) Q_HALVES of the f16 scales at b0, b1
  *                   (b1 NULL: 0)
@@ -30,13 +35,14 @@
  * Weights enter as unsigned bytes u (vpdpbusd's unsigned side) with one
  * float scale a per 4-value lane: value = a * (u - off) - b, where off is
  * a constant of the type (Q8_0: 128, the code + 128; Q4_0: 8, the raw
- * nibble; Q6_K: 32; Q4_K, Q5_K: 0) and b a per-sub-block offset (Q4_K /
- * Q5_K: dmin * m; else 0). For one lane with block sum r = sum u q:
+ * nibble; Q5_0: 16; Q6_K: 32; Q4_1, Q5_1, Q4_K, Q5_K: 0) and b a
+ * per-sub-block offset (Q4_K / Q5_K: dmin * m; Q4_1 / Q5_1: minus the
+ * block's m; else 0). For one lane with block sum r = sum u q:
  *   sum value * x ~ a * (r * dx - off * dx * S) - b * dx * S,
  * S the lane's sum of codes. Per row of x the spread scale dx and
  * e = off * dx * S are stored for every lane once, so each (row of x,
  * weight row, vector) costs one vpdpbusd (zero start), one conversion, one
- * fused r * dx - e and one FMA with a. The b terms (Q4_K / Q5_K) are a dot
+ * fused r * dx - e and one FMA with a. The b terms (Q4_1, Q5_1, Q4_K, Q5_K) are a dot
  * product of K / 32 sub-block offsets with dx * (sum of the block's
  * codes), added per output after the loop. The integer sums are exact;
  * the float rounding differs from quant_int8_matmul_ref's (which sums in
@@ -46,7 +52,7 @@
  * spread scales, offsets; about 2 bytes per weight, in L1/L2) that every
  * MR_MAX x NR_MAX register tile of outputs reads, so each block is
  * unpacked once per call however many rows x has. For one row of x and
- * Q8_0 / Q4_0 (decode, where the weights stream from memory once) NR1
+ * the 32-value block types (decode, where the weights stream from memory once) NR1
  * weight rows are unpacked straight from their blocks instead, and the
  * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2);
  * on avx512-vnni, Q4_0 decode runs quant_int8_q4_0_avx512.c's kernel
@@ -83,9 +89,26 @@ AI void i8_prefetch(const unsigned char *base, size_t from, size_t to) {
     for (size_t o = from & ~(size_t)63; o < to; o += 64) __builtin_prefetch(base + o, 0, I8_PF_LOCALITY);
 }
 
-/* The weight vector of blocks b0 (and b1 when BPV == 2; NULL: zeros). */
+/* The 32-value block types (one f16 scale per block): Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1. */
+AI int i8_b32(kvlm_dtype t) {
+    return t == KVLM_Q8_0 || t == KVLM_Q4_0 || t == KVLM_Q4_1 || t == KVLM_Q5_0 || t == KVLM_Q5_1;
+}
+/* Byte offsets in a block of a 32-value type: the nibbles (Q8_0: the
+ * codes) and the high bits (Q5_0 / Q5_1). */
+AI size_t i8_qs_at(kvlm_dtype t) {
+    return t == KVLM_Q4_1 ? 4 : t == KVLM_Q5_0 ? 6 : t == KVLM_Q5_1 ? 8 : 2;
+}
+AI size_t i8_qh_at(kvlm_dtype t) { return t == KVLM_Q5_1 ? 4 : 2; }
+AI int i8_has5(kvlm_dtype t) { return t == KVLM_Q5_0 || t == KVLM_Q5_1; }
+
+/* The weight vector of blocks b0 (and b1 when BPV == 2; NULL: zeros):
+ * unsigned codes, 5-bit ones with their high bit as bit 4. */
 AI vq i8_wvec(kvlm_dtype t, const unsigned char *b0, const unsigned char *b1) {
-    return t == KVLM_Q8_0 ? Q_W8(b0, b1) : Q_W4(b0, b1);
+    if (t == KVLM_Q8_0) return Q_W8(b0, b1);
+    const size_t qs = i8_qs_at(t), qh = i8_qh_at(t);
+    const vq v = Q_W4(b0 + qs, b1 ? b1 + qs : NULL);
+    return i8_has5(t) ? Q_OR(v, Q_HB(b0 + qh, b1 ? b1 + qh : NULL)) : v;
 }
 
 AI vf i8_wscale(const unsigned char *b0, const unsigned char *b1) {
@@ -117,8 +140,12 @@ typedef struct i8_act {
     int nv, nbq;
 } i8_act;
 
-AI int i8_off(kvlm_dtype t) { return t == KVLM_Q8_0 ? 128 : t == KVLM_Q4_0 ? 8 : t == KVLM_Q6_K ? 32 : 0; }
-AI int i8_hasmin(kvlm_dtype t) { return t == KVLM_Q4_K || t == KVLM_Q5_K; }
+AI int i8_off(kvlm_dtype t) {
+    return t == KVLM_Q8_0 ? 128 : t == KVLM_Q4_0 ? 8 : t == KVLM_Q5_0 ? 16 : t == KVLM_Q6_K ? 32 : 0;
+}
+/* Types with an offset b per 32 values: Q4_K / Q5_K (dmin * m) and Q4_1 /
+ * Q5_1 (b = -m, the block's f16 offset). */
+AI int i8_hasmin(kvlm_dtype t) { return t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q4_1 || t == KVLM_Q5_1; }
 
 /* The weight rows [n, n + nr) unpacked for i8_tile: row j's weight bytes
  * at pc + j * kp (vector p at p * 4 * VW), the scales of its lanes at
@@ -129,14 +156,18 @@ AI void i8_panel(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
                  unsigned char *pc, float *ps, float *pb) {
     for (int j = 0; j < nr; j++) {
         const unsigned char *wr = w + (size_t)(n + j) * rb;
-        if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
-            const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+        if (i8_b32(t)) {
+            const size_t bb = dtype_block_bytes(t);
             const int full = nb / BPV;
             for (int p = 0; p < a->nv; p++) {
                 const unsigned char *b0 = wr + (size_t)p * BPV * bb;
                 const unsigned char *b1 = BPV == 2 && p < full ? b0 + bb : NULL;
                 Q_STORE(pc + (size_t)j * a->kp + (size_t)p * 4 * VW, i8_wvec(t, b0, b1));
                 V_STOREU(ps + (size_t)j * (a->kp / 4) + (size_t)p * VW, i8_wscale(b0, b1));
+            }
+            if (i8_hasmin(t)) {
+                float *bw = pb + (size_t)j * a->nbq;
+                for (int b = 0; b < a->nbq; b++) bw[b] = b < nb ? -i8_half(wr + (size_t)b * bb + 2) : 0.0f;
             }
         } else {
             const size_t bb = dtype_block_bytes(t);
@@ -200,7 +231,7 @@ AI void i8_tile(const i8_act *a, kvlm_dtype t, const unsigned char *pc, const fl
 /* One row of x against nr weight rows (decode). */
 AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int nr, int m, int n,
                  const float *bias, float *y, int ldy) {
-    const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+    const size_t bb = dtype_block_bytes(t);
     vf acc[NR1];
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) acc[j] = V_ZERO();
@@ -223,6 +254,17 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
             acc[j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), i8_wvec(t, b0, b1), xv)), dv, ev), i8_wscale_dec(b0, b1), acc[j]);
         }
     }
+    if (i8_hasmin(t)) /* the offsets: + m_b * dx_b * (sum of block b's codes) */
+        for (int c = 0; c < a->nbq; c += VW) {
+            const vf ev = V_LOADU(a->ex + (size_t)m * a->nbq + c);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) {
+                float mb[VW];
+                for (int b = 0; b < VW; b++)
+                    mb[b] = c + b < nb ? i8_half(wr + (size_t)j * rb + (size_t)(c + b) * bb + 2) : 0.0f;
+                acc[j] = V_FMA(V_LOADU(mb), ev, acc[j]);
+            }
+        }
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) y[(size_t)m * ldy + n + j] = V_REDUCE(acc[j]) + (bias ? bias[n + j] : 0.0f);
 }
@@ -232,7 +274,7 @@ AI void i8_rows_t(const i8_act *a, int M, const kern_matrix *w, int n0, int n1, 
     const int K = w->cols, nb = K / QK;
     const size_t rb = dtype_row_bytes(t, K, NULL);
     const unsigned char *wd = w->data;
-    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    const int small = i8_b32(t);
     /* rows of x through the panel: all for the K-quants, whole tiles else */
     const int full = small ? M / MR_MAX * MR_MAX : M, tiled = M / MR_MAX * MR_MAX;
     if (full > 0) {
@@ -291,7 +333,7 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
 /* Fewer rows of a K-quant are left to the f32-activation kernels: one row
  * through the panel (a store and reload of every weight) measured slower
  * than their decode kernel (quant_wide.h). */
-int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return t == KVLM_Q8_0 || t == KVLM_Q4_0 ? 1 : MR_MAX; }
+int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return i8_b32(t) ? 1 : MR_MAX; }
 
 size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);
 void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
@@ -326,7 +368,7 @@ size_t QNAME(quant_int8_small_bytes)(int M, const kern_matrix *w, size_t *panel)
     const kvlm_dtype t = w->dtype;
     if (!quant_int8_supports(t) || M < QNAME(quant_int8_min_rows)(t)) return 0;
     const i8_small_shape s = QNAME(i8_small_shape)(w);
-    const int small = t == KVLM_Q8_0 || t == KVLM_Q4_0;
+    const int small = i8_b32(t);
     *panel = !small || M >= MR_MAX ? (size_t)NR_MAX * (s.kp + s.kp + s.exb) : 0;
     return (size_t)M * (s.fbytes + s.exb + s.kp);
 }
@@ -349,6 +391,9 @@ void QNAME(quant_int8_small_rows)(const void *buf, int M, void *panel, const ker
     switch (w->dtype) {
     case KVLM_Q8_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q8_0, pc, ps, pb); break;
     case KVLM_Q4_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_0, pc, ps, pb); break;
+    case KVLM_Q4_1: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_1, pc, ps, pb); break;
+    case KVLM_Q5_0: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_0, pc, ps, pb); break;
+    case KVLM_Q5_1: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_1, pc, ps, pb); break;
     case KVLM_Q4_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q4_K, pc, ps, pb); break;
     case KVLM_Q5_K: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q5_K, pc, ps, pb); break;
     default: i8_rows_t(&a, M, w, n0, n1, bias, y, ldy, KVLM_Q6_K, pc, ps, pb); break;
@@ -374,7 +419,7 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
     _Alignas(64) unsigned char stack[32768];
     unsigned char *buf = need <= sizeof stack ? stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!buf) return 0;
-    if ((t == KVLM_Q8_0 || t == KVLM_Q4_0) && M < MR_MAX) { /* decode: the first tile requested before the activations are quantised */
+    if (i8_b32(t) && M < MR_MAX) { /* decode: the first tile requested before the activations are quantised */
         const size_t rb = dtype_row_bytes(t, w->cols, NULL);
         i8_prefetch((const unsigned char *)w->data + (size_t)n0 * rb, 0, (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * rb);
     }
@@ -468,6 +513,13 @@ void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0,
     }
 }
 
+/* Bits s .. s + 3 of each int32 lane of qh as bit 4 of the lane's bytes
+ * 0 .. 3 (the high bits of four 5-bit codes): the 4-bit field times
+ * 0x2040810 puts bit k at 8k + 4 (the shifted copies do not overlap). */
+AI vq pr_hbits(vq qh, int s) {
+    return Q_AND(Q_MULLO32(Q_AND(Q_SRL32(qh, s), Q_SET32(15)), Q_SET32(0x2040810)), Q_SET32(0x10101010));
+}
+
 /* Weight rows [n, n + nr) (nr <= PR_NP) into the panel; lanes nr ..
  * PR_NP - 1 repeat row n + nr - 1 with zero scales (outputs not stored).
  * The codes are gathered straight from the blocks, 4 bytes of every row
@@ -479,26 +531,35 @@ AI void pr_panel(kvlm_dtype t, const unsigned char *w, size_t rb, int K, int n, 
     int32_t ridx[PR_NP];
     for (int j = 0; j < PR_NP; j++) ridx[j] = (j < nr ? j : nr - 1) * (int32_t)rb;
     const unsigned char *w0 = w + (size_t)n * rb;
-    if (t == KVLM_Q8_0 || t == KVLM_Q4_0) {
-        const size_t bb = t == KVLM_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q4_0);
+    if (i8_b32(t)) {
+        const size_t bb = dtype_block_bytes(t), qs = i8_qs_at(t);
         vq vi[PR_NV];
         for (int v = 0; v < PR_NV; v++) vi[v] = Q_LOAD(ridx + v * VW);
         const vq m4 = Q_SET8(15), x80 = Q_SET8((char)0x80);
         for (int bk = 0; bk < nb; bk++) {
-            const unsigned char *q = w0 + (size_t)bk * bb + 2;
+            const unsigned char *blk = w0 + (size_t)bk * bb, *q = blk + qs;
             unsigned char *o = pc + (size_t)bk * 8 * PR_NP * 4;
             for (int v = 0; v < PR_NV; v++) {
                 if (t == KVLM_Q8_0)
                     for (int c = 0; c < 8; c++)
                         Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_XOR(Q_GATHER(q + 4 * c, vi[v]), x80));
-                else
+                else {
+                    const vq qh = i8_has5(t) ? Q_GATHER(blk + i8_qh_at(t), vi[v]) : Q_ZERO();
                     for (int c = 0; c < 4; c++) {
                         const vq g = Q_GATHER(q + 4 * c, vi[v]);
-                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, Q_AND(g, m4));
-                        Q_STORE(o + ((size_t)(c + 4) * PR_NV + v) * 4 * VW, Q_AND(Q_SRLI16(g, 4), m4));
+                        vq lo = Q_AND(g, m4), hi = Q_AND(Q_SRLI16(g, 4), m4);
+                        if (i8_has5(t)) /* values 4c .. 4c + 3 and 16 + 4c .. */
+                            lo = Q_OR(lo, pr_hbits(qh, 4 * c)), hi = Q_OR(hi, pr_hbits(qh, 16 + 4 * c));
+                        Q_STORE(o + ((size_t)c * PR_NV + v) * 4 * VW, lo);
+                        Q_STORE(o + ((size_t)(c + 4) * PR_NV + v) * 4 * VW, hi);
                     }
+                }
             }
-            for (int j = 0; j < PR_NP; j++) pa[(size_t)bk * PR_NP + j] = j < nr ? i8_half(q - 2 + (size_t)j * rb) : 0.0f;
+            for (int j = 0; j < PR_NP; j++) {
+                const unsigned char *bj = blk + (size_t)j * rb;
+                pa[(size_t)bk * PR_NP + j] = j < nr ? i8_half(bj) : 0.0f;
+                if (i8_hasmin(t)) pb[(size_t)bk * PR_NP + j] = j < nr ? -i8_half(bj + 2) : 0.0f;
+            }
         }
         return;
     }
@@ -664,6 +725,9 @@ void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matri
     switch (w->dtype) {
     case KVLM_Q8_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q8_0); break;
     case KVLM_Q4_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_0); break;
+    case KVLM_Q4_1: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_1); break;
+    case KVLM_Q5_0: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q5_0); break;
+    case KVLM_Q5_1: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q5_1); break;
     case KVLM_Q4_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q4_K); break;
     case KVLM_Q5_K: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q5_K); break;
     default: pr_rows_t(prep, panel, w, n0, n1, bias, y, ldy, KVLM_Q6_K); break;
