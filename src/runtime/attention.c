@@ -21,6 +21,12 @@
  * the softmax of the per-row path, and at the tile's final normalisation
  * (exp(sink - running max) added to the running sum).
  *
+ * A decode row's context can also be cut into parts attended separately
+ * (attn_seq_heads_part: each part's softmax with its largest score and
+ * denominator) and merged by their weights (attn_merge_parts, where the
+ * sinks join), so that the threads share one long context when there are
+ * fewer (row, KV head) items than threads.
+ *
  * Also the writes of new K/V into the slots an append reserved: the layout
  * (runtime/kv_layout.h) stays between this file and runtime/kvcache.c.
  * Each layer reads and writes through the block table of its layer slice
@@ -55,8 +61,12 @@ static void softmax_sink(float *s, int n, float sink) {
     for (int i = 0; i < n; i++) s[i] *= inv;
 }
 
+/* With mx and sum (a part of a split context: x's sinks not used), also
+ * each head's largest score mx[h] and its softmax denominator in that
+ * scale, sum[h] = 1 / (the normalised weight of that score). */
 static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
-                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out) {
+                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out,
+                       float *mx, float *sum) {
     const int bs = kv->block_size, hd = kv->head_dim;
     const size_t row = kv->row_bytes, lds = (size_t)(n - lo);
     for (int p = lo; p < n;) {
@@ -69,8 +79,15 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
     }
     if (x && x->softcap > 0) ops->softcap(scores, (size_t)heads * lds, x->softcap);
     for (int h = 0; h < heads; h++) {
-        if (x && x->sinks) softmax_sink(scores + h * lds, n - lo, x->sinks[h]);
-        else kern_softmax(ops, scores + h * lds, n - lo);
+        float *s = scores + h * lds;
+        if (mx) {
+            int k = 0;
+            for (int i = 1; i < n - lo; i++) k = s[i] > s[k] ? i : k;
+            mx[h] = s[k];
+            kern_softmax(ops, s, n - lo);
+            sum[h] = 1.0f / s[k];
+        } else if (x && x->sinks) softmax_sink(s, n - lo, x->sinks[h]);
+        else kern_softmax(ops, s, n - lo);
     }
     memset(out, 0, (size_t)heads * hd * sizeof(float));
     for (int p = lo; p < n;) {
@@ -84,22 +101,47 @@ static void attn_range(const kern_ops *ops, const kvlm_kv *kv, const int *table,
 
 void attn_heads(const kern_ops *ops, const kvlm_kv *kv, const int *table, int layer, int kv_head, int heads,
                 const float *q, int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, table, layer, kv_head, heads, q, 0, n, scale, NULL, scores, out);
+    attn_range(ops, kv, table, layer, kv_head, heads, q, 0, n, scale, NULL, scores, out, NULL, NULL);
 }
 
 void attn_seq_head(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, const float *q, int lo,
                    int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, 1, q, lo, n, scale, NULL, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, 1, q, lo, n, scale, NULL, scores, out, NULL, NULL);
 }
 
 void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                     const float *q, int lo, int n, float scale, float *scores, float *out) {
-    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, NULL, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, NULL, scores, out, NULL, NULL);
 }
 
 void attn_seq_heads_x(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out) {
-    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, x, scores, out);
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, x, scores, out, NULL, NULL);
+}
+
+void attn_seq_heads_part(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                         const float *q, int lo, int n, float scale, float softcap, float *scores, float *out, float *mx,
+                         float *sum) {
+    const attn_extra x = {softcap, NULL};
+    attn_range(ops, kv, kv_layer_table(kv, seq, layer), layer, kv_head, heads, q, lo, n, scale, &x, scores, out, mx,
+               sum);
+}
+
+void attn_merge_parts(int parts, int heads, int head_dim, const float *outs, const float *mx, const float *sum,
+                      const float *sinks, float *out) {
+    for (int h = 0; h < heads; h++) {
+        float top = sinks ? sinks[h] : -INFINITY;
+        for (int p = 0; p < parts; p++) top = mx[p * heads + h] > top ? mx[p * heads + h] : top;
+        double den = sinks ? exp((double)sinks[h] - top) : 0.0;
+        for (int p = 0; p < parts; p++) den += sum[p * heads + h] * exp((double)mx[p * heads + h] - top);
+        float *o = out + (size_t)h * head_dim;
+        memset(o, 0, (size_t)head_dim * sizeof(float));
+        for (int p = 0; p < parts; p++) {
+            const float w = (float)(sum[p * heads + h] * exp((double)mx[p * heads + h] - top) / den);
+            const float *op = outs + ((size_t)p * heads + h) * head_dim;
+            for (int i = 0; i < head_dim; i++) o[i] += w * op[i];
+        }
+    }
 }
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)

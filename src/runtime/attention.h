@@ -43,6 +43,21 @@ void attn_seq_heads(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, 
 void attn_seq_heads_x(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
                       const float *q, int lo, int n, float scale, const attn_extra *x, float *scores, float *out);
 
+/* One part [lo, n) (lo < n) of a decode row's context: attn_seq_heads_x
+ * with the soft-cap and no sinks over those positions only, plus per head
+ * h the part's largest (capped, scaled) score mx[h] and its softmax
+ * denominator in that scale, sum[h] = sum_i exp(s_i - mx[h]). */
+void attn_seq_heads_part(const kern_ops *ops, const kvlm_kv *kv, int seq, int layer, int kv_head, int heads,
+                         const float *q, int lo, int n, float scale, float softcap, float *scores, float *out, float *mx,
+                         float *sum);
+
+/* The attention over the union of `parts` parts from their outputs
+ * (outs + (p * heads + h) * head_dim), mx and sum (p * heads + h), each
+ * part weighted by sum * exp(mx - top) over the total (exp(sinks[h] -
+ * top) added to it when sinks is not NULL), into out + h * head_dim. */
+void attn_merge_parts(int parts, int heads, int head_dim, const float *outs, const float *mx, const float *sum,
+                      const float *sinks, float *out);
+
 /* Tiled causal attention (prefill): query positions p0 .. p0 + np - 1 of
  * one sequence, each with the `group` query heads that share kv_head,
  * against keys max(0, p - window + 1) .. p of each position p (window 0:

@@ -82,6 +82,9 @@ struct kvlm_engine {
     int tile_pos;         /* positions per attention tile */
     size_t tile_bytes;    /* tile scratch per thread */
     unsigned char *tile_scratch; /* team.threads x tile_bytes */
+    float *part_buf;      /* decode attention cut into parts: part_cap items of part_floats */
+    int part_cap;
+    size_t part_floats;   /* group x (head_dim + 2): a part's outputs, largest scores, sums */
     moe_work moe;         /* a mixture of experts' scratch (runtime/moe_ffn.h) */
 };
 
@@ -140,7 +143,10 @@ kvlm_engine *kvlm_engine_create(kvlm_model *m, kvlm_kv *kv, const kvlm_engine_op
     e->tile_pos = group >= 64 ? 1 : 64 / group;
     e->tile_bytes = (attn_tile_scratch_bytes(e->tile_pos * group, c->head_dim) + 63) & ~(size_t)63;
     e->tile_scratch = aligned_alloc(64, (size_t)e->team.threads * e->tile_bytes);
-    if (!e->scores || !e->tops || !e->tile_scratch) {
+    e->part_cap = 3 * e->team.threads;
+    e->part_floats = (size_t)group * ((size_t)c->head_dim + 2);
+    e->part_buf = malloc((size_t)e->part_cap * e->part_floats * sizeof(float));
+    if (!e->scores || !e->tops || !e->tile_scratch || !e->part_buf) {
         kvlm_error_set(err, KVLM_ERR_NOMEM, "out of memory");
         kvlm_engine_free(e);
         return NULL;
@@ -168,6 +174,7 @@ void kvlm_engine_free(kvlm_engine *e) {
     free_scratch(e);
     free(e->scores);
     free(e->tile_scratch);
+    free(e->part_buf);
     free(e);
 }
 
@@ -332,11 +339,22 @@ static void store_kv(kvlm_engine *e, int l, int T) {
  * Rows are cut into tiles of consecutive positions of one sequence; an
  * item is one tile x one KV head (all the query heads of its group). A
  * tile of one row (decode) goes through the per-head path (attn_seq_head),
- * longer tiles through the tiled kernels (attn_tile_seq). */
+ * longer tiles through the tiled kernels (attn_tile_seq).
+ *
+ * When every row is a decode row and there are fewer (row, KV head) items
+ * than threads (one sequence of a model with one KV head, as Gemma 3 1B),
+ * each row's context is cut into `parts` ranges of at least PART_MIN
+ * positions, one item each (attn_seq_heads_part), and the parts merged
+ * after the region (attn_merge_parts), so every thread reads a share of
+ * the keys and values instead of one thread reading them all. */
+#define PART_MIN 256
+#define PART_MAX 8
+
 typedef struct attend_job {
     kvlm_engine *e;
     int l;
     model_attn_layer a;   /* the layer's window, scale, soft-cap, sinks */
+    int parts;            /* parts per (row, KV head); 1: not cut */
 } attend_job;
 
 /* One (tile, KV head); the worker number picks its scratch (worker <
@@ -348,8 +366,9 @@ static void attend_tile(void *ctx, int item, int worker) {
     const int hd = c->head_dim, W = j->a.window, nkv = c->n_kv_head;
     const int group = c->n_head / nkv;
     const float scale = j->a.scale;
-    const eng_tile *tl = &e->tiles[item / nkv];
-    const int kh = item % nkv;
+    const int base = item / j->parts, part = item % j->parts;
+    const eng_tile *tl = &e->tiles[base / nkv];
+    const int kh = base % nkv;
     const eng_row *r = &e->rows[tl->t0];
     const float *q = e->qkv + (size_t)tl->t0 * e->qkv_dim + (size_t)kh * group * hd;
     float *out = e->att + (size_t)tl->t0 * e->q_dim + (size_t)kh * group * hd;
@@ -357,6 +376,15 @@ static void attend_tile(void *ctx, int item, int worker) {
     if (tl->np == 1) {
         float *sc = e->scores + (size_t)worker * group * c->n_ctx;
         const int lo = W && r->pos + 1 > W ? r->pos + 1 - W : 0;
+        if (j->parts > 1) {
+            const long len = r->pos + 1 - lo;
+            const int a = lo + (int)(len * part / j->parts), b = lo + (int)(len * (part + 1) / j->parts);
+            float *o = e->part_buf + (size_t)base * j->parts * e->part_floats;
+            float *mx = o + (size_t)j->parts * group * hd, *sum = mx + (size_t)j->parts * group;
+            attn_seq_heads_part(e->ops, e->kv, r->seq, j->l, kh, group, q, a, b, scale, j->a.softcap, sc,
+                                o + (size_t)part * group * hd, mx + part * group, sum + part * group);
+            return;
+        }
         attn_seq_heads_x(e->ops, e->kv, r->seq, j->l, kh, group, q, lo, r->pos + 1, scale, &x, sc, out);
         return;
     }
@@ -398,8 +426,29 @@ static void attend(kvlm_engine *e, int l, const model_attn_layer *a, int T) {
     const int n = make_tiles(e, a->window, T, &work);
     /* Fork only when the work outweighs waking the threads (tiny models,
      * short contexts). */
-    attend_job j = {e, l, *a};
-    region(e, work * c->n_head * c->head_dim > 65536, n * c->n_kv_head, attend_tile, &j);
+    const int nkv = c->n_kv_head, group = c->n_head / nkv, hd = c->head_dim, items = n * nkv;
+    int parts = 1;
+    if (n == T && items < e->team.threads) {
+        int shortest = c->n_ctx;
+        for (int i = 0; i < n; i++) {
+            const int p = e->rows[e->tiles[i].t0].pos, lo = a->window && p + 1 > a->window ? p + 1 - a->window : 0;
+            shortest = p + 1 - lo < shortest ? p + 1 - lo : shortest;
+        }
+        parts = (2 * e->team.threads + items - 1) / items;
+        if (parts > PART_MAX) parts = PART_MAX;
+        if (parts > shortest / PART_MIN) parts = shortest / PART_MIN;
+        if (parts < 2 || items * parts > e->part_cap) parts = 1;
+    }
+    attend_job j = {e, l, *a, parts};
+    region(e, work * c->n_head * c->head_dim > 65536, items * parts, attend_tile, &j);
+    if (parts > 1)
+        for (int b = 0; b < items; b++) {
+            const float *o = e->part_buf + (size_t)b * parts * e->part_floats;
+            const float *mx = o + (size_t)parts * group * hd, *sum = mx + (size_t)parts * group;
+            const int kh = b % nkv;
+            attn_merge_parts(parts, group, hd, o, mx, sum, a->sinks ? a->sinks + (size_t)kh * group : NULL,
+                             e->att + (size_t)e->tiles[b / nkv].t0 * e->q_dim + (size_t)kh * group * hd);
+        }
 }
 
 /* Qwen3: RMSNorm of every query and key head (weights of head_dim), in
