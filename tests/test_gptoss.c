@@ -339,20 +339,25 @@ static void test_bad_gguf(void **state) {
     free(tmp);
 }
 
-/* The harmony chat template ends the assistant's turn with <|return|>,
- * not with the <|end|> that closes each of its messages (the analysis
- * message before the answer among them). */
+/* The harmony chat template ends the assistant's turn with <|return|>
+ * (an answer) or <|call|> (a tool call), not with the <|end|> that closes
+ * each of its messages (the analysis message before the answer among
+ * them); Phi-3's with <|end|> alone. */
 static void test_turn_end(void **state) {
     (void)state;
     chat_template t;
     kvlm_error err;
     const char *f = "tests/fixtures/templates/openai-gpt-oss-120b.jinja";
     if (chat_template_load(&t, "models/gpt2-tokenizer", "models/gpt2-tokenizer", f, &err)) fail_msg("%s", err.msg);
-    assert_string_equal(chat_turn_end(&t), "<|return|>");
+    const char *ends[CHAT_MAX_TURN_ENDS];
+    assert_int_equal(chat_turn_ends(&t, ends), 2);
+    assert_string_equal(ends[0], "<|return|>");
+    assert_string_equal(ends[1], "<|call|>");
     chat_template_free(&t);
     f = "tests/fixtures/templates/microsoft-Phi-3.5-mini-instruct.jinja";
     if (chat_template_load(&t, "models/gpt2-tokenizer", "models/gpt2-tokenizer", f, &err)) fail_msg("%s", err.msg);
-    assert_string_equal(chat_turn_end(&t), "<|end|>");
+    assert_int_equal(chat_turn_ends(&t, ends), 1);
+    assert_string_equal(ends[0], "<|end|>");
     chat_template_free(&t);
 }
 

@@ -15,13 +15,15 @@
 #define MAX_TEMPLATE_BYTES (1u << 20)
 
 /* Special tokens that end an assistant turn in the templates models ship:
- * the first of this list a template writes is taken. gpt-oss's harmony
- * template writes <|end|> after every message (its analysis too) and
- * <|return|> at the end of the turn, hence <|return|> before <|end|>
- * (Phi-3's). */
+ * the first of this list a template writes is taken, with its companion
+ * below when the template writes that too. gpt-oss's harmony template
+ * writes <|end|> after every message (its analysis too), <|return|> at the
+ * end of the turn and <|call|> after a tool call (which also ends the
+ * turn: the tool answers), hence <|return|> before <|end|> (Phi-3's). */
 static const char *const turn_ends[] = {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
                                         "<|END_OF_TURN_TOKEN|>", "<|return|>", "<|end|>", "<|EOT|>",
                                         "<|end_of_text|>", NULL};
+static const char *const companions[][2] = {{"<|return|>", "<|call|>"}};
 
 static void set_token(char *dst, size_t cap, const char *s, size_t n) {
     if (!s || n >= cap) return; /* longer than any real special token: leave "" */
@@ -55,8 +57,11 @@ static void note_template(chat_template *t, const char *src) {
         if (!t->renders_tools || f != TC_FAMILY_GENERIC) t->tool_family = (int)f;
         t->renders_tools = 1;
     }
-    for (int i = 0; !t->turn_end && turn_ends[i]; i++)
-        if (strstr(src, turn_ends[i])) t->turn_end = turn_ends[i];
+    for (int i = 0; !t->n_turn_ends && turn_ends[i]; i++)
+        if (strstr(src, turn_ends[i])) t->turn_ends[t->n_turn_ends++] = turn_ends[i];
+    for (size_t i = 0; t->n_turn_ends == 1 && i < sizeof companions / sizeof *companions; i++)
+        if (!strcmp(t->turn_ends[0], companions[i][0]) && strstr(src, companions[i][1]))
+            t->turn_ends[t->n_turn_ends++] = companions[i][1];
 }
 
 /* The chat_template of a parsed tokenizer_config.json: a string, or a list
@@ -220,7 +225,7 @@ int chat_template_load(chat_template *t, const char *model_dir, const char *toke
         tpl_free(t->main), tpl_free(t->tool_use);
         t->main = t->tool_use = NULL;
         t->renders_tools = t->tool_family = 0;
-        t->turn_end = NULL;
+        t->n_turn_ends = 0;
         if (!strcmp(name, "plain"))
             snprintf(t->origin, sizeof t->origin, "plain, from --chat-template plain: \"role: content\" lines");
         else if (from_file(t, name, err))
@@ -292,6 +297,9 @@ int chat_render_vars(const chat_template *t, json_t *messages, json_t *tools, js
     return 0;
 }
 
-const char *chat_turn_end(const chat_template *t) { return t->turn_end; }
+int chat_turn_ends(const chat_template *t, const char *ends[CHAT_MAX_TURN_ENDS]) {
+    for (int i = 0; i < t->n_turn_ends; i++) ends[i] = t->turn_ends[i];
+    return t->n_turn_ends;
+}
 int chat_uses_special(const chat_template *t) { return t->main != NULL; }
 int chat_renders_tools(const chat_template *t) { return t->main && t->renders_tools; }

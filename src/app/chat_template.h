@@ -30,13 +30,16 @@
 #include "app/sbuf.h"
 #include "app/template/template.h"
 
+#define CHAT_MAX_TURN_ENDS 4
+
 typedef struct chat_template {
     tpl_template *main;     /* NULL: the plain template */
     tpl_template *tool_use; /* the "tool_use" template, or NULL */
     int renders_tools;      /* a template's source mentions `tools` */
     int tool_family;        /* tc_family of the tool-rendering template (tool_calls.h) */
     char bos[64], eos[64];  /* token strings given to the template */
-    const char *turn_end;   /* special token ending an assistant turn, or NULL */
+    const char *turn_ends[CHAT_MAX_TURN_ENDS]; /* special tokens ending an assistant turn */
+    int n_turn_ends;
     int reasons;            /* a template's source writes </think> (reasoning.h) */
     char origin[400];       /* which template, from where: for the start-up line */
 } chat_template;
@@ -67,8 +70,10 @@ int chat_render_vars(const chat_template *t, json_t *messages, json_t *tools, js
 /* 1 if name is a variable the renderer itself sets (messages, tools,
  * add_generation_prompt, bos_token, eos_token, documents). */
 int chat_reserved_var(const char *name);
-/* The special token text that ends an assistant turn, or NULL. */
-const char *chat_turn_end(const chat_template *t);
+/* The special tokens' texts that end an assistant turn: the count, the
+ * texts in ends[0 .. count) (at most CHAT_MAX_TURN_ENDS). Harmony ends it
+ * at <|return|> (an answer) and at <|call|> (a tool call). */
+int chat_turn_ends(const chat_template *t, const char *ends[CHAT_MAX_TURN_ENDS]);
 /* 1 if the rendered text must be tokenised with special tokens matched
  * (a Jinja template writes them; the plain template never does). */
 int chat_uses_special(const chat_template *t);

@@ -19,6 +19,7 @@
 #include "app/infill_request.h"
 #include "app/openai_structured.h"
 #include "app/reasoning.h"
+#include "app/tool_calls.h"
 #include "app/sbuf.h"
 
 #define MAX_STOPS 16
@@ -561,8 +562,18 @@ static int parse_messages(json_t *root, const api_limits *lim, api_request *rq, 
     if (!rc && lim->tpl->main && lim->tpl->reasons)
         rq->reasoning = 1 + rs_prompt_opens(text.data ? text.data : "", text.len);
     sbuf_free(&text);
-    const char *end = chat_turn_end(lim->tpl);
-    rq->turn_end = end && lim->tok ? kvlm_tokenizer_token_id(lim->tok, end, strlen(end)) : KVLM_NO_TOKEN;
+    const char *ends[CHAT_MAX_TURN_ENDS];
+    const int n_ends = chat_turn_ends(lim->tpl, ends);
+    rq->n_turn_ends = 0;
+    for (int i = 0; lim->tok && i < n_ends; i++) {
+        const int32_t id = kvlm_tokenizer_token_id(lim->tok, ends[i], strlen(ends[i]));
+        if (id >= 0) rq->turn_ends[rq->n_turn_ends++] = id;
+    }
+    /* harmony's channels are parsed whatever the tools (the analysis is reasoning) */
+    if (lim->tpl->main && lim->tpl->tool_family == TC_FAMILY_HARMONY && rq->format == API_FORMAT_TEXT) {
+        rq->tool_family = TC_FAMILY_HARMONY;
+        rq->parse_calls = 1;
+    }
     return rc;
 }
 
@@ -793,7 +804,6 @@ static int parse_root(json_t *root, int chat, const api_limits *lim, api_request
         "kvlm_speculation", "chat_template_kwargs", NULL};
     memset(rq, 0, sizeof *rq);
     rq->chat = chat;
-    rq->turn_end = -1;
     rq->sampling = kvlm_sampler_default_params();
     int rc = check_keys(root, chat ? chat_keys : completion_keys, lim, e);
     if (!rc) rc = check_ignored(root, chat, e);

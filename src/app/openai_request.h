@@ -105,7 +105,8 @@ typedef struct api_request {
     int n_stops;
     kvlm_sampler_options sampling;  /* logit_bias points into `bias` */
     kvlm_logit_bias *bias;
-    int32_t turn_end;           /* token ending an assistant turn, -1 */
+    int32_t turn_ends[CHAT_MAX_TURN_ENDS]; /* tokens ending an assistant turn */
+    int n_turn_ends;
     api_format format;
     char *format_text;          /* NUL-terminated: schema JSON, GBNF or regex; NULL for text/json_object */
     size_t format_len;

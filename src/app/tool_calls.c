@@ -14,6 +14,8 @@
  */
 #include "app/tool_calls.h"
 
+#include "app/harmony.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,12 +70,14 @@ struct tc_parser {
     tc_emit_fn emit;
     void *user;
     int oom;
+    hm_parser *hm;          /* the harmony family: its own parser does the work */
 };
 
-static const char *const family_names[] = {"generic", "hermes", "llama3", "mistral"};
+static const char *const family_names[] = {"generic", "hermes", "llama3", "mistral", "harmony"};
 
 tc_family tc_family_detect(const char *src) {
     if (!src) return TC_FAMILY_GENERIC;
+    if (hm_template_is_harmony(src)) return TC_FAMILY_HARMONY;
     if (strstr(src, MISTRAL_OPEN)) return TC_FAMILY_MISTRAL;
     if (strstr(src, HERMES_OPEN)) return TC_FAMILY_HERMES;
     if (strstr(src, PYTHON_TAG) || (strstr(src, "<|start_header_id|>") && strstr(src, "\"parameters\"")))
@@ -121,11 +125,16 @@ tc_parser *tc_parser_new(tc_family f) {
     if (!p) return NULL;
     p->family = f;
     p->bare = f == TC_FAMILY_GENERIC || f == TC_FAMILY_LLAMA3;
+    if (f == TC_FAMILY_HARMONY && !(p->hm = hm_parser_new())) {
+        free(p);
+        return NULL;
+    }
     return p;
 }
 
 void tc_parser_free(tc_parser *p) {
     if (!p) return;
+    hm_parser_free(p->hm);
     sbuf_free(&p->hold);
     sbuf_free(&p->raw);
     sbuf_free(&p->name_raw);
@@ -135,7 +144,7 @@ void tc_parser_free(tc_parser *p) {
     free(p);
 }
 
-int tc_parser_calls(const tc_parser *p) { return p->n_calls; }
+int tc_parser_calls(const tc_parser *p) { return p->hm ? hm_parser_calls(p->hm) : p->n_calls; }
 
 /* ------------------------------------------------------------- delivery */
 
@@ -527,6 +536,7 @@ static void step(tc_parser *p, int c) {
 }
 
 int tc_parser_feed(tc_parser *p, const char *text, size_t n, tc_emit_fn emit, void *user) {
+    if (p->hm) return hm_parser_feed(p->hm, text, n, emit, user);
     p->emit = emit;
     p->user = user;
     for (size_t i = 0; i < n && !p->oom; i++) step(p, (unsigned char)text[i]);
@@ -539,6 +549,7 @@ int tc_parser_feed(tc_parser *p, const char *text, size_t n, tc_emit_fn emit, vo
 }
 
 int tc_parser_finish(tc_parser *p, tc_emit_fn emit, void *user) {
+    if (p->hm) return hm_parser_finish(p->hm, emit, user);
     p->emit = emit;
     p->user = user;
     switch (p->state) {
@@ -565,6 +576,8 @@ static void collect(void *user, const tc_event *ev) {
     tc_result *r = user;
     if (ev->kind == TC_EV_CONTENT) {
         sbuf_add(&r->content, ev->text, ev->len);
+    } else if (ev->kind == TC_EV_REASONING) {
+        sbuf_add(&r->reasoning, ev->text, ev->len);
     } else if (ev->kind == TC_EV_CALL) {
         if (r->n_calls == r->cap_calls) {
             int cap = r->cap_calls ? 2 * r->cap_calls : 4;
@@ -592,7 +605,7 @@ int tc_parse(tc_family f, const char *text, size_t n, tc_result *r) {
     if (!rc) rc = tc_parser_finish(p, collect, r);
     tc_parser_free(p);
     for (int i = 0; i < r->n_calls; i++) r->failed |= r->calls[i].args.failed;
-    if (rc || r->failed || r->content.failed) return r->failed = 1, -1;
+    if (rc || r->failed || r->content.failed || r->reasoning.failed) return r->failed = 1, -1;
     return 0;
 }
 
@@ -603,5 +616,6 @@ void tc_result_free(tc_result *r) {
     }
     free(r->calls);
     sbuf_free(&r->content);
+    sbuf_free(&r->reasoning);
     memset(r, 0, sizeof *r);
 }

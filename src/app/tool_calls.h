@@ -11,7 +11,11 @@
  *   mistral  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] (Nemo), or
  *            [TOOL_CALLS]N[ARGS]{...} per call (Mistral Small 3.2,
  *            Devstral, Ministral 3); both are read
- *   generic  any of the above (templates whose syntax kvlm does not know)
+ *   harmony  gpt-oss's channels: a message to=functions.N whose body is the
+ *            arguments, ended by <|call|>; the analysis channel is
+ *            reasoning (TC_EV_REASONING). Parsed by harmony.h's parser.
+ *   generic  any of the above but harmony (templates whose syntax kvlm
+ *            does not know)
  * "arguments" and "parameters" are read in every family.
  *
  * The parser reads bytes one at a time, so where the text is split between
@@ -38,6 +42,7 @@ typedef enum tc_family {
     TC_FAMILY_HERMES,
     TC_FAMILY_LLAMA3,
     TC_FAMILY_MISTRAL,
+    TC_FAMILY_HARMONY,
 } tc_family;
 
 /* The family of a chat template, from its source text. */
@@ -62,6 +67,7 @@ typedef enum tc_event_kind {
     TC_EV_CONTENT,      /* text: content released */
     TC_EV_CALL,         /* a call begins: index, text = its name */
     TC_EV_ARGS,         /* a piece of call `index`'s arguments */
+    TC_EV_REASONING,    /* text: reasoning released (harmony's analysis channel) */
 } tc_event_kind;
 
 typedef struct tc_event {
@@ -92,6 +98,7 @@ typedef struct tc_call {
 
 typedef struct tc_result {
     sbuf content;
+    sbuf reasoning;     /* harmony: the analysis channel's text */
     tc_call *calls;
     int n_calls, cap_calls;
     int failed;         /* out of memory */

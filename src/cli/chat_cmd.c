@@ -273,7 +273,7 @@ int cli_chat(int argc, char **argv) {
         fprintf(stderr, "kvlm chat: out of memory\n");
         goto out;
     }
-    chat_engine_set_ends(ce, st.conv.turn_end);
+    chat_engine_set_ends(ce, st.conv.turn_ends, st.conv.n_turn_ends);
     st.color = o.color && chat_color_usable(stdout);
     banner(ce, &o);
     struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: a blocked read returns */

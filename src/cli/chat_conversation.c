@@ -20,18 +20,27 @@ static json_t *message(const char *role, const char *content, size_t n) {
 }
 
 int chat_conv_init(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok, const char *system) {
-    const char *end = chat_turn_end(tpl);
-    *cv = (chat_conv){.messages = json_array(), .tpl = tpl, .tok = tok,
-                      .turn_end = end ? kvlm_tokenizer_token_id(tok, end, strlen(end)) : KVLM_NO_TOKEN};
+    const char *ends[CHAT_MAX_TURN_ENDS];
+    const int n_ends = chat_turn_ends(tpl, ends);
+    *cv = (chat_conv){.messages = json_array(), .tpl = tpl, .tok = tok};
+    for (int i = 0; i < n_ends; i++) {
+        const int32_t id = kvlm_tokenizer_token_id(tok, ends[i], strlen(ends[i]));
+        if (id >= 0) cv->turn_ends[cv->n_turn_ends++] = id;
+    }
     if (!cv->messages) return -1;
     return chat_conv_set_system(cv, system);
 }
 
 void chat_conv_retarget(chat_conv *cv, const chat_template *tpl, const kvlm_tokenizer *tok) {
-    const char *end = chat_turn_end(tpl);
+    const char *ends[CHAT_MAX_TURN_ENDS];
+    const int n_ends = chat_turn_ends(tpl, ends);
     cv->tpl = tpl;
     cv->tok = tok;
-    cv->turn_end = end ? kvlm_tokenizer_token_id(tok, end, strlen(end)) : KVLM_NO_TOKEN;
+    cv->n_turn_ends = 0;
+    for (int i = 0; i < n_ends; i++) {
+        const int32_t id = kvlm_tokenizer_token_id(tok, ends[i], strlen(ends[i]));
+        if (id >= 0) cv->turn_ends[cv->n_turn_ends++] = id;
+    }
 }
 
 void chat_conv_free(chat_conv *cv) {

@@ -24,7 +24,8 @@ typedef struct chat_conv {
     json_t *messages;             /* array of {"role", "content"} */
     const chat_template *tpl;
     const kvlm_tokenizer *tok;
-    int32_t turn_end;             /* the template's end-of-turn token id, or -1 */
+    int32_t turn_ends[CHAT_MAX_TURN_ENDS]; /* the template's end-of-turn token ids */
+    int n_turn_ends;
 } chat_conv;
 
 /* An empty conversation (with a system message when system is not NULL or

@@ -46,11 +46,11 @@ void chat_engine_close(chat_engine *ce) {
     memset(ce, 0, sizeof *ce);
 }
 
-void chat_engine_set_ends(chat_engine *ce, int32_t turn_end) {
+void chat_engine_set_ends(chat_engine *ce, const int32_t *turn_ends, int n_turn_ends) {
     ce->n_ends = kvlm_eos_ids(ce->ss.m, ce->tok, ce->ends, KVLM_MAX_EOS + 1);
     if (ce->n_ends > KVLM_MAX_EOS + 1) ce->n_ends = KVLM_MAX_EOS + 1;
     if (ce->n_ends < 0) ce->n_ends = 0;
-    if (turn_end >= 0) ce->ends[ce->n_ends++] = turn_end;
+    for (int i = 0; i < n_turn_ends && i < CHAT_MAX_TURN_ENDS; i++) ce->ends[ce->n_ends++] = turn_ends[i];
 }
 
 void chat_models_print(const chat_models *cm, FILE *f) {
@@ -111,7 +111,7 @@ int chat_models_switch(chat_models *cm, chat_state *st, const char *name) {
     cm->index = i;
     cm->mf.model = mf.model;
     chat_conv_retarget(&st->conv, &next->tpl, next->tok);
-    chat_engine_set_ends(next, st->conv.turn_end);
+    chat_engine_set_ends(next, st->conv.turn_ends, st->conv.n_turn_ends);
     st->m = next->ss.m;
     st->kv = next->kv;
     st->template_origin = next->tpl.origin;

@@ -28,7 +28,7 @@ typedef struct chat_engine {
     chat_template tpl;
     kvlm_kv *kv;
     kvlm_engine *e;
-    int32_t ends[KVLM_MAX_EOS + 2]; /* the model's eos ids and the template's end of turn */
+    int32_t ends[KVLM_MAX_EOS + 1 + CHAT_MAX_TURN_ENDS]; /* the model's eos ids and the template's ends of turn */
     int n_ends;
     int open;
 } chat_engine;
@@ -47,8 +47,9 @@ typedef struct chat_kv_tiers {
  * chat_engine_close is safe after a failed open. */
 int chat_engine_open(chat_engine *ce, const model_flags *mf, const char *tpl_name, const chat_kv_tiers *tiers);
 void chat_engine_close(chat_engine *ce);
-/* The end ids of a reply: the model's eos ids and turn_end (-1: none). */
-void chat_engine_set_ends(chat_engine *ce, int32_t turn_end);
+/* The end ids of a reply: the model's eos ids and the template's
+ * turn_ends[0 .. n_turn_ends). */
+void chat_engine_set_ends(chat_engine *ce, const int32_t *turn_ends, int n_turn_ends);
 
 /* The models /model switches between. */
 typedef struct chat_models {

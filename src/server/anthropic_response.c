@@ -207,7 +207,14 @@ static char *a_final_body(job *j) {
         text = answer.data ? answer.data : "";
         len = answer.len;
     }
-    if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && r.n_calls) {
+    const int harmony = j->rq.tool_family == TC_FAMILY_HARMONY;
+    if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && (r.n_calls || harmony)) {
+        if (r.reasoning.len) { /* harmony's analysis channel */
+            sbuf_add(&thinking, r.reasoning.data, r.reasoning.len);
+            json_array_append_new(content, json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
+                                                     ts_json_string(r.reasoning.data, r.reasoning.len), "signature",
+                                                     ""));
+        }
         text = r.content.data ? r.content.data : "";
         len = r.content.len;
         n_calls = r.n_calls;

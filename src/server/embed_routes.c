@@ -46,7 +46,7 @@ void embed_route(srv *s, const char *body, size_t len, reply *r) {
             rc = api_fail(&e, 400, "kv_cache_too_small", "input", "input %d needs %zu KV blocks; the server's pool has %zu",
                           i, blocks, lim.kv_blocks);
     }
-    api_request rq = {.n_prompts = 1, .n = 1, .turn_end = -1};
+    api_request rq = {.n_prompts = 1, .n = 1};
     if (!rc) {
         rq.prompts = calloc(1, sizeof *rq.prompts);
         rq.n_prompt = calloc(1, sizeof *rq.n_prompt);

@@ -208,10 +208,10 @@ static void submit(srv *s, job *j) {
     const double deadline = s->cfg.timeout > 0 ? j->t_arrival + s->cfg.timeout : 0;
     /* What ends a choice: the model's eos ids (unless ignore_eos) and the
      * chat template's end of turn (always). */
-    int32_t ends[KVLM_MAX_EOS + 2];
+    int32_t ends[KVLM_MAX_EOS + 1 + CHAT_MAX_TURN_ENDS];
     int n_ends = j->rq.ignore_eos ? 0 : kvlm_eos_ids(s->m, s->tok, ends, KVLM_MAX_EOS + 1);
     if (n_ends > KVLM_MAX_EOS + 1) n_ends = KVLM_MAX_EOS + 1;
-    if (j->rq.turn_end >= 0) ends[n_ends++] = j->rq.turn_end;
+    for (int i = 0; i < j->rq.n_turn_ends; i++) ends[n_ends++] = j->rq.turn_ends[i];
     for (int p = 0; !gone && p < j->rq.n_prompts; p++) {
         kvlm_request_params prm = kvlm_request_default_params();
         prm.prompt = j->rq.prompts[p];

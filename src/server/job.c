@@ -67,7 +67,7 @@ nomem:
 }
 
 job *job_for_ids(srv *s, int32_t *ids, size_t n, api_error *e) {
-    api_request rq = {.n_prompts = 1, .n = 1, .turn_end = -1};
+    api_request rq = {.n_prompts = 1, .n = 1};
     rq.prompts = calloc(1, sizeof *rq.prompts);
     rq.n_prompt = calloc(1, sizeof *rq.n_prompt);
     rq.max_new = calloc(1, sizeof *rq.max_new);

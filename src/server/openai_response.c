@@ -259,6 +259,14 @@ void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, cons
     chunk_end(j, c, root, ch, ev, finish, out);
 }
 
+void resp_reasoning_chunk(const job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out) {
+    json_t *root = envelope(j, "chat.completion.chunk"), *ch = json_object(), *d = json_object();
+    json_object_set_new(ch, "index", json_integer(c));
+    json_object_set_new(d, "reasoning_content", ts_json_string(text, n));
+    json_object_set_new(ch, "delta", d);
+    chunk_end(j, c, root, ch, ev, NULL, out);
+}
+
 void resp_tool_call_id(const job *j, int c, int index, char id[32]) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a of the job id, choice and call index */
     for (const char *p = j->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
@@ -320,14 +328,20 @@ char *resp_final_body(const job *j) {
         if (chat) {
             json_t *msg = json_object();
             json_object_set_new(msg, "role", json_string("assistant"));
-            json_t *calls = NULL;
+            json_t *calls = NULL, *reasoning = NULL;
             tc_result r = {0};
-            /* the text is split into content and calls as the stream splits it */
+            /* the text is split into content and calls as the stream splits it; harmony's
+             * channels always (the analysis is reasoning_content) */
+            const int harmony = j->rq.tool_family == TC_FAMILY_HARMONY;
             if (j->rq.parse_calls &&
                 !tc_parse((tc_family)j->rq.tool_family, cs->text.data ? cs->text.data : "", cs->text.len, &r) &&
-                r.n_calls) {
+                (r.n_calls || harmony)) {
                 json_decref(text);
-                text = r.content.len ? ts_json_string(r.content.data, r.content.len) : json_null();
+                text = r.content.len || !r.n_calls ? ts_json_string(r.content.data ? r.content.data : "", r.content.len)
+                                                   : json_null();
+                if (r.reasoning.len) reasoning = ts_json_string(r.reasoning.data, r.reasoning.len);
+            }
+            if (r.n_calls) {
                 calls = json_array();
                 for (int k = 0; k < r.n_calls; k++)
                     json_array_append_new(calls, tool_call_json(j, c, k, r.calls[k].name, strlen(r.calls[k].name),
@@ -336,6 +350,7 @@ char *resp_final_body(const job *j) {
             }
             tc_result_free(&r);
             json_object_set_new(msg, "content", text);
+            if (reasoning) json_object_set_new(msg, "reasoning_content", reasoning);
             if (calls) json_object_set_new(msg, "tool_calls", calls);
             json_object_set_new(ch, "message", msg);
         } else {

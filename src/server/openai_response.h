@@ -27,6 +27,9 @@ void resp_chunk(const job *j, int c, int role, const char *delta, size_t n, cons
  * arguments; logprobs as in resp_chunk (ev may be NULL). */
 void resp_tool_chunk(const job *j, int c, int index, const char *name, size_t name_len, const char *args,
                      size_t args_len, const kvlm_token_event *ev, sbuf *out);
+/* One streaming event of choice c's reasoning: delta.reasoning_content
+ * (harmony's analysis channel); logprobs as in resp_chunk. */
+void resp_reasoning_chunk(const job *j, int c, const char *text, size_t n, const kvlm_token_event *ev, sbuf *out);
 /* The id of call `index` of choice c: "call_" and 24 hex digits, the same
  * in streaming and whole responses. */
 void resp_tool_call_id(const job *j, int c, int index, char id[32]);

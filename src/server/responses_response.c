@@ -114,7 +114,12 @@ static json_t *output_items(const job *j, json_t **turn) {
         text = answer.data ? answer.data : "";
         len = answer.len;
     }
-    if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && r.n_calls) {
+    const int harmony = j->rq.tool_family == TC_FAMILY_HARMONY;
+    if (j->rq.parse_calls && !tc_parse((tc_family)j->rq.tool_family, text, len, &r) && (r.n_calls || harmony)) {
+        if (r.reasoning.len) { /* harmony's analysis channel: the reasoning item */
+            sbuf_add(&thinking, r.reasoning.data, r.reasoning.len);
+            json_array_append_new(out, responses_reasoning_item(j, "completed", r.reasoning.data, r.reasoning.len, 1));
+        }
         text = r.content.data ? r.content.data : "";
         len = r.content.len;
         n_calls = r.n_calls;

@@ -5,6 +5,7 @@
 
 #include "server/api_stream.h"
 #include "server/openai_response.h"
+#include "app/harmony.h"
 #include "app/tool_calls.h"
 
 typedef struct emit_ctx {
@@ -18,13 +19,16 @@ static void on_event(void *user, const tc_event *e) {
     emit_ctx *x = user;
     const stream_ops *ops = stream_ops_of(x->j);
     if (ops) {
-        if (e->kind == TC_EV_CONTENT) {
+        if (e->kind == TC_EV_REASONING) { /* harmony's analysis: thinking blocks, reasoning items */
+            if (ops->thinking) ops->thinking(x->j, x->c, e->text, e->len, x->out);
+        } else if (e->kind == TC_EV_CONTENT) {
             if (e->len) ops->text(x->j, x->c, e->text, e->len, x->out);
         } else if (e->kind == TC_EV_CALL) ops->call(x->j, x->c, e->index, e->text, e->len, x->out);
         else ops->args(x->j, x->c, e->index, e->text, e->len, x->out);
         return;
     }
-    if (e->kind == TC_EV_CONTENT) resp_chunk(x->j, x->c, 0, e->text, e->len, x->ev, NULL, x->out);
+    if (e->kind == TC_EV_REASONING) resp_reasoning_chunk(x->j, x->c, e->text, e->len, x->ev, x->out);
+    else if (e->kind == TC_EV_CONTENT) resp_chunk(x->j, x->c, 0, e->text, e->len, x->ev, NULL, x->out);
     else if (e->kind == TC_EV_CALL) resp_tool_chunk(x->j, x->c, e->index, e->text, e->len, NULL, 0, x->ev, x->out);
     else resp_tool_chunk(x->j, x->c, e->index, NULL, 0, e->text, e->len, x->ev, x->out);
     x->ev = NULL;
@@ -36,7 +40,7 @@ const char *tool_token_text(const job *j, const kvlm_token_event *ev, size_t *le
         return ev->text;
     size_t n = 0;
     const char *p = kvlm_tokenizer_piece(j->s->tok, ev->id, &n);
-    if (!tc_is_marker(p, n)) return ev->text;
+    if (!tc_is_marker(p, n) && !(j->rq.tool_family == TC_FAMILY_HARMONY && hm_is_marker(p, n))) return ev->text;
     *len = n;
     return p;
 }
