@@ -13,9 +13,11 @@
  * exactly what jinja2 renders for the same conversation
  * (tests/fixtures/harmony/roundtrip-CITY.expected.json, made by
  * tools/template_reference.py render; the date the template writes is
- * the reference's fixed one), and the second request is answered. "required" with one tool is that tool's call; with two it is
- * refused naming tool_choice. Anthropic's /v1/messages reads the same
- * call as a tool_use block.
+ * the reference's fixed one), and the second request is answered. An
+ * assistant message sent back with reasoning_content renders as jinja2
+ * renders its "thinking" (roundtrip-thinking). "required" with one tool
+ * is that tool's call; with two it is refused naming tool_choice.
+ * Anthropic's /v1/messages reads the same call as a tool_use block.
  */
 #include "server_harness.h"
 #include "app/sbuf.h"
@@ -143,6 +145,8 @@ static void streamed_free(streamed *s) {
     json_decref(s->calls);
 }
 
+static char *rendered(const char *body);
+
 static void test_forced_call_round_trip(void **state) {
     (void)state;
     static const char ask[] = "{\"messages\":[" ASK "],\"tools\":[" CITY_TOOL "],\"tool_choice\":{\"type\":"
@@ -186,12 +190,7 @@ static void test_forced_call_round_trip(void **state) {
     snprintf(path, sizeof path, FIX "roundtrip-%s.expected.json", city);
     json_t *want = json_load_file(path, 0, NULL);
     assert_non_null(want);
-    char *got = rendered_prompt(h.port, rtb);
-    /* the template writes today's date (strftime_now), the reference a fixed one */
-    char *date = strstr(got, "Current date: ");
-    assert_non_null(date);
-    assert_int_equal(strlen(date) > 24 && date[18] == '-' && date[21] == '-', 1);
-    memcpy(date + 14, "2024-07-26", 10);
+    char *got = rendered(rtb);
     if (strcmp(got, jstr(want, "output"))) fprintf(stderr, "  want [%s]\n  got  [%s]\n", jstr(want, "output"), got);
     assert_string_equal(got, jstr(want, "output"));
     json_object_set_new(rt, "max_tokens", json_integer(4));
@@ -205,6 +204,39 @@ static void test_forced_call_round_trip(void **state) {
     free(rtb);
     json_decref(rt);
     json_decref(whole);
+}
+
+/* The rendered prompt of body, its date the reference's. */
+static char *rendered(const char *body) {
+    char *got = rendered_prompt(h.port, body);
+    char *date = strstr(got, "Current date: "); /* the template writes today's date (strftime_now) */
+    assert_non_null(date);
+    assert_true(strlen(date) > 24 && date[18] == '-' && date[21] == '-');
+    memcpy(date + 14, "2024-07-26", 10);
+    return got;
+}
+
+/* An assistant message sent back with the reasoning_content a response
+ * gave it: rendered as gpt-oss's analysis message before the call, as
+ * jinja2 renders the message's "thinking" (llama-server's mapping). */
+static void test_reasoning_sent_back(void **state) {
+    (void)state;
+    static const char body[] =
+        "{\"messages\":[" ASK ",{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"The user wants "
+        "the weather; call get_weather.\",\"tool_calls\":[{\"id\":\"call_0\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
+        "\"tool_call_id\":\"call_0\",\"content\":\"{\\\"temperature\\\": 21.5}\"}],\"tools\":[" CITY_TOOL "]}";
+    json_t *want = json_load_file(FIX "roundtrip-thinking.expected.json", 0, NULL);
+    assert_non_null(want);
+    char *got = rendered(body);
+    assert_string_equal(got, jstr(want, "output"));
+    free(got);
+    json_decref(want);
+    /* only an assistant's, and a string */
+    json_t *bad = post(h.port, "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"reasoning_content\":\"b\"}]}", 400);
+    assert_string_equal(jstr(bad, "error.param"), "messages[0].reasoning_content");
+    json_decref(bad);
 }
 
 static void test_required(void **state) {
@@ -254,6 +286,7 @@ int main(int argc, char **argv) {
     if (th_server_main_init(argv[0], "test_harmony_server")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_call_round_trip),
+        cmocka_unit_test(test_reasoning_sent_back),
         cmocka_unit_test(test_required),
         cmocka_unit_test(test_anthropic_tool_use),
     };

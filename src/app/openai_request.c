@@ -449,11 +449,33 @@ static int template_kwargs(json_t *root, json_t **out, api_error *e) {
     return 0;
 }
 
+/* An assistant message's reasoning_content (a string or null, as chat
+ * responses return it): passed to the template as reasoning_content and,
+ * for harmony templates, as thinking, which gpt-oss's template renders as
+ * the analysis message before a tool call (its content then left out: the
+ * template refuses both). */
+static int reasoning_of(json_t *m, const char *role, size_t i, const chat_template *tpl, json_t *out,
+                        api_error *e) {
+    json_t *r = json_object_get(m, "reasoning_content");
+    if (!r || json_is_null(r)) return 0;
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
+    if (strcmp(role, "assistant")) return api_fail(e, 400, "invalid_value", param, "only assistant messages have '%s'",
+                                                   "reasoning_content");
+    if (!json_is_string(r)) return api_fail(e, 400, "invalid_type", param, "'%s' must be a string", param);
+    json_object_set(out, "reasoning_content", r);
+    if (tpl->tool_family == TC_FAMILY_HARMONY) {
+        json_object_set(out, "thinking", r);
+        if (json_object_get(out, "tool_calls")) json_object_set_new(out, "content", json_string(""));
+    }
+    return 0;
+}
+
 /* Checks "messages" (and "tools" and "chat_template_kwargs" of root) and
  * renders them with the chat template into text. The template sees each
  * message's role (developer as system), content (a string; "" for an
- * assistant turn with none) and, where given, name, tool_calls and
- * tool_call_id. */
+ * assistant turn with none) and, where given, name, tool_calls,
+ * tool_call_id and reasoning_content (reasoning_of). */
 static int render_messages(json_t *root, json_t *msgs, json_t *tools, const api_limits *lim, int add_generation_prompt,
                            sbuf *text, api_error *e) {
     json_t *kwargs;
@@ -471,7 +493,7 @@ static int render_messages(json_t *root, json_t *msgs, json_t *tools, const api_
             return api_fail(e, 400, "invalid_type", "tools", "'tools[%zu]' must be an object", i);
     size_t n = json_array_size(msgs);
     static const char *const roles[] = {"system", "user", "assistant", "developer", "tool", NULL};
-    static const char *const keys[] = {"role", "content", "name", "tool_calls", "tool_call_id", NULL};
+    static const char *const keys[] = {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", NULL};
     json_t *norm = json_array();
     int rc = norm ? 0 : api_fail(e, 500, NULL, NULL, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
@@ -537,6 +559,7 @@ static int render_messages(json_t *root, json_t *msgs, json_t *tools, const api_
             if (!calls) rc = -1;
             else json_object_set_new(out, "tool_calls", calls);
         }
+        if (!rc) rc = reasoning_of(m, role, i, lim->tpl, out, e);
     }
     if (!rc) {
         char msg[500];
