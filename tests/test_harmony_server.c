@@ -18,6 +18,9 @@
  * renders its "thinking" (roundtrip-thinking). "required" with one tool
  * is that tool's call; with two it is refused naming tool_choice.
  * Anthropic's /v1/messages reads the same call as a tool_use block.
+ * <|call|> and <|return|> end the turn, <|end|> does not. Sampled text
+ * with the format's markers made likelier: streamed equals whole, and no
+ * marker that opens or closes a message is content.
  */
 #include "server_harness.h"
 #include "app/sbuf.h"
@@ -239,6 +242,70 @@ static void test_reasoning_sent_back(void **state) {
     json_decref(bad);
 }
 
+/* The turn ends at <|call|> and at <|return|> (one token, "stop"), not at
+ * the <|end|> that closes each message (max_tokens, "length"). Ids of the
+ * fixture's vocabulary, checked through /tokenize. */
+static void test_turn_ends(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        int id, n;
+        const char *finish;
+    } cases[] = {{"<|call|>", 513, 1, "stop"}, {"<|return|>", 512, 1, "stop"}, {"<|end|>", 508, 5, "length"}};
+    for (int i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", cases[i].text);
+        json_t *t = post(h.port, "/tokenize", body, 200);
+        assert_int_equal(jint(t, "count"), 1);
+        assert_int_equal(jint(t, "tokens.0"), cases[i].id);
+        json_decref(t);
+        snprintf(body, sizeof body,
+                 "{\"messages\":[" ASK "],\"max_tokens\":5,\"logit_bias\":{\"%d\":100}}", cases[i].id);
+        json_t *r = post(h.port, "/v1/chat/completions", body, 200);
+        assert_string_equal(jstr(r, "choices.0.finish_reason"), cases[i].finish);
+        assert_int_equal(jint(r, "usage.completion_tokens"), cases[i].n);
+        json_decref(r);
+    }
+}
+
+/* Sampled text with the format's special tokens made likelier (the
+ * random model then writes headers and bodies of its own): streamed and
+ * whole, the same reasoning, content, calls and finish. */
+static void test_stream_matches_whole(void **state) {
+    (void)state;
+    int headed = 0;
+    for (int seed = 1; seed <= 8; seed++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[" ASK "],\"tools\":[" CITY_TOOL "],\"max_tokens\":40,\"temperature\":1.5,"
+                 "\"seed\":%d,\"logprobs\":true,\"logit_bias\":{\"507\":3,\"509\":3,\"510\":3,\"511\":3}}", seed);
+        json_t *whole = post(h.port, "/v1/chat/completions", body, 200);
+        body[strlen(body) - 1] = 0;
+        strcat(body, ",\"stream\":true}");
+        resp r = http(h.port, "POST", "/v1/chat/completions", body);
+        assert_int_equal(r.status, 200);
+        streamed s;
+        read_stream(r.body, &s);
+        resp_free(&r);
+        json_t *msg = jget(whole, "choices.0.message"), *c = jget(msg, "content"), *rc = jget(msg, "reasoning_content");
+        assert_int_equal(s.content.len, json_is_string(c) ? json_string_length(c) : 0);
+        if (s.content.len) assert_memory_equal(s.content.data, json_string_value(c), s.content.len);
+        assert_int_equal(s.reasoning.len, json_is_string(rc) ? json_string_length(rc) : 0);
+        if (s.reasoning.len) assert_memory_equal(s.reasoning.data, json_string_value(rc), s.reasoning.len);
+        assert_int_equal(json_array_size(s.calls), json_array_size(jget(msg, "tool_calls")));
+        assert_string_equal(s.finish, jstr(whole, "choices.0.finish_reason"));
+        /* markers that open or close messages are never content */
+        static const char *const never[] = {"<|channel|>", "<|start|>", "<|end|>"};
+        for (int k = 0; k < 3 && json_is_string(c); k++) assert_null(strstr(json_string_value(c), never[k]));
+        json_t *lp = jget(whole, "choices.0.logprobs.content"), *t;
+        size_t k;
+        json_array_foreach(lp, k, t) headed += !strcmp(jstr(t, "token"), "<|channel|>");
+        streamed_free(&s);
+        json_decref(whole);
+    }
+    assert_true(headed > 0); /* the parser saw the format's markers */
+}
+
 static void test_required(void **state) {
     (void)state;
     json_t *one = post(h.port, "/v1/chat/completions",
@@ -287,6 +354,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_call_round_trip),
         cmocka_unit_test(test_reasoning_sent_back),
+        cmocka_unit_test(test_turn_ends),
+        cmocka_unit_test(test_stream_matches_whole),
         cmocka_unit_test(test_required),
         cmocka_unit_test(test_anthropic_tool_use),
     };

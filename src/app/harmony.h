@@ -23,7 +23,9 @@
  * begins with a header (the prompt ends with "<|start|>assistant"); a
  * header that holds no marker and is not closed by <|message|> within a
  * line (or 256 bytes) is content, so text written without the format
- * stays content byte for byte. Headers and markers are never content.
+ * stays content byte for byte. Headers, and the markers that open or end
+ * messages, are never content (a <|message|> or <|constrain|> inside a
+ * body is the body's text).
  */
 #ifndef KVLM_APP_HARMONY_H
 #define KVLM_APP_HARMONY_H
