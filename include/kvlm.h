@@ -819,6 +819,10 @@ kvlm_grammar *kvlm_grammar_from_regex(const char *re, size_t len, kvlm_error *er
  * NULL prefix or suffix: none. g is not changed and may be freed after. */
 kvlm_grammar *kvlm_grammar_wrap(const kvlm_grammar *g, const char *prefix, const char *suffix, kvlm_error *err);
 void kvlm_grammar_free(kvlm_grammar *g);
+/* A grammar whose sentences are those of any of gs[0 .. n) (n >= 1; a
+ * tool call of any of several functions, each with its own wrapper). The
+ * gs are not changed and may be freed after. */
+kvlm_grammar *kvlm_grammar_any(const kvlm_grammar *const *gs, int n, kvlm_error *err);
 /* Whether text[0..len) is a complete sentence of g: 1 yes, 0 no (not
  * even a prefix of one, or a prefix only), negative status on failure. */
 int kvlm_grammar_match(const kvlm_grammar *g, const char *text, size_t len, kvlm_error *err);

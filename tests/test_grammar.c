@@ -261,6 +261,31 @@ static void test_wrap(void **st) {
     kvlm_grammar_free(w);
 }
 
+/* The union of two wrapped schemas and a GBNF grammar: each one's
+ * sentences, nothing of one wrapper with the other's body. */
+static void test_any(void **st) {
+    (void)st;
+    kvlm_error err;
+    kvlm_grammar *a = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1}},\"required\":[\"a\"]}");
+    kvlm_grammar *b = schema("{\"type\":\"object\",\"properties\":{\"b\":{\"enum\":[\"x\",\"y\"]}},\"required\":[\"b\"]}");
+    kvlm_grammar *wa = kvlm_grammar_wrap(a, "A:", ";", &err), *wb = kvlm_grammar_wrap(b, "B:", ";", &err);
+    static const char gbnf[] = "root ::= \"C\" [0-9]+\n";
+    kvlm_grammar *c = kvlm_grammar_from_gbnf(gbnf, sizeof gbnf - 1, &err);
+    assert_non_null(wa);
+    assert_non_null(wb);
+    assert_non_null(c);
+    const kvlm_grammar *const gs[] = {wa, wb, c};
+    kvlm_grammar *u = kvlm_grammar_any(gs, 3, &err);
+    assert_non_null(u);
+    kvlm_grammar_free(a), kvlm_grammar_free(b), kvlm_grammar_free(wa), kvlm_grammar_free(wb), kvlm_grammar_free(c);
+    expect(u, (const char *[]){"A:{\"a\":1};", "B:{\"b\":\"y\"};", "C42", NULL},
+           (const char *[]){"A:{\"b\":\"x\"};", "B:{\"a\":1};", "A:{\"a\":1}", "C", "", NULL});
+    assert_int_equal(kvlm_grammar_min_bytes(u, &err), 2); /* "C0" */
+    kvlm_grammar_free(u);
+    assert_null(kvlm_grammar_any(gs, 0, &err));
+    assert_int_equal(err.code, KVLM_ERR_ARG);
+}
+
 /* ------------------------------------------------------------ masks */
 
 static gr_trie *trie_of(const char *const *pieces, int n) {
@@ -366,7 +391,7 @@ int main(void) {
         cmocka_unit_test(test_literals_classes),   cmocka_unit_test(test_groups_repetition_recursion),
         cmocka_unit_test(test_gbnf_errors),        cmocka_unit_test(test_llamacpp_grammars),
         cmocka_unit_test(test_regex),              cmocka_unit_test(test_json_schema_accepts),
-        cmocka_unit_test(test_json_schema_errors), cmocka_unit_test(test_wrap),
+        cmocka_unit_test(test_json_schema_errors), cmocka_unit_test(test_wrap), cmocka_unit_test(test_any),
         cmocka_unit_test(test_mask_exact),         cmocka_unit_test(test_mask_string_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

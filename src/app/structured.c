@@ -64,43 +64,49 @@ static const char *format_param(const api_request *rq) {
 }
 
 /* Harmony writes the function's name in the message's header and only
- * the arguments in its body: the grammar is the header, the function's
- * parameters schema, then <|call|>. The function is the named one, or
- * for "required" the only tool (several: not supported yet). */
-static kvlm_grammar *forced_harmony_call(const api_request *rq, api_error *e) {
-    json_t *tools = json_loads(rq->tools_json, 0, NULL), *f = NULL;
-    const char *name = rq->tool_choice == API_TOOLS_NAMED ? rq->tool_name : NULL;
-    size_t i, at = 0;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        json_t *fn = json_object_get(t, "function");
-        if (!name || !strcmp(json_string_value(json_object_get(fn, "name")), name)) f = fn, at = i;
-    }
-    if (!name && json_array_size(tools) != 1) {
-        json_decref(tools);
-        api_fail(e, 400, "invalid_value", "tool_choice",
-                 "'tool_choice' \"required\" with %zu tools is not supported with this model's chat template "
-                 "(harmony): name the function, or give one tool",
-                 json_array_size(tools));
-        return NULL;
-    }
-    json_t *params = json_object_get(f, "parameters");
+ * the arguments in its body: a call of function fn (tools[at]) is the
+ * header, fn's parameters schema, then <|call|>. */
+static kvlm_grammar *harmony_call(json_t *fn, size_t at, api_error *e) {
+    json_t *params = json_object_get(fn, "parameters");
     char *schema = json_is_object(params) ? json_dumps(params, JSON_COMPACT | JSON_PRESERVE_ORDER)
                                           : strdup("{\"type\":\"object\"}");
     char prefix[160], suffix[16], param[64];
     kvlm_error err = {0};
     kvlm_grammar *g = NULL, *w = NULL;
     if (!schema) api_fail(e, 500, NULL, NULL, "out of memory");
-    else if (hm_call_wrapper(json_string_value(json_object_get(f, "name")), prefix, sizeof prefix, suffix,
-                             sizeof suffix))
-        api_fail(e, 400, "invalid_value", "tool_choice", "the function's name is too long for a harmony call");
-    else if (!(g = kvlm_grammar_from_json_schema(schema, strlen(schema), &err))) {
+    else if (hm_call_wrapper(json_string_value(json_object_get(fn, "name")), prefix, sizeof prefix, suffix,
+                             sizeof suffix)) {
+        snprintf(param, sizeof param, "tools[%zu].function.name", at);
+        api_fail(e, 400, "invalid_value", param, "'%s' is too long for a harmony call", param);
+    } else if (!(g = kvlm_grammar_from_json_schema(schema, strlen(schema), &err))) {
         snprintf(param, sizeof param, "tools[%zu].function.parameters", at);
         api_fail(e, 400, "invalid_schema", param, "'%s' cannot be used as a constraint: %s", param, err.msg);
     } else if (!(w = kvlm_grammar_wrap(g, prefix, suffix, &err)))
         api_fail(e, 500, NULL, "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
     kvlm_grammar_free(g);
     free(schema);
+    return w;
+}
+
+/* The named function's call, or for "required" a call of any tool. */
+static kvlm_grammar *forced_harmony_call(const api_request *rq, api_error *e) {
+    json_t *tools = json_loads(rq->tools_json, 0, NULL);
+    const size_t n = json_array_size(tools);
+    kvlm_grammar **each = calloc(n ? n : 1, sizeof *each), *w = NULL;
+    int k = 0, failed = !tools || !each;
+    if (failed) api_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; !failed && i < n; i++) {
+        json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        if (rq->tool_choice == API_TOOLS_NAMED && strcmp(json_string_value(json_object_get(fn, "name")), rq->tool_name))
+            continue;
+        if (!(each[k++] = harmony_call(fn, i, e))) failed = 1;
+    }
+    kvlm_error err = {0};
+    if (!failed && k == 1) w = each[0], each[0] = NULL;
+    else if (!failed && !(w = kvlm_grammar_any((const kvlm_grammar *const *)each, k, &err)))
+        api_fail(e, 500, NULL, "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
+    for (int i = 0; each && i < k; i++) kvlm_grammar_free(each[i]);
+    free(each);
     json_decref(tools);
     return w;
 }
