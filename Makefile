@@ -81,14 +81,16 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
 # x86-64: *_avx2.c, *_avx512.c; aarch64: *_neon.c (Advanced SIMD, part of
-# every aarch64 CPU: no flag) and *_dotprod.c (Armv8.2 SDOT/UDOT). Each
+# every aarch64 CPU: no flag), *_dotprod.c (Armv8.2 SDOT/UDOT) and
+# *_i8mm.c (Armv8.6 SMMLA, with SDOT). Each
 # architecture's files, and the x86 ones that only dispatch to x86 kernels
 # (X86_ONLY), are left out of the other's build.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 DOTPROD_FLAGS := -march=armv8.2-a+dotprod
+I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
 X86_ONLY     := %_avx2.c %_avx512.c src/kernels/quant_int8_prep.c
-ARM_ONLY     := %_neon.c %_dotprod.c
+ARM_ONLY     := %_neon.c %_dotprod.c %_i8mm.c
 # Tests of one architecture's kernels (their sources name them directly).
 X86_ONLY_TESTS := tests/test_bf16_dot.c tests/test_quant_int8_decode.c tests/test_quant_int8.c
 ARM_ONLY_TESTS := tests/test_quant_int8_dotprod.c
@@ -170,6 +172,10 @@ $(BUILD)/%_avx512.o: %_avx512.c
 $(BUILD)/%_dotprod.o: %_dotprod.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DOTPROD_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_i8mm.o: %_i8mm.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(I8MM_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -161,8 +161,8 @@ typedef enum kvlm_isa {
     KVLM_ISA_SCALAR,     /* plain C, the reference path */
     KVLM_ISA_AVX2,
     KVLM_ISA_AVX512,
-    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
-                             weights (AVX512-VNNI dot products) */
+    KVLM_ISA_AVX512_VNNI, /* avx512, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
+                             MXFP4, IQ4_XS weights (AVX512-VNNI dot products) */
     KVLM_ISA_AVX2_VNNI,   /* avx2, with int8 activations for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
                              weights (AVX-VNNI dot products) */
     KVLM_ISA_AVX512_BF16, /* avx512-vnni, with bf16 activations for bf16 weights
@@ -172,6 +172,8 @@ typedef enum kvlm_isa {
     KVLM_ISA_NEON,         /* Advanced SIMD (every aarch64 CPU): f32 activations */
     KVLM_ISA_NEON_DOTPROD, /* neon, with int8 activations for Q8_0, Q4_0, Q4_K,
                               Q5_K, Q6_K weights (SDOT, Armv8.2 dotprod) */
+    KVLM_ISA_NEON_I8MM,    /* neon-dotprod, with Q8_0 / Q4_0 prefill and batches on
+                              the int8 matrix multiply (SMMLA, Armv8.6 i8mm) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

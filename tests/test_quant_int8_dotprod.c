@@ -1,11 +1,14 @@
 /*
  * The neon-dotprod level (aarch64 only; kernels/quant_int8_dotprod.c):
  * int8 activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights with SDOT,
- * against the C
+ * and the neon-i8mm level (kernels/quant_int8_i8mm.c: SMMLA for Q8_0 /
+ * Q4_0 with two or more rows of x), each against the C
  * reference of the same integer math (quant_int8_matmul_ref), as
  * tests/test_quant_int8.c checks the x86 int8 levels. Every test skips on a
  * CPU without the dot-product extension (QEMU -cpu cortex-a53), where
- * kern_select must give NULL and auto the neon level.
+ * kern_select must give NULL and auto the neon level; the neon-i8mm checks
+ * skip on a CPU without i8mm (QEMU -cpu neoverse-n1), where kern_select
+ * must give NULL for it and auto neon-dotprod.
  *
  * Tolerances, with S = sum_k |x_k * w_k| for one output (w dequantised):
  *  - the activation codes and scales of the prepared form vs
@@ -138,8 +141,8 @@ static int check_case(const kern_ops *ops, kvlm_dtype t, int M, int N, int K, un
             const size_t i = (size_t)m * N + n;
             const double S = abs_dot(x + (size_t)m * K, wd + (size_t)n * K, K);
             if (fabs((double)got[i] - ref[i]) > 1e-6 * (1 + S))
-                fail_msg("neon-dotprod %s M=%d N=%d K=%d [%d,%d]: %.9g vs reference %.9g", kvlm_dtype_name(t), M, N,
-                         K, m, n, got[i], ref[i]);
+                fail_msg("%s %s M=%d N=%d K=%d [%d,%d]: %.9g vs reference %.9g", kvlm_isa_name(ops->isa),
+                         kvlm_dtype_name(t), M, N, K, m, n, got[i], ref[i]);
         }
     size_t panel = 1;
     const size_t pre = ops->matmul_prep_bytes(M, &kq, &panel);
@@ -168,22 +171,29 @@ static int check_case(const kern_ops *ops, kvlm_dtype t, int M, int N, int K, un
 }
 
 /* Row tiles (2 rows and the one-row tail), weight-row tails (4-row tiles
- * and single rows), block counts 1..9 and a large K. */
+ * and single rows), block counts 1..9 and a large K; at neon-dotprod and,
+ * where the CPU has it, neon-i8mm (2 x 4 and 2 x 2 SMMLA tiles, the odd
+ * row and weight row; a range starting on an odd weight row: N = 3). */
 static void test_matmul_shapes(void **state) {
     (void)state;
     const kern_ops *ops = dotprod_or_skip();
     if (!ops) skip();
+    const kern_ops *mm = kern_select(KVLM_ISA_NEON_I8MM);
+    assert_true(!mm == !kern_cpu_supports(KVLM_ISA_NEON_I8MM));
     const kvlm_dtype ts[] = {KVLM_Q8_0, KVLM_Q4_0};
     const int Ms[] = {1, 2, 3, 5}, Ns[] = {1, 3, 4, 5, 9, 70}, Ks[] = {32, 64, 96, 288};
     unsigned seed = 5;
     int checked = 0;
-    for (size_t t = 0; t < 2; t++) {
-        for (size_t a = 0; a < 4; a++)
-            for (size_t b = 0; b < 6; b++)
-                for (size_t c = 0; c < 4; c++) checked += check_case(ops, ts[t], Ms[a], Ns[b], Ks[c], &seed);
-        checked += check_case(ops, ts[t], 9, 37, 4096, &seed);
+    for (int lv = 0; lv < (mm ? 2 : 1); lv++) {
+        const kern_ops *o = lv ? mm : ops;
+        for (size_t t = 0; t < 2; t++) {
+            for (size_t a = 0; a < 4; a++)
+                for (size_t b = 0; b < 6; b++)
+                    for (size_t c = 0; c < 4; c++) checked += check_case(o, ts[t], Ms[a], Ns[b], Ks[c], &seed);
+            checked += check_case(o, ts[t], 9, 37, 4096, &seed);
+        }
     }
-    assert_int_equal(checked, 2 * (4 * 6 * 4 + 1));
+    assert_int_equal(checked, (mm ? 2 : 1) * 2 * (4 * 6 * 4 + 1));
 }
 
 /* The K-quants: one to five 256-value blocks, decode and batch rows,
@@ -211,9 +221,20 @@ static void test_level(void **state) {
     assert_string_equal(kvlm_isa_name(KVLM_ISA_NEON_DOTPROD), "neon-dotprod");
     assert_int_equal(KVLM_ISA_NEON, 7);
     assert_int_equal(KVLM_ISA_NEON_DOTPROD, 8);
+    assert_string_equal(kvlm_isa_name(KVLM_ISA_NEON_I8MM), "neon-i8mm");
+    assert_int_equal(KVLM_ISA_NEON_I8MM, 9);
     const kern_ops *v = dotprod_or_skip();
     if (!v) skip();
-    assert_int_equal(kvlm_isa_best(), KVLM_ISA_NEON_DOTPROD);
+    const int i8mm = kern_cpu_supports(KVLM_ISA_NEON_I8MM);
+    assert_int_equal(kvlm_isa_best(), i8mm ? KVLM_ISA_NEON_I8MM : KVLM_ISA_NEON_DOTPROD);
+    if (i8mm) { /* every op but the int8 matmul is neon-dotprod's */
+        const kern_ops *mm = kern_select(KVLM_ISA_NEON_I8MM);
+        assert_int_equal(mm->isa, KVLM_ISA_NEON_I8MM);
+        assert_true(mm->matmul_prep_bytes == v->matmul_prep_bytes && mm->matmul_prep == v->matmul_prep &&
+                    mm->attn_scores == v->attn_scores && mm->rmsnorm == v->rmsnorm && mm->swiglu == v->swiglu);
+    } else {
+        assert_null(kern_select(KVLM_ISA_NEON_I8MM));
+    }
     const kern_ops *b = kern_select(KVLM_ISA_NEON);
     assert_true(v->attn_scores == b->attn_scores && v->attn_accum == b->attn_accum && v->gelu == b->gelu &&
                 v->layernorm == b->layernorm && v->rmsnorm == b->rmsnorm && v->swiglu == b->swiglu &&

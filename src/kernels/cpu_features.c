@@ -16,6 +16,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1ul << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1ul << 13)
+#endif
 #elif defined(__aarch64__) && defined(__APPLE__)
 #include <sys/sysctl.h>
 #endif
@@ -33,6 +36,20 @@ static int arm_has_dotprod(void) {
     return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &n, NULL, 0) == 0 && v != 0;
 #else
     return 0; /* no portable query: the neon level only */
+#endif
+}
+
+/* The int8 matrix multiply (SMMLA) came with Armv8.6 (Graviton 3/4,
+ * Neoverse V1/V2/N2, Apple M2 and later). */
+static int arm_has_i8mm(void) {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#elif defined(__APPLE__)
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname("hw.optional.arm.FEAT_I8MM", &v, &n, NULL, 0) == 0 && v != 0;
+#else
+    return 0;
 #endif
 }
 
@@ -67,6 +84,7 @@ int kern_cpu_supports(kvlm_isa isa) {
 #elif defined(__aarch64__)
     case KVLM_ISA_NEON: return arm_has_neon();
     case KVLM_ISA_NEON_DOTPROD: return arm_has_neon() && arm_has_dotprod();
+    case KVLM_ISA_NEON_I8MM: return arm_has_neon() && arm_has_dotprod() && arm_has_i8mm();
 #endif
     default: return 0;
     }
@@ -76,8 +94,8 @@ int kern_cpu_supports(kvlm_isa isa) {
  * CPU has the dot products. */
 kvlm_isa kvlm_isa_best(void) {
     static const kvlm_isa order[] = {KVLM_ISA_AVX512_BF16, KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512,
-                                     KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX2,        KVLM_ISA_NEON_DOTPROD,
-                                     KVLM_ISA_NEON};
+                                     KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX2,        KVLM_ISA_NEON_I8MM,
+                                     KVLM_ISA_NEON_DOTPROD, KVLM_ISA_NEON};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (kern_cpu_supports(order[i])) return order[i];
     return KVLM_ISA_SCALAR;
@@ -94,6 +112,7 @@ const char *kvlm_isa_name(kvlm_isa isa) {
     case KVLM_ISA_AVX512_BF16: return "avx512-bf16";
     case KVLM_ISA_NEON: return "neon";
     case KVLM_ISA_NEON_DOTPROD: return "neon-dotprod";
+    case KVLM_ISA_NEON_I8MM: return "neon-i8mm";
     }
     return "?";
 }

@@ -30,6 +30,7 @@ const kern_ops *kern_select(kvlm_isa isa) {
 #elif defined(__aarch64__)
     case KVLM_ISA_NEON: return &kern_ops_neon;
     case KVLM_ISA_NEON_DOTPROD: return dotprod_ops();
+    case KVLM_ISA_NEON_I8MM: return i8mm_ops();
 #endif
     default: return NULL;
     }

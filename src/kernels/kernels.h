@@ -122,6 +122,9 @@ extern const kern_ops kern_ops_neon;
 /* The neon-dotprod set (dotprod_set_neon.c): kern_ops_neon with int8
  * activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights. */
 const kern_ops *dotprod_ops(void);
+/* The neon-i8mm set (dotprod_set_neon.c): the neon-dotprod set with SMMLA
+ * for the Q8_0 / Q4_0 matmuls of two or more rows (quant_int8_i8mm.c). */
+const kern_ops *i8mm_ops(void);
 
 /* The ops for isa (AUTO resolves with cpuid); NULL if the CPU lacks it. */
 const kern_ops *kern_select(kvlm_isa isa);

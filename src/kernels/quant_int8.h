@@ -194,5 +194,16 @@ void quant_int8_dotprod_rows_prep(const void *buf, void *panel, const kern_matri
                                   const float *bias, float *y, int ldy);
 void quant_int8_dotprod_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                     const float *bias, float *y, int ldy);
+/* The prepared form's rows M, K, codes (M rows of K) and scales (M rows of
+ * K / 32). */
+void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d);
+
+/* The neon-i8mm level (aarch64, quant_int8_i8mm.c): neon-dotprod's
+ * prepared form; Q8_0 / Q4_0 against 2 or more rows of x with SMMLA,
+ * every other call neon-dotprod's. */
+void quant_int8_i8mm_rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0, int n1, const float *bias,
+                               float *y, int ldy);
+void quant_int8_i8mm_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                 float *y, int ldy);
 
 #endif

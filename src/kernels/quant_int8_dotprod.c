@@ -95,6 +95,13 @@ void quant_int8_dotprod_prep(const float *x, int M, const kern_matrix *w, int m0
         quantize_row(x + (size_t)m * K, K, q + (size_t)m * K, d + (size_t)m * (K / QK), qs + (size_t)m * (K / 16));
 }
 
+void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d) {
+    const dp_head *h = buf;
+    *M = h->M, *K = h->K;
+    *q = (const int8_t *)((const unsigned char *)buf + HEAD);
+    *d = (const float *)((const unsigned char *)buf + HEAD + codes_bytes(h->M, h->K));
+}
+
 /* The 32 codes of one weight block as two int8x16 (Q4_0: nibble - 8). */
 AI void w_codes(kvlm_dtype t, const unsigned char *blk, int8x16_t *lo, int8x16_t *hi) {
     if (t == KVLM_Q8_0) {
