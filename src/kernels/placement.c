@@ -2,14 +2,35 @@
  * Where the calling thread runs, for the thread pool's placement rule
  * (team.c, "Placement"): how idle the other processors it may run on have
  * been (/proc/stat's clock ticks), and a move off one processor that
- * leaves the thread's affinity as it was. Changes only the calling
- * thread's affinity, and only for an instant; no process-wide state.
+ * leaves the thread's affinity as it was; and the affinity mask and
+ * processor number of cpu_mask.h. Changes only the calling thread's
+ * affinity, and only for an instant; no process-wide state.
+ *
+ * Where there is no affinity call (KVLM_HAVE_AFFINITY 0: not Linux, or
+ * make KVLM_POSIX_ONLY=1) placement is a no-op: no processor number, no
+ * idle time of the others, no move; the thread pool then leaves its
+ * workers where the scheduler puts them.
  */
 #include "kernels/placement.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "kernels/cpu_mask.h"
+
+#if KVLM_HAVE_AFFINITY
+#include <sched.h>
+
+int kern_affinity_mask(kern_cpu_mask *m) {
+    cpu_set_t set;
+    kern_mask_zero(m);
+    if (sched_getaffinity(0, sizeof set, &set)) return -1;
+    for (int i = 0; i < CPU_SETSIZE && i < KERN_CPU_MAX; i++)
+        if (CPU_ISSET(i, &set)) kern_mask_set(m, i);
+    return 0;
+}
+
+int kern_cpu_now(void) { return sched_getcpu(); }
 
 /* Moves the calling thread off processor `cpu`: its affinity without that
  * processor (the kernel migrates it at once), then the affinity it had
@@ -56,3 +77,22 @@ int kern_other_idle(int cpu, long long *idle, long long *total) {
     fclose(f);
     return n;
 }
+#else
+int kern_affinity_mask(kern_cpu_mask *m) {
+    kern_mask_zero(m);
+    return -1;
+}
+
+int kern_cpu_now(void) { return -1; }
+
+int kern_move_off(int cpu) {
+    (void)cpu;
+    return 0;
+}
+
+int kern_other_idle(int cpu, long long *idle, long long *total) {
+    (void)cpu;
+    *idle = *total = 0;
+    return 0;
+}
+#endif

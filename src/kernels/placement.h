@@ -6,6 +6,11 @@
 #ifndef KVLM_KERNELS_PLACEMENT_H
 #define KVLM_KERNELS_PLACEMENT_H
 
+#include "kernels/cpu_mask.h" /* kern_cpu_now, kern_affinity_mask */
+
+/* Without an affinity call (cpu_mask.h's KVLM_HAVE_AFFINITY 0) both
+ * return 0: placement is a no-op. */
+
 /* Idle and total clock ticks (/proc/stat) of the processors the calling
  * thread may run on other than `cpu`; returns how many there are, 0 when
  * none or when /proc/stat cannot be read. */

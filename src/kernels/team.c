@@ -116,7 +116,7 @@
  * team are opened by one thread at a time.
  */
 #include <limits.h>
-#if defined(__linux__)
+#if defined(__linux__) && !defined(KVLM_POSIX_ONLY)
 #include <linux/futex.h>
 #endif
 #include <pthread.h>
@@ -226,7 +226,7 @@ static void cpu_relax(void) {
 #endif
 }
 
-#if defined(__linux__)
+#if defined(__linux__) && !defined(KVLM_POSIX_ONLY)
 static void futex_wait(atomic_uint *w, unsigned expect) {
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, expect, NULL, NULL, 0);
 }
@@ -240,7 +240,8 @@ static void futex_wait_for(atomic_uint *w, unsigned expect, long long ns) {
     syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, expect, &ts, NULL, 0);
 }
 #else
-/* Without futexes (macOS, the BSDs; untested): a sleeping thread polls
+/* Without futexes (macOS, the BSDs; on Linux under make KVLM_POSIX_ONLY=1,
+ * which tests it): a sleeping thread polls
  * its word every 50 us, so a wake is never lost (it is only late by up to
  * one poll), and a wake is nothing but the store the caller already made. */
 static void futex_wait_for(atomic_uint *w, unsigned expect, long long ns) {
@@ -279,7 +280,7 @@ static int run_staged_item(struct kern_pool *p, const kern_slot *s, kern_steal_t
 static void trace_claim(kern_worker *wk, uint32_t tag, int ran) {
     if (ran == 1) {
         atomic_store_explicit(&wk->trace_start, now_ns(), memory_order_relaxed);
-        wk->trace_cpu = sched_getcpu();
+        wk->trace_cpu = kern_cpu_now();
     }
     const uint64_t items = ran < 0xFFFFF ? (uint64_t)ran : 0xFFFFF;
     atomic_store_explicit(&wk->trace_word, (uint64_t)tag << 32 | (uint64_t)(wk->trace_cpu & 0xFFF) << 20 | items,
@@ -336,7 +337,7 @@ static int work(struct kern_pool *p, uint32_t tag, int w) {
  * attempt (MOVE_MIN_NS up to MOVE_MAX_NS) and starts again from MOVE_MIN_NS
  * when the last attempt is more than MOVE_RESET_NS old. */
 static void place(struct kern_pool *p, kern_worker *wk) {
-    const int cpu = sched_getcpu();
+    const int cpu = kern_cpu_now();
     if (cpu != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed)) return;
     const long long now = now_ns();
     if (now - wk->moved_at > MOVE_RESET_NS) wk->move_gap = MOVE_MIN_NS;
@@ -381,7 +382,7 @@ static void *worker_main(void *arg) {
         }
         if ((++spins & 31) ||
             (now_ns() - idle_since < SPIN_NS &&
-             sched_getcpu() != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed))) {
+             kern_cpu_now() != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed))) {
             cpu_relax();
             continue;
         }
@@ -559,7 +560,7 @@ static unsigned publish(struct kern_pool *p, uint32_t tag, int n_items, int size
     atomic_store_explicit(&p->n, (unsigned)n_items, memory_order_relaxed);
     atomic_store_explicit(&p->size, size, memory_order_relaxed);
     atomic_store_explicit(&p->slot, slot, memory_order_relaxed);
-    atomic_store_explicit(&p->caller_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&p->caller_cpu, kern_cpu_now(), memory_order_relaxed);
     atomic_store_explicit(&p->claim, (uint_fast64_t)tag << 32, memory_order_release);
     atomic_store(&p->gen, tag);
     unsigned woke = 0;
@@ -588,8 +589,8 @@ static void trace_region(struct kern_pool *p, char kind, uint32_t tag, int n, in
     r->active = (unsigned char)(p->active > 255 ? 255 : p->active);
     r->woke = (unsigned char)woke;
     r->steals = (short)(steals > SHRT_MAX ? SHRT_MAX : steals);
-    r->caller_cpu = (short)(size > 1 ? atomic_load_explicit(&p->caller_cpu, memory_order_relaxed) : sched_getcpu());
-    r->caller_cpu_end = (short)sched_getcpu();
+    r->caller_cpu = (short)(size > 1 ? atomic_load_explicit(&p->caller_cpu, memory_order_relaxed) : kern_cpu_now());
+    r->caller_cpu_end = (short)kern_cpu_now();
     r->items[0] = (unsigned short)mine, r->cpu[0] = r->caller_cpu, r->start[0] = 0;
     for (int w = 1; w < size && w < KERN_TRACE_THREADS; w++) {
         const uint64_t v = atomic_load_explicit(&p->workers[w].trace_word, memory_order_acquire);
