@@ -62,7 +62,23 @@ endif
 ifneq ($(CROSS),)
 BUILD   := $(BUILD)-$(CROSS)
 endif
+# The portable forms get build directories of their own (build-posix,
+# build-noomp, build-posix-noomp), so they never mix with the default's.
+ifeq ($(KVLM_POSIX_ONLY),1)
+BUILD   := $(BUILD)-posix
+endif
+ifeq ($(OPENMP),0)
+BUILD   := $(BUILD)-noomp
+endif
 
+# OPENMP=0 builds without OpenMP (a compiler without it, such as Apple's
+# clang without libomp): the model loaders' parallel loops and the
+# bandwidth probes then run on one thread (src/omp_compat.h).
+OPENMP  ?= 1
+ifeq ($(OPENMP),0)
+OMPFLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable -DKVLM_NO_OPENMP
+OMPLIBS :=
+endif
 OMPFLAGS ?= -fopenmp
 # gcc 12 for aarch64 stops with an internal compiler error when it
 # vectorises a reduction over double fmax at -O3 (stats.c, the tests);
@@ -71,12 +87,16 @@ ifeq ($(ARCH),aarch64)
 ARCH_CFLAGS := -fno-builtin-fmax
 endif
 # KVLM_POSIX_ONLY=1 builds the POSIX forms of the Linux-only calls that
-# have one (src/server/posix_fd.h) on Linux too, to test them there.
+# have one on Linux too, to test them there: close-on-exec and non-blocking
+# descriptors with fcntl (src/server/posix_fd.h), the default thread count
+# from the online processors and no thread placement (cpu_mask.h: no
+# sched_getaffinity / sched_setaffinity / sched_getcpu), the thread pool's
+# polling sleep instead of futexes (team.c).
 ifeq ($(KVLM_POSIX_ONLY),1)
 ARCH_CFLAGS += -DKVLM_POSIX_ONLY
 endif
 CFLAGS  := -std=c17 $(OPT) $(OMPFLAGS) -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_CFLAGS) -Iinclude -Isrc
-LDFLAGS := $(filter-out -W%,$(OMPFLAGS)) $(SANFLAGS)
+LDFLAGS := $(filter-out -W% -D%,$(OMPFLAGS)) $(SANFLAGS)
 LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
@@ -309,7 +329,7 @@ fixtures:
 	/usr/bin/python3 tools/make_gpt2_fixtures.py tests/fixtures/gpt2
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz build-abi build-aarch64 build-san-aarch64
+	rm -rf build build-san build-tsan build-fuzz build-abi build-aarch64 build-san-aarch64 build-posix build-noomp build-posix-noomp
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 

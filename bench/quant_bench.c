@@ -18,7 +18,7 @@
  * of 1 GiB): on a machine shared with other jobs, wall-clock medians mostly
  * measure the scheduler, CPU time measures the kernel.
  */
-#include <omp.h>
+#include "omp_compat.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
+#include "omp_compat.h"
 
 #include "kernels/bf16_dot.h"
 #include "kernels/float_batch.h"

@@ -18,7 +18,7 @@
  * does not measure writes, latency or a single thread's share unless
  * asked to run one thread.
  */
-#include <omp.h>
+#include "omp_compat.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

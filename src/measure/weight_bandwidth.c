@@ -10,7 +10,7 @@
  * differently (on a Zen 4 VM, file pages mapped as 2 MiB folios read
  * faster than an anonymous buffer of 4 KiB pages).
  */
-#include <omp.h>
+#include "omp_compat.h"
 #include <stdint.h>
 #include <stdlib.h>
 
