@@ -102,18 +102,21 @@ LDLIBS  := -ljansson -lpcre2-8 -lxxhash -lmicrohttpd -lpthread -lm $(OMPLIBS)
 # SIMD kernels are compiled per file for their ISA and chosen at run time.
 # x86-64: *_avx2.c, *_avx512.c; aarch64: *_neon.c (Advanced SIMD, part of
 # every aarch64 CPU: no flag), *_dotprod.c (Armv8.2 SDOT/UDOT) and
-# *_i8mm.c (Armv8.6 SMMLA, with SDOT). Each
+# *_i8mm.c (Armv8.6 SMMLA, with SDOT), *_arm_bf16.c (Armv8.6 BFDOT). Each
 # architecture's files, and the x86 ones that only dispatch to x86 kernels
 # (X86_ONLY), are left out of the other's build.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 DOTPROD_FLAGS := -march=armv8.2-a+dotprod
 I8MM_FLAGS    := -march=armv8.2-a+dotprod+i8mm
+BF16_FLAGS    := -march=armv8.2-a+dotprod+i8mm+bf16
 X86_ONLY     := %_avx2.c %_avx512.c src/kernels/quant_int8_prep.c
-ARM_ONLY     := %_neon.c %_dotprod.c %_i8mm.c
+ARM_ONLY     := %_neon.c %_dotprod.c %_i8mm.c %_arm_bf16.c
 # Tests of one architecture's kernels (their sources name them directly).
-X86_ONLY_TESTS := tests/test_bf16_dot.c tests/test_quant_int8_decode.c tests/test_quant_int8.c
+X86_ONLY_TESTS := tests/test_quant_int8_decode.c tests/test_quant_int8.c
 ARM_ONLY_TESTS := tests/test_quant_int8_dotprod.c
+# Tests of kernels both architectures have (test_bf16_dot: avx512-bf16, neon-bf16).
+SIMD_TESTS     := tests/test_bf16_dot.c
 
 # Three floors: the library (libkvlm, everything below src/app), the code
 # the programs share on top of it (libkvlm_app.a: chat templates, the OpenAI
@@ -132,7 +135,7 @@ LIB_SRC  := $(filter-out $(X86_ONLY),$(LIB_SRC))
 TEST_SRC := $(filter-out $(X86_ONLY_TESTS),$(TEST_SRC))
 else
 LIB_SRC  := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(LIB_SRC))
-TEST_SRC := $(filter-out $(X86_ONLY_TESTS) $(ARM_ONLY_TESTS),$(TEST_SRC))
+TEST_SRC := $(filter-out $(X86_ONLY_TESTS) $(ARM_ONLY_TESTS) $(SIMD_TESTS),$(TEST_SRC))
 endif
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -196,6 +199,10 @@ $(BUILD)/%_dotprod.o: %_dotprod.c
 $(BUILD)/%_i8mm.o: %_i8mm.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(I8MM_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_arm_bf16.o: %_arm_bf16.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BF16_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -666,11 +673,11 @@ test-cluster: $(BUILD)/kvlm setup-cluster
 # included; the per-layer attention families and the mixtures of experts), the
 # CLI and the server: several minutes of CPU time (test_kernels 22 s,
 # test_kv_q8 70 s, test_llamacpp_files 75 s of them), longer on a busy machine.
-AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotprod test_vec_softmax \
+AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotprod test_bf16_dot test_vec_softmax \
                  test_attention_tile test_kv_q8 test_read_sum test_public_api test_gpt2_parity \
                  test_llama_parity test_layer_archs test_moe test_llamacpp_files test_sampler test_server \
                  test_run_server
-AARCH64_FALLBACK_TESTS := test_kernels test_quant_int8_dotprod test_vec_softmax test_attention_tile \
+AARCH64_FALLBACK_TESTS := test_kernels test_quant_int8_dotprod test_bf16_dot test_vec_softmax test_attention_tile \
                           test_public_api test_gpt2_parity
 .PHONY: test-aarch64 setup-arm64
 setup-arm64:

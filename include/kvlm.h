@@ -174,6 +174,8 @@ typedef enum kvlm_isa {
                               Q5_K, Q6_K weights (SDOT, Armv8.2 dotprod) */
     KVLM_ISA_NEON_I8MM,    /* neon-dotprod, with Q8_0 / Q4_0 prefill and batches on
                               the int8 matrix multiply (SMMLA, Armv8.6 i8mm) */
+    KVLM_ISA_NEON_BF16,    /* neon-i8mm, with bf16 activations for bf16 weights
+                              (BFDOT, Armv8.6 BF16) */
 } kvlm_isa;
 
 const char *kvlm_isa_name(kvlm_isa isa);

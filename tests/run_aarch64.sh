@@ -5,8 +5,9 @@
 # BUILD (build-aarch64) holds the aarch64 kvlm and test binaries; TESTS run
 # with QEMU's -cpu max (SVE, dot product, bf16, i8mm: every level kvlm has),
 # FALLBACK_TESTS again with -cpu cortex-a53 (Armv8.0: no dot product, so
-# neon-dotprod must be refused and auto must pick neon), and neon-i8mm
-# must be refused with -cpu neoverse-n1 (dot product, no i8mm). Then, at each
+# neon-dotprod must be refused and auto must pick neon), and neon-i8mm and
+# neon-bf16 must be refused with -cpu neoverse-n1 (dot product, no i8mm,
+# no bf16). Then, at each
 # -cpu, `kvlm run -m models/shakespeare-gpt2 -p ROMEO: --temp 0` at every
 # ARM level the CPU has must print the text the native x86-64 build
 # (NATIVE_KVLM) prints at its best float-activation level.
@@ -70,7 +71,7 @@ same_text() { # cpu, levels
 }
 
 run_tests max "$tests"
-same_text max "scalar neon neon-dotprod neon-i8mm"
+same_text max "scalar neon neon-dotprod neon-i8mm neon-bf16"
 run_tests cortex-a53 "$fallback"
 same_text cortex-a53 "scalar neon"
 # neon-dotprod is refused where the CPU lacks the dot product
@@ -78,11 +79,14 @@ if QEMU_CPU=cortex-a53 "$wrapper" run -m models/shakespeare-gpt2 --ids 1 -n 1 --
     echo "== --isa neon-dotprod ran on cortex-a53 (no dot product)"
     failed="$failed refuse-dotprod@cortex-a53"
 fi
-# neon-i8mm is refused where the CPU has the dot product but not i8mm
-if QEMU_CPU=neoverse-n1 "$wrapper" run -m models/shakespeare-gpt2 --ids 1 -n 1 --isa neon-i8mm >/dev/null 2>&1; then
-    echo "== --isa neon-i8mm ran on neoverse-n1 (no i8mm)"
-    failed="$failed refuse-i8mm@neoverse-n1"
-fi
+# neon-i8mm and neon-bf16 are refused where the CPU has the dot product
+# but neither i8mm nor bf16
+for isa in neon-i8mm neon-bf16; do
+    if QEMU_CPU=neoverse-n1 "$wrapper" run -m models/shakespeare-gpt2 --ids 1 -n 1 --isa $isa >/dev/null 2>&1; then
+        echo "== --isa $isa ran on neoverse-n1 (no i8mm, no bf16)"
+        failed="$failed refuse-$isa@neoverse-n1"
+    fi
+done
 
 if [ -n "$failed" ]; then
     echo "FAILED:$failed"

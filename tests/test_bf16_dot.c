@@ -1,18 +1,20 @@
 /*
- * The avx512-bf16 level (kernels/bf16_dot.h), on CPUs with AVX512-BF16
- * (skipped elsewhere): activations rounded exactly as bf16_dot_round says
+ * The avx512-bf16 level (kernels/bf16_dot.h) on x86-64 CPUs with
+ * AVX512-BF16, the neon-bf16 level (BFDOT) on aarch64 CPUs with BF16
+ * (skipped elsewhere; there kern_select must refuse it): activations rounded exactly as bf16_dot_round says
  * (ties to even, subnormals to signed zero, NaN quietened); bf16-weight
  * matmuls against bf16_dot_matmul_ref on K tails of the 32-value step, N
  * tails of every tile, batches of 1-17 rows and column ranges starting
  * mid-matrix; every row of a batch, every split of the output features and
  * a two-thread team giving the same bits as that row alone; other weight
- * dtypes untouched (the avx512-vnni bits).
+ * dtypes untouched (the avx512-vnni bits; on aarch64 neon-i8mm's).
  *
  * Tolerance, with S = sum_k |bf16(x_k) * w_k| for one output:
  * |got - reference| <= 1e-6 * (1 + S). The products are exact in f32 (8 x
  * 8 significant bits); the kernel sums them in f32 lanes, K / 32 steps
  * each, then a 16-lane tree, against the reference's double sum: a few
- * float ulps of S at these K.
+ * float ulps of S at these K. The same bound holds neon-bf16 (16 lanes in
+ * four accumulators, K / 32 steps each).
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,14 +39,27 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
+#if defined(__aarch64__)
+#define LEVEL KVLM_ISA_NEON_BF16
+#define LEVEL_NAME "neon-bf16"
+#define BELOW KVLM_ISA_NEON_I8MM /* the level it builds on */
+#define LEVEL_PREP bf16_dot_prep_neon
+#else
+#define LEVEL KVLM_ISA_AVX512_BF16
+#define LEVEL_NAME "avx512-bf16"
+#define BELOW KVLM_ISA_AVX512_VNNI
+#define LEVEL_PREP bf16_dot_prep_avx512
+#endif
+
 static const kern_ops *bf16_ops_or_skip(void) {
-    if (!kern_cpu_supports(KVLM_ISA_AVX512_BF16)) {
-        printf("  this CPU has no AVX512-BF16: skipped\n");
+    if (!kern_cpu_supports(LEVEL)) {
+        printf("  this CPU has no %s: skipped\n", LEVEL_NAME);
+        assert_null(kern_select(LEVEL));
         skip();
     }
-    const kern_ops *ops = kern_select(KVLM_ISA_AVX512_BF16);
+    const kern_ops *ops = kern_select(LEVEL);
     assert_non_null(ops);
-    assert_int_equal(ops->isa, KVLM_ISA_AVX512_BF16);
+    assert_int_equal(ops->isa, LEVEL);
     return ops;
 }
 
@@ -77,7 +92,7 @@ static void test_round(void **state) {
     for (int k = 0; k < K; k++) x[k] = (size_t)k < ns ? from_bits(special[k]) : frand(&seed) * 1000.0f;
     _Alignas(64) uint16_t xb[2 * 96];
     memset(xb, 0xee, sizeof xb);
-    bf16_dot_prep_avx512(x, K, 0, 1, xb);
+    LEVEL_PREP(x, K, 0, 1, xb);
     for (int k = 0; k < K; k++)
         if (xb[k] != bf16_dot_round(x[k])) fail_msg("value %d (%08x): kernel %04x, reference %04x", k, special[k % ns], xb[k], bf16_dot_round(x[k]));
     for (int k = K; k < bf16_dot_stride(K); k++) assert_int_equal(xb[k], 0); /* padding */
@@ -171,14 +186,16 @@ static void test_batch_invariance(void **state) {
 }
 
 /* The level's name and place, and every other weight dtype computed as
- * avx512-vnni computes it. */
+ * the level below (avx512-vnni, neon-i8mm) computes it. */
 static void test_level(void **state) {
     (void)state;
     assert_int_equal(KVLM_ISA_AVX512_BF16, 6);
     assert_string_equal(kvlm_isa_name(KVLM_ISA_AVX512_BF16), "avx512-bf16");
+    assert_int_equal(KVLM_ISA_NEON_BF16, 10);
+    assert_string_equal(kvlm_isa_name(KVLM_ISA_NEON_BF16), "neon-bf16");
     const kern_ops *ops = bf16_ops_or_skip();
-    assert_int_equal(kvlm_isa_best(), KVLM_ISA_AVX512_BF16);
-    const kern_ops *vnni = kern_select(KVLM_ISA_AVX512_VNNI);
+    assert_int_equal(kvlm_isa_best(), LEVEL);
+    const kern_ops *vnni = kern_select(BELOW);
     assert_non_null(vnni);
     enum { M = 5, N = 19, K = 256 };
     unsigned seed = 9;

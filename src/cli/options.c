@@ -54,14 +54,15 @@ static int set_kv_dtype(const cli_spec *s, const char *f, const char *v) { retur
 
 static int set_isa(const cli_spec *s, const char *f, const char *v) {
     static const char *names[] = {"auto",        "scalar",      "avx2", "avx512",      "avx512-vnni",
-                                  "avx2-vnni",   "avx512-bf16", "neon", "neon-dotprod", "neon-i8mm"};
+                                  "avx2-vnni",   "avx512-bf16", "neon", "neon-dotprod", "neon-i8mm",
+                                  "neon-bf16"};
     for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
         if (!strcmp(v, names[i])) {
             s->mf->isa = (kvlm_isa)i;
             return 0;
         }
     fprintf(stderr, "kvlm: %s: '%s' is not one of auto, scalar, avx2, avx512, avx512-vnni, avx2-vnni, avx512-bf16, neon,\n"
-            "neon-dotprod, neon-i8mm\n", f, v);
+            "neon-dotprod, neon-i8mm, neon-bf16\n", f, v);
     return -1;
 }
 
@@ -147,7 +148,8 @@ static const shared_opt shared[] = {
      "Q4_K, Q5_K and Q6_K weights; avx512-vnni also MXFP4, IQ4_XS), avx512-bf16 (avx512-vnni with bf16\n"
      "activations for bf16 weights); on aarch64: neon, neon-dotprod (int8\n"
      "activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights), neon-i8mm\n"
-     "(neon-dotprod with SMMLA for Q8_0 / Q4_0 prefill)", set_isa},
+     "(neon-dotprod with SMMLA for Q8_0 / Q4_0 prefill), neon-bf16 (neon-i8mm\n"
+     "with bf16 activations for bf16 weights)", set_isa},
     {CLI_ENGINE, "--no-repack", NULL, "keep only the file's weight layout: do not repack the Q4_0\n"
      "matrices for avx512-vnni / avx512-bf16 decode (the packed layout replaces the file's pages\n"
      "in memory; decode reads it faster)", set_no_repack},

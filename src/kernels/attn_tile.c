@@ -49,7 +49,8 @@ const attn_tile_ops *attn_tile_select(kvlm_isa isa) {
     case KVLM_ISA_AVX2: case KVLM_ISA_AVX2_VNNI: return &attn_tile_avx2;
     case KVLM_ISA_AVX512: case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX512_BF16: return &attn_tile_avx512;
 #elif defined(__aarch64__)
-    case KVLM_ISA_NEON: case KVLM_ISA_NEON_DOTPROD: case KVLM_ISA_NEON_I8MM: return &attn_tile_neon;
+    case KVLM_ISA_NEON: case KVLM_ISA_NEON_DOTPROD: case KVLM_ISA_NEON_I8MM: case KVLM_ISA_NEON_BF16:
+        return &attn_tile_neon;
 #endif
     default: return NULL;
     }

@@ -1,9 +1,11 @@
 /*
  * The avx512-bf16 kernel set (the avx512-vnni set with bf16-weight
  * matmuls sent to bf16_dot_avx512.c, through a prepared form of bf16
- * activations) and the plain C reference of its math (bf16_dot.h). The
- * kernel set exists on x86-64 only; the reference everywhere. Compiled
- * without ISA flags: nothing here runs a vector instruction.
+ * activations), on aarch64 the neon-bf16 set (the neon-i8mm set with them
+ * sent to bf16_dot_arm_bf16.c), and the plain C reference of their math
+ * (bf16_dot.h). The kernel sets exist on x86-64 and aarch64; the
+ * reference everywhere. Compiled without ISA flags: nothing here runs a
+ * vector instruction.
  */
 #include <math.h>
 #include <pthread.h>
@@ -35,11 +37,23 @@ void bf16_dot_matmul_ref(const float *x, int M, const kern_matrix *w, int n0, in
 }
 
 #if defined(__x86_64__)
+#define BF16_ISA KVLM_ISA_AVX512_BF16
+#define BF16_BASE() quant_int8_ops(KVLM_ISA_AVX512_VNNI)
+#define BF16_PREP bf16_dot_prep_avx512
+#define BF16_ROWS bf16_dot_rows_avx512
+#elif defined(__aarch64__)
+#define BF16_ISA KVLM_ISA_NEON_BF16
+#define BF16_BASE() i8mm_ops()
+#define BF16_PREP bf16_dot_prep_neon
+#define BF16_ROWS bf16_dot_rows_neon
+#endif
+
+#if defined(BF16_ISA)
 /* The prepared form: a 64-byte head holding M, then M rows of
  * bf16_dot_stride(K) bf16. */
 enum { HEAD = 64 };
 
-static const kern_ops *vnni;
+static const kern_ops *vnni; /* the level below: avx512-vnni, or neon-i8mm */
 static kern_ops ops_bf16;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
@@ -55,7 +69,7 @@ static void prep(const float *x, int M, const kern_matrix *w, int m0, int m1, vo
         return;
     }
     *(int *)buf = M;
-    bf16_dot_prep_avx512(x, w->cols, m0, m1, (uint16_t *)((unsigned char *)buf + HEAD));
+    BF16_PREP(x, w->cols, m0, m1, (uint16_t *)((unsigned char *)buf + HEAD));
 }
 
 static void rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -64,7 +78,7 @@ static void rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0
         vnni->matmul_rows_prep(buf, panel, w, n0, n1, bias, y, ldy);
         return;
     }
-    bf16_dot_rows_avx512((const uint16_t *)((const unsigned char *)buf + HEAD), *(const int *)buf, w, n0, n1,
+    BF16_ROWS((const uint16_t *)((const unsigned char *)buf + HEAD), *(const int *)buf, w, n0, n1,
                          bias, y, ldy);
 }
 
@@ -81,8 +95,8 @@ static void bf16_rows(const float *x, int M, const kern_matrix *w, int n0, int n
     const size_t need = (size_t)M * (size_t)ks;
     uint16_t *xb = need <= STACK_VALUES ? stack : aligned_alloc(64, (need * sizeof(uint16_t) + 63) & ~(size_t)63);
     if (xb) {
-        bf16_dot_prep_avx512(x, K, 0, M, xb);
-        bf16_dot_rows_avx512(xb, M, w, n0, n1, bias, y, ldy);
+        BF16_PREP(x, K, 0, M, xb);
+        BF16_ROWS(xb, M, w, n0, n1, bias, y, ldy);
         if (xb != stack) free(xb);
         return;
     }
@@ -93,8 +107,8 @@ static void bf16_rows(const float *x, int M, const kern_matrix *w, int n0, int n
     }
     for (int m = 0; m < M; m += per) {
         const int rows = M - m < per ? M - m : per;
-        bf16_dot_prep_avx512(x + (size_t)m * K, K, 0, rows, stack);
-        bf16_dot_rows_avx512(stack, rows, w, n0, n1, bias, y + (size_t)m * ldy, ldy);
+        BF16_PREP(x + (size_t)m * K, K, 0, rows, stack);
+        BF16_ROWS(stack, rows, w, n0, n1, bias, y + (size_t)m * ldy, ldy);
     }
 }
 
@@ -105,9 +119,9 @@ static void matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int
 }
 
 static void build_ops(void) {
-    vnni = quant_int8_ops(KVLM_ISA_AVX512_VNNI);
+    vnni = BF16_BASE();
     ops_bf16 = *vnni;
-    ops_bf16.isa = KVLM_ISA_AVX512_BF16;
+    ops_bf16.isa = BF16_ISA;
     ops_bf16.matmul_rows = matmul_rows;
     ops_bf16.batch_forms &= ~(1u << KVLM_BF16); /* one form for bf16: this file's */
     ops_bf16.matmul_prep_bytes = prep_bytes;

@@ -2,7 +2,9 @@
  * Bf16 weights on the AVX512-BF16 dot products: the kern_ops of the
  * avx512-bf16 ISA level (every op that of avx512-vnni, except that
  * matmuls with bf16 weights run here, at every batch size), and the plain
- * C reference the tests compare them with.
+ * C reference the tests compare them with. On aarch64 the neon-bf16 level
+ * does the same on BFDOT (bf16_dot_arm_bf16.c: the same rounding of x and
+ * tolerance; four 4-lane accumulators where x86 has one of 16 lanes).
  *
  * Activations are rounded to bf16 once per matmul (round to nearest, ties
  * to even, as vcvtne2ps2bf16 does; a subnormal float becomes a signed
@@ -50,8 +52,15 @@ void bf16_dot_prep_avx512(const float *x, int K, int m0, int m1, uint16_t *xb);
 void bf16_dot_rows_avx512(const uint16_t *xb, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                           float *y, int ldy);
 
+/* The BFDOT kernels of the neon-bf16 level (aarch64, bf16_dot_arm_bf16.c),
+ * the same contract as the AVX512-BF16 pair above. */
+void bf16_dot_prep_neon(const float *x, int K, int m0, int m1, uint16_t *xb);
+void bf16_dot_rows_neon(const uint16_t *xb, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                        float *y, int ldy);
+
 /* The kern_ops of KVLM_ISA_AVX512_BF16 (built on first use from the
- * avx512-vnni set). */
+ * avx512-vnni set) on x86-64, of KVLM_ISA_NEON_BF16 (from the neon-i8mm
+ * set) on aarch64. */
 const kern_ops *bf16_dot_ops(void);
 
 #endif

@@ -19,6 +19,9 @@
 #ifndef HWCAP2_I8MM
 #define HWCAP2_I8MM (1ul << 13)
 #endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1ul << 14)
+#endif
 #elif defined(__aarch64__) && defined(__APPLE__)
 #include <sys/sysctl.h>
 #endif
@@ -48,6 +51,19 @@ static int arm_has_i8mm(void) {
     int v = 0;
     size_t n = sizeof v;
     return sysctlbyname("hw.optional.arm.FEAT_I8MM", &v, &n, NULL, 0) == 0 && v != 0;
+#else
+    return 0;
+#endif
+}
+
+/* The bf16 dot products (BFDOT, BFMMLA) came with Armv8.6 too. */
+static int arm_has_bf16(void) {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#elif defined(__APPLE__)
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname("hw.optional.arm.FEAT_BF16", &v, &n, NULL, 0) == 0 && v != 0;
 #else
     return 0;
 #endif
@@ -85,6 +101,7 @@ int kern_cpu_supports(kvlm_isa isa) {
     case KVLM_ISA_NEON: return arm_has_neon();
     case KVLM_ISA_NEON_DOTPROD: return arm_has_neon() && arm_has_dotprod();
     case KVLM_ISA_NEON_I8MM: return arm_has_neon() && arm_has_dotprod() && arm_has_i8mm();
+    case KVLM_ISA_NEON_BF16: return arm_has_neon() && arm_has_dotprod() && arm_has_i8mm() && arm_has_bf16();
 #endif
     default: return 0;
     }
@@ -94,7 +111,7 @@ int kern_cpu_supports(kvlm_isa isa) {
  * CPU has the dot products. */
 kvlm_isa kvlm_isa_best(void) {
     static const kvlm_isa order[] = {KVLM_ISA_AVX512_BF16, KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512,
-                                     KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX2,        KVLM_ISA_NEON_I8MM,
+                                     KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX2,        KVLM_ISA_NEON_BF16, KVLM_ISA_NEON_I8MM,
                                      KVLM_ISA_NEON_DOTPROD, KVLM_ISA_NEON};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (kern_cpu_supports(order[i])) return order[i];
@@ -113,6 +130,7 @@ const char *kvlm_isa_name(kvlm_isa isa) {
     case KVLM_ISA_NEON: return "neon";
     case KVLM_ISA_NEON_DOTPROD: return "neon-dotprod";
     case KVLM_ISA_NEON_I8MM: return "neon-i8mm";
+    case KVLM_ISA_NEON_BF16: return "neon-bf16";
     }
     return "?";
 }

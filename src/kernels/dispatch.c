@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "omp_compat.h"
 
 #include "kernels/bf16_dot.h"
 #include "kernels/float_batch.h"
@@ -16,6 +15,7 @@
 #include "kernels/quant_int8.h"
 #include "kernels/team.h"
 #include "kernels/vec_softmax.h"
+#include "omp_compat.h"
 
 const kern_ops *kern_select(kvlm_isa isa) {
     if (isa == KVLM_ISA_AUTO) isa = kvlm_isa_best();
@@ -31,6 +31,7 @@ const kern_ops *kern_select(kvlm_isa isa) {
     case KVLM_ISA_NEON: return &kern_ops_neon;
     case KVLM_ISA_NEON_DOTPROD: return dotprod_ops();
     case KVLM_ISA_NEON_I8MM: return i8mm_ops();
+    case KVLM_ISA_NEON_BF16: return bf16_dot_ops();
 #endif
     default: return NULL;
     }

@@ -34,7 +34,7 @@ static pthread_mutex_t measuring = PTHREAD_MUTEX_INITIALIZER;
 static int isa_slot(kvlm_isa isa) {
     if (isa == KVLM_ISA_AVX512_VNNI || isa == KVLM_ISA_AVX512_BF16) return KVLM_ISA_AVX512;
     if (isa == KVLM_ISA_AVX2_VNNI) return KVLM_ISA_AVX2;
-    if (isa == KVLM_ISA_NEON_DOTPROD || isa == KVLM_ISA_NEON_I8MM) return KVLM_ISA_NEON;
+    if (isa == KVLM_ISA_NEON_DOTPROD || isa == KVLM_ISA_NEON_I8MM || isa == KVLM_ISA_NEON_BF16) return KVLM_ISA_NEON;
     return (int)isa;
 }
 

@@ -80,7 +80,8 @@ const vec_softmax_ops *vec_softmax_of(kvlm_isa isa) {
     case KVLM_ISA_AVX512:
     case KVLM_ISA_AVX512_VNNI: case KVLM_ISA_AVX512_BF16: return &vec_softmax_avx512;
 #elif defined(__aarch64__)
-    case KVLM_ISA_NEON: case KVLM_ISA_NEON_DOTPROD: case KVLM_ISA_NEON_I8MM: return &vec_softmax_neon;
+    case KVLM_ISA_NEON: case KVLM_ISA_NEON_DOTPROD: case KVLM_ISA_NEON_I8MM: case KVLM_ISA_NEON_BF16:
+        return &vec_softmax_neon;
 #endif
     default: return NULL;
     }

@@ -121,7 +121,7 @@ kvlm_model_params kvlm_model_default_params(void) {
 }
 
 int model_check_params(const kvlm_model_params *p, kvlm_error *err) {
-    if ((int)p->isa < KVLM_ISA_AUTO || (int)p->isa > KVLM_ISA_NEON_I8MM)
+    if ((int)p->isa < KVLM_ISA_AUTO || (int)p->isa > KVLM_ISA_NEON_BF16)
         return kvlm_error_set(err, KVLM_ERR_ARG, "model params: isa %d is not a kvlm_isa", (int)p->isa);
     if (p->repack != 0 && p->repack != 1)
         return kvlm_error_set(err, KVLM_ERR_ARG, "model params: repack %d is neither 0 nor 1", p->repack);
