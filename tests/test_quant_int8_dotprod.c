@@ -223,6 +223,44 @@ static void test_matmul_kquants(void **state) {
     assert_int_equal(checked, 3 * 27);
 }
 
+/* The NEON unpacking of K-quant rows (quant_int8_row_codes_neon, plain
+ * Advanced SIMD: runs on every aarch64 CPU) gives quant_int8_row_codes'
+ * bytes and floats exactly: 40 random blocks of each type, every code
+ * value, two rows at once; Q8_0 passed through. */
+static void test_row_codes_neon(void **state) {
+    (void)state;
+    enum { NB = 40, K = NB * QK_K };
+    const kvlm_dtype ts[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K, KVLM_Q8_0};
+    unsigned seed = 23;
+    unsigned char *row = malloc(NB * dtype_block_bytes(KVLM_Q6_K) + NB * dtype_block_bytes(KVLM_Q5_K));
+    int8_t *w0 = malloc(K), *w1 = malloc(K);
+    float *a0 = malloc(sizeof(float) * K / 16), *a1 = malloc(sizeof(float) * K / 16);
+    float *b0 = malloc(sizeof(float) * K / 16), *b1 = malloc(sizeof(float) * K / 16);
+    assert_true(row && w0 && w1 && a0 && a1 && b0 && b1);
+    for (size_t t = 0; t < 4; t++) {
+        if (ts[t] == KVLM_Q8_0) {
+            for (int i = 0; i < K / QK; i++) quant_quantize_row(KVLM_Q8_0, (float[QK]){(float)i, -1.5f, 0.25f},
+                                                                QK, row + (size_t)i * dtype_block_bytes(KVLM_Q8_0));
+        } else {
+            random_kblocks(ts[t], NB, row, &seed);
+        }
+        memset(w0, 0x55, K), memset(w1, 0x66, K);
+        memset(a0, 0x55, sizeof(float) * K / 16), memset(a1, 0x66, sizeof(float) * K / 16);
+        memset(b0, 0x55, sizeof(float) * K / 16), memset(b1, 0x66, sizeof(float) * K / 16);
+        quant_int8_row_codes(ts[t], row, K, w0, a0, b0);
+        quant_int8_row_codes_neon(ts[t], row, K, w1, a1, b1);
+        assert_memory_equal(w0, w1, K);
+        assert_memory_equal(a0, a1, sizeof(float) * K / 16);
+        assert_memory_equal(b0, b1, sizeof(float) * K / 16);
+        int lo = 127, hi = -128;
+        for (int i = 0; i < K; i++) lo = w0[i] < lo ? w0[i] : lo, hi = w0[i] > hi ? w0[i] : hi;
+        if (ts[t] == KVLM_Q4_K) assert_true(lo == 0 && hi == 15);
+        if (ts[t] == KVLM_Q5_K) assert_true(lo == 0 && hi == 31);
+        if (ts[t] == KVLM_Q6_K) assert_true(lo == -32 && hi == 31);
+    }
+    free(row), free(w0), free(w1), free(a0), free(a1), free(b0), free(b1);
+}
+
 /* Every op but the quantised matmul is the neon set's; other weight
  * dtypes (f32, Q5_0) give the neon set's bits. */
 static void test_level(void **state) {
@@ -236,7 +274,10 @@ static void test_level(void **state) {
     const kern_ops *v = dotprod_or_skip();
     if (!v) skip();
     const int i8mm = kern_cpu_supports(KVLM_ISA_NEON_I8MM);
-    assert_int_equal(kvlm_isa_best(), i8mm ? KVLM_ISA_NEON_I8MM : KVLM_ISA_NEON_DOTPROD);
+    const kvlm_isa best = kern_cpu_supports(KVLM_ISA_NEON_BF16) ? KVLM_ISA_NEON_BF16
+                          : i8mm                                ? KVLM_ISA_NEON_I8MM
+                                                                : KVLM_ISA_NEON_DOTPROD;
+    assert_int_equal(kvlm_isa_best(), best);
     if (i8mm) { /* every op but the int8 matmul is neon-dotprod's */
         const kern_ops *mm = kern_select(KVLM_ISA_NEON_I8MM);
         assert_int_equal(mm->isa, KVLM_ISA_NEON_I8MM);
@@ -273,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_codes),
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_kquants),
+        cmocka_unit_test(test_row_codes_neon),
         cmocka_unit_test(test_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

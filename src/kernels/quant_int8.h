@@ -49,6 +49,9 @@ int quant_int8_lut_supports(kvlm_dtype t);
  * constant offset applied: Q4_0 - 8, Q6_K - 32; MXFP4 and IQ4_XS: their
  * table's integer), a and b per 16 values (K / 16 of each). */
 void quant_int8_row_codes(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b);
+/* The same for Q4_K, Q5_K and Q6_K with NEON (aarch64, quant_int8_codes_neon.c):
+ * the same bytes and floats; other dtypes go to quant_int8_row_codes. */
+void quant_int8_row_codes_neon(kvlm_dtype t, const unsigned char *row, int K, int8_t *w, float *a, float *b);
 
 /* The reference: matmul_rows' contract (kernels.h) for a dtype with
  * quant_int8_supports or quant_int8_lut_supports, computed from quant_int8_quantize_row's codes with

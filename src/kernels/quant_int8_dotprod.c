@@ -12,12 +12,12 @@
  *    8); a block's exact integer sum sum_i w_i q_i is scaled by d_w * d_x
  *    in f32 and accumulated per lane, the four lanes summed at the end.
  *  - K-quants: each weight row is first written out as int8 codes with a
- *    and b per 16 values (quant_int8_row_codes, the reference's terms,
+ *    and b per 16 values (quant_int8_row_codes' terms,
  *    into the caller's panel), then per 32-value block
  *    d_x * (a_0 s_0 + a_1 s_1 - (b_0 q_0 + b_1 q_1)) with the exact group
  *    sums s_g = sum w_i q_i and q_g = sum q_i (formed once at prep) is
- *    rounded once in f32 and summed in double. The code extraction is
- *    plain C: a NEON form of it is the next step for speed.
+ *    rounded once in f32 and summed in double. The codes are unpacked 16
+ *    at a time in NEON (quant_int8_row_codes_neon: the reference's bytes).
  * Other weight dtypes are not handled here (quant_int8_dotprod_prep_bytes
  * returns 0: the caller uses the neon f32 kernels).
  *
@@ -187,7 +187,7 @@ static void dp_krows(const int8_t *q, const float *d, const int32_t *qs, int M, 
     float *a = (float *)(wc + K), *b = a + K / 16;
     const int nb = K / QK;
     for (int n = n0; n < n1; n++) {
-        quant_int8_row_codes(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, wc, a, b);
+        quant_int8_row_codes_neon(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, wc, a, b);
         for (int m = 0; m < M; m++) {
             const int8_t *qr = q + (size_t)m * K;
             const float *dr = d + (size_t)m * nb;
