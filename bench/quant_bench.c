@@ -18,7 +18,6 @@
  * of 1 GiB): on a machine shared with other jobs, wall-clock medians mostly
  * measure the scheduler, CPU time measures the kernel.
  */
-#include "omp_compat.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "kernels/quant.h"
 #include "kvlm.h"
 #include "kvlm_measure.h"
+#include "omp_compat.h"
 #include "tensor.h"
 
 static int cmp_double(const void *a, const void *b) {

@@ -19,7 +19,6 @@
  * one thread with one accumulation order whatever the team size.
  */
 #include <jansson.h>
-#include "omp_compat.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "kernels/team.h"
 #include "kvlm.h"
+#include "omp_compat.h"
 
 #define FIX "tests/fixtures/llama/gqa"
 #define N_PROMPT 220

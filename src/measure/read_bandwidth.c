@@ -18,7 +18,6 @@
  * does not measure writes, latency or a single thread's share unless
  * asked to run one thread.
  */
-#include "omp_compat.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "kvlm_measure.h"
 #include "measure/read_sum.h"
+#include "omp_compat.h"
 
 /* Largest cache size the kernel reports for cpu0 (0 if sysfs has none). */
 static size_t largest_cache_bytes(void) {

@@ -10,7 +10,6 @@
  * differently (on a Zen 4 VM, file pages mapped as 2 MiB folios read
  * faster than an anonymous buffer of 4 KiB pages).
  */
-#include "omp_compat.h"
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -18,6 +17,7 @@
 #include "kvlm_measure.h"
 #include "measure/decode_ranges.h"
 #include "measure/read_sum.h"
+#include "omp_compat.h"
 
 /* The whole 64-byte lines inside a range. */
 static void lines(const decode_range *r, const uint64_t **p, size_t *n) {
