@@ -461,7 +461,7 @@ report: $(BUILD)/kvlm
 # prefix and builds and runs examples/ against it (never part of `make test`).
 # The version comes from include/kvlm.h (KVLM_VERSION). Until 1.0 every
 # minor version may change the ABI, so the soname carries MAJOR.MINOR
-# (libkvlm.so.0.16); from 1.0 on, MAJOR alone (docs/embedding.md,
+# (libkvlm.so.0.17); from 1.0 on, MAJOR alone (docs/embedding.md,
 # "Versions"; make abi-check holds each soname to its recorded ABI).
 VERSION    := $(shell sed -n 's/^\#define KVLM_VERSION "\(.*\)"/\1/p' include/kvlm.h)
 VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))

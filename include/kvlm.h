@@ -58,9 +58,9 @@ extern "C" {
 /* --------------------------------------------------------------- version */
 
 #define KVLM_VERSION_MAJOR 0
-#define KVLM_VERSION_MINOR 16
+#define KVLM_VERSION_MINOR 17
 #define KVLM_VERSION_PATCH 0
-#define KVLM_VERSION "0.16.0"
+#define KVLM_VERSION "0.17.0"
 
 /* The version of the library actually linked (KVLM_VERSION's form,
  * "MAJOR.MINOR.PATCH"); compare it with KVLM_VERSION, the version of the
