@@ -15,15 +15,14 @@
  * (claim = tag << 32 | CLOSED, an exchange that orders every successful
  * claim of this region before the next job is written).
  *
- * Waits. A worker spins on gen for at most SPIN_NS (400 us) after its last
- * item, then sleeps on a futex of its own. Between the regions of one
- * prefill step the caller works alone for 50-100 us (norms, residuals,
- * the staging of the next region), so with a 50 us spin a woken worker
- * (20-50 us to arrive on the Zen 4 VM) was found asleep at 18-47% of the
- * regions and claimed 37% of the items; at 400 us it claims 41%, and
- * prefill of a GPT-2 Q8_0 file at 2 threads ran 2.4% faster (median of
- * fresh processes, alternated, on a quiet machine) with decode under
- * `taskset -c 0 yes` keeping the same share (0.62-0.66 against 0.63-0.68).
+ * Waits. A worker spins on gen for at most SPIN_NS (50 us) after its last
+ * item, then sleeps on a futex of its own. (Between the regions of one
+ * prefill step the caller works alone for 50-100 us, so a woken worker,
+ * 20-50 us to arrive on the Zen 4 VM, is found asleep at 18-47% of the
+ * regions. A 400 us spin raised the worker's share of prefill items from
+ * 37% to 41% and prefill by 2.4% on a quiet machine, but with more
+ * threads than free cores the spinning workers delayed each other's items
+ * into late regions and shrank the team: not kept; docs/threads.md.)
  * The caller wakes only the sleeping workers the region uses. The caller
  * waiting for the last items spins at most SPIN_NS too, then sleeps on
  * `done`. An idle engine therefore uses no CPU, and no wait ever spins a
@@ -139,7 +138,7 @@
 #include "kernels/team_trace.h"
 #include "kernels/placement.h"
 
-#define SPIN_NS 400000
+#define SPIN_NS 50000
 #define LATE_FACTOR 2
 #define LATE_MIN_NS 200000
 #define LATE_SHRINK KERN_TEAM_LATE_SHRINK
