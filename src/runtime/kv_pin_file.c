@@ -13,25 +13,9 @@
 #include <xxhash.h>
 
 #include "runtime/kv_pin_file.h"
+#include "runtime/le_bytes.h"
 
 static const unsigned char MAGIC[8] = {'K', 'V', 'L', 'M', 'P', 'I', 'N', 'S'};
-
-static void put32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* XXH3-64 of n >= header bytes at buf, the checksum field read as 0. */
 static uint64_t checksum(const unsigned char *buf, size_t n) {
@@ -49,7 +33,7 @@ static uint64_t checksum(const unsigned char *buf, size_t n) {
 }
 
 void kv_pin_file_stamp(unsigned char *buf, size_t n) {
-    if (n >= KV_PIN_FILE_HEADER) put64(buf + 40, checksum(buf, n));
+    if (n >= KV_PIN_FILE_HEADER) le_put64(buf + 40, checksum(buf, n));
 }
 
 void kv_pin_list_free(kv_pin_list *l) {
@@ -64,19 +48,19 @@ unsigned char *kv_pin_file_encode(const kv_fingerprint *fp, const kv_pin_list *l
     unsigned char *buf = malloc(KV_PIN_FILE_HEADER + body);
     if (!buf) return NULL;
     memcpy(buf, MAGIC, 8);
-    put32(buf + 8, KV_PIN_FILE_VERSION);
-    put32(buf + 12, (uint32_t)l->n);
+    le_put32(buf + 8, KV_PIN_FILE_VERSION);
+    le_put32(buf + 12, (uint32_t)l->n);
     memcpy(buf + 16, fp->bytes, 16);
-    put64(buf + 32, body);
-    put64(buf + 40, 0);
+    le_put64(buf + 32, body);
+    le_put64(buf + 40, 0);
     unsigned char *p = buf + KV_PIN_FILE_HEADER;
     for (int i = 0; i < l->n; i++) {
-        put32(p, (uint32_t)l->lens[i]);
-        for (int k = 0; k < l->lens[i]; k++) put32(p + 4 + 4 * (size_t)k, (uint32_t)l->ids[i][k]);
+        le_put32(p, (uint32_t)l->lens[i]);
+        for (int k = 0; k < l->lens[i]; k++) le_put32(p + 4 + 4 * (size_t)k, (uint32_t)l->ids[i][k]);
         p += 4 + 4 * (size_t)l->lens[i];
     }
     *size = KV_PIN_FILE_HEADER + body;
-    put64(buf + 40, checksum(buf, *size));
+    le_put64(buf + 40, checksum(buf, *size));
     return buf;
 }
 
@@ -84,13 +68,13 @@ const char *kv_pin_file_decode(const unsigned char *buf, size_t n, const kv_fing
     *l = (kv_pin_list){0};
     if (n < KV_PIN_FILE_HEADER) return "truncated";
     if (memcmp(buf, MAGIC, 8)) return "corrupt";
-    if (get32(buf + 8) != KV_PIN_FILE_VERSION) return "foreign version";
-    if (get64(buf + 32) != n - KV_PIN_FILE_HEADER) return "truncated";
-    if (get64(buf + 40) != checksum(buf, n)) return "corrupt";
+    if (le_get32(buf + 8) != KV_PIN_FILE_VERSION) return "foreign version";
+    if (le_get64(buf + 32) != n - KV_PIN_FILE_HEADER) return "truncated";
+    if (le_get64(buf + 40) != checksum(buf, n)) return "corrupt";
     kv_fingerprint f;
     memcpy(f.bytes, buf + 16, 16);
     if (!kv_fingerprint_equal(&f, fp)) return "foreign fingerprint";
-    const uint32_t count = get32(buf + 12);
+    const uint32_t count = le_get32(buf + 12);
     if (count > (n - KV_PIN_FILE_HEADER) / 4) return "corrupt";
     if (count && (!(l->ids = calloc(count, sizeof *l->ids)) || !(l->lens = calloc(count, sizeof *l->lens)))) {
         kv_pin_list_free(l);
@@ -98,7 +82,7 @@ const char *kv_pin_file_decode(const unsigned char *buf, size_t n, const kv_fing
     }
     const unsigned char *p = buf + KV_PIN_FILE_HEADER, *end = buf + n;
     for (uint32_t i = 0; i < count; i++) {
-        const uint32_t len = (size_t)(end - p) >= 4 ? get32(p) : 0;
+        const uint32_t len = (size_t)(end - p) >= 4 ? le_get32(p) : 0;
         if (len < 1 || len > KV_PIN_FILE_MAX_TOKENS || (size_t)(end - p - 4) / 4 < len) {
             kv_pin_list_free(l);
             return "corrupt";
@@ -109,7 +93,7 @@ const char *kv_pin_file_decode(const unsigned char *buf, size_t n, const kv_fing
         }
         l->n = (int)i + 1;
         l->lens[i] = (int)len;
-        for (uint32_t k = 0; k < len; k++) l->ids[i][k] = (int32_t)get32(p + 4 + 4 * (size_t)k);
+        for (uint32_t k = 0; k < len; k++) l->ids[i][k] = (int32_t)le_get32(p + 4 + 4 * (size_t)k);
         p += 4 + 4 * (size_t)len;
     }
     if (p != end) {
