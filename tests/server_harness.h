@@ -359,6 +359,32 @@ TH_UNUSED static double metric(int port, const char *name) {
     return v;
 }
 
+/* Adds one streamed chunk's `delta.tool_calls` to `calls` (an array of
+ * {id, name, arguments}): an opening (id, type, name, "" arguments) appends
+ * a call at its index, a continuation (no name) appends its arguments. */
+TH_UNUSED static void th_tool_call_deltas(json_t *calls, json_t *tool_calls) {
+    size_t k;
+    json_t *t;
+    json_array_foreach(tool_calls, k, t) {
+        const json_int_t idx = jint(t, "index");
+        if (json_is_string(jget(t, "id"))) {
+            assert_int_equal(idx, (json_int_t)json_array_size(calls));
+            assert_string_equal(jstr(t, "type"), "function");
+            assert_string_equal(jstr(t, "function.arguments"), "");
+            json_array_append_new(calls, json_pack("{ssssss}", "id", jstr(t, "id"), "name", jstr(t, "function.name"),
+                                                   "arguments", ""));
+        } else {
+            json_t *call = json_array_get(calls, (size_t)idx);
+            assert_non_null(call);
+            assert_null(jget(t, "function.name"));
+            char *joined = NULL;
+            assert_true(asprintf(&joined, "%s%s", jstr(call, "arguments"), jstr(t, "function.arguments")) > 0);
+            json_object_set_new(call, "arguments", json_string(joined));
+            free(joined);
+        }
+    }
+}
+
 /* Sets kvlm_bin; returns 0, or 1 after saying the binary is missing. */
 TH_UNUSED static int th_server_main_init(const char *argv0, const char *test) {
     const char *env = getenv("KVLM");

@@ -118,26 +118,7 @@ static void read_stream(const char *body, streamed *s) {
         if (json_is_string(c)) sbuf_add(&s->content, json_string_value(c), json_string_length(c));
         if (json_is_string(r)) sbuf_add(&s->reasoning, json_string_value(r), json_string_length(r));
         if (json_is_string(jget(ch, "finish_reason"))) snprintf(s->finish, sizeof s->finish, "%s", jstr(ch, "finish_reason"));
-        size_t k;
-        json_t *t;
-        json_array_foreach(tc, k, t) {
-            const json_int_t idx = jint(t, "index");
-            if (json_is_string(jget(t, "id"))) { /* the opening: id, type, name, "" */
-                assert_int_equal(idx, (json_int_t)json_array_size(s->calls));
-                assert_string_equal(jstr(t, "type"), "function");
-                assert_string_equal(jstr(t, "function.arguments"), "");
-                json_array_append_new(s->calls, json_pack("{ssssss}", "id", jstr(t, "id"), "name",
-                                                          jstr(t, "function.name"), "arguments", ""));
-            } else {
-                json_t *call = json_array_get(s->calls, (size_t)idx);
-                assert_non_null(call);
-                assert_null(jget(t, "function.name"));
-                char *joined = NULL;
-                assert_true(asprintf(&joined, "%s%s", jstr(call, "arguments"), jstr(t, "function.arguments")) > 0);
-                json_object_set_new(call, "arguments", json_string(joined));
-                free(joined);
-            }
-        }
+        th_tool_call_deltas(s->calls, tc);
     }
     json_decref(ev);
 }
