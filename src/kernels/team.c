@@ -602,7 +602,8 @@ static void trace_region(struct kern_pool *p, char kind, uint32_t tag, int n, in
         if ((uint32_t)(v >> 32) != tag) continue;
         const long long st = atomic_load_explicit(&p->workers[w].trace_start, memory_order_relaxed) - t0;
         r->items[w] = (unsigned short)(v & 0xFFFFF);
-        r->cpu[w] = (short)(v >> 20 & 0xFFF);
+        const int cpu = (int)(v >> 20 & 0xFFF);
+        r->cpu[w] = (short)(cpu == 0xFFF ? -1 : cpu); /* 0xFFF: the system did not say (kern_cpu_now() -1) */
         r->start[w] = st < 0 ? 0 : st > INT_MAX ? INT_MAX : (int)st;
     }
 }
