@@ -1,7 +1,8 @@
 /*
  * Token masks on real vocabularies: GPT-2's (models/gpt2-tokenizer) and
- * llama.cpp's test vocabularies unpacked by `make test` (Llama 3 and Qwen2
- * byte-level BPE, Llama 2 SentencePiece with byte fallback, ...). JSON
+ * llama.cpp's test vocabularies unpacked by `make test` into the build
+ * directory's tests/vocab (Llama 3 and Qwen2 byte-level BPE, Llama 2
+ * SentencePiece with byte fallback, ...). JSON
  * documents are tokenized and replayed; at every position the mask, with
  * and without the per-state cache, is compared token by token with a brute
  * force check that steps the grammar state through each token's bytes. So
@@ -12,12 +13,15 @@
  * closing distance, where a token is allowed when the state it reaches
  * closes within the limit, cached masks answering other limits included.
  */
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar/grammar.h"
 #include "helpers.h"
+
+static char vocab_dir[4096]; /* <build>/tests/vocab, next to this binary (the Makefile unpacks them there) */
 
 static const char *SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\",\"minimum\":-20,"
@@ -176,14 +180,10 @@ static void test_vocabularies(void **st) {
     if (!g) fail_msg("%s", err.msg);
     check_vocab("models/gpt2-tokenizer", g);
     static const char *const ggufs[] = {"llama-spm", "llama-bpe", "qwen2"};
-    const char *build = getenv("KVLM") && strstr(getenv("KVLM"), "build-san") ? "build-san" : "build";
     for (size_t i = 0; i < sizeof ggufs / sizeof ggufs[0]; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/tests/vocab/ggml-vocab-%s.gguf", build, ggufs[i]);
+        char path[4096 + 32];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir, ggufs[i]);
         FILE *f = fopen(path, "rb");
-        if (!f) snprintf(path, sizeof path, "build/tests/vocab/ggml-vocab-%s.gguf", ggufs[i]);
-        else fclose(f);
-        f = fopen(path, "rb");
         if (!f) fail_msg("%s is missing (make test unpacks it)", path);
         fclose(f);
         check_vocab(path, g);
@@ -191,7 +191,11 @@ static void test_vocabularies(void **st) {
     kvlm_grammar_free(g);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(vocab_dir, sizeof vocab_dir, "%s/vocab", dirname(self));
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_vocabularies)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
