@@ -56,7 +56,7 @@ BEGIN {
         if (a[2] + 0 == 0) { absent++; continue }
         present++
         witems += a[2]
-        if (a[3] == $10) same++
+        if (a[3] >= 0 && a[3] == $10) same++ # -1: the system gave no processor number
         starts[nstart++] = a[4] + 0
     }
 }
