@@ -17,6 +17,14 @@
  * 's'; once the client hangs up the blocks come back. Without the key
  * every /kvlm route answers 401.
  *
+ * Server C, started by its own test, runs the Gemma 3 1B shapes (random
+ * q4_0 weights, window layers of 512 with one global layer in six):
+ * a snapshot taken while a 600-token prompt decodes lists one block
+ * table per layer slice, as many as the library's grouping of the layers
+ * by window gives, slice 0 equal to `blocks`, -1 in a window slice exactly
+ * where kvcache.c's rule released a block, and every block's reference
+ * count equal to the number of tables, over all slices, that list it.
+ *
  * Both run with --no-draft: block tables, reference counts and cached
  * blocks are counted exactly, and the drafts of kvlm serve's default
  * speculation would add blocks (a full block the drafts complete enters
@@ -33,7 +41,7 @@
 #define KEY "k-view-7"
 #define ORIGIN "http://viewer.test"
 
-static server a, b;
+static server a, b, c;
 
 static int setup(void **state) {
     (void)state;
@@ -44,9 +52,10 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    int rc = stop_server(&a) | stop_server(&b);
+    int rc = stop_server(&a) | stop_server(&b) | stop_server(&c);
     th_rmtree(a.dir);
     th_rmtree(b.dir);
+    if (c.dir[0]) th_rmtree(c.dir); /* left by a failed server C test */
     return rc;
 }
 
@@ -594,6 +603,135 @@ static void test_auth_and_cors(void **state) {
     resp_free(&r);
 }
 
+/* -------------------------------------------------------- server C */
+
+/* The preset's description (src/model/synthetic.c, "gemma3-1b-shape"): a
+ * window of 512 on every layer but those with (l + 1) % 6 == 0. */
+#define G3_WINDOW 512
+#define G3_GLOBAL_EVERY 6
+#define G3_PROMPT 600
+#define MAX_SLICES 64
+
+static int gcd_int(int x, int y) {
+    while (y) {
+        const int t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* The layer slices as the library plans them (runtime/kv_layout.h,
+ * "Layer slices"): the layers grouped by window in the order of each
+ * group's first layer, each group cut into slices of the greatest common
+ * divisor of the groups' sizes. Fills window[] per slice; returns n_slices. */
+static int plan_slices(int n_layers, const int *layer_window, int *window) {
+    int groups[MAX_SLICES], sizes[MAX_SLICES], ng = 0;
+    for (int l = 0; l < n_layers; l++) {
+        int g = 0;
+        while (g < ng && groups[g] != layer_window[l]) g++;
+        if (g == ng) groups[ng] = layer_window[l], sizes[ng++] = 0;
+        sizes[g]++;
+    }
+    int u = 0;
+    for (int g = 0; g < ng; g++) u = gcd_int(u, sizes[g]);
+    int n = 0;
+    for (int g = 0; g < ng; g++)
+        for (int k = 0; k < sizes[g] / u; k++) window[n++] = groups[g];
+    return n;
+}
+
+static int decoding_long(json_t *s) {
+    json_t *run = jget(s, "running");
+    if (json_array_size(run) != 1) return 0;
+    json_t *ch = json_array_get(run, 0);
+    return !strcmp(jstr(ch, "state"), "decode") && jint(ch, "generated") >= 2;
+}
+
+static void test_layer_slices_while_decoding(void **state) {
+    (void)state;
+    if (start_server_in_tempdir(&c, "--synthetic gemma3-1b-shape --dtype q4_0 --block-size 16 --kv-blocks 2048"
+                                    " --no-draft --threads 2 --max-seqs 1 --access-log off"))
+        fail_msg("server C did not start");
+    json_t *m = get_json(c.port, "/kvlm/model", NULL);
+    const int n_layers = (int)jint(m, "n_layers");
+    assert_int_equal(n_layers, 26);
+    json_decref(m);
+    int layer_window[MAX_SLICES], window[MAX_SLICES];
+    for (int l = 0; l < n_layers; l++) layer_window[l] = (l + 1) % G3_GLOBAL_EVERY ? G3_WINDOW : 0;
+    const int n_slices = plan_slices(n_layers, layer_window, window);
+    /* 22 window and 4 global layers: slices of 2, the window ones first */
+    assert_int_equal(n_slices, 13);
+
+    char *body = malloc(16 * G3_PROMPT + 128);
+    strcpy(body, "{\"prompt\":[");
+    for (int i = 0; i < G3_PROMPT; i++)
+        sprintf(body + strlen(body), "%s%d", i ? "," : "", 1 + (i * 7919) % 32000);
+    strcat(body, "],\"max_tokens\":4000,\"stream\":true,\"ignore_eos\":true}");
+    int fd = connect_to(c.port);
+    send_request(fd, "POST", "/v1/completions", body, strlen(body));
+    free(body);
+    json_t *s = NULL;
+    for (int i = 0; i < 12000 * th_time_scale() && !s; i++) { /* the prompt's prefill: up to 120 s, scaled */
+        json_t *t = get_json(c.port, "/kvlm/engine", NULL);
+        if (decoding_long(t)) s = t;
+        else json_decref(t), usleep(10000);
+    }
+    if (!s) fail_msg("no snapshot with the request decoding");
+    check_pool(s);
+    const int bs = (int)jint(s, "kv.block_size");
+    assert_int_equal(bs, 16);
+    const size_t nb = (size_t)jint(s, "kv.n_blocks");
+    json_t *ch = json_array_get(jget(s, "running"), 0), *refs = jget(s, "kv.refcounts");
+    const int len = (int)jint(ch, "kv_tokens");
+    assert_int_equal(jint(ch, "prompt_tokens"), G3_PROMPT);
+    assert_int_equal(len, G3_PROMPT + jint(ch, "generated") - 1);
+    json_t *blocks = jget(ch, "blocks"), *slices = jget(ch, "slices");
+    assert_int_equal(json_array_size(slices), (size_t)n_slices);
+    assert_true(json_equal(json_array_get(slices, 0), blocks));
+    int *seen = calloc(nb, sizeof(int));
+    int released_total = 0, listed = 0;
+    for (int sl = 0; sl < n_slices; sl++) {
+        json_t *tab = json_array_get(slices, (size_t)sl);
+        assert_int_equal(json_array_size(tab), (size_t)(len + bs - 1) / bs);
+        for (size_t k = 0; k < json_array_size(tab); k++) {
+            const json_int_t id = json_integer_value(json_array_get(tab, k));
+            /* kvcache.c: a window-W slice gives back block k once no later
+             * query reads it: (k + 1) x block_size <= len - W + 1 */
+            const int gone = window[sl] && (int)(k + 1) * bs <= len - window[sl] + 1;
+            if (gone ? id != -1 : id < 0 || (size_t)id >= nb)
+                fail_msg("slice %d (window %d), entry %zu of a %d-token sequence: %lld", sl, window[sl], k, len,
+                         (long long)id);
+            if (id >= 0) seen[id]++, listed++;
+            released_total += gone;
+        }
+    }
+    /* 600 + tokens: at least (600 - 511) / 16 = 5 blocks gone in each window slice */
+    assert_true(released_total >= 5 * 11);
+    /* over every slice's table, a block's reference count is the number of tables listing it */
+    for (size_t i = 0; i < nb; i++)
+        if (seen[i] != json_integer_value(json_array_get(refs, i)))
+            fail_msg("block %zu: listed %d times, reference count %lld", i, seen[i],
+                     (long long)json_integer_value(json_array_get(refs, i)));
+    assert_int_equal(jint(s, "kv.blocks_used"), listed);
+    free(seen);
+    json_decref(s);
+    close(fd); /* hang up: the engine cancels the request and frees its blocks */
+    for (int i = 0; i < 500 * th_time_scale(); i++) {
+        s = get_json(c.port, "/kvlm/engine", NULL);
+        const int idle = json_array_size(jget(s, "running")) == 0 && jint(s, "kv.blocks_used") == 0;
+        json_decref(s);
+        if (idle) break;
+        usleep(10000);
+    }
+    s = get_json(c.port, "/kvlm/engine", NULL);
+    assert_int_equal(jint(s, "kv.blocks_used"), 0);
+    json_decref(s);
+    assert_int_equal(stop_server(&c), 0);
+    th_rmtree(c.dir);
+    c.dir[0] = 0;
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     if (th_server_main_init(argv[0], "test_engine_view")) return 1;
@@ -607,6 +745,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_measure_beside_generation),
         cmocka_unit_test(test_snapshot_while_decoding),
         cmocka_unit_test(test_auth_and_cors),
+        cmocka_unit_test(test_layer_slices_while_decoding),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
