@@ -200,20 +200,26 @@ static void close_item(job *j, int c, sbuf *out) {
     cs->sh_item.len = 0;
 }
 
+/* Closes the open item and opens `item` (kind `open`: 1 message, 3
+ * reasoning) with its one text part. */
+static void open_text_item(job *j, int c, int open, json_t *item, const char *id, json_t *part, sbuf *out) {
+    choice_state *cs = &j->choices[c];
+    close_item(j, c, out);
+    event(j, "response.output_item.added", json_pack("{s:i,s:o}", "output_index", cs->sh_next, "item", item), out);
+    event(j, "response.content_part.added",
+          json_pack("{s:s,s:i,s:i,s:o}", "item_id", id, "output_index", cs->sh_next, "content_index", 0, "part", part),
+          out);
+    cs->sh_next++;
+    cs->sh_open = open;
+}
+
 static void r_text(job *j, int c, const char *text, size_t n, sbuf *out) {
     choice_state *cs = &j->choices[c];
     char id[48];
     item_id(j, "msg_", 0, id);
-    if (cs->sh_open != 1) {
-        close_item(j, c, out);
-        event(j, "response.output_item.added",
-              json_pack("{s:i,s:o}", "output_index", cs->sh_next, "item", message_item(j, "in_progress", "", 0, 0)), out);
-        event(j, "response.content_part.added",
-              json_pack("{s:s,s:i,s:i,s:{s:s,s:s,s:[]}}", "item_id", id, "output_index", cs->sh_next, "content_index",
-                        0, "part", "type", "output_text", "text", "", "annotations"), out);
-        cs->sh_next++;
-        cs->sh_open = 1;
-    }
+    if (cs->sh_open != 1)
+        open_text_item(j, c, 1, message_item(j, "in_progress", "", 0, 0), id,
+                       json_pack("{s:s,s:s,s:[]}", "type", "output_text", "text", "", "annotations"), out);
     sbuf_add(&cs->sh_item, text, n);
     event(j, "response.output_text.delta",
           json_pack("{s:s,s:i,s:i,s:o,s:[]}", "item_id", id, "output_index", cs->sh_next - 1, "content_index", 0,
@@ -226,17 +232,9 @@ static void r_thinking(job *j, int c, const char *text, size_t n, sbuf *out) {
     choice_state *cs = &j->choices[c];
     char id[48];
     item_id(j, "rs_", 0, id);
-    if (cs->sh_open != 3) {
-        close_item(j, c, out);
-        event(j, "response.output_item.added",
-              json_pack("{s:i,s:o}", "output_index", cs->sh_next,
-                        "item", responses_reasoning_item(j, "in_progress", "", 0, 0)), out);
-        event(j, "response.content_part.added",
-              json_pack("{s:s,s:i,s:i,s:{s:s,s:s}}", "item_id", id, "output_index", cs->sh_next, "content_index", 0,
-                        "part", "type", "reasoning_text", "text", ""), out);
-        cs->sh_next++;
-        cs->sh_open = 3;
-    }
+    if (cs->sh_open != 3)
+        open_text_item(j, c, 3, responses_reasoning_item(j, "in_progress", "", 0, 0), id,
+                       json_pack("{s:s,s:s}", "type", "reasoning_text", "text", ""), out);
     sbuf_add(&cs->sh_item, text, n);
     event(j, "response.reasoning_text.delta",
           json_pack("{s:s,s:i,s:i,s:o}", "item_id", id, "output_index", cs->sh_next - 1, "content_index", 0, "delta",
