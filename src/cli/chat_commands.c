@@ -84,6 +84,8 @@ void chat_help(const chat_state *st, FILE *f) {
           "  /models        the models given (-m, --models-dir), the one in use marked *\n"
           "  /model NAME    the next replies come from model NAME; the conversation stays,\n"
           "                 rendered with its template (the next reply prefills it again)\n"
+          "  /reasoning show|hide  show a reasoning model's reasoning before its answer\n"
+          "                 (dimmed, after [reasoning]) or not; alone: which it is\n"
           "  /quit          exit (also Ctrl-D, or Ctrl-C at an empty prompt)\n"
           "keys:\n"
           "  a line ending in \\ continues the message on the next line\n"
@@ -171,6 +173,13 @@ int chat_command(chat_state *st, const char *line) {
             return -1;
         }
         return IS("/save") ? save(st, arg) : load(st, arg);
+    } else if (IS("/reasoning")) {
+        if (arg && (!strcmp(arg, "show") || !strcmp(arg, "hide"))) st->reasoning = !strcmp(arg, "show");
+        else if (arg) {
+            fprintf(st->info, "/reasoning: show or hide, not '%s'\n", arg);
+            return -1;
+        }
+        fprintf(st->info, "reasoning %s\n", st->reasoning ? "shown" : "hidden");
     } else if (IS("/models")) {
         chat_models_print(st->models, st->info);
     } else if (IS("/model")) {

@@ -1,6 +1,6 @@
 /*
  * The slash commands of `kvlm chat` (/help, /reset, /system, /stats,
- * /save, /load, /model, /models, /quit) and the figures /stats shows of the last reply. A line
+ * /save, /load, /model, /models, /reasoning, /quit) and the figures /stats shows of the last reply. A line
  * that starts with '/' is a command; anything else is a message.
  */
 #ifndef KVLM_CLI_CHAT_COMMANDS_H
@@ -27,6 +27,8 @@ typedef struct chat_state {
     chat_reply_stats last;
     FILE *info;                 /* command output: the terminal, or stderr when scripted */
     int color;                  /* replies are tinted (the /help legend is shown) */
+    int dim;                    /* the output is a colour terminal: reasoning is dimmed */
+    int reasoning;              /* a reasoning model's reasoning is shown (/reasoning) */
     kvlm_dtype kv_dtype;
     int block_size;
     int quit;                   /* /quit was given */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app/json_text.h"
+#include "app/tool_calls.h"
 
 static int has_system(const chat_conv *cv) {
     const char *role = json_string_value(json_object_get(json_array_get(cv->messages, 0), "role"));
@@ -61,6 +62,21 @@ int chat_conv_set_system(chat_conv *cv, const char *text) {
 
 int chat_conv_add(chat_conv *cv, const char *role, const char *content, size_t n) {
     json_t *m = message(role, content, n);
+    return m ? json_array_append_new(cv->messages, m) : -1;
+}
+
+int chat_conv_add_reply(chat_conv *cv, const char *answer, size_t n, const char *reasoning, size_t rn) {
+    json_t *m = message("assistant", answer, n);
+    if (m && rn) {
+        json_t *r = ts_json_string(reasoning, rn);
+        if (json_is_null(r) || json_object_set(m, "reasoning_content", r) ||
+            (cv->tpl->tool_family == TC_FAMILY_HARMONY && json_object_set(m, "thinking", r))) {
+            json_decref(r);
+            json_decref(m);
+            return -1;
+        }
+        json_decref(r);
+    }
     return m ? json_array_append_new(cv->messages, m) : -1;
 }
 

@@ -21,7 +21,8 @@
 #include "app/sbuf.h"
 
 typedef struct chat_conv {
-    json_t *messages;             /* array of {"role", "content"} */
+    json_t *messages;             /* array of {"role", "content"} (assistant replies with
+                                     reasoning: also "reasoning_content", "thinking") */
     const chat_template *tpl;
     const kvlm_tokenizer *tok;
     int32_t turn_ends[CHAT_MAX_TURN_ENDS]; /* the template's end-of-turn token ids */
@@ -41,6 +42,14 @@ void chat_conv_reset(chat_conv *cv);
 int chat_conv_set_system(chat_conv *cv, const char *text);
 /* Appends a message; content is raw bytes (invalid UTF-8 becomes U+FFFD). */
 int chat_conv_add(chat_conv *cv, const char *role, const char *content, size_t n);
+/* Appends the model's reply: content the answer, and when there is
+ * reasoning (rn > 0), reasoning_content (and thinking for a harmony
+ * template, the field gpt-oss's template reads), as kvlm serve passes an
+ * assistant message's reasoning_content to the template. Each template
+ * renders it where it reads it (Qwen3: for turns after the last user
+ * message only; gpt-oss: before a tool call only) and drops it elsewhere.
+ * Returns 0 or -1. */
+int chat_conv_add_reply(chat_conv *cv, const char *answer, size_t n, const char *reasoning, size_t rn);
 /* Removes the last message (a user message whose reply could not run). */
 void chat_conv_pop(chat_conv *cv);
 /* Messages in the conversation. */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvlm_tokenizer.h"
+
 typedef struct gen_ctx {
     const gen_request *rq;
     gen_result *r;
@@ -57,7 +59,15 @@ static int on_token(void *user, const kvlm_token_event *ev) {
         }
     }
     r->n_ids++;
-    if (g->rq->text) add_text(g, ev->text, ev->text_len, k != 0 ? ev->logprob : NAN);
+    if (!g->rq->text) return 0;
+    const char *text = ev->text;
+    size_t n = ev->text_len;
+    if (!n && g->rq->special_text && g->rq->tok && kvlm_tokenizer_is_special(g->rq->tok, ev->id)) {
+        size_t pn = 0;
+        const char *p = kvlm_tokenizer_piece(g->rq->tok, ev->id, &pn);
+        if (p && g->rq->special_text(p, pn)) text = p, n = pn;
+    }
+    add_text(g, text, n, k != 0 ? ev->logprob : NAN);
     return 0;
 }
 

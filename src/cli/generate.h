@@ -48,6 +48,11 @@ typedef struct gen_request {
      * the generation ends with). NULL: none. */
     void (*on_text)(void *user, const char *text, size_t n, float logprob);
     void *user;
+    /* A special token releases no text of its own; when this returns 1 for
+     * its piece (the tokenizer's spelling), the piece is its text (in the
+     * result and on_text), so a parser of the output sees the markers it
+     * reads (harmony's <|channel|>, ...). NULL: never. */
+    int (*special_text)(const char *piece, size_t n);
     /* Non-zero (set asynchronously) cancels the request before the next
      * step; the result then finishes KVLM_FINISH_CANCELLED with what was
      * generated so far. NULL: never. */
