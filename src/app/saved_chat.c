@@ -32,6 +32,15 @@ static int messages_ok(const json_t *msgs, char *msg, size_t msg_size) {
             snprintf(msg, msg_size, "message %zu has no string content", i);
             return -1;
         }
+        static const char *const reasoning[] = {"reasoning_content", "thinking"};
+        for (int k = 0; k < 2; k++) {
+            const json_t *r = json_object_get(m, reasoning[k]);
+            if (r && (!json_is_string(r) || strcmp(role, "assistant"))) {
+                snprintf(msg, msg_size, "message %zu: \"%s\" is a string of an assistant message only", i,
+                         reasoning[k]);
+                return -1;
+            }
+        }
         if (!strcmp(role, "system") && i) {
             snprintf(msg, msg_size, "message %zu: a system message comes first only", i);
             return -1;

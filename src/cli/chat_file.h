@@ -5,7 +5,9 @@
  * prefilling again. Layout:
  *   header (32 bytes): magic "KVLMCHAT", u32 version 1, u32 1 when a KV
  *     record follows, u64 text bytes, u64 XXH3-64 of the text
- *   text: JSON {"messages": [{"role", "content"}...], "chat_template": the
+ *   text: JSON {"messages": [{"role", "content"}...] (an assistant reply
+ *     with reasoning also has "reasoning_content", and "thinking" when the
+ *     template is harmony's), "chat_template": the
  *     template's origin, "kv_dtype"}
  *   KV record (kvlm_kv_seq_save: fingerprinted, checksummed), optional
  * Written to FILE.tmp.PID, synced, then renamed over FILE. A file whose

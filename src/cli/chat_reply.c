@@ -28,22 +28,27 @@ int chat_reply_begin(chat_reply *r, chat_split split, const char *prompt, size_t
     return 0;
 }
 
+/* Ends the dimmed text (a section of reasoning or a call). */
+static void undim(chat_reply *r) {
+    if (r->dimmed) fputs(RESET, r->out);
+    r->dimmed = 0;
+}
+
 /* Reasoning (section SHOWN_REASONING) or a call (SHOWN_CALL) on the
- * output, after its label when it starts. */
+ * output, after its label when it starts; dimmed from the label to the
+ * end of the section. */
 static void show_reasoning(chat_reply *r, int section, const char *label, size_t label_len, const char *text,
                            size_t n) {
     if (!r->out || !r->show) return;
     if (label) {
+        undim(r);
         if (r->section != SHOWN_NOTHING) fputc('\n', r->out);
         if (r->dim) fputs(DIM, r->out);
+        r->dimmed = r->dim;
         fwrite(label, 1, label_len, r->out);
-        if (r->dim) fputs(RESET, r->out);
     }
     r->section = section;
-    if (!n) return;
-    if (r->dim) fputs(DIM, r->out);
     fwrite(text, 1, n, r->out);
-    if (r->dim) fputs(RESET, r->out);
     fflush(r->out);
 }
 
@@ -57,6 +62,7 @@ static void reasoning_text(chat_reply *r, const char *text, size_t n) {
 static void answer_text(chat_reply *r, const char *text, size_t n) {
     sbuf_add(&r->answer, text, n);
     if (!r->out || !n) return;
+    undim(r);
     if (r->section == SHOWN_REASONING || r->section == SHOWN_CALL) fputs(r->dim ? "\n" : "\n[answer] ", r->out);
     r->section = SHOWN_ANSWER;
     if (r->tint) chat_color_write(r->out, text, n, r->logprob);
@@ -97,6 +103,10 @@ void chat_reply_end(chat_reply *r) {
     r->logprob = NAN;
     if (r->split == CHAT_SPLIT_THINK) rs_finish(&r->rs, on_think, r);
     else if (r->split == CHAT_SPLIT_HARMONY) r->failed |= hm_parser_finish(r->hm, on_harmony, r) != 0;
+    if (r->out) {
+        undim(r);
+        fflush(r->out);
+    }
     r->failed |= r->answer.failed | r->reasoning.failed;
 }
 

@@ -36,6 +36,7 @@ typedef struct chat_reply {
     int dim;                    /* the reasoning is dimmed (a colour terminal) */
     int tint;                   /* the answer is tinted per token (--color) */
     int section;                /* chat_reply.c's: what the output shows last */
+    int dimmed;                 /* the output is dimmed now (ended by chat_reply_end at the latest) */
     float logprob;              /* the token being fed */
     sbuf answer, reasoning;     /* the whole reply, split */
     int n_calls;                /* harmony tool calls the model wrote */
