@@ -21,7 +21,9 @@
  *     another process renders the same next prompt; a saved reasoning
  *     that is not a string is refused;
  *   - on a terminal: reasoning dimmed after its label, plain with a label
- *     under NO_COLOR, /reasoning hide and show between replies.
+ *     under NO_COLOR, /reasoning hide and show between replies;
+ *   - bad --reasoning, --grammar with --regex, a bad regex, a bad
+ *     /reasoning argument.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -304,10 +306,30 @@ static void test_terminal(void **state) {
     }
 }
 
+/* Bad flags and commands. */
+static void test_bad_input(void **state) {
+    (void)state;
+    char args[3][900];
+    snprintf(args[0], sizeof args[0], "chat -m %s --reasoning sometimes", model);
+    snprintf(args[1], sizeof args[1], "chat -m %s --regex 'a' --grammar x.gbnf", model);
+    snprintf(args[2], sizeof args[2], "chat -m %s --regex '(' </dev/null", model);
+    const th_cli_case cases[] = {
+        {args[0], 2, "--reasoning: show or hide"},
+        {args[1], 2, "--grammar and --regex exclude each other"},
+        {args[2], 2, "kvlm chat: "},
+    };
+    th_expect_cli(cases, sizeof cases / sizeof cases[0]);
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "chat -m %s --threads 1 2>&1 <<'EOF'\n/reasoning maybe\n/reasoning\nEOF\n", model), 0);
+    assert_non_null(strstr(out, "/reasoning: show or hide, not 'maybe'\nreasoning hidden\n"));
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_harmony), cmocka_unit_test(test_harmony_call), cmocka_unit_test(test_special_markers),
         cmocka_unit_test(test_think),   cmocka_unit_test(test_save_load),    cmocka_unit_test(test_terminal),
+        cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

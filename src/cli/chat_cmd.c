@@ -94,8 +94,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
                  "or Ctrl-C at an empty prompt exits. When standard input is not a terminal each line is one message\n"
                  "and each reply is written to standard output followed by a newline; with --json each\n"
                  "reply is one line {\"content\", \"finish_reason\", \"prompt_tokens\", \"completion_tokens\"}\n"
-                 "(and \"reasoning_content\" when the model reasoned)\n"
-                 "(docs/chat.md).\n",
+                 "(and \"reasoning_content\" when the model reasoned; docs/chat.md).\n",
         .groups = CLI_LOADS_MODEL | CLI_TOKENIZER | CLI_SAMPLING | CLI_JSON,
         .opts = own,
         .mf = &o->mf,
