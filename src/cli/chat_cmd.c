@@ -191,7 +191,6 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, cons
     chat_reply_end(&cr);
     if (rc || cr.failed) {
         if (!rc) snprintf(err.msg, sizeof err.msg, "out of memory");
-        rc = -1;
         chat_reply_free(&cr);
         free(ids);
         fprintf(out, "\n");
