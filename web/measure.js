@@ -48,13 +48,23 @@ async function run() {
   $('m-run').disabled = false;
 }
 
-// Requests that fit: the budget over the KV of one request, its context rounded up to whole blocks.
+// One request's KV at ctx tokens in whole blocks of each layer type: a type whose window releases blocks keeps
+// only the blocks from the one holding position ctx + 1 - window on (as the server's pool counts them).
+function requestBytes(m, bpt, ctx) {
+  const bs = m.kv.block_size, rows = Math.ceil(ctx / bs);
+  const types = m.layers ? m.layers.types : [{ window: 0, n_layers: m.n_layers, releases: false }];
+  return types.reduce((sum, t) => {
+    const start = t.releases && ctx + 1 > t.window ? ctx + 1 - t.window : 0;
+    return sum + bpt / m.n_layers * t.n_layers * (rows - Math.floor(start / bs)) * bs;
+  }, 0);
+}
+
+// Requests that fit: the budget over the KV of one request (requestBytes).
 function plan() {
   if (!model) return;
   const kv = model.kv, budget = Number($('cap-mem').value) * 1048576, ctx = Math.max(1, Number($('cap-ctx').value));
-  const tokens = Math.ceil(ctx / kv.block_size) * kv.block_size;
   $('cap-table').tBodies[0].replaceChildren(...Object.entries(kv.bytes_per_token_by_dtype).map(([d, bpt]) => {
-    const per = bpt * tokens;
+    const per = requestBytes(model, bpt, ctx);
     return el('tr', { 'data-dtype': d }, el('td', { text: d + (d === kv.dtype ? ' (serving)' : '') }),
       el('td', { class: 'num', text: String(bpt) }), el('td', { class: 'num', text: bytes(per) }),
       el('td', { class: 'num fits', text: String(Math.floor(budget / per)) }));
@@ -78,6 +88,10 @@ async function loadModel() {
     ['KV per token', `2 × ${m.n_layers} layers × ${m.n_kv_heads} KV heads × bytes per head ` +
       `(${m.head_dim} numbers; q8_0: ${m.head_dim} int8 + a 2-byte scale per 32) = ` +
       Object.entries(by).map(([d, b]) => `${b} B (${d})`).join(', ')],
+    ['attention', !m.layers || !m.layers.window ? `every layer global (${m.n_layers})` :
+      m.layers.types.map(t => t.window ? `${t.n_layers} layers window ${t.window}` +
+        (t.releases ? '' : ' (kept whole)') : `${t.n_layers} global`).join(', ') +
+      `; KV at the ${m.n_ctx}-token context ${bytes(kv.max_context_bytes)} (${kv.dtype})`],
     ['KV pool', `${kv.pool_blocks} blocks of ${kv.block_size} tokens = ${kv.pool_tokens} tokens, ${kv.dtype}, ` +
       `${bytes(kv.pool_bytes)}; up to ${kv.max_seqs} sequences`],
   ];

@@ -11,6 +11,7 @@
 
 #include "app/anthropic_request.h"
 #include "app/infill_request.h"
+#include "app/kv_sizing.h"
 #include "app/responses_request.h"
 #include "server/api_stream.h"
 #include "server/engine_view.h"
@@ -115,8 +116,51 @@ static void reply_text(reply *r, char *body, size_t len) {
     r->len = len;
 }
 
-/* What a capacity planner needs: the shapes, the weights, the KV cost per
- * token in each cache dtype and the pool this server runs. */
+/* The cache's layers grouped by window (kvlm_kv_layer_types) as
+ * "layers": {"global", "window", "types": [...]}, and kvlm kv's figures of
+ * them (app/kv_sizing.c) into kv: bytes per token of the global and the
+ * window layers, and one sequence at the model's context with the window
+ * layers keeping only their window. *window receives the window of the
+ * window layers (the largest when they differ; 0: none). NULL: no memory. */
+static json_t *layer_types(srv *s, kvlm_dtype kvt, json_t *kv, int *window) {
+    const kvlm_config *c = s->c;
+    kvlm_kv_layer_type t[16];
+    const int nt = kvlm_kv_layer_types(s->kv, t, 16);
+    int *windows = calloc((size_t)(c->n_layer > 0 ? c->n_layer : 1), sizeof *windows);
+    json_t *types = json_array(), *j = NULL;
+    int global = 0, windowed = 0, l = 0;
+    *window = 0;
+    for (int i = 0; windows && types && i < nt && i < 16; i++) {
+        if (t[i].window) windowed += t[i].n_layers;
+        else global += t[i].n_layers;
+        if (t[i].window > *window) *window = t[i].window;
+        for (int k = 0; k < t[i].n_layers && l < c->n_layer; k++) windows[l++] = t[i].window;
+        json_array_append_new(types, json_pack("{s:i,s:i,s:I,s:b}", "window", t[i].window, "n_layers", t[i].n_layers,
+                                               "kv_bytes_per_token", (json_int_t)t[i].bytes_per_token, "releases",
+                                               t[i].releases));
+    }
+    kvs_model m;
+    uint64_t g = 0, w = 0, at_ctx = 0;
+    if (windows && types) {
+        kvs_model_from_config(&m, c, windows, s->model_name);
+        if (!kvs_split_bytes_per_token(&m, kvt, &g, &w) && !kvs_context_bytes(&m, kvt, (uint64_t)c->n_ctx, &at_ctx)) {
+            json_object_set_new(kv, "bytes_per_token_global", json_integer((json_int_t)g));
+            json_object_set_new(kv, "bytes_per_token_window", json_integer((json_int_t)w));
+            json_object_set_new(kv, "max_context_bytes", json_integer((json_int_t)at_ctx));
+            json_object_set_new(kv, "max_context_pool_bytes",
+                                json_integer((json_int_t)kvlm_kv_seq_bytes(s->kv, c->n_ctx)));
+        }
+        j = json_pack("{s:i,s:i,s:o}", "global", global, "window", windowed, "types", types);
+        types = NULL;
+    }
+    json_decref(types);
+    free(windows);
+    return j;
+}
+
+/* What a capacity planner needs: the shapes, the layers by window, the
+ * weights, the KV cost per token in each cache dtype and the pool this
+ * server runs. */
 static void model_info(srv *s, reply *r) {
     const kvlm_config *c = s->c;
     kvlm_kv_info info;
@@ -137,7 +181,7 @@ static void model_info(srv *s, reply *r) {
         "s:{s:s,s:I,s:{s:I,s:I},s:i,s:I,s:I,s:I,s:i}}",
         "model", s->model_name, "architecture", c->arch, "n_layers", c->n_layer, "n_heads", c->n_head, "n_kv_heads",
         c->n_kv_head, "head_dim", c->head_dim, "n_embd", c->n_embd, "n_ff", c->n_ff, "vocab", c->vocab_size, "n_ctx",
-        c->n_ctx, "sliding_window", c->sliding_window, "weights", weights, "kv", "dtype",
+        c->n_ctx, "sliding_window", 0, "weights", weights, "kv", "dtype",
         kvlm_dtype_name(kvt), "bytes_per_token", (json_int_t)kvlm_kv_bytes_per_token(c, kvt),
         "bytes_per_token_by_dtype", "f32", (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F32), "f16",
         (json_int_t)kvlm_kv_bytes_per_token(c, KVLM_F16), "block_size", bs, "pool_blocks", (json_int_t)s->kv_blocks,
@@ -148,12 +192,19 @@ static void model_info(srv *s, reply *r) {
     if (j && q8)
         json_object_set_new(json_object_get(json_object_get(j, "kv"), "bytes_per_token_by_dtype"), "q8_0",
                             json_integer((json_int_t)q8));
-    if (!j) {
+    int window = 0;
+    json_t *layers = j ? layer_types(s, kvt, json_object_get(j, "kv"), &window) : NULL;
+    if (!j || !layers) {
+        json_decref(j);
+        json_decref(layers);
         api_error e;
         api_fail(&e, 500, NULL, NULL, "%s", "out of memory");
         route_error(r, &e);
         return;
     }
+    /* the window of the window layers, whether all or some layers have it */
+    json_object_set_new(j, "sliding_window", json_integer(window));
+    json_object_set_new(j, "layers", layers);
     reply_json(r, 200, j);
 }
 
