@@ -14,7 +14,8 @@
  * a Responses stream numbers its events from 0 and ends with the object
  * the store keeps; with a reasoning template (its answer opens with
  * <think>) the output is a thinking block, whole and streamed, and on
- * /v1/responses a reasoning item with the reasoning_text events.
+ * /v1/responses a reasoning item with the reasoning_text events; usage
+ * counts the reasoning tokens on both OpenAI APIs, whole and streamed.
  */
 #include "server_harness.h"
 
@@ -272,6 +273,94 @@ static void test_thinking(void **state) {
     json_decref(chat);
 }
 
+/* The tokens (of a logprobs.content array) up to and including the one
+ * whose text completes `marker`; 0 when it never does. */
+static int tokens_through(json_t *content, const char *marker) {
+    sbuf text = {0};
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(content) && !n; i++) {
+        sbuf_adds(&text, jstr(json_array_get(content, i), "token"));
+        if (memmem(text.data, text.len, marker, strlen(marker))) n = (int)i + 1;
+    }
+    sbuf_free(&text);
+    return n;
+}
+
+/* The last usage object of a stream: chat chunks, or Responses events (in their response). */
+static json_t *stream_usage(int port, const char *path, const char *body) {
+    resp r = http(port, "POST", path, body);
+    assert_int_equal(r.status, 200);
+    const int named = strstr(path, "responses") != NULL; /* event: NAME lines, no [DONE] */
+    json_t *evs = named ? named_events(r.body) : sse_events(r.body), *u = NULL;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        json_t *e = named ? ev_data(evs, i) : json_array_get(evs, i), *x = json_object_get(e, "usage");
+        if (!x) x = json_object_get(json_object_get(e, "response"), "usage");
+        if (json_is_object(x)) json_decref(u), u = json_incref(x);
+    }
+    json_decref(evs);
+    resp_free(&r);
+    if (!u) fail_msg("no usage in the stream of %s", path);
+    return u;
+}
+
+/* usage's reasoning tokens: the prompt opens <think> and the shipped model
+ * never closes it, so all 12 generated tokens are reasoning, on
+ * /v1/chat/completions (completion_tokens_details) and /v1/responses
+ * (output_tokens_details), whole and streamed. A regex makes the model
+ * write "ab</think>" and an answer: the tokens through the one completing
+ * </think> (8 of the 13, the end of text included) are reasoning, found
+ * from the response's own logprobs. A template that does not reason, and
+ * the completions API, report 0. */
+static void test_reasoning_tokens(void **state) {
+    (void)state;
+    static const char chat[] = "{\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+                               "\"ROMEO:\"}]%s}";
+    char b[512];
+    snprintf(b, sizeof b, chat, "");
+    json_t *j = post(t.port, "/v1/chat/completions", b, 200);
+    assert_int_equal(jint(j, "usage.completion_tokens"), 12);
+    assert_int_equal(jint(j, "usage.completion_tokens_details.reasoning_tokens"), 12);
+    json_decref(j);
+    snprintf(b, sizeof b, chat, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    json_t *u = stream_usage(t.port, "/v1/chat/completions", b);
+    assert_int_equal(jint(u, "completion_tokens_details.reasoning_tokens"), 12);
+    json_decref(u);
+    static const char resp_body[] = "{\"input\":\"ROMEO:\",\"max_output_tokens\":12,\"temperature\":0%s}";
+    snprintf(b, sizeof b, resp_body, "");
+    j = post(t.port, "/v1/responses", b, 200);
+    assert_int_equal(jint(j, "usage.output_tokens"), 12);
+    assert_int_equal(jint(j, "usage.output_tokens_details.reasoning_tokens"), 12);
+    json_decref(j);
+    snprintf(b, sizeof b, resp_body, ",\"stream\":true");
+    u = stream_usage(t.port, "/v1/responses", b);
+    assert_int_equal(jint(u, "output_tokens_details.reasoning_tokens"), 12);
+    json_decref(u);
+
+    static const char closed[] = "{\"max_tokens\":40,\"temperature\":0,\"logprobs\":true,\"regex\":\"ab</think>\\n\\ncd\","
+                                 "\"messages\":[{\"role\":\"user\",\"content\":\"ROMEO:\"}]%s}";
+    snprintf(b, sizeof b, closed, "");
+    j = post(t.port, "/v1/chat/completions", b, 200);
+    assert_string_equal(jstr(j, "choices.0.message.content"), "ab</think>\n\ncd");
+    const int through = tokens_through(jget(j, "choices.0.logprobs.content"), "</think>");
+    assert_int_equal(through, 8);
+    assert_int_equal(jint(j, "usage.completion_tokens"), 13);
+    assert_int_equal(jint(j, "usage.completion_tokens_details.reasoning_tokens"), through);
+    json_decref(j);
+    snprintf(b, sizeof b, closed, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    u = stream_usage(t.port, "/v1/chat/completions", b);
+    assert_int_equal(jint(u, "completion_tokens_details.reasoning_tokens"), 8);
+    json_decref(u);
+
+    snprintf(b, sizeof b, chat, "");
+    j = post(l.port, "/v1/chat/completions", b, 200);
+    assert_int_equal(jint(j, "usage.completion_tokens"), 12);
+    assert_int_equal(jint(j, "usage.completion_tokens_details.reasoning_tokens"), 0);
+    json_decref(j);
+    j = post(t.port, "/v1/completions", "{\"prompt\":\"<think>\",\"max_tokens\":3,\"temperature\":0}", 200);
+    assert_int_equal(jint(j, "usage.completion_tokens_details.reasoning_tokens"), 0);
+    json_decref(j);
+}
+
 /* The same template on /v1/responses: the output is one reasoning item
  * (no message: the model never closes its reasoning) whose text is the
  * chat API's raw content, whole and streamed with the reasoning events in
@@ -356,6 +445,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_responses_store),
         cmocka_unit_test(test_responses_stream),
         cmocka_unit_test(test_thinking),
+        cmocka_unit_test(test_reasoning_tokens),
         cmocka_unit_test(test_responses_reasoning),
     };
     return cmocka_run_group_tests(tests, start_all, stop_all) || dirty_exit;

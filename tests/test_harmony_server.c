@@ -20,7 +20,8 @@
  * Anthropic's /v1/messages reads the same call as a tool_use block.
  * <|call|> and <|return|> end the turn, <|end|> does not. Sampled text
  * with the format's markers made likelier: streamed equals whole, and no
- * marker that opens or closes a message is content.
+ * marker that opens or closes a message is content. usage counts the
+ * analysis message's tokens as reasoning tokens, whole and streamed.
  */
 #include "server_harness.h"
 #include "app/sbuf.h"
@@ -287,6 +288,59 @@ static void test_stream_matches_whole(void **state) {
     assert_true(headed > 0); /* the parser saw the format's markers */
 }
 
+/* The tokens (of a logprobs.content array) up to and including the one
+ * whose text completes `marker`; 0 when it never does. */
+static int tokens_through(json_t *content, const char *marker) {
+    sbuf text = {0};
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(content) && !n; i++) {
+        sbuf_adds(&text, jstr(json_array_get(content, i), "token"));
+        if (memmem(text.data, text.len, marker, strlen(marker))) n = (int)i + 1;
+    }
+    sbuf_free(&text);
+    return n;
+}
+
+/* Regexes (in a JSON string) for an analysis message and a final one. */
+#define HM_ANALYSIS "<\\\\|channel\\\\|>analysis<\\\\|message\\\\|>think<\\\\|end\\\\|>"
+#define HM_FINAL "<\\\\|start\\\\|>assistant<\\\\|channel\\\\|>final<\\\\|message\\\\|>ok<\\\\|return\\\\|>"
+
+/* usage.completion_tokens_details.reasoning_tokens: a regex has the model
+ * write an analysis message then a final one (the markers as text, a few
+ * bytes a token in this vocabulary): the tokens through the analysis's
+ * <|end|> are reasoning (37 of 90, found from the response's own
+ * logprobs), whole and streamed; the final message alone has none. */
+static void test_reasoning_tokens(void **state) {
+    (void)state;
+    static const char fmt[] = "{\"messages\":[" ASK "],\"max_tokens\":120,\"temperature\":0,\"logprobs\":true,"
+                              "\"regex\":\"%s\"%s}";
+    char body[1024];
+    snprintf(body, sizeof body, fmt, HM_ANALYSIS HM_FINAL, "");
+    json_t *r = post(h.port, "/v1/chat/completions", body, 200);
+    assert_string_equal(jstr(r, "choices.0.message.content"),
+                        "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok"
+                        "<|return|>");
+    const int through = tokens_through(jget(r, "choices.0.logprobs.content"), "<|end|>");
+    assert_int_equal(through, 37);
+    assert_int_equal(jint(r, "usage.completion_tokens"), 90);
+    assert_int_equal(jint(r, "usage.completion_tokens_details.reasoning_tokens"), through);
+    json_decref(r);
+    snprintf(body, sizeof body, fmt, HM_ANALYSIS HM_FINAL, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    resp s = http(h.port, "POST", "/v1/chat/completions", body);
+    assert_int_equal(s.status, 200);
+    json_t *evs = sse_events(s.body);
+    json_t *last = json_array_get(evs, json_array_size(evs) - 1);
+    assert_int_equal(jint(last, "usage.completion_tokens"), 90);
+    assert_int_equal(jint(last, "usage.completion_tokens_details.reasoning_tokens"), 37);
+    json_decref(evs);
+    resp_free(&s);
+    snprintf(body, sizeof body, fmt, HM_FINAL, "");
+    r = post(h.port, "/v1/chat/completions", body, 200);
+    assert_true(jint(r, "usage.completion_tokens") > 40);
+    assert_int_equal(jint(r, "usage.completion_tokens_details.reasoning_tokens"), 0);
+    json_decref(r);
+}
+
 static void test_required(void **state) {
     (void)state;
     json_t *one = post(h.port, "/v1/chat/completions",
@@ -354,6 +408,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_turn_ends),
         cmocka_unit_test(test_stream_matches_whole),
         cmocka_unit_test(test_required),
+        cmocka_unit_test(test_reasoning_tokens),
         cmocka_unit_test(test_anthropic_tool_use),
     };
     return cmocka_run_group_tests(tests, start, stop);

@@ -63,6 +63,11 @@ void hm_parser_free(hm_parser *p) {
 
 int hm_parser_calls(const hm_parser *p) { return p->n_calls; }
 
+int hm_parser_phase(const hm_parser *p) {
+    if (p->state == BODY) return p->kind == B_REASONING ? HM_PHASE_ANALYSIS : HM_PHASE_BODY;
+    return p->header.len ? HM_PHASE_HEADER : HM_PHASE_BETWEEN;
+}
+
 typedef struct sink {
     tc_emit_fn emit;
     void *user;

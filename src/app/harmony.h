@@ -51,6 +51,15 @@ int hm_parser_feed(hm_parser *p, const char *text, size_t n, tc_emit_fn emit, vo
 int hm_parser_finish(hm_parser *p, tc_emit_fn emit, void *user);
 int hm_parser_calls(const hm_parser *p);
 
+/* Where a parser stands after the text fed so far. */
+enum {
+    HM_PHASE_BETWEEN = 0, /* no message open and no header begun */
+    HM_PHASE_HEADER,      /* inside a header: the message's channel is not known yet */
+    HM_PHASE_BODY,        /* in the body of a final or commentary message, or of a call */
+    HM_PHASE_ANALYSIS,    /* in the body of an analysis message (reasoning) */
+};
+int hm_parser_phase(const hm_parser *p);
+
 /* The forced call's wrapper for function `name`: the header before the
  * arguments' JSON and the marker after them, written to prefix / suffix
  * (NUL-terminated). -1 when name does not fit. */

@@ -25,6 +25,11 @@ int rs_prompt_opens(const char *p, size_t n) {
 void rs_init(rs_split *s, int inside) {
     memset(s, 0, sizeof *s);
     s->state = inside ? THINKING : AT_START;
+    s->opened = inside;
+}
+
+int rs_phase(const rs_split *s) {
+    return s->state == AT_START ? RS_PHASE_START : s->state == THINKING ? RS_PHASE_THINKING : RS_PHASE_DONE;
 }
 
 void rs_free(rs_split *s) { sbuf_free(&s->hold); }
@@ -47,6 +52,7 @@ static void feed_byte(rs_split *s, char c, rs_emit_fn emit, void *user) {
         if (rest <= sizeof OPEN - 1 && !memcmp(s->hold.data + lead, OPEN, rest)) {
             if (rest == sizeof OPEN - 1) {
                 s->state = THINKING;
+                s->opened = 1;
                 s->hold.len = 0;
             }
             return; /* may still be <think> */

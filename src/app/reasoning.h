@@ -27,7 +27,16 @@ typedef void (*rs_emit_fn)(void *user, int thinking, const char *text, size_t n)
 typedef struct rs_split {
     int state;      /* rs.c's: at the start, thinking, after </think>, answering */
     sbuf hold;      /* withheld text */
+    int opened;     /* 1 once the reasoning opened (<think>, or the prompt's) */
 } rs_split;
+
+/* Where a splitter stands after the text fed so far. */
+enum {
+    RS_PHASE_START = 0, /* nothing decided: the output may still open with <think> */
+    RS_PHASE_THINKING,  /* inside the reasoning */
+    RS_PHASE_DONE,      /* past </think>, or the output did not open with <think> */
+};
+int rs_phase(const rs_split *s);
 
 /* inside: the prompt opened the reasoning (rs_prompt_opens). */
 void rs_init(rs_split *s, int inside);

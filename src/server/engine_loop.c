@@ -126,7 +126,11 @@ static int on_token(void *user, const kvlm_token_event *ev) {
     }
     cs->n_tokens++;
     size_t len = 0;
-    if (s->tok && kvlm_tokenizer_piece(s->tok, ev->id, &len)) cs->piece_bytes += len;
+    const char *piece = s->tok ? kvlm_tokenizer_piece(s->tok, ev->id, &len) : NULL;
+    if (piece) {
+        cs->piece_bytes += len;
+        rc_token(&cs->reasoning, piece, len);
+    }
     size_t text_len;
     const char *text = tool_token_text(j, ev, &text_len);
     if (j->rq.shape != API_SHAPE_OPENAI) {
@@ -161,6 +165,7 @@ static void on_finish(void *user, const kvlm_finish_event *ev) {
     cs->finish = why;
     cs->n_generated = n_generated;
     j->completion_tokens += n_generated;
+    j->reasoning_tokens += rc_tokens(&cs->reasoning);
     j->drafted_tokens += ev->n_drafted;
     j->accepted_tokens += ev->n_accepted;
     if (n_generated > pr->max_gen) pr->max_gen = n_generated;

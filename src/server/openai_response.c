@@ -212,6 +212,8 @@ static json_t *usage_json(const job *j) {
     json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
     json_object_set_new(d, "cached_tokens", json_integer(j->cached_tokens));
     json_object_set_new(u, "prompt_tokens_details", d);
+    /* of completion_tokens, those the model spent reasoning (reasoning_count.h) */
+    json_object_set_new(u, "completion_tokens_details", json_pack("{s:i}", "reasoning_tokens", j->reasoning_tokens));
     if (j->drafted_tokens > 0) /* speculative decoding: drafts computed and drafts kept */
         json_object_set_new(u, "kvlm_speculation", json_pack("{s:i,s:i}", "drafted_tokens", j->drafted_tokens,
                                                              "accepted_tokens", j->accepted_tokens));

@@ -87,7 +87,7 @@ static json_t *response_json(const job *j, const char *status, json_t *output, i
     json_object_set_new(o, "usage", with_usage ? json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens",
                                                            j->prompt_tokens, "input_tokens_details", "cached_tokens",
                                                            j->cached_tokens, "output_tokens", j->completion_tokens,
-                                                           "output_tokens_details", "reasoning_tokens", 0,
+                                                           "output_tokens_details", "reasoning_tokens", j->reasoning_tokens,
                                                            "total_tokens", j->prompt_tokens + j->completion_tokens)
                                                : json_null());
     return o;

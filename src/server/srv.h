@@ -32,6 +32,7 @@
 #include "server/metrics.h"
 #include "app/openai_request.h"
 #include "app/reasoning.h"
+#include "app/reasoning_count.h"
 #include "app/sbuf.h"
 #include "server/server.h"
 #include "app/json_text.h"
@@ -68,6 +69,7 @@ typedef struct choice_state {
     char sh_name[72];       /* Responses: the open call's name */
     rs_split reason;        /* Anthropic, Responses streaming with a reasoning template: thinking vs text */
     int reason_on;
+    rc_counter reasoning;   /* chat with a reasoning or harmony template: its reasoning tokens */
 } choice_state;
 
 /* One prompt of a job, submitted to the scheduler as one request with n
@@ -112,6 +114,7 @@ struct job {
     choice_state *choices;         /* n_prompts x n */
     int n_choices, n_expected, n_finished, submitted, cancelled, failed;
     int prompt_tokens, completion_tokens, cached_tokens;
+    int reasoning_tokens;          /* of completion_tokens, those in reasoning (reasoning_count.h) */
     int drafted_tokens, accepted_tokens; /* speculative decoding, over the choices */
     int sh_seq;                    /* Responses streaming: the next event's sequence_number */
     api_error fail;
