@@ -13,7 +13,10 @@
  *   - with --kv-cache-dir the pins are recorded there: a server restarted
  *     on it pins them again from the disk tier (every block a disk hit,
  *     nothing prefilled; the warm-up ran in chunks of --max-prefill-tokens
- *     before); a corrupt record is reported, counted, removed and ignored.
+ *     before); a corrupt record is reported, counted, removed and ignored;
+ *   - with two models each has its own pins: POST by the body's "model",
+ *     GET and DELETE by ?model=, the first model without one, 404
+ *     model_not_found for an unknown one.
  */
 #include <dirent.h>
 
@@ -193,6 +196,103 @@ static int log_has(const server *sv, const char *what) {
     return has;
 }
 
+/* Tokens of prompt for model (NULL: the default). */
+static int n_tokens_of(int port, const char *model, const char *prompt) {
+    char body[4096];
+    snprintf(body, sizeof body, "{%s%s%s\"prompt\":\"%s\"}", model ? "\"model\":\"" : "", model ? model : "",
+             model ? "\"," : "", prompt);
+    json_t *t = post(port, "/tokenize", body, 200);
+    const int n = (int)jint(t, "count");
+    json_decref(t);
+    return n;
+}
+
+static json_t *pins_of(int port, const char *query) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/cache/pin%s", query);
+    resp r = http(port, "GET", path, NULL);
+    if (r.status != 200) fail_msg("GET %s: %d %s", path, r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    resp_free(&r);
+    return j;
+}
+
+/* Two models behind one server: each has its own pins, numbered from 1,
+ * in its own pool; POST reads the body's "model", GET and DELETE take
+ * ?model=; without one, the first model; an unknown model is a 404 naming
+ * it, and pins nothing. */
+static void test_pins_per_model(void **state) {
+    (void)state;
+    server sv = {0};
+    if (start_server_in_tempdir(&sv, "-m models/shakespeare-gpt2 -m " LLAMA_GGUF " --alias bard --threads 1"
+                                     " --max-seqs 2 --no-draft"))
+        fail_msg("no server");
+    char prompt[1024], body[2048];
+    text(prompt, sizeof prompt, 5, 40);
+    const int nb = n_tokens_of(sv.port, "bard", prompt), ng = n_tokens_of(sv.port, NULL, prompt);
+    assert_true(nb >= 2 * BS && ng >= 2 * BS);
+    snprintf(body, sizeof body, "{\"model\":\"bard\",\"prompt\":\"%s\"}", prompt);
+    json_t *p = post(sv.port, "/v1/cache/pin", body, 201);
+    assert_string_equal(jstr(p, "model"), "bard");
+    assert_int_equal(jint(p, "id"), 1);
+    assert_int_equal(jint(p, "prompt_tokens"), nb);
+    assert_int_equal(jint(p, "tokens"), nb / BS * BS);
+    const json_int_t bard_blocks = jint(p, "blocks");
+    json_decref(p);
+    json_t *l = pins_of(sv.port, "?model=bard");
+    assert_string_equal(jstr(l, "model"), "bard");
+    assert_int_equal(json_array_size(jget(l, "data")), 1);
+    assert_int_equal(jint(l, "data.0.tokens"), nb / BS * BS);
+    assert_int_equal(jint(l, "pinned_blocks"), bard_blocks);
+    json_decref(l);
+    l = pins_of(sv.port, ""); /* the default model pinned nothing */
+    assert_string_equal(jstr(l, "model"), "shakespeare-gpt2");
+    assert_int_equal(json_array_size(jget(l, "data")), 0);
+    assert_int_equal(jint(l, "pinned_blocks"), 0);
+    json_decref(l);
+    /* the bard request that starts with the pinned prompt reuses its blocks */
+    snprintf(body, sizeof body, "{\"model\":\"bard\",\"prompt\":\"%s love\",\"max_tokens\":1}", prompt);
+    json_t *c = post(sv.port, "/v1/completions", body, 200);
+    assert_int_equal(jint(c, "usage.prompt_tokens_details.cached_tokens"), nb / BS * BS);
+    json_decref(c);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", prompt); /* no model: the first */
+    p = post(sv.port, "/v1/cache/pin", body, 201);
+    assert_string_equal(jstr(p, "model"), "shakespeare-gpt2");
+    assert_int_equal(jint(p, "id"), 1);
+    assert_int_equal(jint(p, "tokens"), ng / BS * BS);
+    json_decref(p);
+    static const struct { const char *method, *path, *body; } unknown[] = {
+        {"GET", "/v1/cache/pin?model=nope", NULL},
+        {"DELETE", "/v1/cache/pin/1?model=nope", NULL},
+        {"POST", "/v1/cache/pin", "{\"model\":\"nope\",\"prompt\":\"king queen sword crown night love death\"}"},
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        resp r = http(sv.port, unknown[i].method, unknown[i].path, unknown[i].body);
+        if (r.status != 404 || !strstr(r.body, "model_not_found") || !strstr(r.body, "'nope'"))
+            fail_msg("%s %s: %d %s", unknown[i].method, unknown[i].path, r.status, r.body);
+        resp_free(&r);
+    }
+    resp r = http(sv.port, "DELETE", "/v1/cache/pin/1?model=bard", NULL);
+    assert_int_equal(r.status, 200);
+    json_t *d = json_loads(r.body, 0, NULL);
+    assert_string_equal(jstr(d, "model"), "bard");
+    assert_true(json_is_true(json_object_get(d, "deleted")));
+    json_decref(d);
+    resp_free(&r);
+    r = http(sv.port, "DELETE", "/v1/cache/pin/1?model=bard", NULL); /* gone */
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    l = pins_of(sv.port, "?model=bard");
+    assert_int_equal(json_array_size(jget(l, "data")), 0);
+    json_decref(l);
+    l = pins_of(sv.port, "?model=shakespeare-gpt2"); /* the other model's pin stays */
+    assert_int_equal(json_array_size(jget(l, "data")), 1);
+    assert_int_equal(jint(l, "data.0.id"), 1);
+    json_decref(l);
+    assert_int_equal(stop_server(&sv), 0);
+    th_rmtree(sv.dir);
+}
+
 static void test_pin_restart(void **state) {
     (void)state;
     server sv = {0};
@@ -269,7 +369,8 @@ int main(int argc, char **argv) {
     if (th_server_main_init(argv[0], "test_server_pin")) return 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_pin_hit_bound),
                                        cmocka_unit_test(test_bad_requests_and_key),
-                                       cmocka_unit_test(test_pin_restart)};
+                                       cmocka_unit_test(test_pin_restart),
+                                       cmocka_unit_test(test_pins_per_model)};
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     return rc || dirty_exit;
 }

@@ -226,6 +226,7 @@ int cache_run(srv *s, job *j, char **body, int *status, api_error *e) {
                         "pinned_blocks", (json_int_t)st.blocks_pinned, "max_pinned_blocks",
                         (json_int_t)cache_pin_bound(s->kv), "blocks_total", (json_int_t)st.blocks_total);
     }
+    if (doc) json_object_set_new(doc, "model", json_string(s->model_name)); /* whose pool the pins are in */
     *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!*body) api_fail(e, 500, NULL, NULL, "out of memory");

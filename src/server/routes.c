@@ -391,9 +391,12 @@ void route(srv *s, const char *method, const char *url, const char *body, size_t
         else if ((t = models_route(s, NULL, 0, qmodel, r))) stored_response(t, url + 14, r);
         return;
     }
-    if (!ep && cache_is_pin_path(url)) {
+    if (!ep && cache_is_pin_path(url)) { /* pins are per model: the one the request names (models.h) */
+        srv *t = s;
         if (!srv_ready(s)) loading(r);
-        else cache_route(s, method, url, body, len, r);
+        else if ((t = models_route(s, body, len, qmodel, r))) cache_route(t, method, url, body, len, r);
+        json_decref(r->parsed);
+        r->parsed = NULL;
         return;
     }
     if (!ep && !strncmp(url, "/v1/models/", 11) && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
