@@ -276,6 +276,62 @@ static void test_gguf(void **state) {
     json_decref(ex);
 }
 
+/* The prompt's 136 tokens then 8 tokens decoded one at a time (ids of the
+ * expected file's greedy run) on ISA isa with `threads` engine threads:
+ * the decode steps' logits, [8, V]. */
+static float *decode_run(kvlm_model *m, kvlm_isa isa, int threads, const int32_t *ids, int n, const int32_t *next,
+                         int V) {
+    kvlm_error err;
+    kvlm_kv *kv = kvlm_kv_create(m, &(kvlm_kv_options){.dtype = KVLM_F32}, &err);
+    kvlm_engine *e = kvlm_engine_create(m, kv, &(kvlm_engine_options){.threads = threads, .isa = isa}, &err);
+    assert_non_null(e);
+    const int seq = kvlm_kv_seq_new(kv, &err);
+    float *lg = malloc((size_t)9 * V * sizeof *lg);
+    kvlm_batch_item it = {seq, ids, n, 0};
+    if (kvlm_engine_step(e, &it, 1, lg, &err)) fail_msg("prefill: %s", err.msg);
+    for (int g = 0; g < 8; g++) {
+        it = (kvlm_batch_item){seq, &next[g], 1, 0};
+        if (kvlm_engine_step(e, &it, 1, lg + (size_t)g * V, &err)) fail_msg("decode: %s", err.msg);
+    }
+    kvlm_engine_free(e);
+    kvlm_kv_free(kv);
+    return lg;
+}
+
+/* Decode on avx512-vnni (the MXFP4 table kernel on int8 activations): with
+ * 2 threads the experts' items read each expert's inputs prepared once per
+ * region (moe_ffn.c), with 1 thread every item prepares its own; the
+ * logits of 8 decode steps are the same bits, and the greedy ids of the
+ * first 7 steps are the reference's. */
+static void test_gguf_int8_decode(void **state) {
+    (void)state;
+    if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI)) skip();
+    json_error_t je;
+    json_t *ex = json_load_file("tests/fixtures/moe_gguf/gpt-oss-mxfp4.expected.json", 0, &je);
+    if (!ex) fail_msg("%s", je.text);
+    json_t *pj = json_object_get(ex, "prompt"), *gi = json_object_get(ex, "greedy_ids");
+    const int n = (int)json_array_size(pj), V = (int)json_integer_value(json_object_get(ex, "vocab"));
+    int32_t ids[136], next[8];
+    assert_int_equal(n, 136);
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(pj, (size_t)i));
+    for (int g = 0; g < 8; g++) next[g] = (int32_t)json_integer_value(json_array_get(gi, (size_t)g));
+    kvlm_error err;
+    kvlm_model *m = kvlm_model_load(GGUF, NULL, &err);
+    if (!m) fail_msg("%s", err.msg);
+    float *two = decode_run(m, KVLM_ISA_AVX512_VNNI, 2, ids, n, next, V);
+    float *one = decode_run(m, KVLM_ISA_AVX512_VNNI, 1, ids, n, next, V);
+    double d = 0;
+    for (size_t i = 0; i < (size_t)8 * V; i++) d = fmax(d, fabs((double)two[i] - one[i]));
+    int same = 0;
+    for (int g = 0; g < 7; g++) same += argmax(two + (size_t)g * V, V) == next[g + 1];
+    printf("  avx512-vnni decode, 2 threads vs 1: max|logit diff| %.2e, %d of 7 greedy ids equal\n", d, same);
+    assert_memory_equal(two, one, (size_t)8 * V * sizeof(float));
+    assert_int_equal(same, 7);
+    free(two), free(one);
+    kvlm_model_free(m);
+    json_decref(ex);
+}
+
 /* Bad GGUF files, each a byte patch of the good one: the position just
  * after a string key (a GGUF string: u64 length, then the bytes). */
 static size_t after_string(const char *buf, size_t len, const char *key) {
@@ -366,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_bad_hf),
         cmocka_unit_test(test_gguf),
+        cmocka_unit_test(test_gguf_int8_decode),
         cmocka_unit_test(test_bad_gguf),
         cmocka_unit_test(test_turn_end),
     };

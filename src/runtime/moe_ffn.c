@@ -248,6 +248,8 @@ typedef struct small_stage {
     const int *ex;           /* [n_active] the active experts, in expert order */
     const int *start;        /* [n_expert + 1] first gathered row of each expert */
     const float *x;          /* [rows, K] the inputs: the active experts' segments from row 0 */
+    const unsigned char *prep; /* or NULL: x's prepared form (kern_ops.matmul_prep), expert by expert */
+    const size_t *poff;      /* [n_active] where each active expert's prepared rows start in prep */
 } small_stage;
 
 /* The item's expert, its first gathered row and row count, and its output
@@ -260,17 +262,28 @@ static int small_item(const small_stage *j, int item, int *s0, int *n, int *o0, 
     return e;
 }
 
+/* One item's product on one thread: the n gathered rows from s0 (K
+ * values each) against the row view w, from x's prepared form when the
+ * region has one (made once per region, not once per item), else from x. */
+static void small_matmul(const small_stage *j, int item, int s0, int n, int K, const kern_matrix *w,
+                         const float *bias, float *y, int ldy) {
+    if (j->prep) {
+        j->ops->matmul_rows_prep(j->prep + j->poff[item / j->chunks], NULL, w, 0, w->rows, bias, y, ldy);
+        return;
+    }
+    kern_team solo = {.threads = 1};
+    kern_matmul(j->ops, &solo, j->x + (size_t)s0 * K, n, w, bias, y, ldy);
+}
+
 static void small_gate_up(const void *ctx, int item, int worker, void *out) {
     (void)worker;
     const small_stage *j = ctx;
     int s0, n, f0, f1;
     const int e = small_item(j, item, &s0, &n, &f0, &f1), C = j->C, F = j->F;
-    kern_team solo = {.threads = 1};
     const kern_matrix g = row_view(&j->moe->gate[e], f0, f1), u = row_view(&j->moe->up[e], f0, f1);
-    const float *x = j->x + (size_t)s0 * C;
     float ff[SMALL_ROWS * 2 * CHUNK_F];
-    kern_matmul(j->ops, &solo, x, n, &g, ebias(j->moe->gate_b, e, F, f0), ff, 2 * CHUNK_F);
-    kern_matmul(j->ops, &solo, x, n, &u, ebias(j->moe->up_b, e, F, f0), ff + CHUNK_F, 2 * CHUNK_F);
+    small_matmul(j, item, s0, n, C, &g, ebias(j->moe->gate_b, e, F, f0), ff, 2 * CHUNK_F);
+    small_matmul(j, item, s0, n, C, &u, ebias(j->moe->up_b, e, F, f0), ff + CHUNK_F, 2 * CHUNK_F);
     float *act = out ? (float *)out : j->dst + (size_t)s0 * F + f0;
     const size_t lda = out ? CHUNK_F : (size_t)F;
     for (int r = 0; r < n; r++)
@@ -284,11 +297,9 @@ static void small_down(const void *ctx, int item, int worker, void *out) {
     const small_stage *j = ctx;
     int s0, n, c0, c1;
     const int e = small_item(j, item, &s0, &n, &c0, &c1), C = j->C;
-    kern_team solo = {.threads = 1};
     const kern_matrix d = row_view(&j->moe->down[e], c0, c1);
     float *y = out ? (float *)out : j->dst + (size_t)s0 * C + c0;
-    kern_matmul(j->ops, &solo, j->x + (size_t)s0 * j->F, n, &d, ebias(j->moe->down_b, e, C, c0), y,
-                out ? CHUNK_C : C);
+    small_matmul(j, item, s0, n, j->F, &d, ebias(j->moe->down_b, e, C, c0), y, out ? CHUNK_C : C);
 }
 
 /* A worker's item from its private rows (width apart) to the destination. */
@@ -311,29 +322,76 @@ static void unstaged_item(void *ctx, int item, int worker) {
     u->fn(u->j, item, worker, NULL);
 }
 
+/* Expert e's matrix as the items see it (row_view: the file's layout). */
+static kern_matrix unpacked(const kern_matrix *mats, int e) {
+    kern_matrix m = mats[e];
+    m.packed = NULL;
+    return m;
+}
+
+/* The bytes of the active experts' prepared inputs (each expert's rows of
+ * x against its matrix mats[e], and also[e] when not NULL: one prepared
+ * form for both, kern_ops.matmul_prep), their offsets in poff; 0 when
+ * some expert's product has no prepared form or needs a panel, or also's
+ * type or width differs (the items then run kern_matmul on the rows of x). */
+static size_t small_prep_bytes(const small_stage *j, const kern_matrix *mats, const kern_matrix *also, size_t *poff) {
+    if (!j->ops->matmul_prep_bytes) return 0;
+    size_t total = 0;
+    for (int i = 0; i < j->n_active; i++) {
+        const int e = j->ex[i];
+        if (also && (also[e].dtype != mats[e].dtype || also[e].cols != mats[e].cols)) return 0;
+        size_t panel = 0;
+        const kern_matrix m = unpacked(mats, e);
+        const size_t b = j->ops->matmul_prep_bytes(j->start[e + 1] - j->start[e], &m, &panel);
+        if (!b || panel) return 0;
+        poff[i] = total;
+        total += (b + 63) & ~(size_t)63;
+    }
+    return total;
+}
+
 /* One region of the small schedule: the context, the active list, the
- * segment table and x ([rows, K], the active experts' segments) copied
- * into the stage; an unstaged region on the caller's buffers (same items,
- * same bits) when the team has no pool or no memory for the stage. */
-static void small_region(kern_team *team, const small_stage *proto, int n_expert, const float *x, int K,
-                         kern_steal_task fn) {
+ * segment table and the inputs in the stage: x's prepared form for the
+ * matrices mats (and also) when the ISA has one (each expert's rows
+ * prepared once here, on the caller), else x ([rows, K], the active experts' segments)
+ * copied; an unstaged region on the caller's buffers (same items, same
+ * bits) when the team has no pool or no memory for the stage. */
+static void small_region(kern_team *team, const small_stage *proto, int n_expert, const kern_matrix *mats,
+                         const kern_matrix *also, const float *x, int K, kern_steal_task fn) {
     const int na = proto->n_active, items = na * proto->chunks, rows = proto->start[n_expert];
     const size_t head = (sizeof(small_stage) + 63) & ~(size_t)63;
     const size_t tab = (((size_t)na + n_expert + 1) * sizeof(int) + 63) & ~(size_t)63;
-    const size_t xb = (size_t)rows * K * sizeof(float);
-    unsigned char *st = kern_team_stage(team, items, head + tab + xb, (size_t)SMALL_ROWS * proto->width * sizeof(float));
+    const size_t offs = ((size_t)na * sizeof(size_t) + 63) & ~(size_t)63;
+    size_t poff[SMALL_ROWS * 16];
+    const size_t pre = na <= SMALL_ROWS * 16 ? small_prep_bytes(proto, mats, also, poff) : 0;
+    const size_t xb = pre ? pre : (size_t)rows * K * sizeof(float);
+    unsigned char *st = kern_team_stage(team, items, head + tab + offs + xb,
+                                        (size_t)SMALL_ROWS * proto->width * sizeof(float));
     if (st) {
         small_stage *j = (small_stage *)st;
         int *ex = (int *)(st + head), *start = ex + na;
+        size_t *po = (size_t *)(st + head + tab);
+        unsigned char *in = st + head + tab + offs;
         *j = *proto;
         memcpy(ex, proto->ex, (size_t)na * sizeof(int));
         memcpy(start, proto->start, ((size_t)n_expert + 1) * sizeof(int));
-        memcpy(st + head + tab, x, xb);
-        j->ex = ex, j->start = start, j->x = (const float *)(st + head + tab);
+        if (pre) {
+            memcpy(po, poff, (size_t)na * sizeof(size_t));
+            for (int i = 0; i < na; i++) {
+                const int e = ex[i], s0 = start[e], n = start[e + 1] - s0;
+                const kern_matrix m = unpacked(mats, e);
+                proto->ops->matmul_prep(x + (size_t)s0 * K, n, &m, 0, n, in + poff[i]);
+            }
+            j->prep = in, j->poff = po, j->x = NULL;
+        } else {
+            memcpy(in, x, xb);
+            j->x = (const float *)in;
+        }
+        j->ex = ex, j->start = start;
         if (kern_team_run_staged(team, items, fn, small_commit) == 0) return;
     }
     small_stage j = *proto;
-    j.x = x;
+    j.x = x, j.prep = NULL;
     unstaged u = {&j, fn};
     kern_team_run(team, items, unstaged_item, &u);
 }
@@ -344,10 +402,11 @@ static void run_small(const kern_ops *ops, kern_team *team, moe_work *w, const k
                       const int *active, int n_active) {
     if (!n_active) return;
     const int C = c->n_embd, F = c->n_ff_expert;
-    small_stage j = {ops, moe, w->act, C, F, (F + CHUNK_F - 1) / CHUNK_F, CHUNK_F, F, n_active, active, w->start, NULL};
-    small_region(team, &j, c->n_expert, w->g, C, small_gate_up);
+    small_stage j = {ops,     moe,    w->act,   C,    F,   (F + CHUNK_F - 1) / CHUNK_F, CHUNK_F, F, n_active,
+                     active, w->start, NULL, NULL, NULL};
+    small_region(team, &j, c->n_expert, moe->gate, moe->up, w->g, C, small_gate_up);
     j.dst = w->g, j.chunks = (C + CHUNK_C - 1) / CHUNK_C, j.width = CHUNK_C, j.ld = C;
-    small_region(team, &j, c->n_expert, w->act, F, small_down);
+    small_region(team, &j, c->n_expert, moe->down, NULL, w->act, F, small_down);
 }
 
 /* down(act(gate(x), up(x))) for n rows of x into y (ldy C); b: the three
