@@ -181,6 +181,7 @@ $(BUILD)/src/kernels/quant_int8_decode_avx512.o: AVX512_FLAGS += -mavx512vnni
 $(BUILD)/src/kernels/quant_int8_decode_avx2.o: AVX2_FLAGS += -mavxvnni
 $(BUILD)/src/kernels/quant_int8_q4_0_avx512.o: AVX512_FLAGS += -mavx512vnni
 $(BUILD)/src/kernels/quant_int8_lut_avx512.o: AVX512_FLAGS += -mavx512vnni
+$(BUILD)/src/kernels/quant_int8_lut_vbmi_avx512.o: AVX512_FLAGS += -mavx512vnni -mavx512vbmi
 $(BUILD)/src/kernels/quant_int8_q4_0_packed_avx512.o: AVX512_FLAGS += -mavx512vnni
 $(BUILD)/src/kernels/quant_int8_q4_0_vbmi_avx512.o: AVX512_FLAGS += -mavx512vnni -mavx512vbmi -mgfni
 

@@ -209,6 +209,19 @@ static int check_lut(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     ops->matmul_rows_prep(buf, NULL, &kq, 0, N / 2, bias, y1, N);
     ops->matmul_rows_prep(buf, NULL, &kq, N / 2, N, bias, y1, N);
     assert_memory_equal(y0, y1, (size_t)M * N * 4);
+    /* both forms of the weight side (with AVX512-VBMI and without) give
+     * the bits above, from a range starting mid-matrix too */
+    const size_t lb = quant_int8_lut_bytes_avx512(M, &kq);
+    void *act = aligned_alloc(64, (lb + 63) & ~(size_t)63);
+    quant_int8_lut_prep_avx512(x, M, &kq, 0, M, act);
+    for (int form = 0; form < 2; form++) {
+        if (form == 1 && !__builtin_cpu_supports("avx512vbmi")) break;
+        for (int i = 0; i < M * N; i++) y1[i] = -1.0f;
+        (form ? quant_int8_lut_rows_vbmi_avx512 : quant_int8_lut_rows_base_avx512)(act, M, &kq, 0, N / 2, bias, y1, N);
+        (form ? quant_int8_lut_rows_vbmi_avx512 : quant_int8_lut_rows_base_avx512)(act, M, &kq, N / 2, N, bias, y1, N);
+        assert_memory_equal(y0, y1, (size_t)M * N * 4);
+    }
+    free(act);
     free(buf), free(wq), free(x), free(bias), free(y0), free(y1);
     return 1;
 }
@@ -258,7 +271,8 @@ static void test_matmul_kquants(void **state) {
 /* MXFP4 and IQ4_XS (the AVX512-VNNI table kernel): decode and prefill
  * row counts (4 x 4 tiles and their 1..3-row tails), weight-row tails,
  * MXFP4 block counts that end in a short group (K = 32, 96, 160, 224), a
- * buffer too large for the stack. The reference itself is checked against
+ * buffer too large for the stack; the weight side with and without
+ * AVX512-VBMI bit for bit. The reference itself is checked against
  * f32 activations in check_case for every shape; avx2-vnni has no table
  * kernel (its f32-activation kernels run, tested in test_quant). */
 static void test_matmul_lut(void **state) {

@@ -114,6 +114,12 @@ void quant_int8_lut_rows_avx512(const void *buf, int M, const kern_matrix *w, in
                                 float *y, int ldy);
 int quant_int8_lut_run_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                               float *y, int ldy);
+/* The two forms of quant_int8_lut_rows_avx512, which calls the VBMI one
+ * when the CPU has AVX512-VBMI (quant_int8_lut_tile.h): the same bits. */
+void quant_int8_lut_rows_base_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                     float *y, int ldy);
+void quant_int8_lut_rows_vbmi_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias,
+                                     float *y, int ldy);
 
 /* The decode kernels above split in two, for kern_matmul's prepared form
  * (quant_int8_prep.c): _bytes is the size of the activations of M rows of

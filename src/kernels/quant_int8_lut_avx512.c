@@ -27,151 +27,16 @@
  * sub-blocks repeat the group's first one against zero activations (no
  * byte past the row is read). Compiled with the AVX-512 flags plus
  * -mavx512vnni and called only through the avx512-vnni kern_ops
- * (quant_int8_prep.c). Does not handle other dtypes.
+ * (quant_int8_prep.c); the weight side (quant_int8_lut_tile.h) in two
+ * forms, this file's and quant_int8_lut_vbmi_avx512.c's (used when the
+ * CPU has AVX512-VBMI: fewer shuffles per group, the same bits). Does not
+ * handle other dtypes.
  */
-#include <immintrin.h>
-#include <pthread.h>
-#include <stdint.h>
+#define LUT_VBMI 0
+#define LUT_ROWS quant_int8_lut_rows_base_avx512
+#include "kernels/quant_int8_lut_tile.h"
+
 #include <stdlib.h>
-#include <string.h>
-
-#include "kernels/quant_blocks.h"
-#include "kernels/quant_int8.h"
-#include "kernels/quant_int8_group_avx512.h"
-#include "tensor.h"
-
-#define AI static inline __attribute__((always_inline))
-#define LUT_NR 4 /* weight rows per tile */
-#define LUT_MR 4 /* rows of x per tile */
-
-typedef int8_group lut_group;
-
-_Static_assert(sizeof(lut_group) == 256, "lut_group: 2 bytes per value, 64-byte aligned members");
-
-/* 2^(e - 128) for every E8M0 byte (e8m0_half_to_f32), for the gathers. */
-static float e8m0_tab[256];
-static void e8m0_tab_init(void) {
-    for (int e = 0; e < 256; e++) e8m0_tab[e] = e8m0_half_to_f32((uint8_t)e);
-}
-
-/* The table of type t plus 128, in every 128-bit lane. */
-AI __m512i lut_table(kvlm_dtype t) {
-    const int8_t *lv = t == KVLM_MXFP4 ? mxfp4_levels : iq4nl_levels;
-    unsigned char b[16];
-    for (int i = 0; i < 16; i++) b[i] = (unsigned char)(lv[i] + 128);
-    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b));
-}
-
-/* Group g of a weight row: code bytes of its (up to) four sub-blocks, one
- * per 128-bit lane, and their scales spread over their lanes. nsb: the
- * sub-blocks present (4 but in an MXFP4 row's last group). */
-AI void lut_load(kvlm_dtype t, const unsigned char *row, int g, int nsb, __m512i *codes, __m512 *sc) {
-    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    if (t == KVLM_IQ4_XS) {
-        const unsigned char *b = row + (size_t)(g / 2) * sizeof(blk_iq4_xs);
-        const int h = g & 1;
-        *codes = _mm512_loadu_si512((const void *)(b + offsetof(blk_iq4_xs, qs) + 64 * h));
-        uint16_t sh;
-        memcpy(&sh, b + offsetof(blk_iq4_xs, scales_h), 2);
-        const uint16_t sl = (uint16_t)(b[offsetof(blk_iq4_xs, scales_l) + 2 * h] |
-                                       b[offsetof(blk_iq4_xs, scales_l) + 2 * h + 1] << 8);
-        /* sub-block 4h + i: low nibble i of sl, bits 2i, 2i + 1 of sh >> 8h */
-        const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(sl), _mm_setr_epi32(0, 4, 8, 12)),
-                                         _mm_set1_epi32(15));
-        const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(sh >> (8 * h)), _mm_setr_epi32(0, 2, 4, 6)),
-                                         _mm_set1_epi32(3));
-        const __m128i s = _mm_sub_epi32(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi32(32));
-        uint16_t dh;
-        memcpy(&dh, b, 2);
-        const __m128 a = _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_set1_ps(_cvtsh_ss(dh)));
-        *sc = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(a));
-        return;
-    }
-    const unsigned char *b = row + (size_t)g * 4 * sizeof(blk_mxfp4);
-    const size_t s1 = nsb > 1 ? sizeof(blk_mxfp4) : 0, s2 = nsb > 2 ? 2 * sizeof(blk_mxfp4) : 0,
-                 s3 = nsb > 3 ? 3 * sizeof(blk_mxfp4) : 0;
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 1)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + s1 + 1)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + s2 + 1)), 2);
-    *codes = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + s3 + 1)), 3);
-    const __m128 a = _mm_setr_ps(e8m0_tab[b[0]], e8m0_tab[b[s1]], e8m0_tab[b[s2]], e8m0_tab[b[s3]]);
-    *sc = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(a));
-}
-
-AI float lut_hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-/* An mr x nr tile (compile-time) of outputs: rows m.. of x (groups at a,
- * ng per row), weight rows n.. (row bytes rb). next: the next tile's first
- * weight row (prefetched a group's share per group), or NULL. */
-AI void lut_tile(kvlm_dtype t, const lut_group *a, int ng, int nbk, const unsigned char *w, size_t rb, int mr, int nr,
-                 int m, int n, const float *bias, float *y, int ldy, const unsigned char *next) {
-    const __m512i tab = lut_table(t), m4 = _mm512_set1_epi8(15);
-    __m512 acc[LUT_MR][LUT_NR];
-#pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < nr; j++) acc[i][j] = _mm512_setzero_ps();
-    const unsigned char *wr = w + (size_t)n * rb;
-    const size_t gbytes = rb / (size_t)ng + 1;
-    for (int g = 0; g < ng; g++) {
-        if (next)
-            for (size_t o = 0; o < (size_t)nr * gbytes; o += 64)
-                _mm_prefetch((const char *)(next + (size_t)g * nr * gbytes + o), _MM_HINT_T2);
-        const int nsb = t == KVLM_MXFP4 && g == ng - 1 && nbk % 4 ? nbk % 4 : 4;
-        __m512i lo[LUT_NR], hi[LUT_NR];
-        __m512 sc[LUT_NR];
-#pragma GCC unroll 4
-        for (int j = 0; j < nr; j++) {
-            __m512i c;
-            lut_load(t, wr + (size_t)j * rb, g, nsb, &c, &sc[j]);
-            lo[j] = _mm512_shuffle_epi8(tab, _mm512_and_si512(c, m4));
-            hi[j] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) {
-            const lut_group *G = a + (size_t)(m + i) * ng + g;
-            const __m512i xl = _mm512_load_si512(G->lo), xh = _mm512_load_si512(G->hi);
-            const __m512i st = _mm512_load_si512(G->st);
-            const __m512 dx = _mm512_load_ps(G->dx);
-#pragma GCC unroll 4
-            for (int j = 0; j < nr; j++) {
-                const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo[j], xl), hi[j], xh);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(sc[j], dx), acc[i][j]);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < nr; j++)
-            y[(size_t)(m + i) * ldy + n + j] = lut_hsum(acc[i][j]) + (bias ? bias[n + j] : 0.0f);
-}
-
-/* All rows of x against nr (compile-time) weight rows at n. */
-AI void lut_rows_nr(kvlm_dtype t, const lut_group *a, int M, int ng, int nbk, const unsigned char *w, size_t rb,
-                    int nr, int n, const float *bias, float *y, int ldy, const unsigned char *next) {
-    int m = 0;
-    for (; m + LUT_MR <= M; m += LUT_MR) lut_tile(t, a, ng, nbk, w, rb, LUT_MR, nr, m, n, bias, y, ldy, m ? NULL : next);
-    switch (M - m) {
-    case 3: lut_tile(t, a, ng, nbk, w, rb, 3, nr, m, n, bias, y, ldy, m ? NULL : next); break;
-    case 2: lut_tile(t, a, ng, nbk, w, rb, 2, nr, m, n, bias, y, ldy, m ? NULL : next); break;
-    case 1: lut_tile(t, a, ng, nbk, w, rb, 1, nr, m, n, bias, y, ldy, m ? NULL : next); break;
-    default: break;
-    }
-}
-
-static void lut_rows_t(kvlm_dtype t, const lut_group *a, int M, const kern_matrix *w, int n0, int n1,
-                       const float *bias, float *y, int ldy) {
-    const int K = w->cols, nbk = K / QK, ng = (nbk + 3) / 4;
-    const size_t rb = dtype_row_bytes(t, K, NULL);
-    const unsigned char *wd = w->data;
-    int n = n0;
-    for (; n + LUT_NR <= n1; n += LUT_NR) {
-        const unsigned char *next = n + 2 * LUT_NR <= n1 ? wd + (size_t)(n + LUT_NR) * rb : NULL;
-        lut_rows_nr(t, a, M, ng, nbk, wd, rb, LUT_NR, n, bias, y, ldy, next);
-    }
-    for (; n < n1; n++) lut_rows_nr(t, a, M, ng, nbk, wd, rb, 1, n, bias, y, ldy, NULL);
-}
 
 size_t quant_int8_lut_bytes_avx512(int M, const kern_matrix *w) {
     const kvlm_dtype t = w->dtype;
@@ -186,13 +51,10 @@ void quant_int8_lut_prep_avx512(const float *x, int M, const kern_matrix *w, int
         for (int gi = 0; gi < ng; gi++) int8_group_prep((lut_group *)buf + (size_t)m * ng + gi, x + (size_t)m * K, K, gi, 7);
 }
 
-static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
-
 void quant_int8_lut_rows_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                 float *y, int ldy) {
-    pthread_once(&tab_once, e8m0_tab_init);
-    if (w->dtype == KVLM_MXFP4) lut_rows_t(KVLM_MXFP4, buf, M, w, n0, n1, bias, y, ldy);
-    else lut_rows_t(KVLM_IQ4_XS, buf, M, w, n0, n1, bias, y, ldy);
+    if (__builtin_cpu_supports("avx512vbmi")) quant_int8_lut_rows_vbmi_avx512(buf, M, w, n0, n1, bias, y, ldy);
+    else quant_int8_lut_rows_base_avx512(buf, M, w, n0, n1, bias, y, ldy);
 }
 
 int quant_int8_lut_run_avx512(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
