@@ -21,10 +21,13 @@
  *    segment with the whole team (its prepared activations and panels pay
  *    off); otherwise (decode, small batches) every selected expert's work
  *    goes into two regions, gate|up|SwiGLU by chunks of F_e rows, then down
- *    by chunks of C rows, each item a one-thread kern_matmul on a row view
- *    of the expert: 2 regions per layer instead of 3 per expert, so waking
+ *    by chunks of C rows, each item a one-thread product on a row view of
+ *    the expert: 2 regions per layer instead of 3 per expert, so waking
  *    the team does not cost more than the small matmuls themselves. Both
- *    are stealable (staged: the inputs copied into the stage), as the
+ *    are stealable (staged: the inputs copied into the stage, or where the
+ *    ISA prepares its activations, int8 codes on the -vnni levels, each
+ *    expert's prepared rows, made once per region on the caller and
+ *    shared by gate and up, instead of once per item and matrix), as the
  *    dense products of decode are, so a descheduled worker costs the step
  *    one item's time, not the OS's time slice.
  * 4. Sum: out[t] = sum over ranks j of wts[t, j] x g[slot(t, j)], in rank
