@@ -412,6 +412,17 @@ $(BUILD)/bench/quant_bench: bench/quant_bench.c $(BUILD)/libkvlm.a
 bench-quant: $(BUILD)/bench/quant_bench
 	./$(BUILD)/bench/quant_bench
 
+# `make bench-batch`: matmul time per call against the activation rows
+# (1..16, a decode step of that many sequences) per weight dtype
+# (bench/batch_bench.c; never part of `make test`).
+.PHONY: bench-batch
+$(BUILD)/bench/batch_bench: bench/batch_bench.c $(BUILD)/libkvlm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
+
+bench-batch: $(BUILD)/bench/batch_bench
+	./$(BUILD)/bench/batch_bench
+
 gguf-fixtures:
 	/usr/bin/python3 tools/write_gguf.py selftest
 	/usr/bin/python3 tools/make_gguf_fixtures.py tests/fixtures/llama_gguf

@@ -239,12 +239,58 @@ static void test_matmul_shapes(void **state) {
             for (size_t b = 0; b < 7; b++)
                 for (size_t c = 0; c < 5; c++) checked += check_case(qtypes[t], Ms[a], Ns[b], Ks[c], &seed);
         checked += check_case(qtypes[t], 24, 17, 1024, &seed);
+        /* decode batches: whole MR_MAX tiles of rows and their tails over
+         * the same weight rows, up to the prefill kernels' 16 */
+        for (int M = 6; M <= 16; M += M < 8 ? 2 : M < 12 ? 4 : M < 15 ? 3 : 1)
+            checked += check_case(qtypes[t], M, 9, 288, &seed);
     }
-    assert_int_equal(checked, want * NQTYPES * (7 * 7 * 5 + 1));
+    assert_int_equal(checked, want * NQTYPES * (7 * 7 * 5 + 1 + 5));
     for (size_t t = 0; t < NQTYPES; t++) {
         assert_int_equal(quant_int8_min_rows_avx512(qtypes[t]), 1);
         assert_int_equal(quant_int8_min_rows_avx2(qtypes[t]), 1);
     }
+}
+
+/* A decode batch of the 32-value block types (2 .. 15 rows, below the
+ * prefill kernels) gives each row the bits it gets alone: the rows share
+ * each weight load, not their sums. Not Q4_0 on avx512-vnni, whose own
+ * decode kernel (quant_int8_q4_0_avx512.c) takes 1 to 3 rows and sums in
+ * another order. */
+static void test_batch_rows_alone(void **state) {
+    (void)state;
+    const int Ms[] = {2, 3, 5, 6, 9, 15}, N = 13, K = 288;
+    unsigned seed = 23;
+    int checked = 0;
+    for (size_t t = 0; t < NQTYPES; t++) {
+        const size_t rb = dtype_row_bytes(qtypes[t], K, NULL);
+        float *wf = malloc((size_t)N * K * 4), *x = malloc((size_t)15 * K * 4);
+        float *yb = malloc((size_t)15 * N * 4), *y1 = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
+        unsigned char *wq = malloc((size_t)N * rb);
+        for (int i = 0; i < N * K; i++) wf[i] = frand(&seed);
+        for (int i = 0; i < 15 * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+        for (int i = 0; i < N; i++) bias[i] = frand(&seed);
+        for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
+        const kern_matrix kq = {qtypes[t], wq, N, K, NULL};
+        for (size_t s = 0; s < 2; s++) {
+            const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
+            if (!ops) continue;
+            if (qtypes[t] == KVLM_Q4_0 && vnni[s] == KVLM_ISA_AVX512_VNNI) continue;
+            for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++) {
+                ops->matmul_rows(x, Ms[a], &kq, 0, N, bias, yb, N);
+                for (int m = 0; m < Ms[a]; m++) {
+                    ops->matmul_rows(x + (size_t)m * K, 1, &kq, 0, N, bias, y1, N);
+                    if (memcmp(yb + (size_t)m * N, y1, (size_t)N * 4))
+                        fail_msg("%s %s M=%d row %d: batch and alone differ (%.9g vs %.9g at column 0)",
+                                 kvlm_dtype_name(qtypes[t]), kvlm_isa_name(vnni[s]), Ms[a], m, yb[(size_t)m * N],
+                                 y1[0]);
+                    checked++;
+                }
+            }
+        }
+        free(wf), free(x), free(yb), free(y1), free(bias), free(wq);
+    }
+    const int want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
+    assert_int_equal(checked, (want * NQTYPES - kern_cpu_supports(vnni[0])) * (2 + 3 + 5 + 6 + 9 + 15));
 }
 
 /* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
@@ -253,19 +299,19 @@ static void test_matmul_shapes(void **state) {
  * rows, weight-row tails. */
 static void test_matmul_kquants(void **state) {
     (void)state;
-    const int Ms[] = {1, 2, 4, 5, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
+    const int Ms[] = {1, 2, 4, 5, 7, 8, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
     unsigned seed = 17;
     int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
     for (size_t t = 0; t < 3; t++) {
-        for (size_t a = 0; a < 5; a++)
+        for (size_t a = 0; a < 7; a++)
             for (size_t b = 0; b < 4; b++)
                 for (size_t c = 0; c < 4; c++) checked += check_case(ktypes[t], Ms[a], Ns[b], Ks[c], &seed);
         checked += check_case(ktypes[t], 13, 9, 2048, &seed);
     }
-    assert_int_equal(checked, want * 3 * (5 * 4 * 4 + 1));
+    assert_int_equal(checked, want * 3 * (7 * 4 * 4 + 1));
     assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q4_0), 1);
-    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 4);
-    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 2);
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 8);
+    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 8);
 }
 
 /* MXFP4 and IQ4_XS (the AVX512-VNNI table kernel): decode and prefill
@@ -335,8 +381,9 @@ static void test_threaded_and_ranges(void **state) {
  * the items; teams with a pool) against matmul_rows over the whole range:
  * the same bits at 1, 2 and 3 threads, for every type, with row tiles,
  * weight panels and their tails, and row chunks (K = 8192: the activation
- * tiles are cut into several L2 chunks), and for decode's 1-3 rows (each
- * type's decode kernel; work large enough to be split into items);
+ * tiles are cut into several L2 chunks), and for decode's 1-3 rows and
+ * decode batches of 6 and 12 (each type's decode kernel; work large
+ * enough to be split into items);
  * matmul_rows against the reference within the tolerance above. Decode
  * also prepared in two calls (rows [0, 1), then [1, M)) and run as two
  * ranges of outputs: the same bits. */
@@ -345,7 +392,8 @@ static void test_prepared_threads(void **state) {
     const kvlm_dtype all[] = {KVLM_Q8_0, KVLM_Q4_0, KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
     const size_t ntypes = sizeof all / sizeof all[0];
     const struct { int M, N, K; } shapes[] = {{37, 70, 512}, {4, 33, 256}, {50, 40, 8192},
-                                              {1, 70, 1024}, {2, 37, 1024}, {3, 50, 8192}};
+                                              {1, 70, 1024}, {2, 37, 1024}, {3, 50, 8192},
+                                              {6, 45, 2048}, {12, 33, 512}};
     const size_t nshapes = sizeof shapes / sizeof shapes[0];
     unsigned seed = 23;
     int checked = 0;
@@ -376,9 +424,9 @@ static void test_prepared_threads(void **state) {
                 size_t panel = 0;
                 const size_t pre = ops->matmul_prep_bytes(M, &kq, &panel);
                 assert_true(pre > 0);
-                if (M >= 4) assert_true(panel > 0);
+                if (M >= 16) assert_true(panel > 0);
                 ops->matmul_rows(x, M, &kq, 0, N, bias, y1, N);
-                if (M < 4) {
+                if (M < 16) {
                     unsigned char *buf = aligned_alloc(64, (pre + panel + 63) / 64 * 64);
                     ops->matmul_prep(x, M, &kq, 0, 1, buf);
                     ops->matmul_prep(x, M, &kq, 1, M, buf);
@@ -773,6 +821,7 @@ int main(void) {
         cmocka_unit_test(test_known_codes),
         cmocka_unit_test(test_vector_quantisers),
         cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_batch_rows_alone),
         cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_matmul_lut),
         cmocka_unit_test(test_threaded_and_ranges),

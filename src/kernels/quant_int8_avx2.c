@@ -60,7 +60,7 @@ static inline __m256 q_scale_f16(const unsigned char *b0) {
 #define Q_SRL32(a, n) _mm256_srl_epi32((a), _mm_cvtsi32_si128(n))
 #define Q_MULLO32(a, b) _mm256_mullo_epi32((a), (b))
 #define PR_NV 1
-#define PR_MIN_ROWS 4
+#define PR_MIN_ROWS 16
 #define PR_CHUNK_BYTES (1536 * 1024)
 #define QNAME(n) n##_avx2
 

@@ -269,33 +269,152 @@ AI void i8_tile1(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvl
     for (int j = 0; j < nr; j++) y[(size_t)m * ldy + n + j] = V_REDUCE(acc[j]) + (bias ? bias[n + j] : 0.0f);
 }
 
+/* mr rows of x against nr weight rows read in place from their blocks
+ * (a batch of decode rows): each weight vector is unpacked once and serves
+ * the mr rows, whose activation vectors stay in registers. Per output the
+ * float operations are i8_tile1's, so a row gives the same bits alone or
+ * in a batch. The caller walks the rows of x in tiles of MR_MAX over the
+ * same nr weight rows, which the first tile left in L1. */
+AI void i8_tilem(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr, int m,
+                 int n, const float *bias, float *y, int ldy, int pf) {
+    const size_t bb = dtype_block_bytes(t);
+    vf acc[MR_MAX][NR_MAX];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[i][j] = V_ZERO();
+    const unsigned char *wr = w + (size_t)n * rb;
+    const unsigned char *next = wr + (size_t)nr * rb;
+    const size_t step = (size_t)nr * BPV * bb;
+    const int8_t *xr = a->xq + (size_t)m * a->kp;
+    const float *fr = a->f + (size_t)m * a->nv * 2 * VW;
+    const size_t fs = (size_t)a->nv * 2 * VW;
+    const int full = nb / BPV;
+    for (int p = 0; p <= full; p++) {
+        const int tail = p == full;
+        if (tail && nb % BPV == 0) break;
+        if (pf) i8_prefetch(next, (size_t)p * step, (size_t)(p + 1) * step);
+        vq xv[MR_MAX];
+        vf dv[MR_MAX], ev[MR_MAX];
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            xv[i] = Q_LOAD(xr + (size_t)i * a->kp + (size_t)p * 4 * VW);
+            dv[i] = V_LOADU(fr + (size_t)i * fs + (size_t)p * 2 * VW);
+            ev[i] = V_LOADU(fr + (size_t)i * fs + (size_t)p * 2 * VW + VW);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            const unsigned char *b0 = wr + (size_t)j * rb + (size_t)p * BPV * bb;
+            const unsigned char *b1 = BPV == 2 && !tail ? b0 + bb : NULL;
+            const vq wv = i8_wvec(t, b0, b1);
+            const vf sw = i8_wscale_dec(b0, b1);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = V_FMA(V_FMS(Q_TO_F(Q_DP(Q_ZERO(), wv, xv[i])), dv[i], ev[i]), sw, acc[i][j]);
+        }
+    }
+    if (i8_hasmin(t))
+        for (int c = 0; c < a->nbq; c += VW) {
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) {
+                float mb[VW];
+                for (int b = 0; b < VW; b++)
+                    mb[b] = c + b < nb ? i8_half(wr + (size_t)j * rb + (size_t)(c + b) * bb + 2) : 0.0f;
+                const vf mv = V_LOADU(mb);
+#pragma GCC unroll 8
+                for (int i = 0; i < mr; i++)
+                    acc[i][j] = V_FMA(mv, V_LOADU(a->ex + (size_t)(m + i) * a->nbq + c), acc[i][j]);
+            }
+        }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            y[(size_t)(m + i) * ldy + n + j] = V_REDUCE(acc[i][j]) + (bias ? bias[n + j] : 0.0f);
+}
+
+/* i8_tilem with mr (1 .. MR_MAX) a run-time count made compile-time. */
+AI void i8_tilem_r(const i8_act *a, int nb, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr, int m,
+                   int n, const float *bias, float *y, int ldy, int pf) {
+#define I8_TILEM_CASE(r)                                                                                       \
+    case r: i8_tilem(a, nb, w, rb, t, r, nr, m, n, bias, y, ldy, pf); break;
+    switch (mr) {
+        I8_TILEM_CASE(1)
+        I8_TILEM_CASE(2)
+#if MR_MAX >= 3
+        I8_TILEM_CASE(3)
+#endif
+#if MR_MAX >= 4
+        I8_TILEM_CASE(4)
+#endif
+    default: break;
+    }
+#undef I8_TILEM_CASE
+}
+
+/* i8_tile with mr (1 .. MR_MAX) a run-time count made compile-time. */
+AI void i8_tile_r(const i8_act *a, kvlm_dtype t, const unsigned char *pc, const float *ps, const float *pb, int mr,
+                  int nr, int m, int n, const float *bias, float *y, int ldy) {
+#define I8_TILE_CASE(r)                                                                                        \
+    case r: i8_tile(a, t, pc, ps, pb, r, nr, m, n, bias, y, ldy); break;
+    switch (mr) {
+        I8_TILE_CASE(1)
+        I8_TILE_CASE(2)
+#if MR_MAX >= 3
+        I8_TILE_CASE(3)
+#endif
+#if MR_MAX >= 4
+        I8_TILE_CASE(4)
+#endif
+    default: break;
+    }
+#undef I8_TILE_CASE
+}
+
+/* Rows [n0, n1) of w against the M rows of x. One row of a 32-value
+ * block type (decode, the weights streamed once) reads the blocks in
+ * place (i8_tile1). Otherwise each NR_MAX weight rows are unpacked once
+ * into the panel and every row of x goes through it while it is in L1, in
+ * tiles of MR_MAX rows and one of the rest: a batch of decode rows reads
+ * each weight once. Per output the float operations are those of
+ * i8_tile1 (and the same whatever the tile), so a row gives the same bits
+ * alone or in any batch. */
 AI void i8_rows_t(const i8_act *a, int M, const kern_matrix *w, int n0, int n1, const float *bias, float *y,
                   int ldy, kvlm_dtype t, unsigned char *pc, float *ps, float *pb) {
     const int K = w->cols, nb = K / QK;
     const size_t rb = dtype_row_bytes(t, K, NULL);
     const unsigned char *wd = w->data;
-    const int small = i8_b32(t);
-    /* rows of x through the panel: all for the K-quants, whole tiles else */
-    const int full = small ? M / MR_MAX * MR_MAX : M, tiled = M / MR_MAX * MR_MAX;
-    if (full > 0) {
+    if (M == 1 && i8_b32(t)) {
         int n = n0;
-        for (; n + NR_MAX <= n1; n += NR_MAX) {
-            i8_panel(a, nb, wd, rb, t, NR_MAX, n, pc, ps, pb);
-            for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, NR_MAX, m, n, bias, y, ldy);
-            for (int m = tiled; m < full; m++) i8_tile(a, t, pc, ps, pb, 1, NR_MAX, m, n, bias, y, ldy);
-        }
-        for (; n < n1; n++) {
-            i8_panel(a, nb, wd, rb, t, 1, n, pc, ps, pb);
-            for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, 1, m, n, bias, y, ldy);
-            for (int m = tiled; m < full; m++) i8_tile(a, t, pc, ps, pb, 1, 1, m, n, bias, y, ldy);
-        }
+        for (; n + NR1 <= n1; n += NR1) i8_tile1(a, nb, wd, rb, t, NR1, 0, n, bias, y, ldy);
+        for (; n < n1; n++) i8_tile1(a, nb, wd, rb, t, 1, 0, n, bias, y, ldy);
+        return;
     }
-    if (small)
-        for (int m = full; m < M; m++) {
-            int n = n0;
-            for (; n + NR1 <= n1; n += NR1) i8_tile1(a, nb, wd, rb, t, NR1, m, n, bias, y, ldy);
-            for (; n < n1; n++) i8_tile1(a, nb, wd, rb, t, 1, m, n, bias, y, ldy);
-        }
+    if (i8_b32(t)) { /* a batch of decode rows: the blocks read in place */
+        int n = n0;
+        for (; n + NR_MAX <= n1; n += NR_MAX)
+            for (int m = 0; m < M; m += MR_MAX)
+                i8_tilem_r(a, nb, wd, rb, t, M - m < MR_MAX ? M - m : MR_MAX, NR_MAX, m, n, bias, y, ldy, m == 0);
+        for (; n < n1; n++)
+            for (int m = 0; m < M; m += MR_MAX)
+                i8_tilem_r(a, nb, wd, rb, t, M - m < MR_MAX ? M - m : MR_MAX, 1, m, n, bias, y, ldy, 0);
+        return;
+    }
+    const int tiled = M / MR_MAX * MR_MAX;
+    int n = n0;
+    for (; n + NR_MAX <= n1; n += NR_MAX) {
+        /* the next tile's rows requested while this one is unpacked */
+        const size_t nx = (size_t)(n + NR_MAX) * rb;
+        i8_prefetch(wd, nx, nx + (size_t)(n + 2 * NR_MAX <= n1 ? NR_MAX : n1 - n - NR_MAX) * rb);
+        i8_panel(a, nb, wd, rb, t, NR_MAX, n, pc, ps, pb);
+        for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, NR_MAX, m, n, bias, y, ldy);
+        if (tiled < M) i8_tile_r(a, t, pc, ps, pb, M - tiled, NR_MAX, tiled, n, bias, y, ldy);
+    }
+    for (; n < n1; n++) {
+        i8_panel(a, nb, wd, rb, t, 1, n, pc, ps, pb);
+        for (int m = 0; m < tiled; m += MR_MAX) i8_tile(a, t, pc, ps, pb, MR_MAX, 1, m, n, bias, y, ldy);
+        if (tiled < M) i8_tile_r(a, t, pc, ps, pb, M - tiled, 1, tiled, n, bias, y, ldy);
+    }
 }
 
 /* Codes, spread scales, lane corrections (and block sums for Q4_K /
@@ -330,10 +449,14 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
     }
 }
 
-/* Fewer rows of a K-quant are left to the f32-activation kernels: one row
- * through the panel (a store and reload of every weight) measured slower
- * than their decode kernel (quant_wide.h). */
-int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return i8_b32(t) ? 1 : MR_MAX; }
+/* Fewer rows of a K-quant than this go to their int8 decode kernel
+ * (quant_int8_decode.h, the blocks read in place, each row of x over a
+ * tile of weight rows the first row left in L1): per call on one thread
+ * (bench/batch_bench.c, 2048 x 2048) it beat the panel kernels up to 7
+ * rows, where the prefill kernel's per-call unpacking (about 0.8 ms, a
+ * step of 6 rows cost 7 steps of 1) takes over. */
+#define I8_K_DECODE_ROWS 8
+int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return i8_b32(t) ? 1 : I8_K_DECODE_ROWS; }
 
 size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);
 void QNAME(quant_int8_prep)(const float *x, int M, const kern_matrix *w, int m0, int m1, void *buf);
@@ -369,7 +492,7 @@ size_t QNAME(quant_int8_small_bytes)(int M, const kern_matrix *w, size_t *panel)
     if (!quant_int8_supports(t) || M < QNAME(quant_int8_min_rows)(t)) return 0;
     const i8_small_shape s = QNAME(i8_small_shape)(w);
     const int small = i8_b32(t);
-    *panel = !small || M >= MR_MAX ? (size_t)NR_MAX * (s.kp + s.kp + s.exb) : 0;
+    *panel = small ? 0 : (size_t)NR_MAX * (s.kp + s.kp + s.exb); /* the 32-value types read blocks in place */
     return (size_t)M * (s.fbytes + s.exb + s.kp);
 }
 
@@ -419,7 +542,7 @@ int QNAME(quant_int8_matmul_rows)(const float *x, int M, const kern_matrix *w, i
     _Alignas(64) unsigned char stack[32768];
     unsigned char *buf = need <= sizeof stack ? stack : aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!buf) return 0;
-    if (i8_b32(t) && M < MR_MAX) { /* decode: the first tile requested before the activations are quantised */
+    if (i8_b32(t) && M == 1) { /* decode: the first tile requested before the activations are quantised */
         const size_t rb = dtype_row_bytes(t, w->cols, NULL);
         i8_prefetch((const unsigned char *)w->data + (size_t)n0 * rb, 0, (size_t)(n1 - n0 < NR1 ? n1 - n0 : NR1) * rb);
     }

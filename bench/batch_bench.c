@@ -1,0 +1,140 @@
+/*
+ * Matmul time per call against the number of activation rows M (a decode
+ * step of M sequences), per weight dtype, on one kernel level (default:
+ * the best the CPU has): does a step of M rows share each weight load, or
+ * cost M steps of one? One thread, timed in its CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) so a shared machine's scheduler does not enter
+ * the figures; each timed call reads a different matrix from a ring of
+ * them that together exceed 512 MiB, so the weights come from memory as in
+ * a decode step. Prints the median time per call and its ratio to M = 1.
+ * `make bench-batch`; never part of `make test`.
+ *
+ * usage: batch_bench [N K [calls [ISA [DTYPE,...]]]]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "kvlm.h"
+#include "omp_compat.h"
+#include "tensor.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float wval(size_t n, int k) {
+    uint64_t h = (n + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(k + 7) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (float)(h & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* Byte offsets of the f16 fields of a block of t (up to 2; -1 = none). */
+static void f16_fields(kvlm_dtype t, int at[2]) {
+    at[0] = 0, at[1] = -1;
+    if (t == KVLM_Q4_K || t == KVLM_Q5_K) at[1] = 2;
+    if (t == KVLM_Q6_K) at[0] = 208;
+}
+
+/* Row n of a type kvlm does not quantise to: pseudo-random code bytes,
+ * small finite f16 scales (the kernels' work does not depend on them). */
+static void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst) {
+    const size_t bb = dtype_block_bytes(t), nb = (size_t)(K / dtype_block_len(t));
+    for (size_t i = 0; i < nb * bb; i++) dst[i] = (unsigned char)(wval(n, (int)i) * 128.0f + 128.0f);
+    int at[2];
+    f16_fields(t, at);
+    for (size_t b = 0; b < nb; b++)
+        for (int f = 0; f < 2; f++)
+            if (at[f] >= 0) {
+                const uint16_t h = f32_to_f16(0.01f * wval(n, (int)b + f));
+                memcpy(dst + b * bb + (size_t)at[f], &h, 2);
+            }
+}
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    const int N = argc > 2 ? atoi(argv[1]) : 4096, K = argc > 2 ? atoi(argv[2]) : 2048;
+    const int calls = argc > 3 ? atoi(argv[3]) : 30;
+    kvlm_isa isa = KVLM_ISA_AUTO;
+    if (argc > 4 && strcmp(argv[4], "auto")) {
+        isa = (kvlm_isa)-1;
+        for (int i = KVLM_ISA_SCALAR; i < 32; i++)
+            if (kvlm_isa_name((kvlm_isa)i) && !strcmp(kvlm_isa_name((kvlm_isa)i), argv[4])) isa = (kvlm_isa)i;
+        if (isa == (kvlm_isa)-1) {
+            fprintf(stderr, "batch_bench: unknown ISA %s\n", argv[4]);
+            return 2;
+        }
+    }
+    if (N <= 0 || K <= 0 || K % QK_K || calls <= 0) {
+        fprintf(stderr, "usage: batch_bench [N K (K a multiple of 256) [calls [ISA [DTYPE,...]]]]\n");
+        return 2;
+    }
+    const kern_ops *ops = kern_select(isa);
+    if (!ops) {
+        fprintf(stderr, "batch_bench: the CPU lacks %s\n", argv[4]);
+        return 2;
+    }
+    omp_set_num_threads(1);
+    kern_team team = {.threads = 1};
+    const kvlm_dtype dts[] = {KVLM_F16,  KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0, KVLM_Q5_0,
+                              KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const int ms[] = {1, 2, 3, 4, 6, 8, 12, 16};
+    enum { NM = sizeof ms / sizeof *ms };
+    float *x = malloc((size_t)16 * K * 4), *y = malloc((size_t)16 * N * 4);
+    if (!x || !y) return 1;
+    for (int k = 0; k < 16 * K; k++) x[k] = wval(0, k);
+    printf("matrix %d x %d, kernels %s, one thread, CPU time per call (median of %d), ratio to M = 1\n", N, K,
+           kvlm_isa_name(ops->isa), calls);
+    printf("%-6s", "dtype");
+    for (int i = 0; i < NM; i++) printf(" %8s%-2d", "M=", ms[i]);
+    printf("\n");
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        if (argc > 5 && !strstr(argv[5], kvlm_dtype_name(dts[d]))) continue;
+        const size_t rb = dtype_row_bytes(dts[d], K, NULL), mb = rb * (size_t)N;
+        const size_t ring = (((size_t)1 << 29) + mb - 1) / mb + 1, total = ring * (size_t)N;
+        unsigned char *w = aligned_alloc(64, (ring * mb + 63) & ~(size_t)63);
+        float *row = malloc((size_t)K * 4);
+        if (!w || !row) return 1;
+        for (size_t n = 0; n < total; n++) {
+            for (int k = 0; k < K; k++) row[k] = wval(n, k);
+            if (dtype_is_blocked(dts[d]) && !quant_can_quantize(dts[d])) random_row(dts[d], n, K, w + n * rb);
+            else if (dtype_is_blocked(dts[d])) quant_quantize_row(dts[d], row, K, w + n * rb);
+            else
+                for (int k = 0; k < K; k++) dtype_store(dts[d], w + n * rb, (size_t)k, row[k]);
+        }
+        free(row);
+        double med[NM];
+        double *t = malloc((size_t)calls * sizeof(double));
+        for (int mi = 0; mi < NM; mi++) {
+            for (int i = -1; i < calls; i++) {
+                kern_matrix km = {dts[d], w + (size_t)((i + 1 + mi * 7) % (int)ring) * mb, N, K, NULL};
+                const double t0 = cpu_now();
+                kern_matmul(ops, &team, x, ms[mi], &km, NULL, y, N);
+                if (i >= 0) t[i] = cpu_now() - t0;
+            }
+            qsort(t, (size_t)calls, sizeof *t, cmp_double);
+            med[mi] = t[calls / 2];
+        }
+        printf("%-6s", kvlm_dtype_name(dts[d]));
+        for (int i = 0; i < NM; i++) printf(" %6.2fms   ", med[i] * 1e3);
+        printf("\n%-6s", "");
+        for (int i = 0; i < NM; i++) printf(" %6.2fx    ", med[i] / med[0]);
+        printf("\n");
+        fflush(stdout);
+        free(t);
+        free(w);
+    }
+    free(x), free(y);
+    return 0;
+}
