@@ -70,7 +70,7 @@ int quant_int8_matmul_rows_avx2(const float *x, int M, const kern_matrix *w, int
 
 /* The prepared form of kern_ops.matmul_prep_bytes / matmul_prep /
  * matmul_rows_prep (kernels.h) for the int8 kernels: 0 bytes (no prepared
- * form) for other dtypes and below the prefill kernels' rows (4); the
+ * form) for other dtypes and below the prefill kernels' rows (16); the
  * matmul_rows above runs the same code on one buffer of its own. */
 size_t quant_int8_prep_bytes_avx512(int M, const kern_matrix *w, size_t *panel);
 size_t quant_int8_prep_bytes_avx2(int M, const kern_matrix *w, size_t *panel);
@@ -81,9 +81,9 @@ void quant_int8_rows_prep_avx512(const void *buf, void *panel, const kern_matrix
 void quant_int8_rows_prep_avx2(const void *buf, void *panel, const kern_matrix *w, int n0, int n1,
                                const float *bias, float *y, int ldy);
 
-/* The fewest rows of x for which the kernels use int8 activations with
- * weight dtype t (1 for Q8_0 / Q4_0, the register tile's rows for the
- * K-quants); below it they return 0 and the f32-activation kernels run. */
+/* The fewest rows of x the kernels above take with weight dtype t (1 for
+ * the 32-value block types, 8 for the K-quants); below it they return 0
+ * and quant_int8_prep.c runs the K-quant decode kernels below. */
 int quant_int8_min_rows_avx512(kvlm_dtype t);
 int quant_int8_min_rows_avx2(kvlm_dtype t);
 

@@ -48,17 +48,21 @@
  * the float rounding differs from quant_int8_matmul_ref's (which sums in
  * double) by a few ulps of the terms.
  *
- * Weights are unpacked per call into a panel of NR_MAX rows (bytes,
- * spread scales, offsets; about 2 bytes per weight, in L1/L2) that every
- * MR_MAX x NR_MAX register tile of outputs reads, so each block is
- * unpacked once per call however many rows x has. For one row of x and
- * the 32-value block types (decode, where the weights stream from memory once) NR1
- * weight rows are unpacked straight from their blocks instead, and the
- * next tile is prefetched as in quant_simd.h (but into L2: prefetcht2);
- * on avx512-vnni, Q4_0 decode runs quant_int8_q4_0_avx512.c's kernel
- * instead and comes here only if that declines. K-quant calls with fewer
- * than MR_MAX rows are left to the f32-activation kernels (see
- * quant_int8_min_rows).
+ * Below the prefill kernels (PR_MIN_ROWS rows), the 32-value block types
+ * read their blocks in place: one row of x (decode) against NR1 weight
+ * rows at a time (i8_tile1), a batch of rows (a decode step of several
+ * sequences, a short prompt chunk) in tiles of MR_MAX rows of x against
+ * NR_MAX weight rows, each weight vector unpacked once for the tile's
+ * rows and the weight rows left in L1 for the next tile of rows
+ * (i8_tilem): a step of 6 rows reads each weight once. The next weight
+ * tile is prefetched as in quant_simd.h (but into L2: prefetcht2). On
+ * avx512-vnni, Q4_0 with 1 to 3 rows runs quant_int8_q4_0_avx512.c's
+ * kernel instead and comes here only if that declines. The K-quants go to
+ * their decode kernel below quant_int8_min_rows (quant_int8_decode.h,
+ * quant_int8_prep.c), then through a panel of NR_MAX weight rows (bytes,
+ * spread scales, offsets; about 2 bytes per weight, in L1/L2) unpacked
+ * once per call that every MR_MAX x NR_MAX register tile of outputs
+ * reads.
  *
  * The per-call buffer (activations and panel) is on the stack when small,
  * else allocated; if the allocation fails the call reports it and the
@@ -466,8 +470,7 @@ void QNAME(quant_int8_rows_prep)(const void *prep, void *panel, const kern_matri
 /* The rows below the prefill kernels' (matmul_rows with M < PR_MIN_ROWS,
  * from quant_int8_min_rows up): the activations a of all M rows, prepared
  * once per matmul (quant_int8_prep.c's prepared form), then per item
- * i8_rows_t with a panel of its own when the K-quants or whole MR_MAX
- * tiles of Q8_0 / Q4_0 go through one. Layout of the prepared bytes, for
+ * i8_rows_t, with a panel of its own for the K-quants. Layout of the prepared bytes, for
  * M rows: spread scales and corrections (fbytes per row), block sums
  * (Q4_K / Q5_K, exb per row), codes (kp per row). */
 typedef struct i8_small_shape {
