@@ -4,7 +4,9 @@
  * read bandwidth, and generation with the KV cache on vs off, all measured
  * side by side in one process so the ratios hold on a noisy machine.
  * With --draft or --draft-ngram it also compares speculative decoding with
- * plain decoding (cli/bench_spec.c), on -p/-f text when given.
+ * plain decoding (cli/bench_spec.c), on -p/-f text when given, and with
+ * --batch B decode steps of B sequences against steps of one
+ * (cli/bench_batch.c).
  * measure_bench (measure.h) runs the tests and returns the JSON document;
  * the human report is printed from it.
  */
@@ -27,6 +29,7 @@ typedef struct bench_opts {
     model_flags mf;
     bench_params p;
     int json, pp_set, tg_set;
+    int batch; /* --batch B (0: none) */
     draft_flags draft;
 } bench_opts;
 
@@ -82,6 +85,10 @@ static int parse(int argc, char **argv, bench_opts *o) {
         CLI_INT("--bw-mib", "N",
                 "buffer for the bandwidth measurement in MiB, raised to twice the largest cache (default 1024)",
                 &o->p.bw_mib, 16, 1 << 16),
+        CLI_INT("--batch", "B",
+                "also time decode steps of B sequences together against steps of one, alternated\n"
+                "(tokens/s and ms per step of each, and their ratios)",
+                &o->batch, 2, 256),
         CLI_SWITCH("--cache-test", "also time generation with the KV cache off (the default)", &o->p.skip_cache, 0),
         CLI_SWITCH("--no-cache-test, --skip-cache-test", "skip the cache on vs off comparison", &o->p.skip_cache, 1),
         CLI_HEADING("speculative decoding, fixed and adaptive, vs plain at temperature 0 and 0.8 (-p/-f: its prompt):"),
@@ -433,6 +440,23 @@ static void print_spec(const json_t *sp) {
     }
 }
 
+/* The batched decode lines of the human report. */
+static void print_batch(const json_t *bt) {
+    printf("\nbatched decode: %d sequences decoding together vs 1, %d-token prompts, %d steps, median (min-max)\n"
+           "of %d rounds, alternated:\n",
+           (int)num(bt, "batch", NULL), (int)num(bt, "prompt_tokens", NULL), (int)num(bt, "steps", NULL),
+           (int)num(bt, "repeats", NULL));
+    printf("%-10s %26s %12s\n", "sequences", "ms per step", "tokens/s");
+    static const char *const rows[] = {"one", "batched"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *r = json_object_get(bt, rows[k]);
+        printf("%-10d %9.2f (%6.2f-%7.2f) %12.1f\n", (int)num(r, "sequences", NULL), num(r, "median_ms_per_step", NULL),
+               num(r, "min_ms_per_step", NULL), num(r, "max_ms_per_step", NULL), num(r, "tokens_per_s", NULL));
+    }
+    printf("a step of %d costs %.2fx a step of 1; tokens/s %.2fx (medians of the per-round ratios)\n",
+           (int)num(bt, "batch", NULL), num(bt, "step_ratio", NULL), num(bt, "throughput_ratio", NULL));
+}
+
 int cli_bench(int argc, char **argv) {
     bench_opts o;
     if (parse(argc, argv, &o)) return EXIT_USAGE;
@@ -456,6 +480,11 @@ int cli_bench(int argc, char **argv) {
         return rc;
     }
     json_t *doc = measure_bench(m, &o.p);
+    if (doc && o.batch) {
+        json_t *bt = measure_batch(m, &o.p, o.batch);
+        if (bt) json_object_set_new(doc, "batch", bt);
+        else json_decref(doc), doc = NULL;
+    }
     if (doc && spec) {
         /* the speculative test's prompt: -p/-f/--ids, else bench's own */
         int32_t *own = NULL;
@@ -477,6 +506,8 @@ int cli_bench(int argc, char **argv) {
         print_human(m, doc);
         const json_t *sp = json_object_get(doc, "speculative");
         if (sp) print_spec(sp);
+        const json_t *bt = json_object_get(doc, "batch");
+        if (bt) print_batch(bt);
     }
     rc = doc ? 0 : 1;
     json_decref(doc);

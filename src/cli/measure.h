@@ -76,6 +76,11 @@ json_t *measure_bench(kvlm_model *m, const bench_params *p);
 typedef struct cli_draft cli_draft;
 json_t *measure_spec(kvlm_model *m, const bench_params *p, const cli_draft *d, const int32_t *prompt, int n_prompt);
 
+/* Batched decode (kvlm bench --batch B): tg decode steps of B sequences
+ * against steps of one, after pp-token prompts, alternated over the
+ * repeats (cli/bench_batch.c). */
+json_t *measure_batch(kvlm_model *m, const bench_params *p, int B);
+
 /* Fits pp + tg into a context window of n_ctx tokens: the sizes not given
  * on the command line (pp_set, tg_set 0) shrink, in proportion when both
  * do; given ones are kept. Returns 0, or -1 after "kvlm CMD: ..." naming
