@@ -312,6 +312,46 @@ static void test_bench_float_batch(void **state) {
     free(out);
 }
 
+/* bench --batch B: the batched decode section, its counts as asked, each
+ * row's times ordered and positive; B = 1 refused. */
+static void test_bench_batch(void **state) {
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(th_run_kvlm(&out, "bench --synthetic gpt2-tiny --pp 8 --tg 4 --repeats 3 --bw-mib 16 "
+                                       "--no-cache-test --batch 3 --json 2>/dev/null"), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    assert_non_null(j);
+    const json_t *b = json_object_get(j, "batch");
+    assert_non_null(b);
+    assert_int_equal(json_integer_value(json_object_get(b, "batch")), 3);
+    assert_int_equal(json_integer_value(json_object_get(b, "prompt_tokens")), 8);
+    assert_int_equal(json_integer_value(json_object_get(b, "steps")), 4);
+    assert_int_equal(json_integer_value(json_object_get(b, "repeats")), 3);
+    static const char *const rows[] = {"one", "batched"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *r = json_object_get(b, rows[k]);
+        assert_int_equal(json_integer_value(json_object_get(r, "sequences")), k ? 3 : 1);
+        const double lo = json_real_value(json_object_get(r, "min_ms_per_step"));
+        const double med = json_real_value(json_object_get(r, "median_ms_per_step"));
+        const double hi = json_real_value(json_object_get(r, "max_ms_per_step"));
+        assert_true(lo > 0 && lo <= med && med <= hi);
+        /* tokens/s is the sequences over the median step */
+        assert_float_equal(json_real_value(json_object_get(r, "tokens_per_s")), (k ? 3 : 1) / (med * 1e-3),
+                           1e-4 * (k ? 3 : 1) / (med * 1e-3)); /* the JSON text keeps 6 significant digits */
+    }
+    assert_true(json_real_value(json_object_get(b, "step_ratio")) > 0);
+    assert_true(json_real_value(json_object_get(b, "throughput_ratio")) > 0);
+    json_decref(j);
+    free(out);
+    assert_int_equal(th_run_kvlm(&out, "bench --synthetic gpt2-tiny --pp 8 --tg 4 --repeats 1 --bw-mib 16 "
+                                       "--no-cache-test --batch 2 2>/dev/null"), 0);
+    assert_non_null(strstr(out, "batched decode: 2 sequences decoding together vs 1"));
+    assert_non_null(strstr(out, "a step of 2 costs"));
+    free(out);
+    assert_int_equal(th_run_kvlm(&out, "bench --synthetic gpt2-tiny --batch 1 2>&1"), 2);
+    free(out);
+}
+
 /* sample-stats and gen-stats JSON on the reference model. */
 static void test_measurement_commands(void **state) {
     (void)state;
@@ -768,6 +808,7 @@ int main(void) {
         cmocka_unit_test(test_run_bos_from_files),
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bench_float_batch),
+        cmocka_unit_test(test_bench_batch),
         cmocka_unit_test(test_measurement_commands),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_readme_tokenize),
