@@ -113,7 +113,7 @@ BF16_FLAGS    := -march=armv8.2-a+dotprod+i8mm+bf16
 X86_ONLY     := %_avx2.c %_avx512.c src/kernels/quant_int8_prep.c
 ARM_ONLY     := %_neon.c %_dotprod.c %_i8mm.c %_arm_bf16.c
 # Tests of one architecture's kernels (their sources name them directly).
-X86_ONLY_TESTS := tests/test_quant_int8_decode.c tests/test_quant_int8.c
+X86_ONLY_TESTS := tests/test_quant_int8_decode.c tests/test_quant_int8.c tests/test_quant_int8_batch.c
 ARM_ONLY_TESTS := tests/test_quant_int8_dotprod.c
 # Tests of kernels both architectures have (test_bf16_dot: avx512-bf16, neon-bf16).
 SIMD_TESTS     := tests/test_bf16_dot.c

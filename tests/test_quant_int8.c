@@ -251,48 +251,6 @@ static void test_matmul_shapes(void **state) {
     }
 }
 
-/* A decode batch of the 32-value block types (2 .. 15 rows, below the
- * prefill kernels) gives each row the bits it gets alone: the rows share
- * each weight load, not their sums. Not Q4_0 on avx512-vnni, whose own
- * decode kernel (quant_int8_q4_0_avx512.c) takes 1 to 3 rows and sums in
- * another order. */
-static void test_batch_rows_alone(void **state) {
-    (void)state;
-    const int Ms[] = {2, 3, 5, 6, 9, 15}, N = 13, K = 288;
-    unsigned seed = 23;
-    int checked = 0;
-    for (size_t t = 0; t < NQTYPES; t++) {
-        const size_t rb = dtype_row_bytes(qtypes[t], K, NULL);
-        float *wf = malloc((size_t)N * K * 4), *x = malloc((size_t)15 * K * 4);
-        float *yb = malloc((size_t)15 * N * 4), *y1 = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
-        unsigned char *wq = malloc((size_t)N * rb);
-        for (int i = 0; i < N * K; i++) wf[i] = frand(&seed);
-        for (int i = 0; i < 15 * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
-        for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-        for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        const kern_matrix kq = {qtypes[t], wq, N, K, NULL};
-        for (size_t s = 0; s < 2; s++) {
-            const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
-            if (!ops) continue;
-            if (qtypes[t] == KVLM_Q4_0 && vnni[s] == KVLM_ISA_AVX512_VNNI) continue;
-            for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++) {
-                ops->matmul_rows(x, Ms[a], &kq, 0, N, bias, yb, N);
-                for (int m = 0; m < Ms[a]; m++) {
-                    ops->matmul_rows(x + (size_t)m * K, 1, &kq, 0, N, bias, y1, N);
-                    if (memcmp(yb + (size_t)m * N, y1, (size_t)N * 4))
-                        fail_msg("%s %s M=%d row %d: batch and alone differ (%.9g vs %.9g at column 0)",
-                                 kvlm_dtype_name(qtypes[t]), kvlm_isa_name(vnni[s]), Ms[a], m, yb[(size_t)m * N],
-                                 y1[0]);
-                    checked++;
-                }
-            }
-        }
-        free(wf), free(x), free(yb), free(y1), free(bias), free(wq);
-    }
-    const int want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
-    assert_int_equal(checked, (want * NQTYPES - kern_cpu_supports(vnni[0])) * (2 + 3 + 5 + 6 + 9 + 15));
-}
-
 /* The K-quants: K = 256 .. 1280 (the zmm kernel's padded offset sums at
  * 768 and 1280), row counts below the panel threshold (the int8 decode
  * kernels, tests/test_quant_int8_decode.c), whole tiles and single tail
@@ -821,7 +779,6 @@ int main(void) {
         cmocka_unit_test(test_known_codes),
         cmocka_unit_test(test_vector_quantisers),
         cmocka_unit_test(test_matmul_shapes),
-        cmocka_unit_test(test_batch_rows_alone),
         cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_matmul_lut),
         cmocka_unit_test(test_threaded_and_ranges),
