@@ -405,7 +405,7 @@ layers-kquant-fixtures:
 # converts the Hugging Face test fixtures to GGUF (tools/write_gguf.py) with
 # expected logits from the dequantised weights; needs python3-torch.
 .PHONY: bench-quant gguf-fixtures
-$(BUILD)/bench/quant_bench: bench/quant_bench.c $(BUILD)/libkvlm.a
+$(BUILD)/bench/quant_bench: bench/quant_bench.c bench/bench_weights.h $(BUILD)/libkvlm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
 
@@ -416,7 +416,7 @@ bench-quant: $(BUILD)/bench/quant_bench
 # (1..16, a decode step of that many sequences) per weight dtype
 # (bench/batch_bench.c; never part of `make test`).
 .PHONY: bench-batch
-$(BUILD)/bench/batch_bench: bench/batch_bench.c $(BUILD)/libkvlm.a
+$(BUILD)/bench/batch_bench: bench/batch_bench.c bench/bench_weights.h $(BUILD)/libkvlm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkvlm.a $(LDFLAGS) $(LDLIBS)
 

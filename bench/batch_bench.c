@@ -21,41 +21,7 @@
 #include "kvlm.h"
 #include "omp_compat.h"
 #include "tensor.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float wval(size_t n, int k) {
-    uint64_t h = (n + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(k + 7) * 0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return (float)(h & 0xffff) / 32768.0f - 1.0f;
-}
-
-/* Byte offsets of the f16 fields of a block of t (up to 2; -1 = none). */
-static void f16_fields(kvlm_dtype t, int at[2]) {
-    at[0] = 0, at[1] = -1;
-    if (t == KVLM_Q4_K || t == KVLM_Q5_K) at[1] = 2;
-    if (t == KVLM_Q6_K) at[0] = 208;
-}
-
-/* Row n of a type kvlm does not quantise to: pseudo-random code bytes,
- * small finite f16 scales (the kernels' work does not depend on them). */
-static void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst) {
-    const size_t bb = dtype_block_bytes(t), nb = (size_t)(K / dtype_block_len(t));
-    for (size_t i = 0; i < nb * bb; i++) dst[i] = (unsigned char)(wval(n, (int)i) * 128.0f + 128.0f);
-    int at[2];
-    f16_fields(t, at);
-    for (size_t b = 0; b < nb; b++)
-        for (int f = 0; f < 2; f++)
-            if (at[f] >= 0) {
-                const uint16_t h = f32_to_f16(0.01f * wval(n, (int)b + f));
-                memcpy(dst + b * bb + (size_t)at[f], &h, 2);
-            }
-}
+#include "bench_weights.h"
 
 static double cpu_now(void) {
     struct timespec ts;

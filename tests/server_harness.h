@@ -303,6 +303,26 @@ TH_UNUSED static const char *jstr(json_t *j, const char *path) {
     return json_string_value(jget(j, path));
 }
 
+/* The tokens (of a logprobs.content array) up to and including the one
+ * whose text completes `marker`; 0 when it never does. */
+TH_UNUSED static int tokens_through(json_t *content, const char *marker) {
+    size_t len = 0, cap = 0;
+    char *text = NULL;
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(content) && !n; i++) {
+        const char *t = jstr(json_array_get(content, i), "token");
+        const size_t tl = strlen(t);
+        if (len + tl + 1 > cap) {
+            cap = 2 * (len + tl + 1);
+            if (!(text = realloc(text, cap))) FAIL("out of memory");
+        }
+        memcpy(text + len, t, tl + 1), len += tl;
+        if (memmem(text, len, marker, strlen(marker))) n = (int)i + 1;
+    }
+    free(text);
+    return n;
+}
+
 TH_UNUSED static json_int_t jint(json_t *j, const char *path) {
     if (!json_is_integer(jget(j, path))) {
         char *dump = json_dumps(j, JSON_COMPACT);

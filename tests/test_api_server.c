@@ -273,19 +273,6 @@ static void test_thinking(void **state) {
     json_decref(chat);
 }
 
-/* The tokens (of a logprobs.content array) up to and including the one
- * whose text completes `marker`; 0 when it never does. */
-static int tokens_through(json_t *content, const char *marker) {
-    sbuf text = {0};
-    int n = 0;
-    for (size_t i = 0; i < json_array_size(content) && !n; i++) {
-        sbuf_adds(&text, jstr(json_array_get(content, i), "token"));
-        if (memmem(text.data, text.len, marker, strlen(marker))) n = (int)i + 1;
-    }
-    sbuf_free(&text);
-    return n;
-}
-
 /* The last usage object of a stream: chat chunks, or Responses events (in their response). */
 static json_t *stream_usage(int port, const char *path, const char *body) {
     resp r = http(port, "POST", path, body);

@@ -288,19 +288,6 @@ static void test_stream_matches_whole(void **state) {
     assert_true(headed > 0); /* the parser saw the format's markers */
 }
 
-/* The tokens (of a logprobs.content array) up to and including the one
- * whose text completes `marker`; 0 when it never does. */
-static int tokens_through(json_t *content, const char *marker) {
-    sbuf text = {0};
-    int n = 0;
-    for (size_t i = 0; i < json_array_size(content) && !n; i++) {
-        sbuf_adds(&text, jstr(json_array_get(content, i), "token"));
-        if (memmem(text.data, text.len, marker, strlen(marker))) n = (int)i + 1;
-    }
-    sbuf_free(&text);
-    return n;
-}
-
 /* Regexes (in a JSON string) for an analysis message and a final one. */
 #define HM_ANALYSIS "<\\\\|channel\\\\|>analysis<\\\\|message\\\\|>think<\\\\|end\\\\|>"
 #define HM_FINAL "<\\\\|start\\\\|>assistant<\\\\|channel\\\\|>final<\\\\|message\\\\|>ok<\\\\|return\\\\|>"
