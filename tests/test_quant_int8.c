@@ -257,7 +257,7 @@ static void test_matmul_shapes(void **state) {
  * rows, weight-row tails. */
 static void test_matmul_kquants(void **state) {
     (void)state;
-    const int Ms[] = {1, 2, 4, 5, 7, 8, 9}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
+    const int Ms[] = {1, 2, 4, 5, 7, 8, 15}, Ns[] = {1, 4, 5, 11}, Ks[] = {256, 512, 768, 1280};
     unsigned seed = 17;
     int checked = 0, want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
     for (size_t t = 0; t < 3; t++) {
@@ -265,11 +265,12 @@ static void test_matmul_kquants(void **state) {
             for (size_t b = 0; b < 4; b++)
                 for (size_t c = 0; c < 4; c++) checked += check_case(ktypes[t], Ms[a], Ns[b], Ks[c], &seed);
         checked += check_case(ktypes[t], 13, 9, 2048, &seed);
+        checked += check_case(ktypes[t], 16, 9, 512, &seed); /* the prefill kernels' first row count */
     }
-    assert_int_equal(checked, want * 3 * (7 * 4 * 4 + 1));
+    assert_int_equal(checked, want * 3 * (7 * 4 * 4 + 2));
     assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q4_0), 1);
-    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 8);
-    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 8);
+    assert_int_equal(quant_int8_min_rows_avx512(KVLM_Q6_K), 16);
+    assert_int_equal(quant_int8_min_rows_avx2(KVLM_Q4_K), 16);
 }
 
 /* MXFP4 and IQ4_XS (the AVX512-VNNI table kernel): decode and prefill

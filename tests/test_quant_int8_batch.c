@@ -4,8 +4,10 @@
  * x, whole 4-row tiles and their tails over the same weight rows, give
  * each row exactly the bits it gets in a call of its own (the kernels'
  * agreement with the C reference at these row counts is
- * tests/test_quant_int8.c's). Skips the levels the CPU lacks; the count
- * of rows checked says how many ran.
+ * tests/test_quant_int8.c's); the same for the K-quants (Q4_K, Q5_K,
+ * Q6_K) in their decode kernel (kernels/quant_int8_decode.h), 2 to 15
+ * rows. Skips the levels the CPU lacks; the count of rows checked says
+ * how many ran.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +68,54 @@ static void test_batch_rows_alone(void **state) {
     assert_int_equal(checked, (want * NQTYPES - kern_cpu_supports(vnni[0])) * (2 + 3 + 5 + 6 + 9 + 15));
 }
 
+/* The K-quant decode kernel (quant_int8_decode.h) up to the prefill
+ * kernels' 16 rows: whole tiles of 4 rows of x (avx512-vnni; avx2-vnni
+ * takes them one at a time) and their tails over 4-row weight tiles and
+ * single tail rows give each row exactly the bits it gets alone: the rows
+ * share each unpacked block, not their sums. */
+static void test_kquant_rows_alone(void **state) {
+    (void)state;
+    static const kvlm_dtype ktypes[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const int Ms[] = {2, 3, 4, 5, 7, 8, 15}, N = 11, K = 768;
+    unsigned seed = 29;
+    int checked = 0;
+    for (size_t t = 0; t < 3; t++) {
+        const size_t rb = dtype_row_bytes(ktypes[t], K, NULL);
+        float *wf = malloc((size_t)N * K * 4), *x = malloc((size_t)15 * K * 4);
+        float *yb = malloc((size_t)16 * N * 4), *y1 = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
+        unsigned char *wq = malloc((size_t)N * rb);
+        for (int i = 0; i < N * K; i++) wf[i] = frand(&seed) * (1.0f + (float)(i % 97) / 16.0f);
+        for (int i = 0; i < 15 * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+        for (int i = 0; i < N; i++) bias[i] = frand(&seed);
+        for (int n = 0; n < N; n++) quant_quantize_row(ktypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
+        const kern_matrix kq = {ktypes[t], wq, N, K, NULL};
+        for (size_t s = 0; s < 2; s++) {
+            const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
+            if (!ops) continue;
+            for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++) {
+                for (int i = 0; i < 16 * N; i++) yb[i] = -12345.0f;
+                ops->matmul_rows(x, Ms[a], &kq, 0, N, bias, yb, N);
+                for (int m = 0; m < Ms[a]; m++) {
+                    ops->matmul_rows(x + (size_t)m * K, 1, &kq, 0, N, bias, y1, N);
+                    if (memcmp(yb + (size_t)m * N, y1, (size_t)N * 4))
+                        fail_msg("%s %s M=%d row %d: batch and alone differ (%.9g vs %.9g at column 0)",
+                                 kvlm_dtype_name(ktypes[t]), kvlm_isa_name(vnni[s]), Ms[a], m, yb[(size_t)m * N],
+                                 y1[0]);
+                    checked++;
+                }
+                assert_true(yb[(size_t)Ms[a] * N] == -12345.0f); /* no row past M written */
+            }
+        }
+        free(wf), free(x), free(yb), free(y1), free(bias), free(wq);
+    }
+    const int want = kern_cpu_supports(vnni[0]) + kern_cpu_supports(vnni[1]);
+    assert_int_equal(checked, want * 3 * (2 + 3 + 4 + 5 + 7 + 8 + 15));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_rows_alone),
+        cmocka_unit_test(test_kquant_rows_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,15 +98,16 @@ static int check_case(kvlm_dtype t, int M, int N, int K, int n0, int sat, unsign
 
 static int want_isas(void) { return kern_cpu_supports(isas[0]) + kern_cpu_supports(isas[1]); }
 
-/* Tile tails (the avx512 tile is 4 rows, avx2 2), 1..8 super-blocks, rows
- * of x 1..3, a range starting mid-matrix. */
+/* Tile tails (the avx512 tile is 4 weight rows by 4 rows of x, avx2 2 by
+ * 1), 1..8 super-blocks, rows of x 1..15 (whole tiles of rows of x and
+ * their 1..3-row tails), a range starting mid-matrix. */
 static void test_shapes(void **state) {
     (void)state;
-    const int Ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, Ks[] = {256, 512, 768, 2048}, Ms[] = {1, 2, 3};
+    const int Ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, Ks[] = {256, 512, 768, 2048}, Ms[] = {1, 2, 3, 4, 6, 9, 15};
     unsigned seed = 21;
     int checked = 0, cases = 0;
     for (size_t t = 0; t < 3; t++)
-        for (size_t a = 0; a < 3; a++)
+        for (size_t a = 0; a < 7; a++)
             for (size_t b = 0; b < 9; b++)
                 for (size_t c = 0; c < 4; c++) {
                     const int n0 = Ns[b] > 4 ? 3 : 0;

@@ -373,12 +373,13 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
 }
 
 /* Fewer rows of a K-quant than this go to their int8 decode kernel
- * (quant_int8_decode.h, the blocks read in place, each row of x over a
- * tile of weight rows the first row left in L1): per call on one thread
- * (bench/batch_bench.c, 2048 x 2048) it beat the panel kernels up to 7
- * rows, where the prefill kernel's per-call unpacking (about 0.8 ms, a
- * step of 6 rows cost 7 steps of 1) takes over. */
-#define I8_K_DECODE_ROWS 8
+ * (quant_int8_decode.h, the blocks read in place, each block unpacked once
+ * for a tile of up to 4 rows of x, the weight tile left in L1 for the next
+ * tile of rows): per call on one thread (bench/batch_bench.c, 2048 x
+ * 2048) it beats the panel kernels at every row count below the prefill
+ * kernels (Q4_K at 12 rows: 0.91 against 1.35 ms), so the K-quant panels
+ * of the small-row path run only if that kernel declines. */
+#define I8_K_DECODE_ROWS 16
 int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return i8_b32(t) ? 1 : I8_K_DECODE_ROWS; }
 
 size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);

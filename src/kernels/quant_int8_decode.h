@@ -166,7 +166,7 @@ KAI __m128i kd_lane(__m512i v, int r) {
  * become the lane scales sc_j * (d * dx_j) and accmz[r]'s high 8 lanes
  * accumulate m_j * (dmin * dx_j * sum(q_j)) by one FMA, the products and
  * rounding of the scalar form (dxsq: dx8 then sq8 of the activation). */
-KAI void kd_heads_k4(const unsigned char *b, size_t rb, int nr, __m512 dxsq, __m512 *daz, __m512 *accmz) {
+KAI void kd_heads_k4(const unsigned char *b, size_t rb, int nr, __m512 *s16, __m256 *ddp) {
     __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
     if (nr > 1) h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(b + rb)), 1);
     if (nr > 2) h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(b + 2 * rb)), 2);
@@ -182,17 +182,21 @@ KAI void kd_heads_k4(const unsigned char *b, size_t rb, int nr, __m512 dxsq, __m
     const __m512i sm = _mm512_or_si512(low, high);
     /* d, dmin of rows 0..3 as 8 floats */
     const __m512i words0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m256 dd = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(words0, h)));
-    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    *ddp = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(words0, h)));
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) {
-        const __m512 s16 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(kd_lane(sm, r)));
-        const __m512 f =
-            _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(2 * r)), _mm512_castps256_ps512(dd)),
-                          dxsq);
-        daz[r] = _mm512_mul_ps(s16, f);
-        accmz[r] = _mm512_mask3_fmadd_ps(s16, f, accmz[r], 0xff00);
-    }
+    for (int r = 0; r < nr; r++) s16[r] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(kd_lane(sm, r)));
+}
+
+/* The lane scales daz and min sums accmz of row r (0 .. 3) of a
+ * kd_heads_k4 group against one row of x (dxsq: its dx8 then sq8), from
+ * that call's s16[r] and dd. */
+KAI void kd_heads_x(__m512 s16, __m256 dd, int r, __m512 dxsq, __m512 *daz, __m512 *accmz) {
+    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512 f =
+        _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32(2 * r)), _mm512_castps256_ps512(dd)),
+                      dxsq);
+    *daz = _mm512_mul_ps(s16, f);
+    *accmz = _mm512_mask3_fmadd_ps(s16, f, *accmz, 0xff00);
 }
 #endif
 
@@ -215,24 +219,31 @@ KAI __m256i kd_q6_bits(__m256i qh, int c) {
     return _mm256_and_si256(_mm256_srli_epi16(qh, 2), m);
 }
 
-/* Rows [n, n + nr) of the weights against row m of x; nr compile-time. */
-KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, kvlm_dtype t, int nr, int n,
-                 const float *bias, float *y, int pf) {
+/* Rows [n, n + nr) of the weights against rows [0, mr) of x (xa, nsb
+ * super-blocks apart; outputs ldy apart in y); mr and nr compile-time.
+ * Each weight block's codes and heads are unpacked once for the mr rows
+ * of x; per output the float operations are those of mr = 1, so a row of
+ * x gets the same bits in a batch as alone. */
+KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr, int n,
+                 const float *bias, float *y, int ldy, int pf) {
     const size_t bb = dtype_block_bytes(t);
     const unsigned char *wr = w + (size_t)n * rb;
     const unsigned char *next = wr + (size_t)KD_PF_TILES * nr * rb;
-    __m256 acc[KD_NR], accm[KD_NR];
+    __m256 acc[KD_MR][KD_NR], accm[KD_MR][KD_NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm256_setzero_ps();
+        for (int r = 0; r < nr; r++) acc[i][r] = _mm256_setzero_ps(), accm[i][r] = _mm256_setzero_ps();
 #if KD_ZMM
-    __m512 accz[KD_NR], accmz[KD_NR];
+    __m512 accz[KD_MR][KD_NR], accmz[KD_MR][KD_NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) accz[r] = _mm512_setzero_ps(), accmz[r] = _mm512_setzero_ps();
+        for (int r = 0; r < nr; r++) accz[i][r] = _mm512_setzero_ps(), accmz[i][r] = _mm512_setzero_ps();
 #endif
     const __m256i m4 = _mm256_set1_epi8(15);
     (void)m4; /* the ymm paths only */
     for (int s = 0; s < nsb; s++) {
-        const kd_act *A = xa + s;
         if (pf)
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++)
@@ -244,15 +255,15 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
              * (c = 2, 3); qh broadcast to both halves, each half shifted
              * so its 2 bits land on bits 4, 5; the 16 lane scales spread
              * from one zmm of the 16 sub-block scales with one permute. */
-            __m512 a16[KD_NR];
-            const __m512 d16 = _mm512_load_ps(A->dx16);
+            __m512 a16[KD_MR][KD_NR];
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
                 const __m128i sc = _mm_loadu_si128((const __m128i *)(b + offsetof(blk_q6_k, scales)));
-                a16[r] = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)),
-                                                     _mm512_set1_ps(kd_half(b + offsetof(blk_q6_k, d)))),
-                                       d16);
+                const __m512 sd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)),
+                                                _mm512_set1_ps(kd_half(b + offsetof(blk_q6_k, d))));
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) a16[i][r] = _mm512_mul_ps(sd, _mm512_load_ps(xa[(size_t)i * nsb + s].dx16));
             }
             const __m512i m4z = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
             const __m512i sl01 = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2), sr23 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
@@ -262,8 +273,6 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
 #pragma GCC unroll 2
                 for (int c2 = 0; c2 < 2; c2++) {
                     const int j = 4 * h + 2 * c2;
-                    const __m512i xq = _mm512_load_si512((const void *)(A->q + 32 * j));
-                    const __m512i st = _mm512_load_si512((const void *)(A->neg + 8 * j));
                     const __m512i idx = _mm512_add_epi32(i4, _mm512_set1_epi32(8 * h + 4 * c2));
 #pragma GCC unroll 8
                     for (int r = 0; r < nr; r++) {
@@ -272,31 +281,39 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(k->qh + 32 * h)));
                         const __m512i lo = _mm512_and_si512(c2 ? _mm512_srli_epi16(ql, 4) : ql, m4z);
                         const __m512i hi = _mm512_and_si512(c2 ? _mm512_srlv_epi64(qh, sr23) : _mm512_sllv_epi64(qh, sl01), m30);
-                        const __m512 sc = _mm512_permutexvar_ps(idx, a16[r]);
-                        accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(st, _mm512_or_si512(lo, hi), xq)), sc,
-                                                  accz[r]);
+                        const __m512i code = _mm512_or_si512(lo, hi);
+#pragma GCC unroll 4
+                        for (int i = 0; i < mr; i++) {
+                            const kd_act *A = xa + (size_t)i * nsb + s;
+                            const __m512i xq = _mm512_load_si512((const void *)(A->q + 32 * j));
+                            const __m512i st = _mm512_load_si512((const void *)(A->neg + 8 * j));
+                            const __m512 sc = _mm512_permutexvar_ps(idx, a16[i][r]);
+                            accz[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(st, code, xq)), sc, accz[i][r]);
+                        }
                     }
                 }
 #else
             const __m256i i0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-            __m256 alo[KD_NR], ahi[KD_NR];
-            const __m256 dlo = _mm256_load_ps(A->dx16), dhi = _mm256_load_ps(A->dx16 + 8);
+            __m256 alo[KD_MR][KD_NR], ahi[KD_MR][KD_NR];
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
                 const __m128i sc = _mm_loadu_si128((const __m128i *)(b + offsetof(blk_q6_k, scales)));
                 const __m256 d = _mm256_set1_ps(kd_half(b + offsetof(blk_q6_k, d)));
-                alo[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d), dlo);
-                ahi[r] = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d),
-                                       dhi);
+                const __m256 slo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d);
+                const __m256 shi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d);
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) {
+                    const kd_act *A = xa + (size_t)i * nsb + s;
+                    alo[i][r] = _mm256_mul_ps(slo, _mm256_load_ps(A->dx16));
+                    ahi[i][r] = _mm256_mul_ps(shi, _mm256_load_ps(A->dx16 + 8));
+                }
             }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     const int j = 4 * h + c;
-                    const __m256i xq = _mm256_load_si256((const __m256i *)(A->q + 32 * j));
-                    const __m256i st = _mm256_load_si256((const __m256i *)(A->neg + 8 * j));
                     const __m256i idx = _mm256_add_epi32(i0, _mm256_set1_epi32(2 * c));
 #pragma GCC unroll 8
                     for (int r = 0; r < nr; r++) {
@@ -305,8 +322,14 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         const __m256i qh = _mm256_loadu_si256((const __m256i *)(k->qh + 32 * h));
                         const __m256i lo = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
                         const __m256i code = _mm256_or_si256(lo, kd_q6_bits(qh, c));
-                        const __m256 sc = _mm256_permutevar8x32_ps(h ? ahi[r] : alo[r], idx);
-                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KD_DP(st, code, xq)), sc, acc[r]);
+#pragma GCC unroll 4
+                        for (int i = 0; i < mr; i++) {
+                            const kd_act *A = xa + (size_t)i * nsb + s;
+                            const __m256i xq = _mm256_load_si256((const __m256i *)(A->q + 32 * j));
+                            const __m256i st = _mm256_load_si256((const __m256i *)(A->neg + 8 * j));
+                            const __m256 sc = _mm256_permutevar8x32_ps(h ? ahi[i][r] : alo[i][r], idx);
+                            acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KD_DP(st, code, xq)), sc, acc[i][r]);
+                        }
                     }
                 }
 #endif
@@ -320,17 +343,24 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
              * rows are unpacked together (kd_heads_k4): one row at a time
              * in scalar words they cost as many instructions as the
              * products. */
-            __m512 daz[KD_NR];
-            const __m512 dxsq = _mm512_load_ps(A->dx8); /* dx8, then sq8 */
+            __m512 daz[KD_MR][KD_NR];
 #pragma GCC unroll 2
-            for (int g = 0; g < nr; g += 4)
-                kd_heads_k4(wr + (size_t)g * rb + (size_t)s * bb, rb, nr - g < 4 ? nr - g : 4, dxsq, daz + g, accmz + g);
+            for (int g = 0; g < nr; g += 4) {
+                const int ng = nr - g < 4 ? nr - g : 4;
+                __m512 s16[4];
+                __m256 dd;
+                kd_heads_k4(wr + (size_t)g * rb + (size_t)s * bb, rb, ng, s16, &dd);
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) {
+                    const __m512 dxsq = _mm512_load_ps(xa[(size_t)i * nsb + s].dx8); /* dx8, then sq8 */
+#pragma GCC unroll 4
+                    for (int r = 0; r < ng; r++) kd_heads_x(s16[r], dd, r, dxsq, &daz[i][g + r], &accmz[i][g + r]);
+                }
+            }
             const __m512i m4z = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
             const __m512i blk_pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
 #pragma GCC unroll 2
             for (int P = 0; P < 2; P++) {
-                const __m512i xlo = _mm512_load_si512((const void *)(A->q + 128 * P));
-                const __m512i xhi = _mm512_load_si512((const void *)(A->q + 128 * P + 64));
                 /* block ids of the two halves: 4P, 4P + 2 (low nibbles), 4P + 1, 4P + 3 */
                 const __m512i ilo = _mm512_add_epi32(blk_pair, _mm512_set1_epi32(4 * P));
                 const __m512i ihi = _mm512_add_epi32(blk_pair, _mm512_set1_epi32(4 * P + 1));
@@ -349,28 +379,36 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         clo = _mm512_or_si512(clo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, hlo), one), 4));
                         chi = _mm512_or_si512(chi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, hhi), one), 4));
                     }
-                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), clo, xlo)),
-                                              _mm512_permutexvar_ps(ilo, daz[r]), accz[r]);
-                    accz[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), chi, xhi)),
-                                              _mm512_permutexvar_ps(ihi, daz[r]), accz[r]);
+#pragma GCC unroll 4
+                    for (int i = 0; i < mr; i++) {
+                        const kd_act *A = xa + (size_t)i * nsb + s;
+                        const __m512i xlo = _mm512_load_si512((const void *)(A->q + 128 * P));
+                        const __m512i xhi = _mm512_load_si512((const void *)(A->q + 128 * P + 64));
+                        accz[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), clo, xlo)),
+                                                     _mm512_permutexvar_ps(ilo, daz[i][r]), accz[i][r]);
+                        accz[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), chi, xhi)),
+                                                     _mm512_permutexvar_ps(ihi, daz[i][r]), accz[i][r]);
+                    }
                 }
             }
 #else
-            _Alignas(32) float da[KD_NR][8];
-            const __m256 dx = _mm256_load_ps(A->dx8), sq = _mm256_load_ps(A->sq8);
+            _Alignas(32) float da[KD_MR][KD_NR][8];
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
                 uint64_t sc, mn;
                 kd_scales_k4(b + 4, &sc, &mn);
                 const __m256 d = _mm256_set1_ps(kd_half(b)), dmin = _mm256_set1_ps(kd_half(b + 2));
-                _mm256_store_ps(da[r], _mm256_mul_ps(kd_u8x8_to_f(sc), _mm256_mul_ps(d, dx)));
-                accm[r] = _mm256_fmadd_ps(kd_u8x8_to_f(mn), _mm256_mul_ps(dmin, sq), accm[r]);
+                const __m256 scf = kd_u8x8_to_f(sc), mnf = kd_u8x8_to_f(mn);
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) {
+                    const kd_act *A = xa + (size_t)i * nsb + s;
+                    _mm256_store_ps(da[i][r], _mm256_mul_ps(scf, _mm256_mul_ps(d, _mm256_load_ps(A->dx8))));
+                    accm[i][r] = _mm256_fmadd_ps(mnf, _mm256_mul_ps(dmin, _mm256_load_ps(A->sq8)), accm[i][r]);
+                }
             }
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
-                const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
-                const __m256i x1 = _mm256_load_si256((const __m256i *)(A->q + 64 * p + 32));
 #pragma GCC unroll 8
                 for (int r = 0; r < nr; r++) {
                     const unsigned char *b = wr + (size_t)r * rb + (size_t)s * bb;
@@ -382,25 +420,53 @@ KAI void kd_tile(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, k
                         c0 = _mm256_or_si256(c0, kd_q5_bit(qh, 2 * p));
                         c1 = _mm256_or_si256(c1, kd_q5_bit(qh, 2 * p + 1));
                     }
-                    const __m256 p0 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c0, x0));
-                    const __m256 p1 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c1, x1));
-                    acc[r] = _mm256_fmadd_ps(p0, _mm256_broadcast_ss(&da[r][2 * p]), acc[r]);
-                    acc[r] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&da[r][2 * p + 1]), acc[r]);
+#pragma GCC unroll 4
+                    for (int i = 0; i < mr; i++) {
+                        const kd_act *A = xa + (size_t)i * nsb + s;
+                        const __m256i x0 = _mm256_load_si256((const __m256i *)(A->q + 64 * p));
+                        const __m256i x1 = _mm256_load_si256((const __m256i *)(A->q + 64 * p + 32));
+                        const __m256 p0 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c0, x0));
+                        const __m256 p1 = _mm256_cvtepi32_ps(KD_DP(_mm256_setzero_si256(), c1, x1));
+                        acc[i][r] = _mm256_fmadd_ps(p0, _mm256_broadcast_ss(&da[i][r][2 * p]), acc[i][r]);
+                        acc[i][r] = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(&da[i][r][2 * p + 1]), acc[i][r]);
+                    }
                 }
             }
 #endif
         }
     }
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
+        for (int r = 0; r < nr; r++) {
 #if KD_ZMM
-        acc[r] = _mm256_add_ps(acc[r], _mm256_add_ps(_mm512_castps512_ps256(accz[r]), _mm512_extractf32x8_ps(accz[r], 1)));
-        accm[r] = _mm512_extractf32x8_ps(accmz[r], 1);
+            acc[i][r] = _mm256_add_ps(acc[i][r],
+                                      _mm256_add_ps(_mm512_castps512_ps256(accz[i][r]), _mm512_extractf32x8_ps(accz[i][r], 1)));
+            accm[i][r] = _mm512_extractf32x8_ps(accmz[i][r], 1);
 #endif
-        y[n + r] = kd_hsum(_mm256_sub_ps(acc[r], accm[r])) + (bias ? bias[n + r] : 0.0f);
+            y[(size_t)i * ldy + n + r] = kd_hsum(_mm256_sub_ps(acc[i][r], accm[i][r])) + (bias ? bias[n + r] : 0.0f);
+        }
+}
+
+/* kd_tile with mr (1 .. KD_MR) a run-time count made compile-time. */
+KAI void kd_tile_r(const kd_act *xa, int nsb, const unsigned char *w, size_t rb, kvlm_dtype t, int mr, int nr, int n,
+                   const float *bias, float *y, int ldy, int pf) {
+    switch (mr) {
+#if KD_MR >= 4
+    case 4: kd_tile(xa, nsb, w, rb, t, 4, nr, n, bias, y, ldy, pf); break;
+#endif
+#if KD_MR >= 3
+    case 3: kd_tile(xa, nsb, w, rb, t, 3, nr, n, bias, y, ldy, pf); break;
+#endif
+#if KD_MR >= 2
+    case 2: kd_tile(xa, nsb, w, rb, t, 2, nr, n, bias, y, ldy, pf); break;
+#endif
+    default: kd_tile(xa, nsb, w, rb, t, 1, nr, n, bias, y, ldy, pf); break;
     }
 }
 
+/* The M rows of x in tiles of KD_MR (and one of the rest) over each tile
+ * of KD_NR weight rows, which the first tile of x leaves in L1. */
 KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0, int n1, const float *bias,
                    float *y, int ldy, kvlm_dtype t) {
     const size_t rb = dtype_row_bytes(t, w->cols, NULL);
@@ -408,10 +474,14 @@ KAI void kd_rows_t(const kd_act *a, int M, int nsb, const kern_matrix *w, int n0
     int n = n0;
     for (; n + KD_NR <= n1; n += KD_NR) {
         const int pf = KD_PREFETCH && n + (1 + KD_PF_TILES) * KD_NR <= n1;
-        for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, KD_NR, n, bias, y + (size_t)m * ldy, pf && m == 0);
+        for (int m = 0; m < M; m += KD_MR)
+            kd_tile_r(a + (size_t)m * nsb, nsb, wd, rb, t, M - m < KD_MR ? M - m : KD_MR, KD_NR, n, bias,
+                      y + (size_t)m * ldy, ldy, pf && m == 0);
     }
     for (; n < n1; n++)
-        for (int m = 0; m < M; m++) kd_tile(a + (size_t)m * nsb, nsb, wd, rb, t, 1, n, bias, y + (size_t)m * ldy, 0);
+        for (int m = 0; m < M; m += KD_MR)
+            kd_tile_r(a + (size_t)m * nsb, nsb, wd, rb, t, M - m < KD_MR ? M - m : KD_MR, 1, n, bias,
+                      y + (size_t)m * ldy, ldy, 0);
 }
 
 size_t KDNAME(quant_int8_decode_bytes)(int M, const kern_matrix *w) {

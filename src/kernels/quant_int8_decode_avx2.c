@@ -12,6 +12,7 @@
 #include "tensor.h"
 
 #define KD_NR 2
+#define KD_MR 1
 #define KDNAME(n) n##_avx2
 
 #include "kernels/quant_int8_decode.h"

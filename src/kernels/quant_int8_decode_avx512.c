@@ -12,6 +12,7 @@
 #include "tensor.h"
 
 #define KD_NR 4
+#define KD_MR 4
 #define KDNAME(n) n##_avx512
 
 #include "kernels/quant_int8_decode.h"
