@@ -377,9 +377,15 @@ static void QNAME(i8_quantize)(const float *x, int M, int K, kvlm_dtype t, int8_
  * for a tile of up to 4 rows of x, the weight tile left in L1 for the next
  * tile of rows): per call on one thread (bench/batch_bench.c, 2048 x
  * 2048) it beats the panel kernels at every row count below the prefill
- * kernels (Q4_K at 12 rows: 0.91 against 1.35 ms), so the K-quant panels
- * of the small-row path run only if that kernel declines. */
+ * kernels (Q4_K at 12 rows: 0.91 against 1.35 ms), so on avx512-vnni the
+ * K-quant panels of the small-row path run only if that kernel declines.
+ * avx2-vnni keeps 8: its decode kernel takes the rows of x one at a time
+ * and has not been measured against the panels on a CPU of that level. */
+#ifdef __AVX512F__
 #define I8_K_DECODE_ROWS 16
+#else
+#define I8_K_DECODE_ROWS 8
+#endif
 int QNAME(quant_int8_min_rows)(kvlm_dtype t) { return i8_b32(t) ? 1 : I8_K_DECODE_ROWS; }
 
 size_t QNAME(quant_int8_prep_bytes)(int M, const kern_matrix *w, size_t *panel);

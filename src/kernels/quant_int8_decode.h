@@ -1,15 +1,19 @@
 /*
- * Decode (one to a few rows of x) of Q4_K, Q5_K and Q6_K weights with int8
+ * Decode (one to 15 rows of x) of Q4_K, Q5_K and Q6_K weights with int8
  * activations: the weight blocks are read straight from the file's layout
  * (no panel), KD_NR weight rows at a time share each loaded activation
- * vector, and every 32-value block of products is one vpdpbusd (4 unsigned
+ * vector, each super-block's codes, scales and minimums are unpacked once
+ * for a tile of up to KD_MR rows of x (with each output's float operations
+ * those of one row, so a row's bits do not depend on the batch), and
+ * every 32-value block of products is one vpdpbusd (4 unsigned
  * weight codes x 4 signed activation codes per int32 lane) on ymm vectors;
  * with AVX-512 (KD_ZMM) two blocks share one zmm vpdpbusd, one conversion
  * and one FMA, their lane scales spread by one permute.
  * Written once and instantiated by quant_int8_decode_avx512.c (EVEX
  * encoding, zmm and ymm, 32 registers) and
  * quant_int8_decode_avx2.c (AVX-VNNI); include only from those files after
- * defining KD_NR (weight rows per tile) and KDNAME(n) (name mangling).
+ * defining KD_NR (weight rows per tile), KD_MR (rows of x per tile, 1 to
+ * 4) and KDNAME(n) (name mangling).
  *
  * The integer math is quant_int8_matmul_ref's (quant_int8.h): the same
  * activation codes and per-32-value f32 scales dx (the ISA's

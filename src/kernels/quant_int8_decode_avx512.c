@@ -1,7 +1,7 @@
 /*
  * AVX512-VNNI instance of the int8 K-quant decode (quant_int8_decode.h):
  * zmm vpdpbusd over two 32-value blocks (KD_ZMM), 32 vector registers, 4
- * weight rows per tile. Compiled with the AVX-512 flags plus -mavx512vnni and only called
+ * weight rows by 4 rows of x per tile. Compiled with the AVX-512 flags plus -mavx512vnni and only called
  * through the avx512-vnni kern_ops (quant_int8.c), after
  * kern_cpu_supports(KVLM_ISA_AVX512_VNNI).
  */
