@@ -5,10 +5,11 @@
  *
  * A call (M rows of x, weights w) goes to the first kernel that takes it:
  * the K-quant decode kernel (quant_int8_decode.h) below
- * quant_int8_min_rows (8 rows), the AVX512-VNNI Q4_0 decode kernel
- * (1 to 3 rows, quant_int8_q4_0_avx512.c), the prefill kernels (M >= their
- * 16 rows), the small-row kernels of quant_int8_body.h (decode and decode
- * batches of the 32-value block types, 8 to 15 rows of the K-quants); MXFP4 and IQ4_XS to the AVX512-VNNI
+ * quant_int8_min_rows (16 rows on avx512-vnni, 8 on avx2-vnni), the
+ * AVX512-VNNI Q4_0 decode kernel (1 to 3 rows, quant_int8_q4_0_avx512.c),
+ * the prefill kernels (M >= PR_MIN_ROWS, 16), the small-row kernels of
+ * quant_int8_body.h (decode and decode batches of the 32-value block
+ * types; on avx2-vnni 8 to 15 rows of the K-quants); MXFP4 and IQ4_XS to the AVX512-VNNI
  * table kernel (quant_int8_lut_avx512.c, every row count); otherwise to the f32-activation
  * kernels of the same ISA. matmul_rows and the prepared form make the same
  * choice, and each kernel's matmul_rows form is its prep + rows on a
