@@ -72,13 +72,7 @@ int main(int argc, char **argv) {
         unsigned char *w = aligned_alloc(64, (ring * mb + 63) & ~(size_t)63);
         float *row = malloc((size_t)K * 4);
         if (!w || !row) return 1;
-        for (size_t n = 0; n < total; n++) {
-            for (int k = 0; k < K; k++) row[k] = wval(n, k);
-            if (dtype_is_blocked(dts[d]) && !quant_can_quantize(dts[d])) random_row(dts[d], n, K, w + n * rb);
-            else if (dtype_is_blocked(dts[d])) quant_quantize_row(dts[d], row, K, w + n * rb);
-            else
-                for (int k = 0; k < K; k++) dtype_store(dts[d], w + n * rb, (size_t)k, row[k]);
-        }
+        for (size_t n = 0; n < total; n++) fill_row(dts[d], n, K, row, w + n * rb);
         free(row);
         double med[NM];
         double *t = malloc((size_t)calls * sizeof(double));

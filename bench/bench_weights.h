@@ -1,8 +1,9 @@
 /*
  * Deterministic weights for the kernel benchmarks (bench/quant_bench.c,
- * bench/batch_bench.c): pseudo-random values in [-1, 1), rows of block
- * types kvlm only reads (random code bytes, small finite f16 scales), and
- * the comparison their medians sort with. Header-only: each benchmark is
+ * bench/batch_bench.c): pseudo-random values in [-1, 1), rows of any
+ * weight type made from them (random code bytes and small finite f16
+ * scales for the block types kvlm only reads), and the comparison their
+ * medians sort with. Header-only: each benchmark is
  * one translation unit linked against libkvlm.a. Not for tests: a fixture
  * made here proves nothing about a format.
  */
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "kvlm.h"
 #include "tensor.h"
 
@@ -54,6 +56,17 @@ static inline void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst)
                 const uint16_t h = f32_to_f16(0.01f * wval(n, (int)b + f));
                 memcpy(dst + b * bb + (size_t)at[f], &h, 2);
             }
+}
+
+/* Row n of an [N, K] matrix of type t at dst: the values wval(n, k)
+ * quantised (or stored) as t, or random_row for a type kvlm only reads.
+ * row: K floats of scratch. */
+static inline void fill_row(kvlm_dtype t, size_t n, int K, float *row, unsigned char *dst) {
+    for (int k = 0; k < K; k++) row[k] = wval(n, k);
+    if (dtype_is_blocked(t) && !quant_can_quantize(t)) random_row(t, n, K, dst);
+    else if (dtype_is_blocked(t)) quant_quantize_row(t, row, K, dst);
+    else
+        for (int k = 0; k < K; k++) dtype_store(t, dst, (size_t)k, row[k]);
 }
 
 #endif

@@ -100,13 +100,7 @@ int main(int argc, char **argv) {
         {
             float *row = malloc((size_t)K * 4);
             #pragma omp for schedule(static)
-            for (size_t n = 0; n < total; n++) {
-                for (int k = 0; k < K; k++) row[k] = wval(n, k);
-                if (dtype_is_blocked(dts[d]) && !quant_can_quantize(dts[d])) random_row(dts[d], n, K, w + n * rb);
-                else if (dtype_is_blocked(dts[d])) quant_quantize_row(dts[d], row, K, w + n * rb);
-                else
-                    for (int k = 0; k < K; k++) dtype_store(dts[d], w + n * rb, (size_t)k, row[k]);
-            }
+            for (size_t n = 0; n < total; n++) fill_row(dts[d], n, K, row, w + n * rb);
             free(row);
         }
         for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {
