@@ -7,6 +7,11 @@
 
 #include <string.h>
 
+rc_format rc_format_of(const chat_template *tpl, int think) {
+    if (tpl->main && tpl->tool_family == TC_FAMILY_HARMONY) return RC_HARMONY;
+    return think ? RC_THINK : RC_NONE;
+}
+
 int rc_init(rc_counter *c, rc_format format, int inside) {
     memset(c, 0, sizeof *c);
     c->format = format;

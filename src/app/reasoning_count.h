@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "app/chat_template.h"
 #include "app/harmony.h"
 #include "app/reasoning.h"
 
@@ -33,6 +34,12 @@ typedef enum rc_format {
     RC_THINK,       /* <think> ... </think> (Qwen3, DeepSeek-R1) */
     RC_HARMONY,     /* gpt-oss's analysis channel */
 } rc_format;
+
+/* The format of the replies to prompts rendered with tpl: harmony for a
+ * template of that family, think tags when `think` (the template writes
+ * <think>, or a server request's reasoning setting), none otherwise. The
+ * one decision kvlm serve's counters and kvlm chat's splitter share. */
+rc_format rc_format_of(const chat_template *tpl, int think);
 
 typedef struct rc_counter {
     rc_format format;

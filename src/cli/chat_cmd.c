@@ -154,7 +154,7 @@ static int reply(chat_state *st, const chat_engine *ce, const chat_opts *o, cons
     }
     if (o->verbose)
         fprintf(stderr, "--- prompt, %zu tokens ---\n%s\n--- end of prompt ---\n", n, text.data ? text.data : "");
-    const chat_split split = chat_reply_split(&ce->tpl);
+    const rc_format split = chat_reply_split(&ce->tpl);
     chat_reply cr;
     const int bad = chat_reply_begin(&cr, split, text.data, text.len, o->json ? NULL : out, st->reasoning, st->dim,
                                      st->color);

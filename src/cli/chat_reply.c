@@ -12,19 +12,15 @@
 
 enum { SHOWN_NOTHING, SHOWN_REASONING, SHOWN_CALL, SHOWN_ANSWER };
 
-chat_split chat_reply_split(const chat_template *tpl) {
-    if (!tpl->main) return CHAT_SPLIT_NONE;
-    if (tpl->tool_family == TC_FAMILY_HARMONY) return CHAT_SPLIT_HARMONY;
-    return tpl->reasons ? CHAT_SPLIT_THINK : CHAT_SPLIT_NONE;
-}
+rc_format chat_reply_split(const chat_template *tpl) { return rc_format_of(tpl, tpl->main && tpl->reasons); }
 
-chat_special_fn chat_reply_special_text(chat_split split) { return split == CHAT_SPLIT_HARMONY ? hm_is_marker : NULL; }
+chat_special_fn chat_reply_special_text(rc_format split) { return split == RC_HARMONY ? hm_is_marker : NULL; }
 
-int chat_reply_begin(chat_reply *r, chat_split split, const char *prompt, size_t prompt_len, FILE *out, int show,
+int chat_reply_begin(chat_reply *r, rc_format split, const char *prompt, size_t prompt_len, FILE *out, int show,
                      int dim, int tint) {
     *r = (chat_reply){.split = split, .out = out, .show = show, .dim = dim, .tint = tint, .logprob = NAN};
-    if (split == CHAT_SPLIT_THINK) rs_init(&r->rs, rs_prompt_opens(prompt ? prompt : "", prompt_len));
-    if (split == CHAT_SPLIT_HARMONY && !(r->hm = hm_parser_new())) return -1;
+    if (split == RC_THINK) rs_init(&r->rs, rs_prompt_opens(prompt ? prompt : "", prompt_len));
+    if (split == RC_HARMONY && !(r->hm = hm_parser_new())) return -1;
     return 0;
 }
 
@@ -93,16 +89,16 @@ static void on_harmony(void *user, const tc_event *ev) {
 
 void chat_reply_feed(chat_reply *r, const char *text, size_t n, float logprob) {
     r->logprob = logprob;
-    if (r->split == CHAT_SPLIT_THINK) rs_feed(&r->rs, text, n, on_think, r);
-    else if (r->split == CHAT_SPLIT_HARMONY) r->failed |= hm_parser_feed(r->hm, text, n, on_harmony, r) != 0;
+    if (r->split == RC_THINK) rs_feed(&r->rs, text, n, on_think, r);
+    else if (r->split == RC_HARMONY) r->failed |= hm_parser_feed(r->hm, text, n, on_harmony, r) != 0;
     else answer_text(r, text, n);
     r->logprob = NAN;
 }
 
 void chat_reply_end(chat_reply *r) {
     r->logprob = NAN;
-    if (r->split == CHAT_SPLIT_THINK) rs_finish(&r->rs, on_think, r);
-    else if (r->split == CHAT_SPLIT_HARMONY) r->failed |= hm_parser_finish(r->hm, on_harmony, r) != 0;
+    if (r->split == RC_THINK) rs_finish(&r->rs, on_think, r);
+    else if (r->split == RC_HARMONY) r->failed |= hm_parser_finish(r->hm, on_harmony, r) != 0;
     if (r->out) {
         undim(r);
         fflush(r->out);
@@ -111,7 +107,7 @@ void chat_reply_end(chat_reply *r) {
 }
 
 void chat_reply_free(chat_reply *r) {
-    if (r->split == CHAT_SPLIT_THINK) rs_free(&r->rs);
+    if (r->split == RC_THINK) rs_free(&r->rs);
     hm_parser_free(r->hm);
     r->hm = NULL;
     sbuf_free(&r->answer);

@@ -23,14 +23,13 @@
 #include "app/chat_template.h"
 #include "app/harmony.h"
 #include "app/reasoning.h"
+#include "app/reasoning_count.h"
 #include "app/sbuf.h"
 
-typedef enum chat_split { CHAT_SPLIT_NONE, CHAT_SPLIT_THINK, CHAT_SPLIT_HARMONY } chat_split;
-
 typedef struct chat_reply {
-    chat_split split;
-    rs_split rs;                /* CHAT_SPLIT_THINK */
-    hm_parser *hm;              /* CHAT_SPLIT_HARMONY */
+    rc_format split;            /* how the reply is split (rc_format_of) */
+    rs_split rs;                /* RC_THINK */
+    hm_parser *hm;              /* RC_HARMONY */
     FILE *out;                  /* where it is shown; NULL: nowhere (--json) */
     int show;                   /* reasoning and calls are shown */
     int dim;                    /* the reasoning is dimmed (a colour terminal) */
@@ -44,13 +43,13 @@ typedef struct chat_reply {
 } chat_reply;
 
 /* How replies to prompts rendered with tpl are split. */
-chat_split chat_reply_split(const chat_template *tpl);
+rc_format chat_reply_split(const chat_template *tpl);
 /* The generate.h special_text filter the split needs (NULL: none). */
 typedef int (*chat_special_fn)(const char *piece, size_t n);
-chat_special_fn chat_reply_special_text(chat_split split);
+chat_special_fn chat_reply_special_text(rc_format split);
 /* Starts a reply to the rendered prompt (its last text tells whether the
  * reasoning is open already). Returns 0 or -1 when memory runs out. */
-int chat_reply_begin(chat_reply *r, chat_split split, const char *prompt, size_t prompt_len, FILE *out, int show,
+int chat_reply_begin(chat_reply *r, rc_format split, const char *prompt, size_t prompt_len, FILE *out, int show,
                      int dim, int tint);
 /* Text the model released, with its token's log-probability (NaN: none). */
 void chat_reply_feed(chat_reply *r, const char *text, size_t n, float logprob);

@@ -44,11 +44,7 @@ job *job_new(srv *s, api_request *rq, kvlm_error *err) {
     /* every chat choice counts its reasoning tokens, streamed or not, in
      * the model's format whatever the response format (the counter's
      * failure to allocate only leaves the count at 0) */
-    const chat_template *tpl = &s->tpl;
-    const rc_format rf = !j->rq.chat ? RC_NONE
-                         : tpl->main && tpl->tool_family == TC_FAMILY_HARMONY ? RC_HARMONY
-                         : j->rq.reasoning                                     ? RC_THINK
-                                                                               : RC_NONE;
+    const rc_format rf = j->rq.chat ? rc_format_of(&s->tpl, j->rq.reasoning) : RC_NONE;
     for (int c = 0; c < nc; c++) (void)rc_init(&j->choices[c].reasoning, rf, j->rq.reasoning == 2);
     for (int p = 0; p < j->rq.n_prompts; p++) {
         j->runs[p] = (prompt_run){.j = j, .index = p, .sched_id = -1};
