@@ -2,9 +2,9 @@
  * Deterministic weights for the kernel benchmarks (bench/quant_bench.c,
  * bench/batch_bench.c): pseudo-random values in [-1, 1), rows of any
  * weight type made from them (random code bytes and small finite f16
- * scales for the block types kvlm only reads), and the comparison their
- * medians sort with. Header-only: each benchmark is
- * one translation unit linked against libkvlm.a. Not for tests: a fixture
+ * scales, or E8M0 ones for MXFP4, for the block types kvlm only reads),
+ * and the comparison their medians sort with. Header-only: each benchmark
+ * is one translation unit linked against libkvlm.a. Not for tests: a fixture
  * made here proves nothing about a format.
  */
 #ifndef KVLM_BENCH_WEIGHTS_H
@@ -39,6 +39,7 @@ static inline void f16_fields(kvlm_dtype t, int at[2]) {
     case KVLM_Q2_K: at[0] = 80, at[1] = 82; break;
     case KVLM_Q3_K: at[0] = 108; break;
     case KVLM_Q6_K: at[0] = 208; break;
+    case KVLM_MXFP4: at[0] = -1; break; /* an E8M0 byte, set by random_row */
     default: break;
     }
 }
@@ -56,6 +57,8 @@ static inline void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst)
                 const uint16_t h = f32_to_f16(0.01f * wval(n, (int)b + f));
                 memcpy(dst + b * bb + (size_t)at[f], &h, 2);
             }
+    if (t == KVLM_MXFP4) /* scales 2^-10 .. 2^-3, as trained weights have */
+        for (size_t b = 0; b < nb; b++) dst[b * bb] = (unsigned char)(118 + (n + b) % 8);
 }
 
 /* Row n of an [N, K] matrix of type t at dst: the values wval(n, k)

@@ -25,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "kernels/team.h"
 #include "kvlm.h"
 #include "kvlm_measure.h"
 #include "omp_compat.h"
@@ -70,13 +71,18 @@ int main(int argc, char **argv) {
     const int calls = argc > 3 ? atoi(argv[3]) : 40;
     cpu_mode = argc > 4 && !strcmp(argv[4], "cpu");
     if (cpu_mode) omp_set_num_threads(1);
-    kern_team team = {.threads = omp_get_max_threads()}; /* the program's own OpenMP default */
+    kern_team team = {0}; /* the engine's thread pool: every core (1 thread in cpu mode) */
+    if (kern_team_open(&team, cpu_mode ? 1 : kvlm_default_threads(NULL, 0)) != 0) {
+        fprintf(stderr, "quant_bench: cannot start the thread pool\n");
+        return 1;
+    }
     if (N <= 0 || K <= 0 || K % QK_K || calls <= 0) {
         fprintf(stderr, "usage: quant_bench [N K (K a multiple of 256) [calls]]\n");
         return 2;
     }
     const kvlm_dtype dts[] = {KVLM_F32,  KVLM_F16,  KVLM_BF16, KVLM_Q8_0, KVLM_Q4_0,   KVLM_Q4_1, KVLM_Q5_0, KVLM_Q5_1,
-                              KVLM_IQ4_NL, KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+                              KVLM_IQ4_NL, KVLM_Q2_K, KVLM_Q3_K, KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K,
+                              KVLM_MXFP4,  KVLM_IQ4_XS};
     const kvlm_isa isas[] = {KVLM_ISA_SCALAR,      KVLM_ISA_AVX2,        KVLM_ISA_AVX512,
                              KVLM_ISA_AVX2_VNNI,   KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX512_BF16,
                              KVLM_ISA_NEON,        KVLM_ISA_NEON_DOTPROD};
@@ -126,5 +132,6 @@ int main(int argc, char **argv) {
         free(w);
     }
     free(x), free(y);
+    kern_team_close(&team);
     return 0;
 }
