@@ -132,7 +132,7 @@ static void test_error_shapes(void **state) {
                            "column 13)");
     expect_anthropic_error("POST", "/v1/messages", "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":"
                            "\"x\"}],\"model\":\"claude-x\"}", 404, "not_found_error",
-                           "The model 'claude-x' does not exist; this server serves 'shakespeare-llama'");
+                           "The model 'claude-x' does not exist; this server serves 'shakespeare-llama-q8_0'");
     expect_anthropic_error("POST", "/v1/messages/batches", "{}", 404, "not_found_error",
                            "no endpoint POST /v1/messages/batches");
     expect_anthropic_error("GET", "/v1/messages", NULL, 405, "invalid_request_error",

@@ -34,6 +34,7 @@
 typedef struct serve_opts {
     model_flags mf;
     model_list ml;             /* several models: -m, --alias, --models-dir */
+    char id[256];              /* one model file's id: its name without .gguf or .bin */
     srv_config cfg;
     double drain_timeout;
     const char *key_file, *log_format, *pooling;
@@ -89,6 +90,17 @@ static int parse_seconds(const char *flag, const char *v, void *dst) {
 }
 
 /* The API key: --api-key, else --api-key-file, else $KVLM_API_KEY. */
+/* One model given as a .gguf or llm.c .bin file is named as it would be
+ * among several (its file name without the extension), not after the
+ * directory holding it; a model directory, config.json or .safetensors file
+ * keeps its directory's name. Returns 1 and fills id, or 0. */
+static int single_file_id(const char *path, char *id, size_t cap) {
+    const size_t n = path ? strlen(path) : 0;
+    if (!(n > 5 && !strcmp(path + n - 5, ".gguf")) && !(n > 4 && !strcmp(path + n - 4, ".bin"))) return 0;
+    model_list_stem(path, id, cap);
+    return *id != 0;
+}
+
 static int api_key(serve_opts *o) {
     srv_config *c = &o->cfg;
     if (c->api_key && o->key_file) {
@@ -250,6 +262,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
     c->engine = session_engine_options(&o->mf);
     if (o->mf.synthetic && !c->served_name) c->served_name = o->mf.synthetic;
     if (o->ml.n == 1 && o->ml.aliases[0] && !c->served_name) c->served_name = o->ml.aliases[0];
+    if (o->ml.n == 1 && !o->ml.dir && !c->served_name && single_file_id(o->ml.paths[0], o->id, sizeof o->id))
+        c->served_name = o->id;
     if (o->ml.n > 1 || o->ml.dir) {
         if (o->mf.synthetic) return cli_usage_error(&spec, "--synthetic serves one model: drop the -m models");
         if (c->served_name) return cli_usage_error(&spec, "--served-model-name names one model: give --alias after each -m");

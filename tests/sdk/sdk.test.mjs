@@ -14,7 +14,7 @@ import OpenAI from 'openai';
 
 const KVLM = process.env.KVLM || 'build/kvlm';
 const KEY = 'sdk-test-key';
-let server, baseURL, model = process.env.SDK_MODEL || 'shakespeare-llama';
+let server, baseURL, model = process.env.SDK_MODEL || 'shakespeare-llama-q8_0';
 let anthropic, openai;
 
 // `kvlm serve --port 0 ...`; resolves with the port once it says it is ready.
