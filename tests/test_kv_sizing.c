@@ -424,6 +424,10 @@ static void test_cli_presets(void **state) {
         assert_int_equal(jint(json_array_get(t, 1), "tokens"), 131072);
         assert_int_equal(jint(json_array_get(t, 1), "bytes"), c->at128k);
         assert_string_equal(json_string_value(json_object_get(json_array_get(t, 1), "human")), c->h_128k);
+        /* a total past the model's context is marked */
+        for (size_t k = 0; k < 2; k++)
+            assert_int_equal(json_is_true(json_object_get(json_array_get(t, k), "beyond_max_context")),
+                             jint(json_array_get(t, k), "tokens") > jint(m, "max_context"));
         /* MHA twin = bytes per token x query heads / KV heads */
         assert_int_equal(jint(m, "mha_bytes_per_token") * jint(m, "kv_heads"), c->bpt * jint(m, "query_heads"));
     }
@@ -477,6 +481,7 @@ static void test_cli_dtypes_and_ctx(void **state) {
     assert_int_equal(json_array_size(t), 3);
     assert_int_equal(jint(json_array_get(t, 1), "bytes"), 1000 * 69632ll);
     assert_string_equal(json_string_value(json_object_get(json_array_get(t, 2), "human")), "2.13 GiB");
+    assert_false(json_is_true(json_object_get(json_array_get(t, 2), "beyond_max_context"))); /* 32,768 of 131,072 */
     assert_true(json_real_value(json_object_get(j, "bytes_per_number")) == 1.0625);
     assert_string_equal(json_string_value(json_object_get(j, "kv_dtype")), "q8_0");
     json_decref(j);

@@ -343,9 +343,14 @@ static void print_kv_tables(const kv_row *rows, int n, const kv_opts *o) {
         t_set(&t, r + 1, 2, "%d", w->m.n_kv_head);
         t_set(&t, r + 1, 3, "%d", w->m.head_dim);
         t_set(&t, r + 1, 4, "%s", HB(w->bpt));
-        for (int i = 0; i < o->n_ctx; i++) t_set(&t, r + 1, 5 + i, "%s", HB(w->totals[i]));
+        for (int i = 0; i < o->n_ctx; i++)
+            t_set(&t, r + 1, 5 + i, "%s%s", HB(w->totals[i]), o->ctx[i] > (uint64_t)w->m.max_ctx ? " *" : "");
     }
     t_print(&t);
+    int past = 0;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < o->n_ctx; i++) past |= o->ctx[i] > (uint64_t)rows[r].m.max_ctx;
+    if (past) printf("* more tokens than the model's context (\"max context\" below): what it would take, not what it runs\n");
     int windowed = 0;
     for (int r = 0; r < n; r++) windowed |= rows[r].bpt_window != 0;
     if (windowed) {
@@ -504,6 +509,7 @@ static json_t *rows_json(const kv_row *rows, int n, const kv_opts *o, int from_m
         for (int i = 0; i < o->n_ctx; i++) {
             json_t *t = j_bytes(w->totals[i]);
             json_object_set_new(t, "tokens", j_u64(o->ctx[i]));
+            json_object_set_new(t, "beyond_max_context", json_boolean(o->ctx[i] > (uint64_t)w->m.max_ctx));
             json_array_append_new(totals, t);
         }
         json_t *m = json_pack(
