@@ -226,6 +226,60 @@ static int check_lut(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     return 1;
 }
 
+/* One MXFP4 row of x against N weight rows through both weight-side forms
+ * (quant_int8_lut_tile.h): the VBMI form's one-row tiles go through the
+ * scales' exponents where they can, and must give the base form's bits.
+ * Returns the VBMI form's tiles taken and handed back in this call. */
+static void lut_mx1_case(const unsigned char *wq, const float *x, int N, int K, unsigned long got[2]) {
+    const kern_matrix kq = {KVLM_MXFP4, wq, N, K, NULL};
+    const size_t lb = quant_int8_lut_bytes_avx512(1, &kq);
+    void *act = aligned_alloc(64, (lb + 63) & ~(size_t)63);
+    float *y0 = malloc((size_t)N * 4), *y1 = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
+    for (int n = 0; n < N; n++) bias[n] = 0.25f * (float)(n % 3);
+    quant_int8_lut_prep_avx512(x, 1, &kq, 0, 1, act);
+    quant_int8_lut_rows_base_avx512(act, 1, &kq, 0, N, bias, y0, N);
+    unsigned long c0[2], c1[2];
+    quant_int8_lut_mx1_counts(c0);
+    quant_int8_lut_rows_vbmi_avx512(act, 1, &kq, 0, N, bias, y1, N);
+    quant_int8_lut_mx1_counts(c1);
+    assert_memory_equal(y0, y1, (size_t)N * 4);
+    got[0] = c1[0] - c0[0], got[1] = c1[1] - c0[1];
+    free(act), free(y0), free(y1), free(bias);
+}
+
+/* The exponent form of MXFP4 decode: taken for ordinary scales and
+ * activations (K = 2880 ends in a short group of 2 blocks, which takes the
+ * float steps), per group float steps for a block of zeros and for
+ * activations of 254 and more (dx >= 2), and the whole tile handed back
+ * when a product's exponent falls under 1 (the scale byte 0 against an
+ * ordinary dx): in every case the bits of the base form. */
+static void test_lut_mxfp4_exponent_form(void **state) {
+    (void)state;
+    if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI) || !__builtin_cpu_supports("avx512vbmi")) skip();
+    const int N = 9, K = 2880, nb = K / QK;
+    const size_t rb = dtype_row_bytes(KVLM_MXFP4, K, NULL);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *x = malloc((size_t)K * 4);
+    unsigned seed = 41;
+    for (size_t i = 0; i < (size_t)N * rb; i++) wq[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 24);
+    for (size_t b = 0; b < (size_t)N * nb; b++) wq[b * sizeof(blk_mxfp4)] = (unsigned char)(118 + b % 10);
+    for (int k = 0; k < K; k++) x[k] = frand(&seed) * (k % 7 == 0 ? 8.0f : 1.0f);
+    unsigned long got[2];
+    lut_mx1_case(wq, x, N, K, got); /* two 4-row tiles and a 1-row tail */
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 0);
+    for (int k = 64; k < 96; k++) x[k] = 0.0f;          /* block 2: zeros */
+    for (int k = 200; k < 224; k++) x[k] *= 300.0f;     /* block 6: amax above 254 */
+    lut_mx1_case(wq, x, N, K, got);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 0);
+    wq[5 * rb + 40 * sizeof(blk_mxfp4)] = 0; /* row 5 (the second tile), block 40: scale 2^-128 */
+    lut_mx1_case(wq, x, N, K, got);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 1);
+    free(wq), free(x);
+}
+
 /* Row tiles (4 x 4 and 2 x 3 plus the one-row tail), weight-row tails, odd
  * block counts (the zmm kernel's half pair) and a buffer too large for the
  * stack (M = 24, K = 1024). */
@@ -782,6 +836,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_kquants),
         cmocka_unit_test(test_matmul_lut),
+        cmocka_unit_test(test_lut_mxfp4_exponent_form),
         cmocka_unit_test(test_threaded_and_ranges),
         cmocka_unit_test(test_prepared_threads),
         cmocka_unit_test(test_q4_0_decode_avx512),

@@ -6,8 +6,10 @@
  * group comes from two overlapping 64-byte loads, its codes and scale
  * bytes picked by vpermt2b / vpermb and the scales made by vscalefps
  * (2^(e - 128), exact for every byte), and the 4-bit lookups are vpermb
- * (no masking). Both forms give the same bits. LUT_ROWS names the rows
- * function. Not here: the activations' preparation, the dispatch.
+ * (no masking); one row of x (decode) of MXFP4 there forms the product
+ * scales from the exponents with integer adds (lut_tile_mx1). Both forms
+ * give the same bits. LUT_ROWS names the rows function. Not here: the
+ * activations' preparation, the dispatch.
  */
 #ifndef KVLM_KERNELS_QUANT_INT8_LUT_TILE_H
 #define KVLM_KERNELS_QUANT_INT8_LUT_TILE_H
@@ -26,6 +28,9 @@
 #define AI static inline __attribute__((always_inline))
 #define LUT_NR 4 /* weight rows per tile */
 #define LUT_MR 4 /* rows of x per tile */
+#ifndef LUT_PF_ROWS
+#define LUT_PF_ROWS 4 /* a tile prefetches the weight rows this far ahead, a group's share per group */
+#endif
 
 typedef int8_group lut_group;
 
@@ -167,10 +172,89 @@ AI void lut_tile(kvlm_dtype t, const lut_group *a, int ng, int nbk, const unsign
             y[(size_t)(m + i) * ldy + n + j] = lut_hsum(acc[i][j]) + (bias ? bias[n + j] : 0.0f);
 }
 
+#if LUT_VBMI
+static _Thread_local unsigned long lut_mx1_tiles[2]; /* taken, handed back */
+
+/* Decode (one row of x) of MXFP4 through the scales' exponents. A block's
+ * product scale dx * 2^(e - 128) is dx's bits plus (e - 128) << 23: one
+ * shift and one integer add where lut_tile spends a subtraction, a
+ * conversion, a vscalefps and a multiply, and the same float whenever the
+ * product is a normal float (what lut_tile's multiply rounds to then).
+ * Per group the integer form is taken only when all four dx are normal and
+ * below 2 (no exponent can then reach 255, for any scale byte); other
+ * groups (a block of zeros in x, large activations, the short last group)
+ * take lut_tile's steps. The tile keeps the smallest product bits it formed:
+ * below 2^23 means an exponent under 1 (a tiny dx against a tiny scale, or
+ * the subnormal scale bytes 0 and 1); it then returns 0 with y untouched,
+ * and the caller runs lut_tile. So the bits are lut_tile's either way. */
+AI int lut_tile_mx1(const lut_group *a, int ng, int nbk, const unsigned char *w, size_t rb, int nr, int n,
+                    const float *bias, float *y, const unsigned char *next) {
+    const __m512i tab = lut_table(KVLM_MXFP4), ci = lut_code_index(), si = lut_scale_index();
+    const __m512i off = _mm512_set1_epi32(128 << 23);
+    const __m512 lo_ok = _mm512_set1_ps(0x1p-126f), hi_ok = _mm512_set1_ps(2.0f);
+    __m512 acc[LUT_NR];
+    __m512i least = _mm512_set1_epi32(INT32_MAX);
+#pragma GCC unroll 4
+    for (int j = 0; j < nr; j++) acc[j] = _mm512_setzero_ps();
+    const unsigned char *wr = w + (size_t)n * rb;
+    const size_t gbytes = rb / (size_t)ng + 1;
+    for (int g = 0; g < ng; g++) {
+        if (next)
+            for (size_t o = 0; o < (size_t)nr * gbytes; o += 64)
+                _mm_prefetch((const char *)(next + (size_t)g * nr * gbytes + o), _MM_HINT_T2);
+        const lut_group *G = a + g;
+        const __m512i xl = _mm512_load_si512(G->lo), xh = _mm512_load_si512(G->hi);
+        const __m512i st = _mm512_load_si512(G->st);
+        const __m512 dx = _mm512_load_ps(G->dx);
+        const int whole = 4 * g + 4 <= nbk;
+        if (whole && (__mmask16)(_mm512_cmp_ps_mask(dx, lo_ok, _CMP_GE_OQ) & _mm512_cmp_ps_mask(dx, hi_ok, _CMP_LT_OQ)) ==
+                         0xFFFF) {
+            const __m512i D = _mm512_sub_epi32(_mm512_castps_si512(dx), off);
+#pragma GCC unroll 4
+            for (int j = 0; j < nr; j++) {
+                const unsigned char *b = wr + (size_t)j * rb + (size_t)g * 4 * sizeof(blk_mxfp4);
+                const __m512i A = _mm512_loadu_si512((const void *)b), B = _mm512_loadu_si512((const void *)(b + 4));
+                const __m512i c = _mm512_permutex2var_epi8(A, ci, B);
+                const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, si, A);
+                const __m512i sb = _mm512_add_epi32(_mm512_slli_epi32(e, 23), D);
+                least = _mm512_min_epi32(least, sb);
+                const __m512i lo = _mm512_permutexvar_epi8(c, tab);
+                const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
+                const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_castsi512_ps(sb), acc[j]);
+            }
+        } else {
+            const int nsb = whole ? 4 : nbk % 4;
+#pragma GCC unroll 4
+            for (int j = 0; j < nr; j++) {
+                __m512i c;
+                __m512 sc;
+                lut_load(KVLM_MXFP4, wr + (size_t)j * rb, g, nsb, &c, &sc);
+                const __m512i lo = _mm512_permutexvar_epi8(c, tab);
+                const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
+                const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(sc, dx), acc[j]);
+            }
+        }
+    }
+    lut_mx1_tiles[0]++;
+    if (_mm512_reduce_min_epi32(least) < (1 << 23)) return lut_mx1_tiles[1]++, 0;
+#pragma GCC unroll 4
+    for (int j = 0; j < nr; j++) y[n + j] = lut_hsum(acc[j]) + (bias ? bias[n + j] : 0.0f);
+    return 1;
+}
+#endif
+
 /* All rows of x against nr (compile-time) weight rows at n. */
 AI void lut_rows_nr(kvlm_dtype t, const lut_group *a, int M, int ng, int nbk, const unsigned char *w, size_t rb,
                     int nr, int n, const float *bias, float *y, int ldy, const unsigned char *next) {
     int m = 0;
+#if LUT_VBMI
+    if (t == KVLM_MXFP4 && M == 1) {
+        if (!lut_tile_mx1(a, ng, nbk, w, rb, nr, n, bias, y, next)) lut_tile(t, a, ng, nbk, w, rb, 1, nr, 0, n, bias, y, ldy, next);
+        return;
+    }
+#endif
     for (; m + LUT_MR <= M; m += LUT_MR) lut_tile(t, a, ng, nbk, w, rb, LUT_MR, nr, m, n, bias, y, ldy, m ? NULL : next);
     switch (M - m) {
     case 3: lut_tile(t, a, ng, nbk, w, rb, 3, nr, m, n, bias, y, ldy, m ? NULL : next); break;
@@ -187,7 +271,7 @@ static void lut_rows_t(kvlm_dtype t, const lut_group *a, int M, const kern_matri
     const unsigned char *wd = w->data;
     int n = n0;
     for (; n + LUT_NR <= n1; n += LUT_NR) {
-        const unsigned char *next = n + 2 * LUT_NR <= n1 ? wd + (size_t)(n + LUT_NR) * rb : NULL;
+        const unsigned char *next = n + LUT_NR + LUT_PF_ROWS <= n1 ? wd + (size_t)(n + LUT_PF_ROWS) * rb : NULL;
         lut_rows_nr(t, a, M, ng, nbk, wd, rb, LUT_NR, n, bias, y, ldy, next);
     }
     for (; n < n1; n++) lut_rows_nr(t, a, M, ng, nbk, wd, rb, 1, n, bias, y, ldy, NULL);
