@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
         double *t = malloc((size_t)calls * sizeof(double));
         for (int mi = 0; mi < NM; mi++) {
             for (int i = -1; i < calls; i++) {
-                kern_matrix km = {dts[d], w + (size_t)((i + 1 + mi * 7) % (int)ring) * mb, N, K, NULL};
+                kern_matrix km = {dts[d], w + (size_t)((i + 1 + mi * 7) % (int)ring) * mb, N, K, NULL, 0};
                 const double t0 = cpu_now();
                 kern_matmul(ops, &team, x, ms[mi], &km, NULL, y, N);
                 if (i >= 0) t[i] = cpu_now() - t0;

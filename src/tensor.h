@@ -27,6 +27,9 @@ typedef struct tensor {
     int ndim;
     int64_t shape[TENSOR_MAX_DIMS];
     const void *data;
+    /* MXFP4: the smallest scale byte of every block, when the loader
+     * scanned them (GGUF does); 0 when not known. Other dtypes: 0. */
+    uint8_t e8m0_min;
 } tensor;
 
 /* Values per block of the 32-value quantised dtypes, and their block

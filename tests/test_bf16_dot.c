@@ -109,7 +109,7 @@ static double check_shape(const kern_ops *ops, int M, int N, int K, int n0, int 
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = frand(seed) * 3.0f;
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = bf16_dot_round(frand(seed) * 0.05f);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    const kern_matrix wm = {KVLM_BF16, w, N, K, NULL};
+    const kern_matrix wm = {KVLM_BF16, w, N, K, NULL, 0};
     for (size_t i = 0; i < (size_t)M * N; i++) y[i] = r[i] = 12345.0f;
     ops->matmul_rows(x, M, &wm, n0, N, with_bias ? bias : NULL, y, N);
     bf16_dot_matmul_ref(x, M, &wm, n0, N, with_bias ? bias : NULL, r, N);
@@ -169,7 +169,7 @@ static void test_batch_invariance(void **state) {
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = frand(&seed);
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = bf16_dot_round(frand(&seed) * 0.1f);
     for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-    const kern_matrix wm = {KVLM_BF16, w, N, K, NULL};
+    const kern_matrix wm = {KVLM_BF16, w, N, K, NULL, 0};
     ops->matmul_rows(x, M, &wm, 0, N, bias, batch, N);
     for (int n0 = 0; n0 < N; n0 += 37) ops->matmul_rows(x, M, &wm, n0, n0 + 37 < N ? n0 + 37 : N, bias, split, N);
     kern_team team = {.threads = 2};
@@ -213,7 +213,7 @@ static void test_level(void **state) {
             else
                 for (int k = 0; k < K; k++) dtype_store(types[t], wd, (size_t)n * K + k, wf[(size_t)n * K + k]);
         }
-        const kern_matrix wm = {types[t], wd, N, K, NULL};
+        const kern_matrix wm = {types[t], wd, N, K, NULL, 0};
         for (int rows = 1; rows <= M; rows += M - 1) {
             ops->matmul_rows(x, rows, &wm, 0, N, NULL, a, N);
             vnni->matmul_rows(x, rows, &wm, 0, N, NULL, b, N);

@@ -22,6 +22,9 @@
 #include "kvlm_measure.h"
 #include "app/chat_template.h"
 #include "model/model.h"
+#include "formats/gguf.h"
+#include "formats/tensor_set.h"
+#include "tensor.h"
 
 #define FIX "tests/fixtures/moe/"
 #define TOL 1e-4
@@ -318,6 +321,11 @@ static void test_gguf_int8_decode(void **state) {
     kvlm_error err;
     kvlm_model *m = kvlm_model_load(GGUF, NULL, &err);
     if (!m) fail_msg("%s", err.msg);
+    /* the experts' matrices carry the loader's smallest scale bytes (gguf-py
+     * wrote 121..123 here; the rows of 64 values are too short for the
+     * kernel's exponent form, tests/test_quant_int8.c tests that) */
+    assert_int_equal(m->layers[0].moe->gate[0].e8m0_min, 123);
+    assert_int_equal(m->layers[1].moe->down[7].e8m0_min, 121);
     float *two = decode_run(m, KVLM_ISA_AVX512_VNNI, 2, ids, n, next, V);
     float *one = decode_run(m, KVLM_ISA_AVX512_VNNI, 1, ids, n, next, V);
     double d = 0;
@@ -330,6 +338,37 @@ static void test_gguf_int8_decode(void **state) {
     free(two), free(one);
     kvlm_model_free(m);
     json_decref(ex);
+}
+
+/* The loader notes each MXFP4 tensor's smallest scale byte (what the
+ * decode kernel's exponent form needs), equal to a scan of its blocks. */
+static void test_gguf_e8m0_min(void **state) {
+    (void)state;
+    tensor_set ts = {0};
+    gguf_meta meta;
+    kvlm_error err;
+    if (gguf_load(&ts, &meta, GGUF, &err)) fail_msg("%s", err.msg);
+    int seen = 0;
+    for (int i = 0; i < ts.n_items; i++) {
+        const tensor *t = &ts.items[i].t;
+        if (t->dtype != KVLM_MXFP4) {
+            assert_int_equal(t->e8m0_min, 0);
+            continue;
+        }
+        size_t n = 1;
+        for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+        unsigned least = 0xFF;
+        for (size_t b = 0; b < n / QK; b++) {
+            const unsigned e = ((const unsigned char *)t->data)[b * sizeof(blk_mxfp4)];
+            if (e < least) least = e;
+        }
+        assert_int_equal(t->e8m0_min, least);
+        assert_true(least > 0);
+        seen++;
+    }
+    assert_true(seen >= 3);
+    gguf_meta_free(&meta);
+    tensor_set_free(&ts);
 }
 
 /* Bad GGUF files, each a byte patch of the good one: the position just
@@ -423,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_bad_hf),
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_gguf_int8_decode),
+        cmocka_unit_test(test_gguf_e8m0_min),
         cmocka_unit_test(test_bad_gguf),
         cmocka_unit_test(test_turn_end),
     };

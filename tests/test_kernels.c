@@ -52,7 +52,7 @@ static void test_matmul(void **state) {
                     float *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
                     for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
                     for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-                    kern_matrix km = {dts[d], w, N, K, NULL};
+                    kern_matrix km = {dts[d], w, N, K, NULL, 0};
                     kern_matmul(kern_select(KVLM_ISA_SCALAR), &(kern_team){.threads = 2}, x, M, &km, bias, ref, N);
                     for (size_t s = 0; s < N_SIMD; s++) {
                         const kern_ops *ops = kern_select(simd[s]);
@@ -99,7 +99,7 @@ static void test_matmul_row1_equals_batch(void **state) {
                         float *x = malloc((size_t)M * K * 4), *batch = malloc((size_t)M * N * 4);
                         float *one = malloc((size_t)N * 4), *direct = malloc((size_t)M * N * 4);
                         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-                        kern_matrix km = {dts[d], w, N, K, NULL};
+                        kern_matrix km = {dts[d], w, N, K, NULL, 0};
                         ops->matmul_rows(x, M, &km, 0, N, NULL, batch, N);
                         ops->matmul_rows_direct(x, M, &km, 0, N, NULL, direct, N);
                         for (int m = 0; m < M; m++) {
@@ -139,7 +139,7 @@ static void test_float_batch_choice(void **state) {
             assert_int_equal(direct, fb.direct_us < fb.packed_us);
             assert_int_equal(kern_float_batch_get(ops, dts[d], 200, &again), direct);
             assert_true(again.packed_us == fb.packed_us && again.direct_us == fb.direct_us);
-            kern_matrix km = {dts[d], NULL, 16, 200, NULL};
+            kern_matrix km = {dts[d], NULL, 16, 200, NULL, 0};
             assert_ptr_equal(kern_float_batch_rows(ops, &km, 1), ops->matmul_rows);
             assert_ptr_equal(kern_float_batch_rows(ops, &km, 8), direct ? ops->matmul_rows_direct : ops->matmul_rows);
         }
@@ -154,7 +154,7 @@ static void test_matmul_threaded(void **state) {
     void *w = make_weights(KVLM_F16, N, K, &seed);
     float *x = malloc(M * K * 4), *ref = malloc(M * N * 4), *got = malloc(M * N * 4);
     for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-    kern_matrix km = {KVLM_F16, w, N, K, NULL};
+    kern_matrix km = {KVLM_F16, w, N, K, NULL, 0};
     const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
     sc->matmul_rows(x, M, &km, 0, N, NULL, ref, N);
     kern_matmul(kern_select(KVLM_ISA_AUTO), &(kern_team){.threads = 2}, x, M, &km, NULL, got, N);

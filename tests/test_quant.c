@@ -176,7 +176,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
         quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
     }
     const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
-    kern_matrix kd = {KVLM_F32, wd, N, K, NULL}, kf = {KVLM_F32, wf, N, K, NULL}, kq = {t, wq, N, K, NULL};
+    kern_matrix kd = {KVLM_F32, wd, N, K, NULL, 0}, kf = {KVLM_F32, wf, N, K, NULL, 0}, kq = {t, wq, N, K, NULL, 0};
     sc->matmul_rows(x, M, &kd, 0, N, bias, ref, N);
     sc->matmul_rows(x, M, &kf, 0, N, bias, orig, N);
     int checked = 0;
@@ -239,7 +239,7 @@ static void test_matmul_threaded_and_ranges(void **state) {
         for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(&seed);
         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        kern_matrix kq = {qtypes[t], wq, N, K, NULL};
+        kern_matrix kq = {qtypes[t], wq, N, K, NULL, 0};
         const kern_ops *sc = kern_select(KVLM_ISA_SCALAR), *best = kern_select(best_f32_isa());
         sc->matmul_rows(x, M, &kq, 0, N, NULL, ref, N);
         kern_matmul(best, &(kern_team){.threads = 2}, x, M, &kq, NULL, got, N);

@@ -174,7 +174,7 @@ static void check_case(kvlm_dtype t, int M, int N, int K, uint32_t *seed, int *c
     for (int i = 0; i < M * K; i++) x[i] = frand(seed);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
     const kern_ops *sc = kern_select(KVLM_ISA_SCALAR);
-    kern_matrix kq = {t, wq, N, K, NULL}, kd = {KVLM_F32, wd, N, K, NULL};
+    kern_matrix kq = {t, wq, N, K, NULL, 0}, kd = {KVLM_F32, wd, N, K, NULL, 0};
     sc->matmul_rows(x, M, &kq, 0, N, bias, ref, N);
     sc->matmul_rows(x, M, &kd, 0, N, bias, deq, N);
     if (memcmp(ref, deq, (size_t)M * N * 4)) fail_msg("%s: C matmul differs from the f32 matmul of the dequantised matrix", kvlm_dtype_name(t));
@@ -212,7 +212,7 @@ static void test_kernels_use_exact_weights(void **state) {
         const size_t rb = dtype_row_bytes(new_types[t], K, NULL);
         random_blocks(new_types[t], (size_t)N * K / dtype_block_len(new_types[t]), wq, &seed);
         for (int n = 0; n < N; n++) quant_dequantize_row(new_types[t], wq + (size_t)n * rb, K, wd + (size_t)n * K);
-        kern_matrix kq = {new_types[t], wq, N, K, NULL};
+        kern_matrix kq = {new_types[t], wq, N, K, NULL, 0};
         for (size_t s = 0; s < 4; s++) {
             const kern_ops *ops = kern_select(all_isas[s]);
             if (!ops) continue;
@@ -269,7 +269,7 @@ static void test_matmul_threaded_and_ranges(void **state) {
         float *x = malloc((size_t)M * K * 4), *ref = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
         random_blocks(new_types[t], (size_t)N * K / dtype_block_len(new_types[t]), wq, &seed);
         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
-        kern_matrix kq = {new_types[t], wq, N, K, NULL};
+        kern_matrix kq = {new_types[t], wq, N, K, NULL, 0};
         const kern_ops *sc = kern_select(KVLM_ISA_SCALAR), *best = kern_select(best_f32_isa());
         sc->matmul_rows(x, M, &kq, 0, N, NULL, ref, N);
         for (int Mi = 1; Mi <= M; Mi += M - 1) { /* decode and prefill */

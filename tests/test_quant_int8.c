@@ -144,7 +144,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
         if (quant_can_quantize(t)) quant_quantize_row(t, wf + (size_t)n * K, K, wq + (size_t)n * rb);
         quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
     }
-    kern_matrix kq = {t, wq, N, K, NULL}, kd = {KVLM_F32, wd, N, K, NULL};
+    kern_matrix kq = {t, wq, N, K, NULL, 0}, kd = {KVLM_F32, wd, N, K, NULL, 0};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     kern_select(KVLM_ISA_SCALAR)->matmul_rows(x, M, &kd, 0, N, bias, f32, N);
     for (int m = 0; m < M; m++) {
@@ -197,7 +197,7 @@ static int check_lut(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     for (int i = 0; i < N; i++) bias[i] = frand(&s1);
     random_kblocks(t, (size_t)N * K / dtype_block_len(t), wq, &s1);
     const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
-    const kern_matrix kq = {t, wq, N, K, NULL};
+    const kern_matrix kq = {t, wq, N, K, NULL, 0};
     size_t panel = 1;
     const size_t pb = ops->matmul_prep_bytes(M, &kq, &panel);
     assert_true(pb > 0);
@@ -226,58 +226,62 @@ static int check_lut(kvlm_dtype t, int M, int N, int K, unsigned *seed) {
     return 1;
 }
 
-/* One MXFP4 row of x against N weight rows through both weight-side forms
- * (quant_int8_lut_tile.h): the VBMI form's one-row tiles go through the
- * scales' exponents where they can, and must give the base form's bits.
- * Returns the VBMI form's tiles taken and handed back in this call. */
-static void lut_mx1_case(const unsigned char *wq, const float *x, int N, int K, unsigned long got[2]) {
-    const kern_matrix kq = {KVLM_MXFP4, wq, N, K, NULL};
+/* One MXFP4 row of x against N weight rows (smallest scale byte e8m0_min
+ * as a loader states it) through both weight-side forms
+ * (quant_int8_lut_tile.h): the base form's bits from the VBMI one, which
+ * runs one-row calls through the scales' exponents when the products fit.
+ * Returns whether this call did. */
+static int lut_mx1_case(const unsigned char *wq, const float *x, int N, int K, uint8_t e8m0_min) {
+    const kern_matrix kq = {.dtype = KVLM_MXFP4, .data = wq, .rows = N, .cols = K, .e8m0_min = e8m0_min};
     const size_t lb = quant_int8_lut_bytes_avx512(1, &kq);
     void *act = aligned_alloc(64, (lb + 63) & ~(size_t)63);
     float *y0 = malloc((size_t)N * 4), *y1 = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
     for (int n = 0; n < N; n++) bias[n] = 0.25f * (float)(n % 3);
     quant_int8_lut_prep_avx512(x, 1, &kq, 0, 1, act);
     quant_int8_lut_rows_base_avx512(act, 1, &kq, 0, N, bias, y0, N);
-    unsigned long c0[2], c1[2];
-    quant_int8_lut_mx1_counts(c0);
+    const unsigned long c0 = quant_int8_lut_mx1_calls();
     quant_int8_lut_rows_vbmi_avx512(act, 1, &kq, 0, N, bias, y1, N);
-    quant_int8_lut_mx1_counts(c1);
+    const int took = (int)(quant_int8_lut_mx1_calls() - c0);
     assert_memory_equal(y0, y1, (size_t)N * 4);
-    got[0] = c1[0] - c0[0], got[1] = c1[1] - c0[1];
     free(act), free(y0), free(y1), free(bias);
+    return took;
 }
 
-/* The exponent form of MXFP4 decode: taken for ordinary scales and
+/* The exponent form of MXFP4 decode. Taken for ordinary scales and
  * activations (K = 2880 ends in a short group of 2 blocks, which takes the
- * float steps), per group float steps for a block of zeros and for
- * activations of 254 and more (dx >= 2), and the whole tile handed back
- * when a product's exponent falls under 1 (the scale byte 0 against an
- * ordinary dx): in every case the bits of the base form. */
+ * float steps), and at its edge: a dx of 1.5 * 2^-116 against the smallest
+ * scale byte 118 makes the smallest product scale 1.5 * 2^-126, still
+ * normal. Not taken when the smallest scale byte is not known (0), or is
+ * too small for that dx, for a block of zeros in x, or for activations of
+ * 254 and more (dx >= 2). In every case the bits of the base form. */
 static void test_lut_mxfp4_exponent_form(void **state) {
     (void)state;
     if (!kern_cpu_supports(KVLM_ISA_AVX512_VNNI) || !__builtin_cpu_supports("avx512vbmi")) skip();
     const int N = 9, K = 2880, nb = K / QK;
     const size_t rb = dtype_row_bytes(KVLM_MXFP4, K, NULL);
     unsigned char *wq = malloc((size_t)N * rb);
-    float *x = malloc((size_t)K * 4);
+    float *x = malloc((size_t)K * 4), *x2 = malloc((size_t)K * 4);
     unsigned seed = 41;
     for (size_t i = 0; i < (size_t)N * rb; i++) wq[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 24);
     for (size_t b = 0; b < (size_t)N * nb; b++) wq[b * sizeof(blk_mxfp4)] = (unsigned char)(118 + b % 10);
     for (int k = 0; k < K; k++) x[k] = frand(&seed) * (k % 7 == 0 ? 8.0f : 1.0f);
-    unsigned long got[2];
-    lut_mx1_case(wq, x, N, K, got); /* two 4-row tiles and a 1-row tail */
-    assert_int_equal(got[0], 3);
-    assert_int_equal(got[1], 0);
-    for (int k = 64; k < 96; k++) x[k] = 0.0f;          /* block 2: zeros */
-    for (int k = 200; k < 224; k++) x[k] *= 300.0f;     /* block 6: amax above 254 */
-    lut_mx1_case(wq, x, N, K, got);
-    assert_int_equal(got[0], 3);
-    assert_int_equal(got[1], 0);
-    wq[5 * rb + 40 * sizeof(blk_mxfp4)] = 0; /* row 5 (the second tile), block 40: scale 2^-128 */
-    lut_mx1_case(wq, x, N, K, got);
-    assert_int_equal(got[0], 3);
-    assert_int_equal(got[1], 1);
-    free(wq), free(x);
+    assert_int_equal(lut_mx1_case(wq, x, N, K, 118), 1); /* two 4-row tiles and a 1-row tail */
+    assert_int_equal(lut_mx1_case(wq, x, N, K, 0), 0);
+    memcpy(x2, x, (size_t)K * 4);
+    for (int k = 96; k < 128; k++) x2[k] = (k == 100 ? 127.0f * 1.5f : 0.5f) * 0x1p-116f; /* block 3: dx 1.5 * 2^-116 */
+    assert_int_equal(lut_mx1_case(wq, x2, N, K, 118), 1);
+    assert_int_equal(lut_mx1_case(wq, x2, N, K, 117), 0);
+    memcpy(x2, x, (size_t)K * 4);
+    for (int k = 64; k < 96; k++) x2[k] = 0.0f; /* block 2: zeros */
+    assert_int_equal(lut_mx1_case(wq, x2, N, K, 118), 0);
+    memcpy(x2, x, (size_t)K * 4);
+    x2[200] = 254.0f; /* block 6: dx = 2 */
+    assert_int_equal(lut_mx1_case(wq, x2, N, K, 118), 0);
+    x2[200] = 253.0f;
+    assert_int_equal(lut_mx1_case(wq, x2, N, K, 118), 1);
+    wq[5 * rb + 40 * sizeof(blk_mxfp4)] = 0; /* a subnormal scale, stated as the smallest */
+    assert_int_equal(lut_mx1_case(wq, x, N, K, 0), 0);
+    free(wq), free(x), free(x2);
 }
 
 /* Row tiles (4 x 4 and 2 x 3 plus the one-row tail), weight-row tails, odd
@@ -370,7 +374,7 @@ static void test_threaded_and_ranges(void **state) {
         for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = frand(&seed);
         for (int i = 0; i < M * K; i++) x[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        kern_matrix kq = {qtypes[t], wq, N, K, NULL};
+        kern_matrix kq = {qtypes[t], wq, N, K, NULL, 0};
         quant_int8_matmul_ref(x, M, &kq, 0, N, NULL, ref, N);
         for (size_t s = 0; s < 2; s++) {
             if (!kern_cpu_supports(vnni[s])) continue;
@@ -429,7 +433,7 @@ static void test_prepared_threads(void **state) {
             }
             for (int i = 0; i < M * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
             for (int i = 0; i < N; i++) bias[i] = frand(&seed);
-            const kern_matrix kq = {t, wq, N, K, NULL};
+            const kern_matrix kq = {t, wq, N, K, NULL, 0};
             quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
             for (size_t s = 0; s < 2; s++) {
                 if (!kern_cpu_supports(vnni[s])) continue;
@@ -499,7 +503,7 @@ static void check_q4_0_decode(int M, int N, int K, int n0, int sat, unsigned cha
     for (int i = 0; i < M * K; i++) x[i] = sat ? (i % 2 ? 4.0f : -4.0f) : frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
     if (!sat && M > 1) memset(x + K, 0, (size_t)K * 4); /* a zero row: every dx 0 */
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL};
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL, 0};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, M, &kq, n0, N, bias, got, N), 1);
@@ -552,7 +556,7 @@ static void test_q4_0_decode_avx512(void **state) {
     check_q4_0_decode(2, 6, 160, 0, 1, 0x00, &seed);
     float x[4 * 64] = {0}, y[16];
     unsigned char w[4 * 2 * sizeof(blk_q8_0)] = {0};
-    const kern_matrix q4 = {KVLM_Q4_0, w, 4, 64, NULL}, q8 = {KVLM_Q8_0, w, 4, 64, NULL};
+    const kern_matrix q4 = {KVLM_Q4_0, w, 4, 64, NULL, 0}, q8 = {KVLM_Q8_0, w, 4, 64, NULL, 0};
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 4, &q4, 0, 4, NULL, y, 4), 0);
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 0, &q4, 0, 4, NULL, y, 4), 0);
     assert_int_equal(quant_int8_q4_0_decode_avx512(x, 1, &q8, 0, 4, NULL, y, 4), 0);
@@ -616,7 +620,7 @@ static void check_q4_0_packed(int M, int N, int K, unsigned *seed) {
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
     void *pk = aligned_alloc(64, (q4_0_packed_size(N, K) + 63) & ~(size_t)63);
     q4_0_pack(wq, N, K, 0, (N + 3) / 4, pk);
-    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL}, kp = {KVLM_Q4_0, wq, N, K, pk};
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL, 0}, kp = {KVLM_Q4_0, wq, N, K, pk, 0};
     const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     ops->matmul_rows(x, M, &kq, 0, N, bias, row, N);
@@ -679,7 +683,7 @@ static void check_q4_0_prefill_packed(int M, int N, int K, unsigned *seed) {
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
     void *pk = aligned_alloc(64, (q4_0_packed_size(N, K) + 63) & ~(size_t)63);
     q4_0_pack(wq, N, K, 0, (N + 3) / 4, pk);
-    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL}, kp = {KVLM_Q4_0, zero, N, K, pk};
+    const kern_matrix kq = {KVLM_Q4_0, wq, N, K, NULL, 0}, kp = {KVLM_Q4_0, zero, N, K, pk, 0};
     const kern_ops *ops = kern_select(KVLM_ISA_AVX512_VNNI);
     ops->matmul_rows(x, M, &kq, 0, N, bias, want, N);
     for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
@@ -822,7 +826,7 @@ static void test_isa_levels(void **state) {
         assert_true(v->attn_scores == b->attn_scores && v->attn_accum == b->attn_accum && v->gelu == b->gelu &&
                     v->layernorm == b->layernorm && v->rmsnorm == b->rmsnorm && v->swiglu == b->swiglu &&
                     v->store_row == b->store_row);
-        const kern_matrix km = {KVLM_F32, w, N, K, NULL};
+        const kern_matrix km = {KVLM_F32, w, N, K, NULL, 0};
         v->matmul_rows(x, M, &km, 0, N, NULL, y0, N);
         b->matmul_rows(x, M, &km, 0, N, NULL, y1, N);
         assert_memory_equal(y0, y1, sizeof y0);

@@ -46,7 +46,7 @@ static void test_batch_rows_alone(void **state) {
         for (int i = 0; i < 15 * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
         for (int i = 0; i < N; i++) bias[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(qtypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        const kern_matrix kq = {qtypes[t], wq, N, K, NULL};
+        const kern_matrix kq = {qtypes[t], wq, N, K, NULL, 0};
         for (size_t s = 0; s < 2; s++) {
             const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
             if (!ops) continue;
@@ -89,7 +89,7 @@ static void test_kquant_rows_alone(void **state) {
         for (int i = 0; i < 15 * K; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 4.0f : 1.0f);
         for (int i = 0; i < N; i++) bias[i] = frand(&seed);
         for (int n = 0; n < N; n++) quant_quantize_row(ktypes[t], wf + (size_t)n * K, K, wq + (size_t)n * rb);
-        const kern_matrix kq = {ktypes[t], wq, N, K, NULL};
+        const kern_matrix kq = {ktypes[t], wq, N, K, NULL, 0};
         for (size_t s = 0; s < 2; s++) {
             const kern_ops *ops = kern_cpu_supports(vnni[s]) ? kern_select(vnni[s]) : NULL;
             if (!ops) continue;

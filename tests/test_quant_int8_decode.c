@@ -65,7 +65,7 @@ static int check_case(kvlm_dtype t, int M, int N, int K, int n0, int sat, unsign
     for (int n = 0; n < N; n++) quant_dequantize_row(t, wq + (size_t)n * rb, K, wd + (size_t)n * K);
     for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    const kern_matrix kq = {t, wq, N, K, NULL};
+    const kern_matrix kq = {t, wq, N, K, NULL, 0};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     int checked = 0;
     for (size_t s = 0; s < 2; s++) {
@@ -141,7 +141,7 @@ static void test_threaded(void **state) {
         float *x = malloc((size_t)K * 4), *ref = malloc((size_t)N * 4), *got = malloc((size_t)N * 4);
         fill_blocks(ktypes[t], (size_t)N * K / QK_K, wq, &seed, 0);
         for (int i = 0; i < K; i++) x[i] = frand(&seed);
-        const kern_matrix kq = {ktypes[t], wq, N, K, NULL};
+        const kern_matrix kq = {ktypes[t], wq, N, K, NULL, 0};
         for (size_t s = 0; s < 2; s++) {
             if (!kern_cpu_supports(isas[s])) continue;
             /* each output's sums do not depend on the split: the bits of one call */
@@ -158,7 +158,7 @@ static void test_declines(void **state) {
     (void)state;
     unsigned char w[256 * 2] = {0};
     float x[512] = {0}, y[4] = {7, 7, 7, 7};
-    const kern_matrix q8 = {KVLM_Q8_0, w, 2, 64, NULL}, odd = {KVLM_Q4_K, w, 1, 128, NULL}, ok = {KVLM_Q6_K, w, 1, 256, NULL};
+    const kern_matrix q8 = {KVLM_Q8_0, w, 2, 64, NULL, 0}, odd = {KVLM_Q4_K, w, 1, 128, NULL, 0}, ok = {KVLM_Q6_K, w, 1, 256, NULL, 0};
     for (size_t s = 0; s < 2; s++) {
         if (!kern_cpu_supports(isas[s])) continue;
         assert_int_equal(decode[s](x, 1, &q8, 0, 2, NULL, y, 2), 0);

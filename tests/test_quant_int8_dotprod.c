@@ -81,7 +81,7 @@ static void test_codes(void **state) {
     for (int i = 0; i < M * K; i++) x[i] = frand(&seed) * (i % 97 == 0 ? 1000.0f : 1.0f);
     for (int i = 64; i < 96; i++) x[i] = 0.0f;                     /* an all-zero block */
     for (int i = 96; i < 128; i++) x[i] = (float)(i - 112) / 4.0f; /* exact halves after scaling */
-    const kern_matrix w = {KVLM_Q8_0, NULL, 1, K, NULL};
+    const kern_matrix w = {KVLM_Q8_0, NULL, 1, K, NULL, 0};
     const size_t bytes = quant_int8_dotprod_prep_bytes(M, &w, NULL);
     assert_int_equal(bytes, 64 + ((size_t)M * K + 63) / 64 * 64 + (size_t)M * 37 * 4 + (size_t)M * 74 * 4);
     unsigned char *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -101,8 +101,8 @@ static void test_codes(void **state) {
     }
     /* K-quants: a panel for one weight row (256 codes, 16 + 16 floats);
      * no prepared form for the other dtypes or K not whole blocks */
-    const kern_matrix k4 = {KVLM_Q4_K, NULL, 1, 256, NULL}, k4bad = {KVLM_Q4_K, NULL, 1, 96, NULL};
-    const kern_matrix f = {KVLM_F32, NULL, 1, 64, NULL}, q5 = {KVLM_Q5_0, NULL, 1, 64, NULL};
+    const kern_matrix k4 = {KVLM_Q4_K, NULL, 1, 256, NULL, 0}, k4bad = {KVLM_Q4_K, NULL, 1, 96, NULL, 0};
+    const kern_matrix f = {KVLM_F32, NULL, 1, 64, NULL, 0}, q5 = {KVLM_Q5_0, NULL, 1, 64, NULL, 0};
     size_t panel = 7;
     assert_int_equal(quant_int8_dotprod_prep_bytes(1, &k4, &panel), 64 + 256 + 8 * 4 + 16 * 4);
     assert_int_equal(panel, 384);
@@ -132,7 +132,7 @@ static int check_case(const kern_ops *ops, kvlm_dtype t, int M, int N, int K, un
     }
     for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 5 == 0 ? 3.0f : 1.0f);
     for (int i = 0; i < N; i++) bias[i] = frand(seed);
-    const kern_matrix kq = {t, wq, N, K, NULL};
+    const kern_matrix kq = {t, wq, N, K, NULL, 0};
     quant_int8_matmul_ref(x, M, &kq, 0, N, bias, ref, N);
     for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
     ops->matmul_rows(x, M, &kq, 0, N, bias, got, N);

@@ -187,7 +187,7 @@ static void test_matmul_team(void **state) {
     uint32_t s = 7;
     for (int i = 0; i < N * K; i++) w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
     for (int i = 0; i < M * K; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-    kern_matrix km = {KVLM_F32, w, N, K, NULL};
+    kern_matrix km = {KVLM_F32, w, N, K, NULL, 0};
     kern_team one = {.threads = 1}, three;
     assert_int_equal(kern_team_open(&three, 3), 0);
     omp_set_num_threads(8);

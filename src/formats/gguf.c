@@ -305,16 +305,22 @@ static int off_cmp(const void *a, const void *b) {
 }
 
 /* An MXFP4 tensor's scale bytes (the first of each 17-byte block) are
- * E8M0 exponents; 0xFF is NaN, which no weight can be. */
-static int check_mxfp4(cur *c, const gguf_meta *m, const tinfo *ti) {
+ * E8M0 exponents; 0xFF is NaN, which no weight can be. Notes the smallest
+ * (tensor.e8m0_min, for the decode kernel's integer form of the scales). */
+static int check_mxfp4(cur *c, const gguf_meta *m, tinfo *ti) {
     const unsigned char *p = c->p + m->data_offset + ti->offset;
     const uint64_t nblocks = ti->nbytes / sizeof(blk_mxfp4);
-    for (uint64_t b = 0; b < nblocks; b++)
-        if (p[b * sizeof(blk_mxfp4)] == 0xFF)
+    unsigned char least = 0xFF;
+    for (uint64_t b = 0; b < nblocks; b++) {
+        const unsigned char e = p[b * sizeof(blk_mxfp4)];
+        if (e == 0xFF)
             return kvlm_error_set(c->err, KVLM_ERR_FORMAT,
                                   "%s: tensor '%s': MXFP4 block %llu has scale byte 0xFF (E8M0 NaN); valid scales "
                                   "are 0x00..0xFE",
                                   c->path, ti->name, (unsigned long long)b);
+        if (e < least) least = e;
+    }
+    ti->t.e8m0_min = nblocks ? least : 0;
     return KVLM_OK;
 }
 

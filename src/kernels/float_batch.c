@@ -50,7 +50,7 @@ static void measure(const kern_ops *ops, kvlm_dtype t, int K, kern_float_batch *
     for (size_t i = 0; i < nx; i++) s = s * 1664525u + 1013904223u, x[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
     for (size_t i = 0; i < nw; i++)
         s = s * 1664525u + 1013904223u, dtype_store(t, wd, i, (float)(s >> 8) / 16777216.0f - 0.5f);
-    const kern_matrix w = {t, wd, CAL_N, K, NULL};
+    const kern_matrix w = {t, wd, CAL_N, K, NULL, 0};
     const kern_rows_fn fn[2] = {ops->matmul_rows, ops->matmul_rows_direct};
     double best[2] = {1e30, 1e30};
     for (int f = 0; f < 2; f++) fn[f](x, CAL_M, &w, 0, CAL_N, NULL, y, CAL_N);

@@ -30,6 +30,9 @@ typedef struct kern_matrix {
      * for the AVX512-VNNI decode kernel, which then reads it instead of
      * data; every other kernel reads data. */
     const void *packed;
+    /* MXFP4 only: the smallest scale byte of the matrix (tensor.e8m0_min),
+     * or 0 when not known. */
+    uint8_t e8m0_min;
 } kern_matrix;
 
 /* One ISA's implementation of the inner loops. */

@@ -120,10 +120,10 @@ void quant_int8_lut_rows_base_avx512(const void *buf, int M, const kern_matrix *
                                      float *y, int ldy);
 void quant_int8_lut_rows_vbmi_avx512(const void *buf, int M, const kern_matrix *w, int n0, int n1, const float *bias,
                                      float *y, int ldy);
-/* The calling thread's count of one-row MXFP4 tiles the VBMI form ran
- * through the scales' exponents (c[0]) and of those it handed back to the
- * float steps (c[1]; quant_int8_lut_tile.h, lut_tile_mx1), for tests. */
-void quant_int8_lut_mx1_counts(unsigned long c[2]);
+/* The calling thread's count of one-row MXFP4 calls the VBMI form ran
+ * through the scales' exponents (quant_int8_lut_tile.h, lut_tile_mx1),
+ * for tests. */
+unsigned long quant_int8_lut_mx1_calls(void);
 
 /* The decode kernels above split in two, for kern_matmul's prepared form
  * (quant_int8_prep.c): _bytes is the size of the activations of M rows of

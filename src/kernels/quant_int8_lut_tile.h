@@ -7,7 +7,7 @@
  * bytes picked by vpermt2b / vpermb and the scales made by vscalefps
  * (2^(e - 128), exact for every byte), and the 4-bit lookups are vpermb
  * (no masking); one row of x (decode) of MXFP4 there forms the product
- * scales from the exponents with integer adds (lut_tile_mx1). Both forms
+ * scales from the exponents with integer adds when they fit (lut_tile_mx1). Both forms
  * give the same bits. LUT_ROWS names the rows function. Not here: the
  * activations' preparation, the dispatch.
  */
@@ -173,87 +173,97 @@ AI void lut_tile(kvlm_dtype t, const lut_group *a, int ng, int nbk, const unsign
 }
 
 #if LUT_VBMI
-static _Thread_local unsigned long lut_mx1_tiles[2]; /* taken, handed back */
+static _Thread_local unsigned long lut_mx1_calls; /* calls that took lut_tile_mx1 */
 
 /* Decode (one row of x) of MXFP4 through the scales' exponents. A block's
  * product scale dx * 2^(e - 128) is dx's bits plus (e - 128) << 23: one
  * shift and one integer add where lut_tile spends a subtraction, a
  * conversion, a vscalefps and a multiply, and the same float whenever the
- * product is a normal float (what lut_tile's multiply rounds to then).
- * Per group the integer form is taken only when all four dx are normal and
- * below 2 (no exponent can then reach 255, for any scale byte); other
- * groups (a block of zeros in x, large activations, the short last group)
- * take lut_tile's steps. The tile keeps the smallest product bits it formed:
- * below 2^23 means an exponent under 1 (a tiny dx against a tiny scale, or
- * the subnormal scale bytes 0 and 1); it then returns 0 with y untouched,
- * and the caller runs lut_tile. So the bits are lut_tile's either way. */
-AI int lut_tile_mx1(const lut_group *a, int ng, int nbk, const unsigned char *w, size_t rb, int nr, int n,
-                    const float *bias, float *y, const unsigned char *next) {
+ * product is a normal float, which is what lut_tile's multiply rounds to
+ * then. lut_rows_t takes this form only when that holds for every block
+ * (lut_exps_fit); the short last group takes lut_tile's steps. So the bits
+ * are lut_tile's. */
+AI void lut_tile_mx1(const lut_group *a, int ng, int nbk, const unsigned char *w, size_t rb, int nr, int n,
+                     const float *bias, float *y, const unsigned char *next) {
     const __m512i tab = lut_table(KVLM_MXFP4), ci = lut_code_index(), si = lut_scale_index();
     const __m512i off = _mm512_set1_epi32(128 << 23);
-    const __m512 lo_ok = _mm512_set1_ps(0x1p-126f), hi_ok = _mm512_set1_ps(2.0f);
     __m512 acc[LUT_NR];
-    __m512i least = _mm512_set1_epi32(INT32_MAX);
 #pragma GCC unroll 4
     for (int j = 0; j < nr; j++) acc[j] = _mm512_setzero_ps();
     const unsigned char *wr = w + (size_t)n * rb;
     const size_t gbytes = rb / (size_t)ng + 1;
-    for (int g = 0; g < ng; g++) {
+    const int whole = nbk / 4;
+    for (int g = 0; g < whole; g++) {
         if (next)
             for (size_t o = 0; o < (size_t)nr * gbytes; o += 64)
                 _mm_prefetch((const char *)(next + (size_t)g * nr * gbytes + o), _MM_HINT_T2);
         const lut_group *G = a + g;
         const __m512i xl = _mm512_load_si512(G->lo), xh = _mm512_load_si512(G->hi);
         const __m512i st = _mm512_load_si512(G->st);
-        const __m512 dx = _mm512_load_ps(G->dx);
-        const int whole = 4 * g + 4 <= nbk;
-        if (whole && (__mmask16)(_mm512_cmp_ps_mask(dx, lo_ok, _CMP_GE_OQ) & _mm512_cmp_ps_mask(dx, hi_ok, _CMP_LT_OQ)) ==
-                         0xFFFF) {
-            const __m512i D = _mm512_sub_epi32(_mm512_castps_si512(dx), off);
+        const __m512i D = _mm512_sub_epi32(_mm512_load_si512(G->dx), off);
 #pragma GCC unroll 4
-            for (int j = 0; j < nr; j++) {
-                const unsigned char *b = wr + (size_t)j * rb + (size_t)g * 4 * sizeof(blk_mxfp4);
-                const __m512i A = _mm512_loadu_si512((const void *)b), B = _mm512_loadu_si512((const void *)(b + 4));
-                const __m512i c = _mm512_permutex2var_epi8(A, ci, B);
-                const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, si, A);
-                const __m512i sb = _mm512_add_epi32(_mm512_slli_epi32(e, 23), D);
-                least = _mm512_min_epi32(least, sb);
-                const __m512i lo = _mm512_permutexvar_epi8(c, tab);
-                const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
-                const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_castsi512_ps(sb), acc[j]);
-            }
-        } else {
-            const int nsb = whole ? 4 : nbk % 4;
-#pragma GCC unroll 4
-            for (int j = 0; j < nr; j++) {
-                __m512i c;
-                __m512 sc;
-                lut_load(KVLM_MXFP4, wr + (size_t)j * rb, g, nsb, &c, &sc);
-                const __m512i lo = _mm512_permutexvar_epi8(c, tab);
-                const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
-                const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(sc, dx), acc[j]);
-            }
+        for (int j = 0; j < nr; j++) {
+            const unsigned char *b = wr + (size_t)j * rb + (size_t)g * 4 * sizeof(blk_mxfp4);
+            const __m512i A = _mm512_loadu_si512((const void *)b), B = _mm512_loadu_si512((const void *)(b + 4));
+            const __m512i c = _mm512_permutex2var_epi8(A, ci, B);
+            const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, si, A);
+            const __m512 sc = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(e, 23), D));
+            const __m512i lo = _mm512_permutexvar_epi8(c, tab);
+            const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
+            const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), sc, acc[j]);
         }
     }
-    lut_mx1_tiles[0]++;
-    if (_mm512_reduce_min_epi32(least) < (1 << 23)) return lut_mx1_tiles[1]++, 0;
+    if (whole < ng) { /* the short last group */
+        const lut_group *G = a + whole;
+        const __m512i xl = _mm512_load_si512(G->lo), xh = _mm512_load_si512(G->hi);
+        const __m512i st = _mm512_load_si512(G->st);
+        const __m512 dx = _mm512_load_ps(G->dx);
+#pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) {
+            __m512i c;
+            __m512 sc;
+            lut_load(KVLM_MXFP4, wr + (size_t)j * rb, whole, nbk % 4, &c, &sc);
+            const __m512i lo = _mm512_permutexvar_epi8(c, tab);
+            const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
+            const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(sc, dx), acc[j]);
+        }
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < nr; j++) y[n + j] = lut_hsum(acc[j]) + (bias ? bias[n + j] : 0.0f);
-    return 1;
+}
+
+/* Whether every product scale dx * 2^(e - 128) of the whole groups of one
+ * row of x against w is a normal float, so lut_tile_mx1 may form it from
+ * the exponents: each dx normal and below 2 (its exponent field f at most
+ * 127, so f + e - 128 stays below 255 for every scale byte e < 255), and
+ * the smallest f plus the matrix's smallest scale byte (kern_matrix
+ * e8m0_min, 0 when not known) at least 129, so f + e - 128 >= 1. */
+static int lut_exps_fit(const lut_group *a, int nbk, const kern_matrix *w) {
+    const __m512 lo = _mm512_set1_ps(0x1p-126f), hi = _mm512_set1_ps(2.0f);
+    __m512i least = _mm512_set1_epi32(INT32_MAX);
+    for (int g = 0; g < nbk / 4; g++) {
+        const __m512 dx = _mm512_load_ps(a[g].dx);
+        if ((__mmask16)(_mm512_cmp_ps_mask(dx, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(dx, hi, _CMP_LT_OQ)) != 0xFFFF)
+            return 0;
+        least = _mm512_min_epi32(least, _mm512_castps_si512(dx));
+    }
+    return nbk >= 4 && (_mm512_reduce_min_epi32(least) >> 23) + w->e8m0_min >= 129;
 }
 #endif
 
 /* All rows of x against nr (compile-time) weight rows at n. */
 AI void lut_rows_nr(kvlm_dtype t, const lut_group *a, int M, int ng, int nbk, const unsigned char *w, size_t rb,
-                    int nr, int n, const float *bias, float *y, int ldy, const unsigned char *next) {
+                    int nr, int n, const float *bias, float *y, int ldy, const unsigned char *next, int exps) {
     int m = 0;
 #if LUT_VBMI
-    if (t == KVLM_MXFP4 && M == 1) {
-        if (!lut_tile_mx1(a, ng, nbk, w, rb, nr, n, bias, y, next)) lut_tile(t, a, ng, nbk, w, rb, 1, nr, 0, n, bias, y, ldy, next);
+    if (exps) {
+        lut_tile_mx1(a, ng, nbk, w, rb, nr, n, bias, y, next);
         return;
     }
+#else
+    (void)exps;
 #endif
     for (; m + LUT_MR <= M; m += LUT_MR) lut_tile(t, a, ng, nbk, w, rb, LUT_MR, nr, m, n, bias, y, ldy, m ? NULL : next);
     switch (M - m) {
@@ -269,12 +279,18 @@ static void lut_rows_t(kvlm_dtype t, const lut_group *a, int M, const kern_matri
     const int K = w->cols, nbk = K / QK, ng = (nbk + 3) / 4;
     const size_t rb = dtype_row_bytes(t, K, NULL);
     const unsigned char *wd = w->data;
+#if LUT_VBMI
+    const int exps = t == KVLM_MXFP4 && M == 1 && lut_exps_fit(a, nbk, w); /* lut_tile_mx1 */
+    lut_mx1_calls += exps;
+#else
+    const int exps = 0;
+#endif
     int n = n0;
     for (; n + LUT_NR <= n1; n += LUT_NR) {
         const unsigned char *next = n + LUT_NR + LUT_PF_ROWS <= n1 ? wd + (size_t)(n + LUT_PF_ROWS) * rb : NULL;
-        lut_rows_nr(t, a, M, ng, nbk, wd, rb, LUT_NR, n, bias, y, ldy, next);
+        lut_rows_nr(t, a, M, ng, nbk, wd, rb, LUT_NR, n, bias, y, ldy, next, exps);
     }
-    for (; n < n1; n++) lut_rows_nr(t, a, M, ng, nbk, wd, rb, 1, n, bias, y, ldy, NULL);
+    for (; n < n1; n++) lut_rows_nr(t, a, M, ng, nbk, wd, rb, 1, n, bias, y, ldy, NULL, exps);
 }
 
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;

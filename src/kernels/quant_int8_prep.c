@@ -153,14 +153,14 @@ static void rows_prep_unpacked(const i8_isa *k, const void *buf, void *panel, co
     const size_t rb = dtype_row_bytes(KVLM_Q4_0, w->cols, NULL);
     unsigned char *rows = malloc(UNPACK_ROWS * rb);
     if (!rows) {
-        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL};
+        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL, 0};
         rows_prep(k, buf, panel, &f, n0, n1, bias, y, ldy);
         return;
     }
     for (int n = n0; n < n1; n += UNPACK_ROWS) {
         const int e = n1 - n < UNPACK_ROWS ? n1 : n + UNPACK_ROWS;
         q4_0_unpack(w->packed, w->cols, n, e, rows);
-        const kern_matrix u = {KVLM_Q4_0, rows, e - n, w->cols, NULL};
+        const kern_matrix u = {KVLM_Q4_0, rows, e - n, w->cols, NULL, 0};
         rows_prep(k, buf, panel, &u, 0, e - n, bias ? bias + n : NULL, y + n, ldy);
     }
     free(rows);
@@ -182,7 +182,7 @@ static void matmul_rows(const i8_isa *k, const float *x, int M, const kern_matri
             free(buf);
             return;
         }
-        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL};
+        const kern_matrix f = {w->dtype, w->data, w->rows, w->cols, NULL, 0};
         k->fallback->matmul_rows(x, M, &f, n0, n1, bias, y, ldy);
         return;
     }

@@ -63,7 +63,7 @@ void quant_wide_matmul_rows_neon(const float *x, int M, const kern_matrix *w, in
     for (int n = n0; n < n1; n += PANEL_ROWS) {
         const int nr = n1 - n < PANEL_ROWS ? n1 - n : PANEL_ROWS;
         for (int j = 0; j < nr; j++) quant_dequantize_row(w->dtype, wd + (size_t)(n + j) * rb, K, panel + (size_t)j * K);
-        const kern_matrix pm = {KVLM_F32, panel, nr, K, NULL};
+        const kern_matrix pm = {KVLM_F32, panel, nr, K, NULL, 0};
         kern_ops_neon.matmul_rows(x, M, &pm, 0, nr, bias ? bias + n : NULL, y + n, ldy);
     }
     free(panel);

@@ -302,7 +302,7 @@ AI void krows_t(const float *x, int M, const kern_matrix *w, int n0, int n1, con
     for (int n = n0; n < n1; n += PANEL_ROWS) {
         const int nr = n1 - n < PANEL_ROWS ? n1 - n : PANEL_ROWS;
         kpanel(wd, rb, K, t, n, nr, panel);
-        const kern_matrix pm = {KVLM_F32, panel, nr, K, NULL};
+        const kern_matrix pm = {KVLM_F32, panel, nr, K, NULL, 0};
         f32->matmul_rows(x, M, &pm, 0, nr, bias ? bias + n : NULL, y + n, ldy);
     }
     free(panel);

@@ -84,7 +84,7 @@ int bind_matrix(bind_ctx *b, const char *name, int64_t out, int64_t in, kern_mat
                  in_out ? "Conv1D [in, out]" : "Linear [out, in]");
         return shape_error(b, nt, want);
     }
-    *w = (kern_matrix){.dtype = nt->t.dtype, .data = nt->t.data, .rows = (int)out, .cols = (int)in};
+    *w = (kern_matrix){.dtype = nt->t.dtype, .data = nt->t.data, .rows = (int)out, .cols = (int)in, .e8m0_min = nt->t.e8m0_min};
     if (!in_out) return KVLM_OK;
     if (nt->t.dtype != KVLM_F32 && nt->t.dtype != KVLM_F16 && nt->t.dtype != KVLM_BF16)
         return kvlm_error_set(b->err, KVLM_ERR_UNSUPPORTED, "%s: tensor '%s' in [in, out] layout must be F32, F16 or BF16",
@@ -105,6 +105,7 @@ int bind_table(bind_ctx *b, const char *name, int64_t min_rows, int64_t cols, ke
         snprintf(want, sizeof want, "[>= %lld, %lld]", (long long)min_rows, (long long)cols);
         return shape_error(b, nt, want);
     }
-    *w = (kern_matrix){.dtype = nt->t.dtype, .data = nt->t.data, .rows = (int)nt->t.shape[0], .cols = (int)cols};
+    *w = (kern_matrix){.dtype = nt->t.dtype, .data = nt->t.data, .rows = (int)nt->t.shape[0], .cols = (int)cols,
+                       .e8m0_min = nt->t.e8m0_min};
     return KVLM_OK;
 }

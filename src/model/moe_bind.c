@@ -54,7 +54,7 @@ static int bind_stacked(bind_ctx *b, const char *name, int n_expert, int64_t row
                               nt->file, nt->name, (long long)cols, kvlm_dtype_name(nt->t.dtype));
     for (int e = 0; e < n_expert; e++)
         out[e] = (kern_matrix){.dtype = nt->t.dtype, .data = (const char *)nt->t.data + (size_t)e * (size_t)rows * rb,
-                               .rows = (int)rows, .cols = (int)cols};
+                               .rows = (int)rows, .cols = (int)cols, .e8m0_min = nt->t.e8m0_min};
     return KVLM_OK;
 }
 
