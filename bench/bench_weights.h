@@ -31,6 +31,9 @@ static inline float wval(size_t n, int k) {
     return (float)(h & 0xffff) / 32768.0f - 1.0f;
 }
 
+/* The smallest MXFP4 scale byte random_row writes (kern_matrix e8m0_min). */
+#define BENCH_E8M0_MIN 118
+
 /* Byte offsets of the f16 fields of a block of t (up to 2; -1 = none). */
 static inline void f16_fields(kvlm_dtype t, int at[2]) {
     at[0] = 0, at[1] = -1;
@@ -58,7 +61,7 @@ static inline void random_row(kvlm_dtype t, size_t n, int K, unsigned char *dst)
                 memcpy(dst + b * bb + (size_t)at[f], &h, 2);
             }
     if (t == KVLM_MXFP4) /* scales 2^-10 .. 2^-3, as trained weights have */
-        for (size_t b = 0; b < nb; b++) dst[b * bb] = (unsigned char)(118 + (n + b) % 8);
+        for (size_t b = 0; b < nb; b++) dst[b * bb] = (unsigned char)(BENCH_E8M0_MIN + (n + b) % 8);
 }
 
 /* Row n of an [N, K] matrix of type t at dst: the values wval(n, k)

@@ -115,7 +115,8 @@ int main(int argc, char **argv) {
             const int r = isas[s] == KVLM_ISA_SCALAR ? 3 : calls;
             double *t = malloc((size_t)r * sizeof(double));
             for (int i = -1; i < r; i++) { /* i = -1: warm-up */
-                kern_matrix km = {dts[d], w + (size_t)((i + 1) % (int)ring) * mb, N, K, NULL, 0};
+                kern_matrix km = {dts[d], w + (size_t)((i + 1) % (int)ring) * mb, N, K, NULL,
+                                  dts[d] == KVLM_MXFP4 ? BENCH_E8M0_MIN : 0};
                 double t0 = now();
                 kern_matmul(ops, &team, x, 1, &km, NULL, y, N);
                 if (i >= 0) t[i] = now() - t0;
