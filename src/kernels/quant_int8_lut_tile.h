@@ -7,9 +7,9 @@
  * bytes picked by vpermt2b / vpermb and the scales made by vscalefps
  * (2^(e - 128), exact for every byte), and the 4-bit lookups are vpermb
  * (no masking); one row of x (decode) of MXFP4 there forms the product
- * scales from the exponents with integer adds when they fit (lut_tile_mx1). Both forms
- * give the same bits. LUT_ROWS names the rows function. Not here: the
- * activations' preparation, the dispatch.
+ * scales from the exponents with integer adds when they fit
+ * (lut_tile_mx1). Both forms give the same bits. LUT_ROWS names the rows
+ * function. Not here: the activations' preparation, the dispatch.
  */
 #ifndef KVLM_KERNELS_QUANT_INT8_LUT_TILE_H
 #define KVLM_KERNELS_QUANT_INT8_LUT_TILE_H
