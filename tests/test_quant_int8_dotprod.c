@@ -301,7 +301,7 @@ static void test_level(void **state) {
         const uint16_t h = f32_to_f16(0.01f);
         memcpy(wk + blk * 22, &h, 2);
     }
-    const kern_matrix mats[] = {{KVLM_F32, w, N, K, NULL}, {KVLM_Q5_0, wk, N, K, NULL}};
+    const kern_matrix mats[] = {{KVLM_F32, w, N, K, NULL, 0}, {KVLM_Q5_0, wk, N, K, NULL, 0}};
     for (size_t i = 0; i < 2; i++) {
         v->matmul_rows(x, M, &mats[i], 0, N, NULL, y0, N);
         b->matmul_rows(x, M, &mats[i], 0, N, NULL, y1, N);

@@ -591,7 +591,7 @@ static void test_matmul_staged_exact(void **state) {
     for (int i = 0; i < N * K; i++) wf[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
     for (int n = 0; n < N; n++) quant_quantize_row(KVLM_Q8_0, wf + (size_t)n * K, K, wq + (size_t)n * qrow);
     for (int i = 0; i < N; i++) bias[i] = (float)i / 1000.0f;
-    const kern_matrix ws[] = {{KVLM_F32, wf, N, K, NULL}, {KVLM_Q8_0, wq, N, K, NULL}};
+    const kern_matrix ws[] = {{KVLM_F32, wf, N, K, NULL, 0}, {KVLM_Q8_0, wq, N, K, NULL, 0}};
     const kern_ops *ops = kern_select(KVLM_ISA_AUTO);
     kern_team one = {.threads = 1}, three;
     assert_int_equal(kern_team_open(&three, 3), 0);
