@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages kvlm needs, if they are missing.
 #   scripts/setup.sh          build and test dependencies (abigail-tools: make abi-check)
-#   scripts/setup.sh --dev    also PyTorch, NumPy and jinja2, to regenerate fixtures
+#   scripts/setup.sh --dev    also PyTorch, NumPy, jinja2 and OpenBLAS (the models' training commands
+#                             put it first with LD_LIBRARY_PATH), to regenerate fixtures and train
 #   scripts/setup.sh --fuzz   also clang, its sanitizer and libFuzzer runtimes
 #                             and its OpenMP runtime, for `make fuzz`
 #   scripts/setup.sh --browser  also chromium, and Node.js and npm where no
@@ -90,7 +91,7 @@ fi
 
 pkgs="gcc make libc6-dev libgomp1 libjansson-dev libpcre2-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev pkg-config xz-utils python3 python3-jsonschema abigail-tools"
 if [ "${1:-}" = "--dev" ]; then
-    pkgs="$pkgs python3 python3-torch python3-numpy python3-jinja2"
+    pkgs="$pkgs python3 python3-torch python3-numpy python3-jinja2 libopenblas0-pthread"
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-dev libomp-dev"
