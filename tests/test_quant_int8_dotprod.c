@@ -2,7 +2,8 @@
  * The neon-dotprod level (aarch64 only; kernels/quant_int8_dotprod.c):
  * int8 activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights with SDOT,
  * and the neon-i8mm level (kernels/quant_int8_i8mm.c: SMMLA for Q8_0 /
- * Q4_0 with two or more rows of x), each against the C
+ * Q4_0 and, in quant_int8_k_i8mm.c, the K-quants with two or more rows of
+ * x), each against the C
  * reference of the same integer math (quant_int8_matmul_ref), as
  * tests/test_quant_int8.c checks the x86 int8 levels. Every test skips on a
  * CPU without the dot-product extension (QEMU -cpu cortex-a53), where
@@ -19,6 +20,8 @@
  *    order of the block terms differ);
  *  - the prepared path at 1-3 threads and split in two ranges: the same
  *    bits as matmul_rows;
+ *  - neon-i8mm's K-quants vs neon-dotprod's: the same bits (exact integer
+ *    group sums either way, the same float steps), however split;
  *  - other weight dtypes and every other op: the neon set's bits.
  */
 #include <math.h>
@@ -223,6 +226,82 @@ static void test_matmul_kquants(void **state) {
     assert_int_equal(checked, 3 * 27);
 }
 
+/* neon-i8mm's K-quant SMMLA tiles against neon-dotprod: matmul_rows over
+ * all weight rows and over odd ranges, the prepared form in odd row and
+ * range splits, and kern_matmul at 1-3 threads give neon-dotprod's bits
+ * (each within the reference's tolerance: check_case). Returns 1. */
+static int same_bits(const kern_ops *dp, const kern_ops *mm, kvlm_dtype t, int M, int N, int K, unsigned *seed) {
+    const size_t rb = dtype_row_bytes(t, K, NULL);
+    unsigned char *wq = malloc((size_t)N * rb);
+    float *x = malloc((size_t)M * K * 4), *bias = malloc((size_t)N * 4);
+    float *want = malloc((size_t)M * N * 4), *got = malloc((size_t)M * N * 4);
+    random_kblocks(t, (size_t)N * K / QK_K, wq, seed);
+    for (int i = 0; i < M * K; i++) x[i] = frand(seed) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int i = 0; i < N; i++) bias[i] = frand(seed);
+    const kern_matrix kq = {t, wq, N, K, NULL, 0};
+    dp->matmul_rows(x, M, &kq, 0, N, bias, want, N);
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    mm->matmul_rows(x, M, &kq, 0, N, bias, got, N);
+    for (int i = 0; i < M * N; i++)
+        if (memcmp(&got[i], &want[i], 4))
+            fail_msg("%s M=%d N=%d K=%d [%d,%d]: neon-i8mm %.9g, neon-dotprod %.9g", kvlm_dtype_name(t), M, N, K,
+                     i / N, i % N, got[i], want[i]);
+    /* odd ranges: [0, 1), [1, n), [n, N) with n odd */
+    const int cut = N > 4 ? 3 : N > 1 ? 1 : 0;
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    mm->matmul_rows(x, M, &kq, 0, N > 1 ? 1 : N, bias, got, N);
+    if (N > 1) mm->matmul_rows(x, M, &kq, 1, cut > 1 ? cut : N, bias, got, N);
+    if (cut > 1) mm->matmul_rows(x, M, &kq, cut, N, bias, got, N);
+    assert_memory_equal(got, want, (size_t)M * N * 4);
+    size_t panel = 0;
+    const size_t pre = (mm->matmul_prep_bytes(M, &kq, &panel) + 63) / 64 * 64;
+    assert_int_equal(panel, (size_t)6 * K);
+    unsigned char *buf = aligned_alloc(64, pre + panel);
+    mm->matmul_prep(x, M, &kq, 0, 1, buf); /* rows of x prepared in odd parts */
+    mm->matmul_prep(x, M, &kq, 1, M / 2 | 1, buf);
+    mm->matmul_prep(x, M, &kq, M / 2 | 1, M, buf);
+    for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+    for (int n = 0; n < N; n += cut + 2) /* ranges of odd and even length, at odd and even starts */
+        mm->matmul_rows_prep(buf, buf + pre, &kq, n, n + cut + 2 < N ? n + cut + 2 : N, bias, got, N);
+    assert_memory_equal(got, want, (size_t)M * N * 4);
+    free(buf);
+    for (int th = 1; th <= 3; th++) {
+        kern_team team;
+        assert_int_equal(kern_team_open(&team, th), 0);
+        for (int i = 0; i < M * N; i++) got[i] = -12345.0f;
+        kern_matmul(mm, &team, x, M, &kq, bias, got, N);
+        kern_team_close(&team);
+        assert_memory_equal(got, want, (size_t)M * N * 4);
+    }
+    free(wq), free(x), free(bias), free(want), free(got);
+    return 1;
+}
+
+/* The K-quants at neon-i8mm: the SMMLA tiles with whole and odd row
+ * counts (M = 2, 3, 5, 16, 33), weight-row pairs and the odd last row
+ * (N = 1, 2, 5, 11), one and three 256-value blocks; one row of x stays
+ * neon-dotprod's. Skips without i8mm. */
+static void test_i8mm_kquants(void **state) {
+    (void)state;
+    const kern_ops *dp = dotprod_or_skip();
+    if (!dp || !kern_cpu_supports(KVLM_ISA_NEON_I8MM)) skip();
+    const kern_ops *mm = kern_select(KVLM_ISA_NEON_I8MM);
+    assert_non_null(mm);
+    const kvlm_dtype ts[] = {KVLM_Q4_K, KVLM_Q5_K, KVLM_Q6_K};
+    const int Ms[] = {2, 3, 5, 16, 33}, Ns[] = {1, 2, 5, 11}, Ks[] = {256, 768};
+    unsigned seed = 29;
+    int checked = 0;
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t a = 0; a < 5; a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 2; c++) checked += same_bits(dp, mm, ts[t], Ms[a], Ns[b], Ks[c], &seed);
+        checked += check_case(mm, ts[t], 5, 11, 768, &seed);  /* the reference's tolerance */
+        checked += check_case(mm, ts[t], 16, 4, 1280, &seed);
+        checked += check_case(mm, ts[t], 1, 5, 256, &seed); /* decode: neon-dotprod's path */
+    }
+    assert_int_equal(checked, 3 * (5 * 4 * 2 + 3));
+}
+
 /* The NEON unpacking of K-quant rows (quant_int8_row_codes_neon, plain
  * Advanced SIMD: runs on every aarch64 CPU) gives quant_int8_row_codes'
  * bytes and floats exactly: 40 random blocks of each type, every code
@@ -281,8 +360,19 @@ static void test_level(void **state) {
     if (i8mm) { /* every op but the int8 matmul is neon-dotprod's */
         const kern_ops *mm = kern_select(KVLM_ISA_NEON_I8MM);
         assert_int_equal(mm->isa, KVLM_ISA_NEON_I8MM);
-        assert_true(mm->matmul_prep_bytes == v->matmul_prep_bytes && mm->matmul_prep == v->matmul_prep &&
-                    mm->attn_scores == v->attn_scores && mm->rmsnorm == v->rmsnorm && mm->swiglu == v->swiglu);
+        assert_true(mm->matmul_prep == v->matmul_prep && mm->attn_scores == v->attn_scores &&
+                    mm->rmsnorm == v->rmsnorm && mm->swiglu == v->swiglu);
+        /* the prepared form's bytes are neon-dotprod's; the K-quant panel
+         * holds two weight rows (6 K bytes) from two rows of x on */
+        const kern_matrix q8 = {KVLM_Q8_0, NULL, 1, 512, NULL, 0}, k6 = {KVLM_Q6_K, NULL, 1, 512, NULL, 0};
+        size_t pv = 7, pm = 7;
+        assert_int_equal(mm->matmul_prep_bytes(3, &q8, &pm), v->matmul_prep_bytes(3, &q8, &pv));
+        assert_int_equal(pm, 0);
+        assert_int_equal(mm->matmul_prep_bytes(1, &k6, &pm), v->matmul_prep_bytes(1, &k6, &pv));
+        assert_int_equal(pm, pv);
+        assert_int_equal(pm, 512 + 2 * 32 * 4);
+        assert_int_equal(mm->matmul_prep_bytes(2, &k6, &pm), v->matmul_prep_bytes(2, &k6, &pv));
+        assert_int_equal(pm, 6 * 512);
     } else {
         assert_null(kern_select(KVLM_ISA_NEON_I8MM));
     }
@@ -314,6 +404,7 @@ int main(void) {
         cmocka_unit_test(test_codes),
         cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_kquants),
+        cmocka_unit_test(test_i8mm_kquants),
         cmocka_unit_test(test_row_codes_neon),
         cmocka_unit_test(test_level),
     };

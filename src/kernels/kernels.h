@@ -126,7 +126,8 @@ extern const kern_ops kern_ops_neon;
  * activations for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights. */
 const kern_ops *dotprod_ops(void);
 /* The neon-i8mm set (dotprod_set_neon.c): the neon-dotprod set with SMMLA
- * for the Q8_0 / Q4_0 matmuls of two or more rows (quant_int8_i8mm.c). */
+ * for the Q8_0 / Q4_0 / K-quant matmuls of two or more rows
+ * (quant_int8_i8mm.c). */
 const kern_ops *i8mm_ops(void);
 
 /* The ops for isa (AUTO resolves with cpuid); NULL if the CPU lacks it. */

@@ -207,13 +207,21 @@ void quant_int8_dotprod_rows_prep(const void *buf, void *panel, const kern_matri
                                   const float *bias, float *y, int ldy);
 void quant_int8_dotprod_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1,
                                     const float *bias, float *y, int ldy);
-/* The prepared form's rows M, K, codes (M rows of K) and scales (M rows of
- * K / 32). */
-void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d);
+/* The prepared form's rows M, K, codes (M rows of K), scales (M rows of
+ * K / 32) and, where qs is not NULL, code sums (M rows of K / 16). */
+void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d,
+                               const int32_t **qs);
 
 /* The neon-i8mm level (aarch64, quant_int8_i8mm.c): neon-dotprod's
- * prepared form; Q8_0 / Q4_0 against 2 or more rows of x with SMMLA,
- * every other call neon-dotprod's. */
+ * prepared form; Q8_0 / Q4_0 and the K-quants against 2 or more rows of x
+ * with SMMLA (the K-quants in quant_int8_k_i8mm.c, with the same bits as
+ * neon-dotprod), every other call neon-dotprod's. prep_bytes is
+ * neon-dotprod's but for the K-quants' panel from 2 rows of x on, which
+ * holds two weight rows (quant_int8_i8mm_kpanel_bytes). */
+size_t quant_int8_i8mm_prep_bytes(int M, const kern_matrix *w, size_t *panel);
+size_t quant_int8_i8mm_kpanel_bytes(int K);
+void quant_int8_i8mm_krows(const int8_t *q, const float *d, const int32_t *qs, int M, int K, const kern_matrix *w,
+                           int n0, int n1, void *panel, const float *bias, float *y, int ldy);
 void quant_int8_i8mm_rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0, int n1, const float *bias,
                                float *y, int ldy);
 void quant_int8_i8mm_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,

@@ -16,8 +16,10 @@
  *    into the caller's panel), then per 32-value block
  *    d_x * (a_0 s_0 + a_1 s_1 - (b_0 q_0 + b_1 q_1)) with the exact group
  *    sums s_g = sum w_i q_i and q_g = sum q_i (formed once at prep) is
- *    rounded once in f32 and summed in double. The codes are unpacked 16
- *    at a time in NEON (quant_int8_row_codes_neon: the reference's bytes).
+ *    rounded once in f32 and summed in double (quant_int8_kdot_neon.h,
+ *    whose steps neon-i8mm's SMMLA tiles repeat lane by lane). The codes
+ *    are unpacked 16 at a time in NEON (quant_int8_row_codes_neon: the
+ *    reference's bytes).
  * Other weight dtypes are not handled here (quant_int8_dotprod_prep_bytes
  * returns 0: the caller uses the neon f32 kernels).
  *
@@ -33,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/quant_int8.h"
+#include "kernels/quant_int8_kdot_neon.h"
 #include "kernels/vec_f32_neon.h"
 #include "tensor.h"
 
@@ -95,11 +98,13 @@ void quant_int8_dotprod_prep(const float *x, int M, const kern_matrix *w, int m0
         quantize_row(x + (size_t)m * K, K, q + (size_t)m * K, d + (size_t)m * (K / QK), qs + (size_t)m * (K / 16));
 }
 
-void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d) {
+void quant_int8_dotprod_layout(const void *buf, int *M, int *K, const int8_t **q, const float **d,
+                               const int32_t **qs) {
     const dp_head *h = buf;
     *M = h->M, *K = h->K;
     *q = (const int8_t *)((const unsigned char *)buf + HEAD);
     *d = (const float *)((const unsigned char *)buf + HEAD + codes_bytes(h->M, h->K));
+    if (qs) *qs = (const int32_t *)((const unsigned char *)*d + scales_bytes(h->M, h->K));
 }
 
 /* The 32 codes of one weight block as two int8x16 (Q4_0: nibble - 8). */
@@ -189,18 +194,7 @@ static void dp_krows(const int8_t *q, const float *d, const int32_t *qs, int M, 
     for (int n = n0; n < n1; n++) {
         quant_int8_row_codes_neon(w->dtype, (const unsigned char *)w->data + (size_t)n * rb, K, wc, a, b);
         for (int m = 0; m < M; m++) {
-            const int8_t *qr = q + (size_t)m * K;
-            const float *dr = d + (size_t)m * nb;
-            const int32_t *sr = qs + (size_t)m * (K / 16);
-            double acc = 0;
-            for (int j = 0; j < nb; j++) {
-                const int32x4_t z = vdupq_n_s32(0);
-                const int32_t s0 = vaddvq_s32(vdotq_s32(z, vld1q_s8(wc + 32 * j), vld1q_s8(qr + 32 * j)));
-                const int32_t s1 = vaddvq_s32(vdotq_s32(z, vld1q_s8(wc + 32 * j + 16), vld1q_s8(qr + 32 * j + 16)));
-                const float t = a[2 * j] * (float)s0 + a[2 * j + 1] * (float)s1 -
-                                (b[2 * j] * (float)sr[2 * j] + b[2 * j + 1] * (float)sr[2 * j + 1]);
-                acc += (double)(dr[j] * t);
-            }
+            const double acc = kdot_one(wc, a, b, q + (size_t)m * K, d + (size_t)m * nb, qs + (size_t)m * (K / 16), K);
             y[(size_t)m * ldy + n] = (float)acc + (bias ? bias[n] : 0.0f);
         }
     }

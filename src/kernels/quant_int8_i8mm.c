@@ -3,10 +3,11 @@
  * and run only after kern_cpu_supports(KVLM_ISA_NEON_I8MM)): Q8_0 and
  * Q4_0 weights against two or more rows of x with the Armv8.6 int8 matrix
  * multiply (SMMLA: a 2 x 8 by 8 x 2 int8 product added to a 2 x 2 int32
- * tile). Every other call (one row of x: decode, where SMMLA would waste
- * half its work; the K-quants) is the neon-dotprod level's
- * (quant_int8_dotprod.c), and so is the prepared form of x: the same codes
- * and scales (quant_int8.h's rule).
+ * tile); the K-quants (Q4_K, Q5_K, Q6_K) against two or more rows go to
+ * quant_int8_k_i8mm.c, with a panel of two weight rows. Every other call
+ * (one row of x: decode, where SMMLA would waste half its work) is the
+ * neon-dotprod level's (quant_int8_dotprod.c), and so is the prepared form
+ * of x: the same codes and scales (quant_int8.h's rule).
  *
  * Per 32-value block and 2 x 2 tile (rows m, m + 1 of x; weight rows n,
  * n + 1): the 8-value halves of the two rows zipped into 4 pairs of
@@ -131,8 +132,16 @@ AI void mm_rows_t(const int8_t *q, const float *d, int M, int K, const kern_matr
         for (int j = n0; j < n1; j++) mm_one(q, d, K, wd, rb, t, me, j, bias, y, ldy);
 }
 
+static int is_kquant(kvlm_dtype t) { return t == KVLM_Q4_K || t == KVLM_Q5_K || t == KVLM_Q6_K; }
+
 static int mm_takes(int M, const kern_matrix *w) {
-    return M >= 2 && (w->dtype == KVLM_Q8_0 || w->dtype == KVLM_Q4_0);
+    return M >= 2 && (w->dtype == KVLM_Q8_0 || w->dtype == KVLM_Q4_0 || is_kquant(w->dtype));
+}
+
+size_t quant_int8_i8mm_prep_bytes(int M, const kern_matrix *w, size_t *panel) {
+    const size_t bytes = quant_int8_dotprod_prep_bytes(M, w, panel);
+    if (bytes && panel && *panel && M >= 2) *panel = quant_int8_i8mm_kpanel_bytes(w->cols);
+    return bytes;
 }
 
 void quant_int8_i8mm_rows_prep(const void *buf, void *panel, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -140,13 +149,15 @@ void quant_int8_i8mm_rows_prep(const void *buf, void *panel, const kern_matrix *
     int M, K;
     const int8_t *q;
     const float *d;
-    quant_int8_dotprod_layout(buf, &M, &K, &q, &d);
+    const int32_t *qs;
+    quant_int8_dotprod_layout(buf, &M, &K, &q, &d, &qs);
     if (!mm_takes(M, w)) {
         quant_int8_dotprod_rows_prep(buf, panel, w, n0, n1, bias, y, ldy);
         return;
     }
     if (w->dtype == KVLM_Q8_0) mm_rows_t(q, d, M, K, w, n0, n1, bias, y, ldy, KVLM_Q8_0);
-    else mm_rows_t(q, d, M, K, w, n0, n1, bias, y, ldy, KVLM_Q4_0);
+    else if (w->dtype == KVLM_Q4_0) mm_rows_t(q, d, M, K, w, n0, n1, bias, y, ldy, KVLM_Q4_0);
+    else quant_int8_i8mm_krows(q, d, qs, M, K, w, n0, n1, panel, bias, y, ldy);
 }
 
 void quant_int8_i8mm_matmul_rows(const float *x, int M, const kern_matrix *w, int n0, int n1, const float *bias,
@@ -156,13 +167,14 @@ void quant_int8_i8mm_matmul_rows(const float *x, int M, const kern_matrix *w, in
         return;
     }
     size_t panel = 0;
-    const size_t bytes = quant_int8_dotprod_prep_bytes(M, w, &panel);
-    unsigned char *buf = bytes ? aligned_alloc(64, (bytes + 63) & ~(size_t)63) : NULL;
+    const size_t bytes = quant_int8_i8mm_prep_bytes(M, w, &panel);
+    const size_t pre = (bytes + 63) & ~(size_t)63;
+    unsigned char *buf = bytes ? aligned_alloc(64, pre + panel) : NULL;
     if (!buf) {
         kern_ops_neon.matmul_rows(x, M, w, n0, n1, bias, y, ldy);
         return;
     }
     quant_int8_dotprod_prep(x, M, w, 0, M, buf);
-    quant_int8_i8mm_rows_prep(buf, NULL, w, n0, n1, bias, y, ldy);
+    quant_int8_i8mm_rows_prep(buf, panel ? buf + pre : NULL, w, n0, n1, bias, y, ldy);
     free(buf);
 }
