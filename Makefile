@@ -679,7 +679,8 @@ test-cluster: $(BUILD)/kvlm setup-cluster
 # builds kvlm and AARCH64_TESTS for aarch64 in build-aarch64/ and the native
 # kvlm, then runs tests/run_aarch64.sh: AARCH64_TESTS under qemu -cpu max
 # (every ARM level), AARCH64_FALLBACK_TESTS under -cpu cortex-a53 (no dot
-# product), and the ROMEO: text at every ARM level against the native
+# product), AARCH64_NO_I8MM_TESTS under -cpu neoverse-n1 (dot product, no
+# i8mm), and the ROMEO: text at every ARM level against the native
 # build's. The kernels, the float and quantised parity (Hugging Face and
 # GGUF fixtures; the llama.cpp files' logits and perplexity, neon-dotprod
 # included; the per-layer attention families and the mixtures of experts), the
@@ -691,10 +692,12 @@ AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotpr
                  test_run_server
 AARCH64_FALLBACK_TESTS := test_kernels test_quant_int8_dotprod test_bf16_dot test_vec_softmax test_attention_tile \
                           test_public_api test_gpt2_parity
+AARCH64_NO_I8MM_TESTS := test_quant_int8_dotprod
 .PHONY: test-aarch64 setup-arm64
 setup-arm64:
 	./scripts/setup.sh --arm64
 test-aarch64: setup-arm64
 	$(MAKE) --no-print-directory CROSS=aarch64 build-aarch64/kvlm $(AARCH64_TESTS:%=build-aarch64/tests/%)
 	$(MAKE) --no-print-directory CROSS= build/kvlm
-	./tests/run_aarch64.sh build-aarch64 build/kvlm "$(AARCH64_TESTS)" "$(AARCH64_FALLBACK_TESTS)"
+	./tests/run_aarch64.sh build-aarch64 build/kvlm "$(AARCH64_TESTS)" "$(AARCH64_FALLBACK_TESTS)" \
+	    "$(AARCH64_NO_I8MM_TESTS)"

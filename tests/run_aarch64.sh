@@ -1,13 +1,14 @@
 #!/bin/sh
 # The aarch64 build's tests under QEMU user-mode emulation (`make
 # test-aarch64`, docs/arm64.md), from the repository root:
-#   tests/run_aarch64.sh BUILD NATIVE_KVLM "TESTS" "FALLBACK_TESTS"
+#   tests/run_aarch64.sh BUILD NATIVE_KVLM "TESTS" "FALLBACK_TESTS" "NO_I8MM_TESTS"
 # BUILD (build-aarch64) holds the aarch64 kvlm and test binaries; TESTS run
 # with QEMU's -cpu max (SVE, dot product, bf16, i8mm: every level kvlm has),
 # FALLBACK_TESTS again with -cpu cortex-a53 (Armv8.0: no dot product, so
-# neon-dotprod must be refused and auto must pick neon), and neon-i8mm and
-# neon-bf16 must be refused with -cpu neoverse-n1 (dot product, no i8mm,
-# no bf16). Then, at each
+# neon-dotprod must be refused and auto must pick neon), NO_I8MM_TESTS with
+# -cpu neoverse-n1 (dot product, no i8mm, no bf16: neon-i8mm must be
+# refused and auto must pick neon-dotprod), and neon-i8mm and neon-bf16
+# must be refused by kvlm run there. Then, at each
 # -cpu, `kvlm run -m models/shakespeare-gpt2 -p ROMEO: --temp 0` at every
 # ARM level the CPU has must print the text the native x86-64 build
 # (NATIVE_KVLM) prints at its best float-activation level.
@@ -20,6 +21,7 @@ build=${1:-build-aarch64}
 native=${2:-build/kvlm}
 tests=${3:-}
 fallback=${4:-}
+no_i8mm=${5:-}
 qemu=${QEMU:-qemu-aarch64-static}
 command -v "$qemu" >/dev/null 2>&1 || qemu=qemu-aarch64
 if ! command -v "$qemu" >/dev/null 2>&1; then
@@ -81,6 +83,7 @@ if QEMU_CPU=cortex-a53 "$wrapper" run -m models/shakespeare-gpt2 --ids 1 -n 1 --
 fi
 # neon-i8mm and neon-bf16 are refused where the CPU has the dot product
 # but neither i8mm nor bf16
+run_tests neoverse-n1 "$no_i8mm"
 for isa in neon-i8mm neon-bf16; do
     if QEMU_CPU=neoverse-n1 "$wrapper" run -m models/shakespeare-gpt2 --ids 1 -n 1 --isa $isa >/dev/null 2>&1; then
         echo "== --isa $isa ran on neoverse-n1 (no i8mm, no bf16)"
