@@ -30,10 +30,13 @@
  *
  * The logits and the perplexity against the reference run on the f32-
  * activation kernel sets (--isa forced: avx512 or avx2, not auto). Where
- * the CPU has an int8-activation level (avx512-vnni, avx2-vnni: Q8_0, Q4_0,
- * Q4_K, Q5_K and Q6_K tensors with 8-bit activations, as llama.cpp does)
- * the perplexity runs again on it and must land within PPL_INT8_REL = 0.5%
- * of the f32-activation reference and within PPL_REL of llama.cpp's. The
+ * the CPU has an int8-activation level (avx512-vnni, avx2-vnni; on aarch64
+ * neon-dotprod and neon-i8mm, whose SMMLA tiles take the prompt's rows:
+ * Q8_0, Q4_0, Q4_K, Q5_K and Q6_K tensors with 8-bit activations, as
+ * llama.cpp does) the perplexity runs again on it and must land within
+ * PPL_INT8_REL = 0.5% of the f32-activation reference and within PPL_REL
+ * of llama.cpp's; on a file of f32, Q4_K, Q5_K and Q6_K tensors only,
+ * neon-i8mm's must equal neon-dotprod's exactly (the same bits). The
  * int8 bound is wider than the 0.2% kvlm allows for a real model
  * because these random-weight models score worse than uniform (perplexity
  * 7,000-12,700 over a vocabulary of ~509: large, confidently wrong logits),
@@ -164,7 +167,7 @@ static double json_num(json_t *o, const char *k) {
 
 /* kvlm perplexity on kernel set isa; the tolerance against the reference
  * is PPL_REF_REL with f32 activations, PPL_INT8_REL with int8 ones. */
-static void check_perplexity(const char *path, const expected *x, const char *label, kvlm_isa isa, double ref_rel) {
+static double check_perplexity(const char *path, const expected *x, const char *label, kvlm_isa isa, double ref_rel) {
     char *out = NULL;
     int st = th_run_kvlm(&out, "perplexity -m %s -f " PPL_TEXT " --chunks --context %d --isa %s --kv-dtype f32 "
                          "--json 2>/dev/null",
@@ -185,6 +188,21 @@ static void check_perplexity(const char *path, const expected *x, const char *la
     if (fabs(ppl / x->ppl - 1) > PPL_REL) fail_msg("%s: perplexity %.4f vs llama.cpp %.4f", label, ppl, x->ppl);
     json_decref(j);
     free(out);
+    return ppl;
+}
+
+/* Whether a manifest entry's tensor types are f32 and the K-quants the
+ * int8 levels take (Q4_K, Q5_K, Q6_K) only. */
+static int kquant_only(const json_t *ent) {
+    const json_t *types = json_object_get(ent, "tensor_types");
+    if (!json_is_array(types) || json_array_size(types) == 0) return 0;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(types, i, t) {
+        const char *n = json_string_value(t);
+        if (!n || (strcmp(n, "F32") && strcmp(n, "Q4_K") && strcmp(n, "Q5_K") && strcmp(n, "Q6_K"))) return 0;
+    }
+    return 1;
 }
 
 /* Every file of dir's manifest.json (at least min_files of them). */
@@ -220,9 +238,16 @@ static void check_dir(const char *dir, size_t min_files) {
         kvlm_model_free(m);
         const kvlm_isa f32 = th_best_f32_isa();
         check_perplexity(path, &x, g, f32, PPL_REF_REL);
-        const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI, KVLM_ISA_NEON_DOTPROD};
-        for (size_t i = 0; i < 3; i++)
-            if (kern_cpu_supports(int8[i])) check_perplexity(path, &x, g, int8[i], PPL_INT8_REL);
+        const kvlm_isa int8[] = {KVLM_ISA_AVX512_VNNI, KVLM_ISA_AVX2_VNNI, KVLM_ISA_NEON_DOTPROD, KVLM_ISA_NEON_I8MM};
+        double ppl8[4] = {0};
+        for (size_t i = 0; i < 4; i++)
+            if (kern_cpu_supports(int8[i])) ppl8[i] = check_perplexity(path, &x, g, int8[i], PPL_INT8_REL);
+        /* neon-i8mm's K-quant tiles give neon-dotprod's bits: a file of f32
+         * and those K-quants scores the same to the last bit at both */
+        if (ppl8[2] > 0 && ppl8[3] > 0 && kquant_only(ent)) {
+            if (ppl8[3] != ppl8[2]) fail_msg("%s: perplexity %.17g at neon-i8mm, %.17g at neon-dotprod", g, ppl8[3], ppl8[2]);
+            printf("  %-22s neon-i8mm perplexity equal to neon-dotprod's (%.17g)\n", g, ppl8[3]);
+        }
         free(x.prefill);
         free(x.greedy_logits);
     }
