@@ -683,7 +683,8 @@ test-cluster: $(BUILD)/kvlm setup-cluster
 # i8mm), and the ROMEO: text at every ARM level against the native
 # build's. The kernels, the float and quantised parity (Hugging Face and
 # GGUF fixtures; the llama.cpp files' logits and perplexity, neon-dotprod
-# included; the per-layer attention families and the mixtures of experts), the
+# and neon-i8mm included; the per-layer attention families and the
+# mixtures of experts), the
 # CLI and the server: several minutes of CPU time (test_kernels 22 s,
 # test_kv_q8 70 s, test_llamacpp_files 75 s of them), longer on a busy machine.
 AARCH64_TESTS := test_kernels test_quant test_quant_blocks test_quant_int8_dotprod test_bf16_dot test_vec_softmax \
