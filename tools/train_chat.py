@@ -275,6 +275,16 @@ def export(a):
         last, windows = log[-1], ck["args"]["eval_windows"]
         final = {"steps": ck["step"], "train_loss": last["train_loss_running"], "val_loss": last["val_loss"],
                  "train_s": last["elapsed_s"]}
+        if last["step"] != ck["step"]:
+            # Checkpointed past its last evaluation: evaluate these weights
+            # (f32) here, the training loss over windows of the training split.
+            # The checkpoint does not record the wall clock: --train-seconds.
+            wf = {k: v.detach().float() for k, v in ck["weights"].items()}
+            nw = ck["args"]["train_eval_windows"]
+            final = {"steps": ck["step"], "train_windows": nw,
+                     "train_loss": tl.evaluate(wf, cfg, vocab.to_compact[tr], vocab, nw, batch=1),
+                     "val_loss": tl.evaluate(wf, cfg, vocab.to_compact[va], vocab, windows, batch=1),
+                     "train_s": a.train_seconds if a.train_seconds else last["elapsed_s"]}
     val_rounded = tl.evaluate(wr, cfg, vocab.to_compact[va], vocab, windows, batch=1)
     msgs = [{"role": "system", "content": "A scene from Romeo and Juliet, by William Shakespeare."},
             {"role": "user", "content": "ROMEO:\nBut soft, what light through yonder window breaks?"}]
@@ -306,7 +316,8 @@ def write_readme(path, info):
                       for r in info["log"])
     sizes = info["sizes"]
     w = info["windows"]
-    train_what = " (running mean of the last steps)" if w else " (%d windows)" % g["train_eval_windows"]
+    train_what = (" (%d windows)" % fin["train_windows"] if "train_windows" in fin else
+                  " (running mean of the last steps)" if w else " (%d windows)" % g["train_eval_windows"])
     val_what = "%d of the" % w if w else "all the"
     gguf = "shakespeare-chat-q8_0.gguf"
     plays = "\n".join("| %s | %s | %d |" % (t, w, i) for i, w, t in PLAYS)
@@ -457,6 +468,8 @@ def main():
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--conv-tokens", type=int, default=1024)
     e.add_argument("--train-note", default="")
+    e.add_argument("--train-seconds", type=float, default=0,
+                   help="wall clock of a run stopped between evaluations (default: at its last evaluation)")
     a = ap.parse_args()
     if a.cmd == "data":
         tok, tr, va, counts = load_data(a)
