@@ -89,7 +89,6 @@ static int parse_seconds(const char *flag, const char *v, void *dst) {
     return 0;
 }
 
-/* The API key: --api-key, else --api-key-file, else $KVLM_API_KEY. */
 /* One model given as a .gguf or llm.c .bin file is named as it would be
  * among several (its file name without the extension), not after the
  * directory holding it; a model directory, config.json or .safetensors file
@@ -101,6 +100,7 @@ static int single_file_id(const char *path, char *id, size_t cap) {
     return *id != 0;
 }
 
+/* The API key: --api-key, else --api-key-file, else $KVLM_API_KEY. */
 static int api_key(serve_opts *o) {
     srv_config *c = &o->cfg;
     if (c->api_key && o->key_file) {
