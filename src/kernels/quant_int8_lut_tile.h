@@ -180,6 +180,13 @@ AI void lut_tile(kvlm_dtype t, const lut_group *a, int ng, int nbk, const unsign
 #if LUT_VBMI
 static _Thread_local unsigned long lut_mx1_calls; /* calls that took lut_tile_mx1 */
 
+/* One group's exact integer sums of one row of x against the codes c (the
+ * vpermb lookups of lut_tile and the two vpdpbusd from the start st). */
+AI __m512i lut_dot1(__m512i c, __m512i tab, __m512i st, __m512i xl, __m512i xh) {
+    const __m512i lo = _mm512_permutexvar_epi8(c, tab), hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
+}
+
 /* Decode (one row of x) of MXFP4 through the scales' exponents. A block's
  * product scale dx * 2^(e - 128) is dx's bits plus (e - 128) << 23: one
  * shift and one integer add where lut_tile spends a subtraction, a
@@ -213,10 +220,7 @@ AI void lut_tile_mx1(const lut_group *a, int ng, int nbk, const unsigned char *w
             const __m512i c = _mm512_permutex2var_epi8(A, ci, B);
             const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, si, A);
             const __m512 sc = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(e, 23), D));
-            const __m512i lo = _mm512_permutexvar_epi8(c, tab);
-            const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
-            const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), sc, acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lut_dot1(c, tab, st, xl, xh)), sc, acc[j]);
         }
     }
     if (whole < ng) { /* the short last group */
@@ -229,10 +233,7 @@ AI void lut_tile_mx1(const lut_group *a, int ng, int nbk, const unsigned char *w
             __m512i c;
             __m512 sc;
             lut_load(KVLM_MXFP4, wr + (size_t)j * rb, whole, nbk % 4, &c, &sc);
-            const __m512i lo = _mm512_permutexvar_epi8(c, tab);
-            const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(c, 4), tab);
-            const __m512i r = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, xl), hi, xh);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), _mm512_mul_ps(sc, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lut_dot1(c, tab, st, xl, xh)), _mm512_mul_ps(sc, dx), acc[j]);
         }
     }
 #pragma GCC unroll 4
